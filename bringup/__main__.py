@@ -1,0 +1,3 @@
+from bringup.cli import main
+
+main()
