@@ -139,7 +139,7 @@ class Candidate:
 
     @classmethod
     def make(cls, engine: str, model: str, flags: dict[str, FlagValue] | None = None,
-             env: dict[str, str] | None = None, label: str = "") -> "Candidate":
+             env: dict[str, str] | None = None, label: str = "") -> Candidate:
         return cls(engine, model, tuple((flags or {}).items()), tuple(sorted((env or {}).items())), label)
 
     @property
@@ -153,7 +153,7 @@ class Candidate:
     def argv_flags(self) -> list[str]:
         return render_flags(self.flag_dict)
 
-    def with_changes(self, changes: dict[str, FlagValue | None], label: str = "") -> "Candidate":
+    def with_changes(self, changes: dict[str, FlagValue | None], label: str = "") -> Candidate:
         """Set (value), or remove (None) flags and env vars ("env:NAME")."""
         flags, env = self.flag_dict, self.env_dict
         for k, v in changes.items():
@@ -179,7 +179,7 @@ class Candidate:
         blob = json.dumps(self.canonical(), sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
-    def diff(self, base: "Candidate") -> list[Change]:
+    def diff(self, base: Candidate) -> list[Change]:
         """Changes that turn base into self, flags first then env, in a stable order."""
         out: list[Change] = []
         a, b = base.flag_dict, self.flag_dict
@@ -192,7 +192,7 @@ class Candidate:
                 out.append(Change("env:" + k, ea.get(k), eb.get(k)))
         return out
 
-    def describe_diff(self, base: "Candidate") -> str:
+    def describe_diff(self, base: Candidate) -> str:
         changes = self.diff(base)
         return ", ".join(c.describe() for c in changes) if changes else "(baseline)"
 
@@ -208,6 +208,6 @@ class Candidate:
         return d
 
     @classmethod
-    def from_json(cls, d: dict) -> "Candidate":
+    def from_json(cls, d: dict) -> Candidate:
         flags = {k: (tuple(v) if isinstance(v, list) else v) for k, v in d.get("flags", {}).items()}
         return cls.make(d["engine"], d["model"], flags, d.get("env", {}), d.get("label", ""))

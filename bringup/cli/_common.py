@@ -1,0 +1,92 @@
+"""Shared pieces of the CLI: consoles, engine resolution, outcome rendering."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from bringup.outcome import Outcome
+
+out_console = Console(highlight=False, soft_wrap=True)
+err_console = Console(stderr=True, highlight=False)
+
+STATUS_STYLE = {"works": "bold green", "fails": "bold red", "wrong-output": "bold magenta", "timeout": "bold yellow"}
+
+
+def usage_error(msg: str) -> typer.Exit:
+    """Bad usage: say what was wrong and what to do; exit code 2."""
+    err_console.print(f"[bold red]error:[/] {msg}")
+    return typer.Exit(2)
+
+
+def runs_root(runs_dir: Path | None) -> Path:
+    return Path(runs_dir) if runs_dir else Path.cwd() / "bringup-runs"
+
+
+def new_trial_dir(root: Path, engine: str, key: str) -> Path:
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    d = root / "trials" / f"{stamp}-{engine}-{key[:8]}"
+    n = 1
+    while d.exists():
+        n += 1
+        d = root / "trials" / f"{stamp}-{engine}-{key[:8]}-{n}"
+    return d
+
+
+def print_json(obj: object) -> None:
+    sys.stdout.write(json.dumps(obj, indent=2, default=str) + "\n")
+    sys.stdout.flush()
+
+
+def render_outcome(o: Outcome, console: Console = out_console) -> None:
+    style = STATUS_STYLE.get(o.status, "bold")
+    head = Text(o.status.upper(), style=style)
+    if o.failure_class:
+        head.append(f"  {o.failure_class}", style="bold")
+    if o.phase and o.status != "works":
+        head.append(f" in phase {o.phase}")
+    t = o.timings
+    bits = []
+    if t.to_ready is not None:
+        bits.append(f"ready in {t.to_ready:.1f} s")
+    bits.append(f"total {t.total:.1f} s")
+    if t.fatal_to_teardown is not None:
+        bits.append(f"fatal line to teardown {t.fatal_to_teardown:.2f} s")
+    if t.simulated is not None:
+        bits.append(f"simulated {t.simulated:.0f} s")
+    if not o.launched:
+        bits.append("not launched")
+    if t.total > 0 or not o.launched:
+        head.append("   (" + ", ".join(bits) + ")", style="dim")
+    console.print(head)
+    if o.evidence and o.status != "works":
+        console.print("[bold]evidence[/]")
+        for line in o.evidence:
+            console.print(Text("  " + line[:400]))
+    if o.hint and o.status != "works":
+        console.print(Text.assemble(("hint ", "bold"), o.hint))
+    if o.overrides:
+        console.print("[bold]engine overrides[/] (requested → effective)")
+        for ov in o.overrides:
+            console.print(Text(f"  {ov.flag}: {ov.requested} → {ov.effective}"))
+    if o.probes:
+        table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
+        table.add_column("probe")
+        table.add_column("")
+        table.add_column("detail", overflow="fold")
+        for p in o.probes:
+            table.add_row(p.name, "[green]pass[/]" if p.passed else "[red]FAIL[/]", p.detail[:160])
+        console.print(table)
+    if o.warnings:
+        console.print("[bold]warnings worth knowing[/]")
+        for w in o.warnings[:5]:
+            console.print(Text("  " + w[:300]))
+    if o.log_path:
+        console.print(Text(f"log: {o.log_path}", style="dim"))

@@ -1,0 +1,103 @@
+"""``bringup trial``: launch one configuration, probe it, tear it down, say what happened."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.status import Status
+
+from bringup.candidate import Candidate, FlagError, parse_flags
+from bringup.cli import app
+from bringup.cli._common import err_console, new_trial_dir, print_json, render_outcome, runs_root, usage_error
+from bringup.probes import KnownAnswer, ProbeConfig
+from bringup.process import Interrupted
+from bringup.targets import TargetError, resolve_target
+from bringup.trial import Trial, TrialSettings
+
+
+def parse_answers(answers: list[str]) -> list[KnownAnswer]:
+    out = []
+    for a in answers:
+        prompt, sep, expected = a.rpartition("=")
+        if not sep or not prompt.strip() or not expected.strip():
+            raise usage_error(f"--answer {a!r}: write it as 'PROMPT=EXPECTED', e.g. 'What is 2+2?=4'")
+        out.append(KnownAnswer(prompt.strip(), expected.strip()))
+    return out
+
+
+@app.command("trial", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def trial_cmd(
+    ctx: typer.Context,
+    engine: str = typer.Option(None, help="vllm or sglang (not with --scenario)."),
+    model: str = typer.Option(None, help="Model folder or hub id (with --scenario: the scenario's model)."),
+    scenario: Path = typer.Option(None, help="Replay a scenario file instead of a real engine."),
+    time_scale: float = typer.Option(0.01, help="Scenario only: real seconds per simulated second."),
+    port: int = typer.Option(None, help="Port for the server (default: a free one)."),
+    timeout: float = typer.Option(1800.0, help="Seconds from launch to ready before giving up."),
+    hang_timeout: float = typer.Option(600.0, help="Seconds without a new log line (not ready) that make a hang."),
+    python: str = typer.Option(None, help="Python interpreter of the engine's environment (default: this one)."),
+    answer: list[str] = typer.Option([], help="Known answer 'PROMPT=EXPECTED' to check (repeatable)."),
+    batch: int = typer.Option(8, min=2, help="Concurrent requests in the batch probe."),
+    long_tokens: int = typer.Option(256, min=200, help="Tokens in the long greedy decode probe."),
+    validate: bool = typer.Option(True, help="Reject flags the engine's --help rejects without launching."),
+    runs_dir: Path = typer.Option(None, help="Where trial folders go (default ./bringup-runs)."),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
+    """Run one trial and print its outcome. Engine flags go after `--`.
+
+    Exit code 0 when it works, 1 when it does not, 2 for bad usage.
+    """
+    try:
+        target = resolve_target(engine=engine, model=model, scenario=scenario, python=python,
+                                time_scale=time_scale)
+    except TargetError as e:
+        raise usage_error(str(e)) from None
+    tokens = list(ctx.args)
+    for reserved in ("--port", "--host"):
+        if reserved in tokens:
+            raise usage_error(f"give the port with bringup's own --port, not as an engine flag ({reserved})")
+    if target.engine.info.model_flag in tokens or "--model" in tokens or "--model-path" in tokens:
+        raise usage_error("give the model with --model, not as an engine flag")
+    try:
+        flags = parse_flags(tokens, target.spec)
+    except FlagError:
+        try:  # the trial reports what the engine would reject; keep the tokens as given
+            flags = parse_flags(tokens, None)
+        except FlagError as e:
+            raise usage_error(f"cannot read the engine flags: {e}") from None
+    cand = Candidate.make(target.engine.log_dialect, target.model, flags)
+    answers = target.answers + parse_answers(answer)
+    settings = TrialSettings(
+        timeout=timeout, hang_timeout=hang_timeout, port=port, validate=validate,
+        probe=ProbeConfig(batch_size=batch, long_tokens=long_tokens, answers=answers),
+    )
+    trial_dir = new_trial_dir(runs_root(runs_dir), target.engine.log_dialect, cand.key())
+    status = Status("launching", console=err_console) if not json_out else None
+    state = {"phase": "spawn", "line": ""}
+
+    def on_event(kind: str, text: str) -> None:
+        if status is None:
+            return
+        if kind == "phase":
+            state["phase"] = text
+        elif kind == "line" and text.strip():
+            state["line"] = text.strip()[:100]
+        status.update(f"[bold]{state['phase']}[/]  [dim]{state['line']}[/]")
+
+    trial = Trial(target.engine, cand, trial_dir, settings, spec=target.spec, version=target.version,
+                  on_event=on_event)
+    try:
+        if status:
+            with status:
+                outcome = trial.run()
+        else:
+            outcome = trial.run()
+    except Interrupted as e:
+        err_console.print(f"[bold yellow]interrupted ({e}); the server was torn down.[/] Log: {trial_dir / 'server.log'}")
+        raise typer.Exit(130) from None
+    if json_out:
+        print_json(outcome.model_dump())
+    else:
+        render_outcome(outcome)
+    raise typer.Exit(0 if outcome.works else 1)

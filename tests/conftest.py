@@ -1,0 +1,62 @@
+"""Shared fixtures: tiny models, running the bringup CLI, checking that nothing is left behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import psutil
+import pytest
+
+from bringup.process import port_is_free
+from bringup.testmodel import TestModelSpec, write_test_model
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = Path(__file__).parent / "data"
+# On the CPU build --gpu-memory-utilization is a fraction of host memory; 0.3 fits a 24 GiB box.
+MEM = os.environ.get("BRINGUP_TEST_MEM", "0.3")
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory) -> Path:
+    return write_test_model(tmp_path_factory.mktemp("models") / "tiny64")
+
+
+@pytest.fixture(scope="session")
+def tiny_model_hd16(tmp_path_factory) -> Path:
+    return write_test_model(tmp_path_factory.mktemp("models") / "tiny16", TestModelSpec(head_dim=16))
+
+
+def bringup(*args: str, timeout: float = 600, check_json: bool = True, env: dict | None = None):
+    """Run the bringup CLI as a user would; returns (returncode, parsed JSON or None, stdout, stderr)."""
+    proc = subprocess.run([sys.executable, "-m", "bringup", *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=ROOT, env={**os.environ, **(env or {})})
+    data = None
+    if check_json and "--json" in args:
+        try:
+            data = json.loads(proc.stdout)
+        except ValueError:
+            pytest.fail(f"not JSON (rc {proc.returncode}):\nstdout={proc.stdout[-2000:]}\nstderr={proc.stderr[-3000:]}")
+    return proc.returncode, data, proc.stdout, proc.stderr
+
+
+def group_alive(pgid: int) -> list[int]:
+    """Live (non-zombie) processes in a process group."""
+    alive = []
+    for p in psutil.process_iter(["pid", "status"]):
+        try:
+            if os.getpgid(p.pid) == pgid and p.info["status"] != psutil.STATUS_ZOMBIE:
+                alive.append(p.pid)
+        except (ProcessLookupError, PermissionError, psutil.Error):
+            continue
+    return alive
+
+
+def assert_nothing_left(trial_dir: Path) -> None:
+    """The server's process group is empty and its port accepts a new bind."""
+    pid, port = (trial_dir / "server.pid").read_text().split()
+    assert group_alive(int(pid)) == [], f"server group {pid} still has processes"
+    assert port_is_free(int(port)), f"port {port} is still held"

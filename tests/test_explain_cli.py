@@ -1,0 +1,36 @@
+"""`bringup explain` on SGLang log lines built from FACTS.md and the seeds."""
+
+from pathlib import Path
+
+import pytest
+from conftest import bringup
+
+LOGS = Path(__file__).parent / "data" / "logs"
+
+
+@pytest.mark.parametrize("log, cls, phase, needle", [
+    ("sglang-nan-decode.log", "nan-output", "first-request", "probability tensor contains"),
+    ("sglang-nsa-fp8-assert.log", "incompatible-options", "graph-capture", "nsa_kv_cache_store_fp8"),
+    ("sglang-graph-oom.log", "oom-graph-capture", "graph-capture", "Capture cuda graph failed"),
+    ("sglang-fa3-sm120.log", "unsupported-hardware", "kv-alloc", "SM>=80 and SM<=90"),
+])
+def test_explain_sglang_logs(log, cls, phase, needle):
+    rc, data, _, _ = bringup("explain", str(LOGS / log), "--json")
+    assert rc == 1
+    assert data["engine"] == "sglang"
+    assert data["failure_class"] == cls and data["phase"] == phase
+    assert needle in data["evidence"][0]
+    assert data["hint"]
+
+
+def test_explain_reads_effective_config():
+    rc, data, _, _ = bringup("explain", str(LOGS / "sglang-nan-decode.log"), "--json")
+    assert data["effective"]["nsa_decode_backend"] == "flashmla_kv"
+    assert data["effective"]["kv_cache_dtype"] == "fp8_e4m3"
+
+
+def test_explain_bad_usage():
+    rc, _, _, err = bringup("explain", "/nonexistent/log.txt")
+    assert rc == 2 and "is not a file" in err
+    rc, _, _, err = bringup("explain", str(LOGS / "sglang-nan-decode.log"), "--engine", "tgi")
+    assert rc == 2 and "unknown engine" in err

@@ -1,0 +1,135 @@
+"""One real trial, end to end, on the vLLM CPU build (each launch is ~30-40 s on 2 cores)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import MEM, ROOT, assert_nothing_left, bringup, group_alive
+
+pytestmark = pytest.mark.engine
+
+
+def _trial(model: Path, runs: Path, *flags: str, extra: tuple[str, ...] = ()):
+    rc, data, out, err = bringup("trial", "--engine", "vllm", "--model", str(model), "--runs-dir", str(runs),
+                                 "--json", "--timeout", "300", "--hang-timeout", "120", *extra, "--", *flags)
+    return rc, data
+
+
+def _explain(data: dict) -> dict:
+    rc, ex, _, _ = bringup("explain", data["log_path"], "--json")
+    return ex
+
+
+def test_default_tiny_model_works(tiny_model, tmp_path):
+    rc, o = _trial(tiny_model, tmp_path, "--gpu-memory-utilization", MEM)
+    assert rc == 0, o
+    assert o["status"] == "works" and o["failure_class"] is None
+    names = [p["name"] for p in o["probes"]]
+    assert names == ["health", "completion", "chat", "long-decode", "batch", "batch-invariance"]
+    assert all(p["passed"] for p in o["probes"])
+    assert o["timings"]["to_ready"] > 1 and o["timings"]["total"] >= o["timings"]["to_ready"]
+    assert o["effective"]["gpu_memory_utilization"] == float(MEM)
+    assert o["engine_version"] == "0.32.0"
+    assert_nothing_left(Path(o["log_path"]).parent)
+    assert _explain(o)["status"] == "works"
+
+
+def test_memory_fraction_099_is_oom_before_ready(tiny_model, tmp_path):
+    rc, o = _trial(tiny_model, tmp_path, "--gpu-memory-utilization", "0.99")
+    assert rc == 1
+    assert o["status"] == "fails" and o["failure_class"].startswith("oom-")
+    assert o["phase"] in ("spawn", "parse-args", "load-weights", "kv-alloc", "graph-capture", "warmup")
+    assert "is less than desired CPU memory utilization" in o["evidence"][0]
+    assert not any("Engine core initialization failed" in e for e in o["evidence"])
+    assert "--gpu-memory-utilization" in o["hint"]
+    assert o["timings"]["to_ready"] is None and o["timings"]["fatal_to_teardown"] < 3
+    assert_nothing_left(Path(o["log_path"]).parent)
+    ex = _explain(o)
+    assert (ex["failure_class"], ex["phase"]) == (o["failure_class"], o["phase"])
+
+
+def test_head_dim_16_dies_on_first_request(tiny_model_hd16, tmp_path):
+    rc, o = _trial(tiny_model_hd16, tmp_path, "--gpu-memory-utilization", MEM)
+    assert rc == 1
+    assert o["status"] == "fails" and o["phase"] == "first-request"
+    assert o["failure_class"] == "unsupported-hardware"
+    assert any("Unsupported CPU attention configuration" in e for e in o["evidence"])
+    assert o["timings"]["to_ready"] is not None  # it was ready first
+    failed = [p for p in o["probes"] if not p["passed"]]
+    assert failed and failed[0]["name"] == "completion" and failed[0]["phase"] == "first-request"
+    assert_nothing_left(Path(o["log_path"]).parent)
+    ex = _explain(o)
+    assert ex["failure_class"] == "unsupported-hardware" and ex["phase"] == "first-request"
+
+
+def test_flash_attn_on_cpu_works_and_reports_override(tiny_model, tmp_path):
+    rc, o = _trial(tiny_model, tmp_path, "--gpu-memory-utilization", MEM, "--attention-backend", "FLASH_ATTN")
+    assert rc == 0 and o["status"] == "works"
+    ov = {x["flag"]: x for x in o["overrides"]}
+    assert ov["--attention-backend"]["requested"] == "FLASH_ATTN"
+    assert ov["--attention-backend"]["effective"] == "CPU_ATTN"
+    assert "Cannot use AttentionBackendEnum.FLASH_ATTN backend on CPU" in ov["--attention-backend"]["evidence"]
+    assert o["requested"]["--attention-backend"] == "FLASH_ATTN"
+    assert_nothing_left(Path(o["log_path"]).parent)
+
+
+def test_invalid_choice_is_bad_flag_fast_without_launch(tiny_model, tmp_path):
+    t0 = time.monotonic()
+    rc, o = _trial(tiny_model, tmp_path, "--kv-cache-dtype", "nonsense")
+    assert time.monotonic() - t0 < 15
+    assert rc == 1 and o["failure_class"] == "bad-flag" and o["phase"] == "parse-args"
+    assert o["launched"] is False
+    assert "invalid choice: 'nonsense'" in o["evidence"][0]
+
+
+def test_invalid_choice_rejected_by_the_real_engine(tiny_model, tmp_path):
+    """Without bringup's own check the engine's argparse rejects it, before any model load."""
+    t0 = time.monotonic()
+    rc, o = _trial(tiny_model, tmp_path, "--kv-cache-dtype", "nonsense", extra=("--no-validate",))
+    assert time.monotonic() - t0 < 15
+    assert rc == 1 and o["failure_class"] == "bad-flag" and o["phase"] == "parse-args" and o["launched"]
+    assert "api_server.py: error: argument --kv-cache-dtype: invalid choice: 'nonsense'" in o["evidence"][0]
+    log = Path(o["log_path"]).read_text()
+    assert "Starting to load model" not in log and "Loading weights" not in log
+    assert_nothing_left(Path(o["log_path"]).parent)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_interrupting_bringup_tears_the_server_down(tiny_model, tmp_path, sig):
+    runs = tmp_path / "runs"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "bringup", "trial", "--engine", "vllm", "--model", str(tiny_model),
+         "--runs-dir", str(runs), "--json", "--", "--gpu-memory-utilization", MEM],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        # Wait until the engine has workers (a real process tree), then interrupt bringup.
+        deadline = time.monotonic() + 120
+        pidfile = None
+        while time.monotonic() < deadline:
+            found = list(runs.glob("trials/*/server.pid"))
+            if found:
+                pidfile = found[0]
+                log = pidfile.parent / "server.log"
+                if log.exists() and "Initializing a V1 LLM engine" in log.read_text():
+                    break
+            time.sleep(0.2)
+        assert pidfile is not None, "the trial never launched"
+        pgid = int(pidfile.read_text().split()[0])
+        time.sleep(2.0)  # let EngineCore spawn its worker
+        assert len(group_alive(pgid)) >= 2
+        os.kill(proc.pid, sig)
+        rc = proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert rc == 130
+    assert_nothing_left(pidfile.parent)
+    assert not (pidfile.parent / "outcome.json").exists() or json.loads((pidfile.parent / "outcome.json").read_text())
