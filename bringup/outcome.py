@@ -16,7 +16,8 @@ class Timings(BaseModel):
     teardown: float | None = None
     fatal_to_teardown: float | None = None  # the fatal line (or exit) to the end of teardown
     simulated: float | None = None  # scenarios: simulated seconds the launch stands for
-    overhead: float | None = None  # bringup's own time beyond the engine's (pre-launch work)
+    overhead: float | None = None  # bringup's own pre-launch work (version, --help, validation)
+    ready_lag: float | None = None  # the engine's last start-up line to bringup seeing it ready
 
 
 class ProbeRecord(BaseModel):

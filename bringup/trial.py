@@ -68,6 +68,7 @@ class Trial:
         self.phase = "spawn"
         self.lines: list[LogLine] = []
         self._probe_thread: threading.Thread | None = None
+        self._ready_lag: float | None = None
 
     # -- helpers -------------------------------------------------------------------------------
     def _base_outcome(self, argv: list[str]) -> Outcome:
@@ -193,7 +194,8 @@ class Trial:
                     if now - last_check > 0.25:
                         last_check = now
                         if self._ready(client, seen_ready_line):
-                            t_ready = now
+                            t_ready = time.monotonic()
+                            self._ready_lag = t_ready - (self.lines[-1].t if self.lines else t_launch)
                             self._set_phase("ready")
                             break
                     last_line = self.lines[-1].t if self.lines else t_launch
@@ -282,6 +284,7 @@ class Trial:
             fatal_to_teardown=(t_end - t_event) if t_event is not None else None,
             simulated=max(clocks) if clocks else None,
             overhead=t_launch - t_start,
+            ready_lag=self._ready_lag,
         )
         if teardown is not None:
             out.teardown = {"seconds": round(teardown.seconds, 3), "signal": teardown.signal_used,

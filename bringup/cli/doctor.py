@@ -1,0 +1,172 @@
+"""``bringup doctor``, ``bringup model`` and ``bringup plan``: the machine, the model, the memory plan."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from bringup import hardware, memplan, modelinfo
+from bringup.cli import app
+
+console = Console()
+
+
+@app.command("doctor")
+def doctor_cmd(
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object (gpus, driver, cuda, topology, packages, facts)."),
+    smem: bool = typer.Option(False, "--smem", help="Measure shared memory per block through the CUDA driver (or PyTorch)."),
+    from_dir: Path | None = typer.Option(None, "--from", help="Read a folder recorded with `python -m bringup.hardware --record`."),
+) -> None:
+    """The machine: GPUs, compute capability, memory, driver, CUDA, GPU links, CPUs, engine packages."""
+    snap = hardware.from_recorded(from_dir) if from_dir else hardware.snapshot(smem=smem)
+    f, src = hardware.facts_with_sources(snap)
+    if as_json:
+        d = snap.to_dict()
+        d["facts"], d["fact_sources"] = f, src
+        typer.echo(json.dumps(d, indent=2))
+        return
+    if snap.gpus:
+        t = Table(title=f"{len(snap.gpus)} GPU(s), driver {snap.driver or '?'}, CUDA {snap.cuda or '?'}, "
+                        f"link {snap.topology.link}")
+        for col in ("#", "name", "cc", "memory", "SMs", "smem/block (opt-in)"):
+            t.add_column(col)
+        for g in snap.gpus:
+            smem_txt = (f"{g.smem_per_block_optin // 1024} KiB (measured)" if g.smem_per_block_optin else
+                        (f"{f['gpu.smem_per_block_kib']} KiB (table)" if src["gpu.smem_per_block_kib"] == "table" else "?"))
+            t.add_row(str(g.index), g.name, g.compute_capability or "?", f"{g.memory_gib:.1f} GiB",
+                      str(g.multiprocessor_count or "?"), smem_txt)
+        console.print(t)
+    else:
+        console.print("[bold]No NVIDIA GPU[/bold] on this machine: CPU targets only (such as the vLLM CPU build).")
+    console.print(f"host: {f['cpu.count']} CPUs, {f['host.memory_gib']} GiB memory")
+    pk = Table(title="packages")
+    pk.add_column("package")
+    pk.add_column("version")
+    for name, ver in snap.packages.items():
+        dist = snap.package_dists.get(name)
+        label = name + (f" [{dist}]" if dist and dist not in (name, hardware.PACKAGES[name][0]) else "")
+        pk.add_row(label, ver or "[dim]absent[/dim]")
+    console.print(pk)
+    for n in snap.notes:
+        console.print(f"note: {n}")
+
+
+def _model_cmd(model_dir: Path, as_json: bool, kv_dtype: list[str]) -> None:
+    try:
+        fp = modelinfo.fingerprint(model_dir)
+    except (FileNotFoundError, json.JSONDecodeError) as e:
+        raise typer.BadParameter(str(e)) from e
+    if as_json:
+        d = {"fingerprint": fp.to_dict(), "facts": modelinfo.facts(fp),
+             "kv_bytes_per_token": {k: modelinfo.kv_cache_bytes(fp, k).alloc_bytes for k in kv_dtype}}
+        typer.echo(json.dumps(d, indent=2, default=str))
+        return
+    for line in modelinfo.report_lines(fp, tuple(kv_dtype)):
+        console.print(line, highlight=False)
+
+
+@app.command("model")
+def model_cmd(
+    model_dir: Path = typer.Argument(..., help="Model folder (config.json, safetensors)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the fingerprint and its facts as JSON."),
+    kv_dtype: list[str] = typer.Option(["bfloat16", "fp8_e4m3"], "--kv-dtype", help="KV dtypes to cost per token."),
+) -> None:
+    """The model's fingerprint: architecture, attention kind, MoE, quantization, exact weight bytes."""
+    _model_cmd(model_dir, as_json, kv_dtype)
+
+
+@app.command("fingerprint", hidden=True)
+def fingerprint_cmd(
+    model_dir: Path = typer.Argument(...),
+    as_json: bool = typer.Option(False, "--json"),
+    kv_dtype: list[str] = typer.Option(["bfloat16", "fp8_e4m3"], "--kv-dtype"),
+) -> None:
+    """Same as `bringup model`."""
+    _model_cmd(model_dir, as_json, kv_dtype)
+
+
+@app.command("plan")
+def plan_cmd(
+    model_dir: Path | None = typer.Argument(None, help="Model folder (config.json; safetensors optional with --weights-gib)."),
+    weights_gib: float | None = typer.Option(None, "--weights-gib", help="Weights per GPU in GiB (overrides the headers)."),
+    gpus: int | None = typer.Option(None, "--gpus", help="GPUs on the machine (default: what doctor finds, else tp)."),
+    tp: int = typer.Option(1, "--tp", min=1, help="Tensor-parallel size."),
+    ep: int = typer.Option(1, "--ep", min=1, help="Expert-parallel size."),
+    mem_fraction: float = typer.Option(..., "--mem-fraction", help="SGLang --mem-fraction-static / vLLM --gpu-memory-utilization."),
+    engine: str = typer.Option("sglang", "--engine", help="sglang or vllm."),
+    gpu_mem_gib: float | None = typer.Option(None, "--gpu-mem-gib", help="Memory per GPU in GiB (default: this machine's)."),
+    kv_dtype: str = typer.Option("auto", "--kv-dtype", help="The engine's --kv-cache-dtype."),
+    cc: float | None = typer.Option(None, "--cc", help="Compute capability (default: this machine's)."),
+    context_len: int | None = typer.Option(None, "--context-len", help="Max context (default: the model's)."),
+    max_running_requests: int | None = typer.Option(None, "--max-running-requests", help="SGLang --max-running-requests / vLLM --max-num-seqs."),
+    cuda_graph_max_bs: int | None = typer.Option(None, "--cuda-graph-max-bs"),
+    chunked_prefill_size: int | None = typer.Option(None, "--chunked-prefill-size"),
+    device: str | None = typer.Option(None, "--device", help="cuda or cpu (default: cuda when a GPU or --gpu-mem-gib is given)."),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Will it fit? Weights per GPU, the KV pool and its tokens, and the CUDA-graph headroom."""
+    if model_dir is None and weights_gib is None:
+        raise typer.BadParameter("give a model folder, --weights-gib, or both")
+    fp = None
+    if model_dir is not None:
+        try:
+            fp = modelinfo.fingerprint(model_dir)
+        except FileNotFoundError as e:
+            raise typer.BadParameter(str(e)) from e
+    host_avail = None
+    if gpu_mem_gib is None or cc is None or gpus is None:
+        snap = hardware.snapshot()
+        f = hardware.facts(snap)
+        if gpu_mem_gib is None:
+            if f["gpu.memory_gib"]:
+                gpu_mem_gib = f["gpu.memory_gib"]
+            elif engine == "vllm" and f["host.memory_gib"]:
+                gpu_mem_gib, device = f["host.memory_gib"], device or "cpu"
+                host_avail = _host_available_gib()
+            else:
+                raise typer.BadParameter("no GPU found here: pass --gpu-mem-gib (and --cc) to plan for another machine")
+        cc = cc if cc is not None else f["gpu.compute_capability"]
+        gpus = gpus if gpus is not None else (f["gpu.count"] or None)
+    try:
+        p = memplan.plan(gpu_mem_gib=gpu_mem_gib, tp=tp, ep=ep, mem_fraction=mem_fraction, engine=engine, fp=fp,
+                         weights_gib=weights_gib, gpus=gpus if gpus and gpus >= tp else None, kv_dtype=kv_dtype,
+                         compute_capability=cc, context_len=context_len, max_running_requests=max_running_requests,
+                         cuda_graph_max_bs=cuda_graph_max_bs, chunked_prefill_size=chunked_prefill_size,
+                         device=device or "cuda", host_available_gib=host_avail)
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from e
+    if as_json:
+        typer.echo(json.dumps(p.to_dict(), indent=2))
+        return
+    colour = {"fits": "green", "tight": "yellow", "graph-capture-risk": "red", "does-not-fit": "red"}[p.verdict]
+    t = Table(title=f"{p.engine} on {p.gpus or 'CPU'} x {p.gpu_mem_gib:.1f} GiB, tp {p.tp}, fraction {p.mem_fraction}")
+    t.add_column("")
+    t.add_column("per GPU", justify="right")
+    t.add_row("weights", f"{p.weights_per_gpu_gib:.2f} GiB ({p.weights_source})")
+    t.add_row("KV budget", f"{p.kv_budget_gib:.2f} GiB")
+    t.add_row("KV pool", f"{p.kv_gib:.2f} GiB" if p.kv_gib is not None else "? (no model config)")
+    t.add_row("KV tokens", f"{p.kv_tokens:,}" if p.kv_tokens is not None else "?")
+    if p.kv_bytes_per_token:
+        t.add_row("KV per token", f"{p.kv_bytes_per_token:,.0f} B ({p.kv_dtype})")
+    t.add_row("outside the fraction", f"{p.outside_fraction_gib:.2f} GiB")
+    if p.free_after_pools_gib is not None:
+        t.add_row("left after pools", f"{p.free_after_pools_gib:.2f} GiB")
+        t.add_row("needed for graph capture", f"{p.reserve_min_gib:.2f} GiB")
+        t.add_row("engine's default reserve", f"{p.reserve_engine_gib:.2f} GiB")
+    console.print(t)
+    console.print(f"verdict: [bold {colour}]{p.verdict}[/bold {colour}]")
+    for r in p.reasons:
+        console.print(f"  - {r}", highlight=False)
+
+
+def _host_available_gib() -> float | None:
+    try:
+        import psutil  # noqa: PLC0415
+
+        return psutil.virtual_memory().available / hardware.GIB
+    except Exception:  # noqa: BLE001
+        return None
