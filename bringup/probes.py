@@ -8,6 +8,7 @@ the server stays up mean wrong output.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import threading
@@ -154,17 +155,49 @@ class ProbeRunner:
         return f"health 200; models: {', '.join(map(str, ids))}"
 
     def probe_completion(self, client: httpx.Client) -> str:
+        """The first request, streamed: a death before the first token is the first request
+        (prefill); after it, decode."""
         self.phase = "first-request"
-        data = self._completion(client, REFERENCE_PROMPT, self.cfg.short_tokens)
-        choice = data["choices"][0]
-        _finite_logprobs(choice)
-        usage = data.get("usage") or {}
-        n = usage.get("completion_tokens")
-        if n is None or n < 1 or n > self.cfg.short_tokens:
+        body = {"model": self.model, "prompt": REFERENCE_PROMPT, "max_tokens": self.cfg.short_tokens,
+                "temperature": 0, "logprobs": 1, "stream": True, "stream_options": {"include_usage": True}}
+        text, tokens, lps, usage = [], [], [], {}
+        try:
+            with client.stream("POST", "/v1/completions", json=body) as r:
+                if r.status_code >= 500:
+                    raise ServerBroke(f"POST /v1/completions: HTTP {r.status_code}: {r.read()[:300]!r}")
+                if r.status_code >= 400:
+                    raise Disagree(f"POST /v1/completions: HTTP {r.status_code}: {r.read()[:300]!r}")
+                for line in r.iter_lines():
+                    if not line.startswith("data:"):
+                        continue
+                    payload = line[5:].strip()
+                    if payload == "[DONE]":
+                        break
+                    try:
+                        chunk = json.loads(payload)
+                    except ValueError as e:
+                        raise Disagree(f"stream chunk is not JSON: {payload[:120]}") from e
+                    if chunk.get("error"):
+                        raise ServerBroke(f"error in stream: {str(chunk['error'])[:200]}")
+                    usage = chunk.get("usage") or usage
+                    for ch in chunk.get("choices") or []:
+                        text.append(ch.get("text") or "")
+                        lp = ch.get("logprobs") or {}
+                        tokens += lp.get("tokens") or []
+                        lps += lp.get("token_logprobs") or []
+                    if tokens or any(text):
+                        self.phase = "decode"
+        except httpx.TimeoutException as e:
+            raise ServerBroke(f"POST /v1/completions (stream): no answer within {client.timeout.read} s") from e
+        except httpx.HTTPError as e:
+            raise ServerBroke(f"POST /v1/completions (stream): {type(e).__name__}: {e}") from e
+        _finite_logprobs({"logprobs": {"token_logprobs": lps}})
+        n = usage.get("completion_tokens") or len(tokens)
+        if not n or n < 1 or n > self.cfg.short_tokens:
             raise Disagree(f"completion_tokens {n} outside 1..{self.cfg.short_tokens}")
-        self._reference = _tokens(choice)
+        self._reference = tokens or "".join(text)
         self.phase = "decode"
-        return f"{n} tokens: {choice.get('text', '')[:60]!r}"
+        return f"{n} tokens (streamed): {''.join(text)[:60]!r}"
 
     def probe_chat(self, client: httpx.Client) -> str:
         body = {"model": self.model, "messages": [{"role": "user", "content": "Say hello in one sentence."}],

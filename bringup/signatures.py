@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -29,6 +30,14 @@ SIGNATURE_DIR = DATA / "signatures"
 GENERIC_PRIORITY = 10  # at or below: a wrapper line, never the evidence when a better line exists
 
 
+class Adjust(BaseModel):
+    """Which way a numeric flag must move after this failure, and a bound read from the line."""
+
+    model_config = ConfigDict(extra="forbid")
+    direction: Literal["lower", "raise"]
+    limit: str | None = None  # arithmetic over the pattern's named groups, e.g. "avail / total"
+
+
 class Signature(BaseModel):
     model_config = ConfigDict(populate_by_name=True, extra="forbid")
 
@@ -42,6 +51,7 @@ class Signature(BaseModel):
     implicates: list[str] = Field(default_factory=list)  # flags, env:NAME, or model./gpu. facts
     hint: str
     source: str
+    adjust: dict[str, Adjust] = Field(default_factory=dict)  # numeric flags, in order of preference
 
     @field_validator("pattern")
     @classmethod
@@ -76,6 +86,32 @@ class Signature(BaseModel):
     @property
     def generic(self) -> bool:
         return self.priority <= GENERIC_PRIORITY
+
+
+def signature_by_id(sig_id: str | None) -> Signature | None:
+    return next((s for s in default_signatures() if s.id == sig_id), None) if sig_id else None
+
+
+def eval_limit(expr: str, groups: dict[str, str | None]) -> float | None:
+    """Evaluate "avail / total" style arithmetic over a match's named groups (numbers only)."""
+    import ast
+    import operator
+
+    ops = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv}
+
+    def ev(node: ast.AST) -> float:
+        if isinstance(node, ast.BinOp) and type(node.op) in ops:
+            return ops[type(node.op)](ev(node.left), ev(node.right))
+        if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
+            return float(node.value)
+        if isinstance(node, ast.Name) and groups.get(node.id) is not None:
+            return float(str(groups[node.id]).replace(",", ""))
+        raise ValueError(f"cannot evaluate {ast.dump(node)}")
+
+    try:
+        return ev(ast.parse(expr, mode="eval").body)
+    except (ValueError, SyntaxError, ZeroDivisionError):
+        return None
 
 
 @lru_cache(maxsize=512)

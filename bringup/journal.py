@@ -1,0 +1,192 @@
+"""The journal: every trial of every run, in SQLite, so a run resumes and later runs learn.
+
+One database per runs folder (``<runs>/journal.sqlite``). A trial is written once it has an
+outcome, in one transaction, so a run killed at any moment loses at most the trial in flight
+and never records half of one. Trials carry the hardware fingerprint, engine version and model
+identity, so a later run on the same machine, engine and model starts from what is known there.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from contextlib import closing
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bringup.candidate import Candidate
+from bringup.outcome import Outcome
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    id TEXT PRIMARY KEY,
+    created REAL NOT NULL,
+    updated REAL NOT NULL,
+    status TEXT NOT NULL,              -- running | validated | no-working-config | budget | interrupted
+    engine TEXT NOT NULL,
+    engine_version TEXT,
+    model_id TEXT NOT NULL,
+    hardware_fp TEXT NOT NULL,
+    settings TEXT NOT NULL,            -- JSON: everything needed to resume
+    result TEXT,                       -- JSON: the run's result once it ends
+    run_dir TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS trials (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id TEXT NOT NULL REFERENCES runs(id),
+    seq INTEGER NOT NULL,              -- order within the run
+    purpose TEXT NOT NULL,             -- search | screen | explain | tune
+    candidate_key TEXT NOT NULL,
+    effective_key TEXT NOT NULL,       -- what the engine really ran (predicted/observed)
+    candidate TEXT NOT NULL,           -- JSON
+    outcome TEXT NOT NULL,             -- JSON (bringup.outcome.Outcome)
+    status TEXT NOT NULL,
+    failure_class TEXT,
+    phase TEXT,
+    started REAL NOT NULL,
+    ended REAL NOT NULL,
+    simulated_s REAL,
+    trial_dir TEXT NOT NULL,
+    hardware_fp TEXT NOT NULL,
+    engine TEXT NOT NULL,
+    engine_version TEXT,
+    model_id TEXT NOT NULL,
+    extra TEXT                         -- JSON: purpose-specific (tuning metrics, screen of which key)
+);
+CREATE INDEX IF NOT EXISTS trials_by_run ON trials(run_id, seq);
+CREATE INDEX IF NOT EXISTS trials_by_target ON trials(hardware_fp, engine, engine_version, model_id);
+CREATE TABLE IF NOT EXISTS plan_errors (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    created REAL NOT NULL,
+    hardware_fp TEXT NOT NULL,
+    engine TEXT NOT NULL,
+    model_id TEXT NOT NULL,
+    run_id TEXT,
+    trial_seq INTEGER,
+    predicted TEXT NOT NULL,           -- JSON: the plan's KV figures
+    reported TEXT NOT NULL,            -- JSON: what the engine logged
+    rel_error REAL                     -- (reported - predicted) / predicted, KV GiB
+);
+"""
+
+
+@dataclass
+class TrialRecord:
+    run_id: str
+    seq: int
+    purpose: str
+    candidate: Candidate
+    effective_key: str
+    outcome: Outcome
+    trial_dir: str
+    extra: dict[str, Any]
+
+
+class Journal:
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with closing(self._connect()) as db:
+            db.executescript(SCHEMA)
+
+    def _connect(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self.path, timeout=30)
+        db.execute("PRAGMA journal_mode=WAL")
+        db.row_factory = sqlite3.Row
+        return db
+
+    # -- runs ------------------------------------------------------------------------------------
+    def create_run(self, run_id: str, engine: str, engine_version: str | None, model_id: str,
+                   hardware_fp: str, settings: dict, run_dir: Path) -> None:
+        now = time.time()
+        with closing(self._connect()) as db, db:
+            db.execute("INSERT INTO runs VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                       (run_id, now, now, "running", engine, engine_version, model_id, hardware_fp,
+                        json.dumps(settings, default=str), None, str(run_dir)))
+
+    def finish_run(self, run_id: str, status: str, result: dict) -> None:
+        with closing(self._connect()) as db, db:
+            db.execute("UPDATE runs SET status=?, result=?, updated=? WHERE id=?",
+                       (status, json.dumps(result, default=str), time.time(), run_id))
+
+    def set_status(self, run_id: str, status: str) -> None:
+        with closing(self._connect()) as db, db:
+            db.execute("UPDATE runs SET status=?, updated=? WHERE id=?", (status, time.time(), run_id))
+
+    def run(self, run_id: str) -> dict | None:
+        with closing(self._connect()) as db:
+            row = db.execute("SELECT * FROM runs WHERE id=?", (run_id,)).fetchone()
+        return _run_row(row) if row else None
+
+    def latest_run(self) -> dict | None:
+        with closing(self._connect()) as db:
+            row = db.execute("SELECT * FROM runs ORDER BY created DESC LIMIT 1").fetchone()
+        return _run_row(row) if row else None
+
+    def runs(self) -> list[dict]:
+        with closing(self._connect()) as db:
+            return [_run_row(r) for r in db.execute("SELECT * FROM runs ORDER BY created")]
+
+    # -- trials ----------------------------------------------------------------------------------
+    def add_trial(self, run_id: str, seq: int, purpose: str, candidate: Candidate, effective_key: str,
+                  outcome: Outcome, trial_dir: Path, started: float, ended: float, hardware_fp: str,
+                  model_id: str, extra: dict | None = None) -> None:
+        with closing(self._connect()) as db, db:
+            db.execute(
+                "INSERT INTO trials (run_id, seq, purpose, candidate_key, effective_key, candidate, outcome, "
+                "status, failure_class, phase, started, ended, simulated_s, trial_dir, hardware_fp, engine, "
+                "engine_version, model_id, extra) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (run_id, seq, purpose, candidate.key(), effective_key, json.dumps(candidate.to_json(), default=str),
+                 outcome.model_dump_json(), outcome.status, outcome.failure_class, outcome.phase, started, ended,
+                 outcome.timings.simulated, str(trial_dir), hardware_fp, outcome.engine, outcome.engine_version,
+                 model_id, json.dumps(extra or {}, default=str)))
+            db.execute("UPDATE runs SET updated=? WHERE id=?", (time.time(), run_id))
+
+    def trials(self, run_id: str, purpose: str | None = None) -> list[TrialRecord]:
+        q = "SELECT * FROM trials WHERE run_id=?" + (" AND purpose=?" if purpose else "") + " ORDER BY seq"
+        args = (run_id, purpose) if purpose else (run_id,)
+        with closing(self._connect()) as db:
+            return [_trial_row(r) for r in db.execute(q, args)]
+
+    def prior_trials(self, hardware_fp: str, engine: str, engine_version: str | None, model_id: str,
+                     exclude_run: str) -> list[TrialRecord]:
+        """Finished trials of other runs on the same machine, engine version and model."""
+        with closing(self._connect()) as db:
+            rows = db.execute(
+                "SELECT t.* FROM trials t WHERE t.hardware_fp=? AND t.engine=? AND t.engine_version IS ? "
+                "AND t.model_id=? AND t.run_id != ? AND t.purpose IN ('search', 'screen', 'explain') "
+                "ORDER BY t.ended", (hardware_fp, engine, engine_version, model_id, exclude_run)).fetchall()
+        return [_trial_row(r) for r in rows]
+
+    # -- memory plan errors (issue: plans corrected by what engines reported here) ----------------
+    def add_plan_error(self, hardware_fp: str, engine: str, model_id: str, run_id: str | None, seq: int | None,
+                       predicted: dict, reported: dict, rel_error: float | None) -> None:
+        with closing(self._connect()) as db, db:
+            db.execute("INSERT INTO plan_errors (created, hardware_fp, engine, model_id, run_id, trial_seq, "
+                       "predicted, reported, rel_error) VALUES (?,?,?,?,?,?,?,?,?)",
+                       (time.time(), hardware_fp, engine, model_id, run_id, seq, json.dumps(predicted, default=str),
+                        json.dumps(reported, default=str), rel_error))
+
+    def plan_errors(self, hardware_fp: str, engine: str) -> list[float]:
+        with closing(self._connect()) as db:
+            rows = db.execute("SELECT rel_error FROM plan_errors WHERE hardware_fp=? AND engine=? AND "
+                              "rel_error IS NOT NULL ORDER BY created", (hardware_fp, engine)).fetchall()
+        return [r[0] for r in rows]
+
+
+def _run_row(row: sqlite3.Row) -> dict:
+    d = dict(row)
+    d["settings"] = json.loads(d["settings"])
+    d["result"] = json.loads(d["result"]) if d["result"] else None
+    return d
+
+
+def _trial_row(row: sqlite3.Row) -> TrialRecord:
+    return TrialRecord(
+        run_id=row["run_id"], seq=row["seq"], purpose=row["purpose"],
+        candidate=Candidate.from_json(json.loads(row["candidate"])), effective_key=row["effective_key"],
+        outcome=Outcome.model_validate_json(row["outcome"]), trial_dir=row["trial_dir"],
+        extra=json.loads(row["extra"] or "{}"),
+    )

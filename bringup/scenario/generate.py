@@ -1,0 +1,172 @@
+"""Text the imitated model writes: deterministic, fluent-looking, right or wrong on purpose.
+
+`ok`: the scenario's known-answer prompts get their expected answer; any other prompt gets text
+that depends only on the prompt and the sampling parameters, never on what else is in the
+batch. `garbage`: known answers come out wrong, fluently, with no error anywhere. `inconsistent`:
+once the engine runs more than one request at a time, greedy output changes after a couple of
+tokens (the batch-variance bug the batch-invariance probe exists to catch).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import re
+from dataclasses import dataclass
+
+from bringup.scenario.schema import Answer
+
+WORDS = (
+    "the model reads each token and writes the next one while the engine keeps a cache of keys "
+    "and values for every layer so that decoding stays fast even when many requests share the "
+    "same batch on a machine with eight GPUs linked by a fast bus memory bandwidth decides how "
+    "quickly weights stream through the cores and the scheduler fills each step with work from "
+    "waiting prompts a careful operator checks logs numbers outputs and latency before trusting "
+    "a new configuration because small kernels can fail in ways that look like success"
+).split()
+_TOKEN_RE = re.compile(r"\s*\w+|\s*[^\w\s]")
+_WORD_RE = re.compile(r"\w+|[^\w\s]")
+INCONSISTENT_AFTER = 2  # tokens that still agree before batch composition changes the output
+
+
+def count_tokens(text: str) -> int:
+    """A rough token count (words and punctuation), at least 1 for any prompt."""
+    return max(1, len(_WORD_RE.findall(text)))
+
+
+def split_tokens(text: str) -> list[str]:
+    return _TOKEN_RE.findall(text)
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.lower().split())
+
+
+@dataclass(frozen=True)
+class Sampling:
+    max_tokens: int | None
+    temperature: float = 1.0
+    top_p: float = 1.0
+    seed: int | None = None
+    ignore_eos: bool = False
+    logprobs: int | None = None  # top alternatives wanted per token; None: no logprobs
+    stop: tuple[str, ...] = ()
+
+
+@dataclass
+class TokenLogprob:
+    logprob: float
+    top: list[tuple[str, float]]  # the chosen token first
+
+
+@dataclass
+class Plan:
+    tokens: list[str]
+    finish_reason: str  # stop | length
+    logprobs: list[TokenLogprob] | None
+
+    @property
+    def text(self) -> str:
+        return "".join(self.tokens)
+
+
+def _rng(*parts: object) -> random.Random:
+    h = hashlib.sha256("\x00".join(str(p) for p in parts).encode()).digest()
+    return random.Random(int.from_bytes(h[:8], "big"))
+
+
+def _fluent(rng: random.Random, n: int, first: bool) -> list[str]:
+    out: list[str] = []
+    since = 0
+    cap = first
+    while len(out) < n:
+        if since >= 6 and rng.random() < 0.18:
+            out.append(rng.choice((".", ",", ".")))
+            cap = out[-1] == "."
+            since = 0
+            continue
+        w = rng.choice(WORDS)
+        if cap:
+            w = w.capitalize()
+            cap = False
+        out.append(w if not out and first else " " + w)
+        since += 1
+    return out
+
+
+def wrong_answer(answer: Answer) -> str:
+    """What `garbage` says: the scenario's `wrong`, or a plausible different answer."""
+    if answer.wrong:
+        return answer.wrong
+    exp = answer.expected.strip()
+    if re.fullmatch(r"-?\d+", exp):
+        return str(int(exp) + 3)
+    return "unknown" if exp.lower() != "unknown" else "none"
+
+
+class Generator:
+    def __init__(self, mode: str, answers: list[Answer]):
+        self.mode = mode
+        self.answers = answers
+
+    def known(self, prompt: str) -> Answer | None:
+        text = _norm(prompt)
+        for a in self.answers:
+            if _norm(a.prompt) in text:
+                return a
+        return None
+
+    def _answer_tokens(self, a: Answer) -> list[str]:
+        said = a.expected if self.mode != "garbage" else wrong_answer(a)
+        return split_tokens(f"The answer is {said}.")
+
+    def plan(self, prompt: str, s: Sampling, batch_size: int = 1, default_max: int | None = 16) -> Plan:
+        """The whole output for one request, decided up front (the server then paces it)."""
+        key = (prompt, f"{s.temperature:.4f}", f"{s.top_p:.4f}", s.seed)
+        limit = s.max_tokens if s.max_tokens is not None else default_max
+        rng = _rng("text", *key)
+        natural = 12 + rng.randrange(40)
+        a = self.known(prompt)
+        if a is not None:
+            body = self._answer_tokens(a)
+        else:
+            body = _fluent(rng, natural, first=True)
+        want = limit if (s.ignore_eos and limit is not None) else len(body)
+        if limit is not None:
+            want = min(want, limit)
+        tokens = list(body[:want])
+        if len(tokens) < want:  # ignore_eos past the natural end: keep writing
+            tokens += _fluent(_rng("more", *key), want - len(tokens), first=False)
+        if self.mode == "inconsistent" and batch_size > 1 and len(tokens) > INCONSISTENT_AFTER:
+            alt = _fluent(_rng("batch", batch_size, *key), len(tokens) - INCONSISTENT_AFTER, first=False)
+            tokens = tokens[:INCONSISTENT_AFTER] + alt
+        finish = "length" if limit is not None and len(tokens) >= limit and (s.ignore_eos or len(body) > limit) \
+            else "stop"
+        if s.stop:
+            tokens, stopped = _apply_stop(tokens, s.stop)
+            if stopped:
+                finish = "stop"
+        lps = _logprobs(tokens, key, s.logprobs) if s.logprobs is not None else None
+        return Plan(tokens, finish, lps)
+
+
+def _apply_stop(tokens: list[str], stops: tuple[str, ...]) -> tuple[list[str], bool]:
+    text = ""
+    for i, t in enumerate(tokens):
+        text += t
+        for st in stops:
+            if st and st in text:
+                return tokens[:i], True
+    return tokens, False
+
+
+def _logprobs(tokens: list[str], key: tuple, k: int) -> list[TokenLogprob]:
+    out = []
+    for i, tok in enumerate(tokens):
+        rng = _rng("lp", i, tok, *key)
+        chosen = -0.01 - rng.random() * 0.9  # finite, and the most likely token (greedy)
+        top = [(tok, chosen)]
+        for j in range(max(k, 1) - 1):
+            top.append((" " + rng.choice(WORDS), chosen - 0.5 - j - rng.random()))
+        out.append(TokenLogprob(chosen, top))
+    return out

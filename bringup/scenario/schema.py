@@ -1,0 +1,231 @@
+"""The scenario file format: Pydantic models, field by field (documented in docs/scenarios.md).
+
+A scenario says which engine and version it imitates, on what hardware, with which model, how
+long each start-up phase takes, what the engine decides on its own (defaults, forced values,
+warnings) and, through ordered rules, how a configuration ends: failing in a phase, hanging, or
+serving (right, wrong, or batch-dependent output).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
+
+from bringup.conditions import Condition
+
+if TYPE_CHECKING:
+    from bringup.helptext import HelpSpec
+
+Engine = Literal["sglang", "vllm"]
+FAIL_PHASES = ("parse-args", "load-weights", "kv-alloc", "graph-capture", "warmup", "first-request", "decode")
+HANG_PHASES = ("load-weights", "kv-alloc", "graph-capture", "warmup", "first-request", "decode")
+WARN_AT = ("startup", "config", "load-weights", "kv-alloc", "graph-capture", "ready")
+FailPhase = Literal["parse-args", "load-weights", "kv-alloc", "graph-capture", "warmup", "first-request", "decode"]
+HangPhase = Literal["load-weights", "kv-alloc", "graph-capture", "warmup", "first-request", "decode"]
+WarnAt = Literal["startup", "config", "load-weights", "kv-alloc", "graph-capture", "ready"]
+ServeMode = Literal["ok", "garbage", "inconsistent"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class Hardware(_Strict):
+    gpu: str
+    compute_capability: float
+    count: int = Field(ge=1)
+    memory_gib: float = Field(gt=0)
+    smem_per_block_kib: float | None = None
+    link: Literal["nvlink", "pcie"] | None = None
+
+
+class Model(_Strict):
+    name: str  # the model path the trial passes (--model-path / --model)
+    architecture: str
+    model_type: str
+    attention: Literal["mha", "gqa", "mla", "dsa"]
+    moe: bool = False
+    quantization: str | None = None
+    weights_gib: float = Field(gt=0)  # the whole checkpoint as loaded on the GPUs
+    layers: int = Field(ge=1)
+    replicated_gib: float = Field(0.0, ge=0)  # held by every GPU besides its shard (embeddings, ...)
+    context_length: int = Field(131072, ge=1)
+    dtype: str = "bfloat16"
+    kv_heads: int = Field(8, ge=1)  # for mha/gqa KV sizes
+    head_dim: int = Field(128, ge=1)
+
+
+class Timing(_Strict):
+    """Simulated seconds; the server sleeps each × --time-scale."""
+
+    start: float = Field(10.0, ge=0)  # process start, distributed init
+    load_weights: float = Field(60.0, ge=0)
+    load_weights_dummy: float | None = Field(None, ge=0)  # --load-format dummy; default 5% of load_weights
+    kv_alloc: float = Field(5.0, ge=0)
+    graph_capture: float = Field(30.0, ge=0)
+    warmup: float = Field(2.0, ge=0)  # SGLang's own warm-up request; vLLM's post-capture warm-up
+    per_output_token: float = Field(0.03, ge=0)
+    prefill_per_token: float = Field(0.0, ge=0)
+
+
+class Entry(_Strict):
+    """A default (applies when the flag is absent) or a forced value (applies whatever was asked)."""
+
+    when: Any = None
+    set: dict[str, Any]
+    log: list[str] = Field(default_factory=list)
+    why: str | None = None
+    _condition: Condition = PrivateAttr(default_factory=Condition)
+    _flags: dict[str, Any] = PrivateAttr(default_factory=dict)  # canonical flag -> value
+
+    @property
+    def condition(self) -> Condition:
+        """Compiled by the loader against the engine's help."""
+        return self._condition
+
+    @property
+    def flags(self) -> dict[str, Any]:
+        """`set` with canonical flag names and typed values (filled by the loader)."""
+        return self._flags
+
+    @field_validator("set")
+    @classmethod
+    def _not_empty(cls, v: dict[str, Any]) -> dict[str, Any]:
+        if not v:
+            raise ValueError("set at least one flag")
+        return v
+
+
+class Warning_(_Strict):
+    when: Any = None
+    log: list[str] = Field(min_length=1)
+    at: WarnAt = "startup"
+    why: str | None = None
+    _condition: Condition = PrivateAttr(default_factory=Condition)
+
+    @property
+    def condition(self) -> Condition:
+        return self._condition
+
+
+class Fail(_Strict):
+    phase: FailPhase
+    lines: list[str] = Field(min_length=1)
+    exit_code: int | None = None  # None: the engine's usual (see docs)
+    after_tokens: int | None = Field(None, ge=0)  # decode only: tokens generated before dying
+    request: Literal["error", "drop"] | None = None  # serving deaths: HTTP 500 or a dropped connection
+
+    @model_validator(mode="after")
+    def _tokens_for_decode(self) -> Fail:
+        if self.after_tokens is not None and self.phase != "decode":
+            raise ValueError(f"after_tokens applies to phase decode only, not {self.phase}")
+        if self.request is not None and self.phase not in ("first-request", "decode"):
+            raise ValueError(f"request applies to phases first-request and decode only, not {self.phase}")
+        if self.exit_code is not None and not -64 <= self.exit_code <= 255:
+            raise ValueError("exit_code must be 0..255, or -N to die by signal N")
+        return self
+
+
+class Hang(_Strict):
+    phase: HangPhase
+    lines: list[str] = Field(default_factory=list)
+    after_tokens: int | None = Field(None, ge=0)
+
+    @model_validator(mode="after")
+    def _tokens_for_decode(self) -> Hang:
+        if self.after_tokens is not None and self.phase != "decode":
+            raise ValueError(f"after_tokens applies to phase decode only, not {self.phase}")
+        return self
+
+
+class Serve(_Strict):
+    mode: ServeMode = "ok"
+
+
+class Rule(_Strict):
+    id: str | None = None
+    when: Any = None
+    fail: Fail | None = None
+    hang: Hang | None = None
+    serve: Serve | None = None
+    why: str | None = None
+    _condition: Condition = PrivateAttr(default_factory=Condition)
+
+    @model_validator(mode="after")
+    def _one_action(self) -> Rule:
+        given = [k for k in ("fail", "hang", "serve") if getattr(self, k) is not None]
+        if len(given) != 1:
+            have = ", ".join(given) if given else "none"
+            raise ValueError(f"a rule needs exactly one of fail, hang, serve (has: {have})")
+        return self
+
+    @property
+    def condition(self) -> Condition:
+        return self._condition
+
+    @property
+    def action(self) -> str:
+        return "fail" if self.fail else "hang" if self.hang else "serve"
+
+    @property
+    def label(self) -> str:
+        return self.id or self.action
+
+
+class Answer(_Strict):
+    prompt: str = Field(min_length=1)
+    expected: str = Field(min_length=1)
+    wrong: str | None = None  # what `garbage` answers instead (default: derived from expected)
+
+
+class Scenario(_Strict):
+    name: str
+    description: str
+    engine: Engine
+    engine_version: str
+    hardware: Hardware
+    model: Model
+    timing: Timing = Field(default_factory=Timing)
+    defaults: list[Entry] = Field(default_factory=list)
+    force: list[Entry] = Field(default_factory=list)
+    warnings: list[Warning_] = Field(default_factory=list)
+    rules: list[Rule] = Field(default_factory=list)
+    answers: list[Answer] = Field(default_factory=list)
+    _path: str = PrivateAttr(default="")
+
+    @field_validator("engine_version", mode="before")
+    @classmethod
+    def _version_text(cls, v: Any) -> Any:
+        return str(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v
+
+    @property
+    def path(self) -> str:
+        return self._path
+
+    def help_spec(self) -> HelpSpec:
+        from bringup.scenario.engine_args import help_for
+
+        return help_for(self.engine, self.engine_version)[0]
+
+    def facts(self) -> dict[str, Any]:
+        """Flat facts for knowledge rules (the same keys bringup reads from a real machine)."""
+        hw, m = self.hardware, self.model
+        return {
+            "gpu.name": hw.gpu,
+            "gpu.count": hw.count,
+            "gpu.compute_capability": float(hw.compute_capability),
+            "gpu.memory_gib": hw.memory_gib,
+            "gpu.smem_per_block_kib": hw.smem_per_block_kib,
+            "gpu.link": hw.link,
+            "device": "cuda",
+            "model.architecture": m.architecture,
+            "model.model_type": m.model_type,
+            "model.attention": m.attention,
+            "model.moe": m.moe,
+            "model.quantization": m.quantization,
+            "model.weights_gib": m.weights_gib,
+            "model.layers": m.layers,
+            "engine.name": self.engine,
+            "engine.version": self.engine_version,
+        }

@@ -1,0 +1,373 @@
+"""The strategy: which candidate to launch next, from the space, knowledge and outcomes so far.
+
+Each level of each factor has a probability of being bad (of making a launch fail) on this
+machine, model and engine version. Knowledge sets the priors (incompatible, risky, preferred,
+the memory plan); every failure updates them: its signature names the factors it implicates,
+and Bayes spreads the blame over the levels those factors really had (the *effective* values
+read back from the log, not the requested ones). A numeric flag that ran out of memory moves
+the way the signature says, past the bound its message gives. A flag the engine overrode is
+frozen: varying it further is pointless. The next candidate is the one most likely to work,
+then closest to the baseline, then cheapest; a candidate whose predicted effective
+configuration was already launched is never proposed again.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from bringup.candidate import Candidate, FlagValue
+from bringup.conditions import as_number
+from bringup.effective import normalise
+from bringup.helptext import HelpSpec
+from bringup.knowledge import Knowledge
+from bringup.outcome import Outcome
+from bringup.signatures import eval_limit, signature_by_id
+from bringup.space import Factor, Space
+
+UNKNOWN_DEFAULT = "<engine default>"
+P_INCOMPATIBLE, P_RISKY, P_PREFERRED = 0.97, 0.5, 0.02
+P_UNSET, P_BASELINE, P_OTHER = 0.05, 0.05, 0.2
+P_NEAR_BOUND = 0.45  # a level just past an out-of-memory value: probably still too much
+CERTAIN = 0.999
+
+
+@dataclass
+class Proposal:
+    candidate: Candidate
+    p_success: float
+    reasons: list[str]
+    predicted: dict[str, str]  # factor -> predicted effective value
+    key: str  # predicted effective key
+
+    def changes(self, baseline: Candidate) -> str:
+        return self.candidate.describe_diff(baseline)
+
+
+@dataclass
+class Observation:
+    candidate: Candidate
+    outcome: Outcome
+    key: str
+    source: str = "launch"  # launch | screen | journal
+
+
+@dataclass
+class Strategy:
+    space: Space
+    baseline: Candidate
+    knowledge: Knowledge
+    spec: HelpSpec | None = None
+    change_cost: float = 0.15
+    p: dict[tuple[str, str], float] = field(default_factory=dict)
+    frozen: dict[str, tuple[str, str]] = field(default_factory=dict)  # factor -> (value, why)
+    default_eff: dict[str, tuple[str, str]] = field(default_factory=dict)  # factor -> (value, why)
+    bounds: dict[str, list[float | None]] = field(default_factory=dict)  # factor -> [lo, hi] excluded
+    near: dict[str, tuple[float, str]] = field(default_factory=dict)  # factor -> (value, direction)
+    observations: list[Observation] = field(default_factory=list)
+    unexplained: list[Observation] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        for f in self.space.factors:
+            if f.is_env:
+                continue
+            forced = self.knowledge.prediction(f.name, "forced")
+            if forced is not None:
+                self.frozen[f.name] = (normalise(forced.value), f"rule {forced.rule_id}: {forced.reason}")
+            dflt = self.knowledge.prediction(f.name, "default")
+            if dflt is not None:
+                self.default_eff[f.name] = (normalise(dflt.value), f"rule {dflt.rule_id}: {dflt.reason}")
+
+    # -- effective values ------------------------------------------------------------------------
+    def _base_level(self, f: Factor) -> FlagValue | None:
+        return self.baseline.env_dict.get(f.name[4:]) if f.is_env else self.baseline.flag_dict.get(f.name)
+
+    def eff(self, f: Factor, level: FlagValue | None) -> str:
+        if f.name in self.frozen:
+            return self.frozen[f.name][0]
+        if level is None or level is False:
+            return self.default_eff.get(f.name, (UNKNOWN_DEFAULT, ""))[0]
+        return normalise(level)
+
+    def predicted_key(self, cand: Candidate) -> str:
+        """Identity of what the engine would really run: factors by predicted effective value."""
+        flags, env = cand.flag_dict, cand.env_dict
+        parts = []
+        for f in self.space.factors:
+            level = env.get(f.name[4:]) if f.is_env else flags.get(f.name)
+            parts.append(f"{f.name}={self.eff(f, level)}")
+        names = set(self.space.names)
+        rest = sorted(f"{k}={normalise(v)}" for k, v in flags.items() if k not in names)
+        rest += sorted(f"env:{k}={v}" for k, v in env.items() if "env:" + k not in names)
+        return "|".join(parts + rest)
+
+    # -- beliefs ---------------------------------------------------------------------------------
+    def _level_for_verdicts(self, f: Factor, level: FlagValue | None) -> FlagValue | None:
+        """Knowledge judges what the engine will really run."""
+        if f.name in self.frozen:
+            return self.frozen[f.name][0]
+        if level is None and f.name in self.default_eff:
+            return self.default_eff[f.name][0]
+        return level
+
+    def verdicts(self, f: Factor, level: FlagValue | None, others: dict[str, FlagValue] | None = None):
+        lv = self._level_for_verdicts(f, level)
+        if lv is None:
+            return []
+        return self.knowledge.verdicts(f.name, lv, others if others is not None else self.baseline.flag_dict)
+
+    def prior(self, f: Factor, level: FlagValue | None, others: dict[str, FlagValue] | None = None) -> float:
+        kinds = {v.kind for v in self.verdicts(f, level, others)}
+        if "incompatible" in kinds:
+            return P_INCOMPATIBLE
+        if "risky" in kinds:
+            return P_RISKY
+        if "preferred" in kinds:
+            return P_PREFERRED
+        if level is None:
+            return P_UNSET
+        base = self._base_level(f)
+        if base is not None and normalise(base) == normalise(level):
+            return P_BASELINE
+        return P_OTHER
+
+    def p_bad(self, f: Factor, level: FlagValue | None, others: dict[str, FlagValue] | None = None) -> float:
+        key = (f.name, self.eff(f, level))
+        p = self.p.get(key)
+        if p is None:
+            p = self.prior(f, level, others)
+        num = as_number(self.eff(f, level)) if f.kind == "number" else None
+        if num is not None:
+            lo, hi = self.bounds.get(f.name, [None, None])
+            if (hi is not None and num >= hi - 1e-9) or (lo is not None and num <= lo + 1e-9):
+                return CERTAIN
+            if f.name in self.near:
+                v, direction = self.near[f.name]
+                window = 0.06 if v <= 1.0 else v * 0.4
+                if (direction == "lower" and v - window <= num < v) or (direction == "raise" and v < num <= v + window):
+                    p = max(p, P_NEAR_BOUND)
+        return p
+
+    # -- learning from outcomes ------------------------------------------------------------------
+    def _factor_for(self, name: str) -> Factor | None:
+        f = self.space.get(name)
+        if f is None and self.spec is not None and name.startswith("--"):
+            opt = self.spec.resolve(name)
+            f = self.space.get(opt.name) if opt else None
+        return f
+
+    def observe(self, cand: Candidate, outcome: Outcome, source: str = "launch") -> Observation:
+        # 1. What the engine really used: overrides freeze a factor, defaults name "unset".
+        flags = cand.flag_dict
+        for f in self.space.factors:
+            if f.is_env or f.dest not in outcome.effective:
+                continue
+            eff = normalise(outcome.effective[f.dest])
+            req = flags.get(f.name)
+            if req is None:
+                self.default_eff[f.name] = (eff, f"seen in launch {len(self.observations) + 1}")
+            elif normalise(req) != eff and f.name not in self.frozen:
+                self.frozen[f.name] = (eff, f"engine used {eff} when {req} was asked (launch "
+                                            f"{len(self.observations) + 1})")
+        obs = Observation(cand, outcome, self.predicted_key(cand), source)
+        self.observations.append(obs)
+        if outcome.status == "works":
+            return obs
+        if outcome.status == "timeout" and outcome.failure_class is None:
+            return obs  # a deadline, not evidence against any level
+        # 2. Numeric flags the signature says must move (the first one in the space).
+        sig = signature_by_id(outcome.signature)
+        certain = False
+        if sig is not None:
+            for flag, adj in sig.adjust.items():
+                f = self._factor_for(flag)
+                if f is None or f.kind != "number":
+                    continue
+                cur = as_number(self.eff(f, flags.get(f.name)))
+                if cur is None:
+                    continue
+                b = self.bounds.setdefault(f.name, [None, None])
+                if adj.direction == "lower":
+                    b[1] = cur if b[1] is None else min(b[1], cur)
+                    if adj.limit:
+                        for line in outcome.evidence:
+                            m = sig.regex.search(line)
+                            lim = eval_limit(adj.limit, m.groupdict()) if m else None
+                            if lim is not None:
+                                b[1] = min(b[1], lim - 0.02)
+                                self.notes.append(f"{f.name} must stay below {lim:.2f} ({sig.id}: {line.strip()[:120]})")
+                                break
+                        else:
+                            self.near[f.name] = (cur, "lower")
+                    else:
+                        self.near[f.name] = (cur, "lower")
+                else:
+                    b[0] = cur if b[0] is None else max(b[0], cur)
+                    self.near[f.name] = (cur, "raise")
+                certain = True
+                break
+        # 3. Bayes over the implicated factors' effective levels.
+        suspects: list[tuple[Factor, FlagValue | None]] = []
+        for name in outcome.implicates:
+            f = self._factor_for(name)
+            if f is None or f.name in self.frozen or any(s[0] is f for s in suspects):
+                continue
+            level = cand.env_dict.get(f.name[4:]) if f.is_env else flags.get(f.name)
+            suspects.append((f, level))
+        if not suspects and not certain and outcome.failure_class in ("missing-dependency", "unknown", "bad-flag"):
+            # The signature names nothing in the space: blame what this candidate changed.
+            for c in cand.diff(self.baseline):
+                f = self._factor_for(c.flag)
+                if f is not None and f.name not in self.frozen:
+                    suspects.append((f, c.after if c.after is not False else None))
+        if not suspects and not certain:
+            self.unexplained.append(obs)
+            return obs
+        if certain:
+            return obs
+        ps = [self.p_bad(f, lv) for f, lv in suspects]
+        none_bad = math.prod(1 - p for p in ps)
+        denom = max(1e-9, 1 - none_bad)
+        for (f, lv), p in zip(suspects, ps, strict=True):
+            post = min(0.99, p / denom)
+            key = (f.name, self.eff(f, lv))
+            self.p[key] = max(self.p.get(key, 0.0), post)
+            self._propagate(f, self.eff(f, lv), post, outcome.failure_class or "")
+        return obs
+
+    def _propagate(self, f: Factor, bad: str, post: float, cls: str) -> None:
+        """Kernels of one family tend to fail together (flashmla_kv, flashmla_sparse); a kernel
+        with no variant for this GPU fails under every flag that selects it."""
+        family = bad.split("_")[0]
+        for g in self.space.factors:
+            if g.kind not in ("choice",):
+                continue
+            for lv in g.levels:
+                e = normalise(lv)
+                key = (g.name, e)
+                if g is f and e != bad and e.split("_")[0] == family and len(family) > 2:
+                    self.p[key] = max(self.p.get(key, self.prior(g, lv)), 0.8 * post)
+                elif g is not f and e == bad and cls in ("unsupported-hardware", "missing-dependency"):
+                    self.p[key] = max(self.p.get(key, self.prior(g, lv)), post)
+
+    # -- proposing ---------------------------------------------------------------------------------
+    def _options(self, f: Factor) -> list[tuple[float, FlagValue | None, float, str]]:
+        """(cost, level, p_bad, why) for each distinct effective level of a factor, cheapest first."""
+        base = self._base_level(f)
+        out: dict[str, tuple[float, FlagValue | None, float, str]] = {}
+        # A frozen factor runs one value whatever is asked: keep the baseline's spelling of it.
+        levels = [base] if f.name in self.frozen else [base, None, *f.levels]
+        for level in levels:
+            e = self.eff(f, level)
+            p = self.p_bad(f, level)
+            if p >= P_INCOMPATIBLE - 1e-9:
+                continue  # incompatible by knowledge, or certainly bad after a failure
+            changed = normalise(level) != normalise(base) if level is not None and base is not None else level is not base
+            preferred = p <= P_PREFERRED + 1e-9
+            cost = -math.log(max(1e-6, 1 - p)) + (self.change_cost if changed and not preferred else 0.0)
+            cost += f.level_cost(level)
+            why = self._why(f, level, p)
+            if e not in out or cost < out[e][0]:
+                out[e] = (cost, level, p, why)
+        return sorted(out.values(), key=lambda t: t[0])
+
+    def _why(self, f: Factor, level: FlagValue | None, p: float) -> str:
+        vs = self.verdicts(f, level)
+        if vs:
+            return f"{vs[0].kind}: {vs[0].reason}"
+        if (f.name, self.eff(f, level)) in self.p:
+            return f"suspected by earlier failures (p_bad {p:.2f})"
+        return ""
+
+    def propose(self, exclude: set[str] | None = None, max_pops: int = 20000) -> Proposal | None:
+        tried = {o.key for o in self.observations} | (exclude or set())
+        options = [self._options(f) for f in self.space.factors]
+        if any(not o for o in options):
+            return None
+        start = tuple(0 for _ in options)
+        heap = [(sum(o[0][0] for o in options), start)]
+        seen = {start}
+        pops = 0
+        while heap and pops < max_pops:
+            cost, idx = heapq.heappop(heap)
+            pops += 1
+            cand, p_success, reasons, predicted = self._compose(options, idx)
+            key = self.predicted_key(cand)
+            if key not in tried and self._combination_ok(cand):
+                return Proposal(cand, p_success, reasons, predicted, key)
+            for i in range(len(idx)):
+                if idx[i] + 1 < len(options[i]):
+                    nxt = idx[:i] + (idx[i] + 1,) + idx[i + 1:]
+                    if nxt not in seen:
+                        seen.add(nxt)
+                        delta = options[i][idx[i] + 1][0] - options[i][idx[i]][0]
+                        heapq.heappush(heap, (cost + delta, nxt))
+        return None
+
+    def _compose(self, options, idx) -> tuple[Candidate, float, list[str], dict[str, str]]:
+        changes: dict[str, FlagValue | None] = {}
+        p_success = 1.0
+        reasons, predicted = [], {}
+        for f, opts, i in zip(self.space.factors, options, idx, strict=True):
+            _, level, p, why = opts[i]
+            changes[f.name] = level
+            p_success *= 1 - p
+            predicted[f.name] = self.eff(f, level)
+            base = self._base_level(f)
+            if normalise(level) != normalise(base):
+                away = self._why(f, base, self.p_bad(f, base)) if base is not None or f.name in self.default_eff else ""
+                text = why or (f"away from the baseline's {f.describe_level(base)} ({away})" if away else "")
+                if text:
+                    reasons.append(f"{f.name} {f.describe_level(level)}: {text}")
+        for k, v in self.space.fixed.items():
+            changes[k] = v
+        cand = self.baseline.with_changes(changes)
+        return cand, p_success, reasons, predicted
+
+    def _combination_ok(self, cand: Candidate) -> bool:
+        """Rules with `with` conditions judge a level together with the rest of the candidate."""
+        flags = cand.flag_dict
+        for f in self.space.factors:
+            level = cand.env_dict.get(f.name[4:]) if f.is_env else flags.get(f.name)
+            if any(v.kind == "incompatible" for v in self.verdicts(f, level, flags)):
+                return False
+        return True
+
+    def success_probability(self, cand: Candidate) -> float:
+        flags, env = cand.flag_dict, cand.env_dict
+        prob = 1.0
+        for f in self.space.factors:
+            level = env.get(f.name[4:]) if f.is_env else flags.get(f.name)
+            prob *= 1 - self.p_bad(f, level, flags)
+        return prob
+
+    def explain_stop(self) -> str:
+        """Why nothing (more) can be proposed, from the evidence."""
+        fails = [o for o in self.observations if o.outcome.status != "works"]
+        if not fails:
+            return "nothing was launched"
+        classes: dict[str, int] = {}
+        for o in fails:
+            classes[o.outcome.failure_class or o.outcome.status] = classes.get(o.outcome.failure_class or o.outcome.status, 0) + 1
+        top = max(classes, key=lambda k: classes[k])
+        outside = sorted({i for o in fails for i in o.outcome.implicates if self._factor_for(i) is None
+                          or (self._factor_for(i) and self._factor_for(i).name in self.frozen)})
+        msg = f"{classes[top]} of {len(fails)} launches failed with {top}"
+        if self.unexplained:
+            ev = self.unexplained[-1].outcome.evidence[:1]
+            msg += ("; the evidence implicates what the search cannot change: "
+                    + (", ".join(outside) if outside else "nothing in this space")
+                    + (f" ({ev[0].strip()[:160]})" if ev else ""))
+        return msg
+
+    def state(self) -> dict[str, Any]:
+        return {
+            "frozen": {k: {"value": v, "why": w} for k, (v, w) in self.frozen.items()},
+            "defaults": {k: {"value": v, "why": w} for k, (v, w) in self.default_eff.items()},
+            "bounds": self.bounds,
+            "suspects": {f"{k[0]}={k[1]}": round(v, 3) for k, v in sorted(self.p.items(), key=lambda kv: -kv[1])[:12]},
+            "notes": self.notes,
+        }
