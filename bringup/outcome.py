@@ -58,6 +58,7 @@ class Outcome(BaseModel):
     argv: list[str] = Field(default_factory=list)
     warnings: list[str] = Field(default_factory=list)
     kv_report: dict[str, Any] | None = None
+    bench: dict[str, Any] | None = None  # a workload run while the server was up (tuning)
     teardown: dict[str, Any] | None = None
 
     @property

@@ -65,6 +65,20 @@ def free_port(host: str = "127.0.0.1") -> int:
         return s.getsockname()[1]
 
 
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: if bringup dies without a chance to tear down (SIGKILL), the
+    kernel kills the server's leader too (its workers follow their parent, as vLLM's do)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
 class ServerProcess:
     def __init__(self, argv: list[str], log_path: Path, env: dict[str, str] | None = None,
                  cwd: str | None = None, redactor: Redactor | None = None):
@@ -78,7 +92,7 @@ class ServerProcess:
         self._log = open(self.log_path, "w", encoding="utf-8", errors="replace")
         self.proc = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            env=env, cwd=cwd, start_new_session=True, bufsize=0,
+            env=env, cwd=cwd, start_new_session=True, bufsize=0, preexec_fn=_die_with_parent,
         )
         self.pgid = self.proc.pid  # a new session: the leader's pid is the group id
         self._known: set[int] = {self.proc.pid}

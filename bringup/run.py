@@ -30,6 +30,7 @@ from bringup.strategy import Strategy
 from bringup.targets import Target, resolve_target
 from bringup.trial import Trial, TrialSettings
 
+MIN_P_SUCCESS = 0.05  # below this, launching is a waste: say that nothing in the space works
 KERNEL_CLASSES = {"unsupported-hardware", "device-assert", "nan-output", "incompatible-options",
                   "missing-dependency", "bad-flag", "wrong-output", "unknown"}
 
@@ -163,7 +164,14 @@ class Run:
             self.on_event(kind, data)
 
     # -- preparing ---------------------------------------------------------------------------------
+    def prepare_offline(self) -> None:
+        """Everything but the journal: for `bringup space`."""
+        self._prepare(journal=False)
+
     def prepare(self) -> None:
+        self._prepare(journal=True)
+
+    def _prepare(self, journal: bool) -> None:
         s = self.settings
         self.target = resolve_target(engine=s.engine, model=s.model, scenario=Path(s.scenario) if s.scenario else None,
                                      python=s.python, time_scale=s.time_scale)
@@ -180,8 +188,8 @@ class Run:
         self.facts, self.fingerprint = gather_facts(t)
         self.hw_fp = hardware_fingerprint(self.facts, t.scenario.name if t.is_scenario else None)
         self.model_id = model_identity(t)
-        self.journal = Journal(self.root / "journal.sqlite")
-        errors = self.journal.plan_errors(self.hw_fp, t.engine.log_dialect)
+        self.journal = Journal(self.root / "journal.sqlite") if journal else None
+        errors = self.journal.plan_errors(self.hw_fp, t.engine.log_dialect) if self.journal else []
         mem = memory_model_for(self.facts, t.engine.log_dialect, self.fingerprint, errors) if s.knowledge else None
         self.knowledge = Knowledge(self.facts, t.engine.log_dialect, t.version, enabled=s.knowledge, memory_model=mem)
         self.space: Space = build_space(t.engine.log_dialect, t.spec, self.baseline, vary=s.vary or None,
@@ -360,7 +368,7 @@ class Run:
                 cand, p, reasons = self._next(known_good)
                 if cand is None:
                     status = "no-working-config"
-                    stop_reason = "nothing left in the space that could work: " + self.strategy.explain_stop()
+                    stop_reason = self.strategy.explain_stop()
                     break
                 key = self.strategy.predicted_key(cand)
                 if key not in screened_ok and self._should_screen(p):
@@ -403,8 +411,10 @@ class Run:
         for cand in known_good:  # a configuration that worked here before: confirm it first
             if self.strategy.predicted_key(cand) not in tried:
                 return cand, 0.95, ["validated before on this machine, engine version and model (journal)"]
+        if self.strategy.outside >= 0.8:
+            return None, 0.0, []  # the evidence points outside what the search can change
         prop = self.strategy.propose()
-        if prop is None:
+        if prop is None or prop.p_success < MIN_P_SUCCESS:
             return None, 0.0, []
         return prop.candidate, prop.p_success, prop.reasons
 

@@ -69,11 +69,16 @@ class Strategy:
     observations: list[Observation] = field(default_factory=list)
     unexplained: list[Observation] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    blocked: tuple[str, str] | None = None  # a factor with no level left, and why
+    outside: float = 0.0  # probability that what fails lies outside the space (the model, the machine)
 
     def __post_init__(self) -> None:
         for f in self.space.factors:
             if f.is_env:
                 continue
+            opt = self.spec.get(f.name) if self.spec is not None else None
+            if opt is not None and opt.default not in (None, "None", "") and f.kind in ("number", "choice"):
+                self.default_eff[f.name] = (normalise(opt.default), "the engine's --help default")
             forced = self.knowledge.prediction(f.name, "forced")
             if forced is not None:
                 self.frozen[f.name] = (normalise(forced.value), f"rule {forced.rule_id}: {forced.reason}")
@@ -197,7 +202,7 @@ class Strategy:
                             m = sig.regex.search(line)
                             lim = eval_limit(adj.limit, m.groupdict()) if m else None
                             if lim is not None:
-                                b[1] = min(b[1], lim - 0.02)
+                                b[1] = min(b[1], lim * 0.95)  # a margin: free memory moves
                                 self.notes.append(f"{f.name} must stay below {lim:.2f} ({sig.id}: {line.strip()[:120]})")
                                 break
                         else:
@@ -224,7 +229,11 @@ class Strategy:
                 if f is not None and f.name not in self.frozen:
                     suspects.append((f, c.after if c.after is not False else None))
         if not suspects and not certain:
+            # Nothing the search can change explains this failure: every candidate inherits it.
             self.unexplained.append(obs)
+            # A signature that names its suspects, none of which the search can change, points
+            # outside the space (the model, the machine); one that names nothing is weaker evidence.
+            self.outside = 1 - (1 - self.outside) * (0.1 if outcome.implicates else 0.5)
             return obs
         if certain:
             return obs
@@ -285,8 +294,11 @@ class Strategy:
     def propose(self, exclude: set[str] | None = None, max_pops: int = 20000) -> Proposal | None:
         tried = {o.key for o in self.observations} | (exclude or set())
         options = [self._options(f) for f in self.space.factors]
-        if any(not o for o in options):
-            return None
+        for f, o in zip(self.space.factors, options, strict=True):
+            if not o:
+                vs = [v for lv in [None, *f.levels] for v in self.verdicts(f, lv) if v.kind == "incompatible"]
+                self.blocked = (f.name, vs[0].reason if vs else "every level failed or was ruled out")
+                return None
         start = tuple(0 for _ in options)
         heap = [(sum(o[0][0] for o in options), start)]
         seen = {start}
@@ -309,7 +321,7 @@ class Strategy:
 
     def _compose(self, options, idx) -> tuple[Candidate, float, list[str], dict[str, str]]:
         changes: dict[str, FlagValue | None] = {}
-        p_success = 1.0
+        p_success = 1.0 - self.outside
         reasons, predicted = [], {}
         for f, opts, i in zip(self.space.factors, options, idx, strict=True):
             _, level, p, why = opts[i]
@@ -346,22 +358,33 @@ class Strategy:
 
     def explain_stop(self) -> str:
         """Why nothing (more) can be proposed, from the evidence."""
-        fails = [o for o in self.observations if o.outcome.status != "works"]
+        fails = [o for o in self.observations if o.outcome.status != "works" and o.source != "journal"]
         if not fails:
             return "nothing was launched"
+        if self.unexplained:
+            o = self.unexplained[-1].outcome
+            parts = []
+            for i in o.implicates:
+                f = self._factor_for(i)
+                if f is None:
+                    what = {"model": "the model", "gpu": "the GPU", "host": "the machine"}.get(i.split(".")[0], "")
+                    parts.append(f"{i}" + (f" (a property of {what}, not a launch flag)" if what else " (not in the search space)"))
+                elif f.name in self.frozen:
+                    parts.append(f"{f.name} (the engine always uses {self.frozen[f.name][0]})")
+            ev = o.evidence[0].strip()[:200] if o.evidence else ""
+            same = sum(1 for x in fails if x.outcome.failure_class == o.failure_class)
+            msg = (f"{o.failure_class} in {o.phase} ({same} of {len(fails)} launches); the evidence implicates only what "
+                   "no launch flag can change: " + ("; ".join(parts) if parts else "nothing in the space"))
+            return msg + (f". Evidence: {ev}" if ev else "") + (f". Hint: {o.hint}" if o.hint else "")
+        if self.blocked:
+            return f"no level of {self.blocked[0]} can work here: {self.blocked[1]}"
         classes: dict[str, int] = {}
         for o in fails:
-            classes[o.outcome.failure_class or o.outcome.status] = classes.get(o.outcome.failure_class or o.outcome.status, 0) + 1
+            k = o.outcome.failure_class or o.outcome.status
+            classes[k] = classes.get(k, 0) + 1
         top = max(classes, key=lambda k: classes[k])
-        outside = sorted({i for o in fails for i in o.outcome.implicates if self._factor_for(i) is None
-                          or (self._factor_for(i) and self._factor_for(i).name in self.frozen)})
-        msg = f"{classes[top]} of {len(fails)} launches failed with {top}"
-        if self.unexplained:
-            ev = self.unexplained[-1].outcome.evidence[:1]
-            msg += ("; the evidence implicates what the search cannot change: "
-                    + (", ".join(outside) if outside else "nothing in this space")
-                    + (f" ({ev[0].strip()[:160]})" if ev else ""))
-        return msg
+        return (f"every level that could still work was tried or ruled out; {classes[top]} of {len(fails)} launches "
+                f"failed with {top}")
 
     def state(self) -> dict[str, Any]:
         return {

@@ -56,7 +56,8 @@ def _noop(kind: str, text: str) -> None:
 class Trial:
     def __init__(self, engine: Engine, candidate: Candidate, trial_dir: Path,
                  settings: TrialSettings | None = None, spec: HelpSpec | None = None,
-                 version: str | None = None, on_event: Event | None = None):
+                 version: str | None = None, on_event: Event | None = None,
+                 workload: Callable[[str], dict] | None = None):
         self.engine = engine
         self.cand = candidate
         self.dir = Path(trial_dir)
@@ -64,6 +65,8 @@ class Trial:
         self.spec = spec
         self.version = version
         self.emit = on_event or _noop
+        self.workload = workload  # run against the server once every probe passed (tuning)
+        self.bench: dict | None = None
         self.matcher = Matcher(engine.log_dialect)
         self.phase = "spawn"
         self.lines: list[LogLine] = []
@@ -230,7 +233,17 @@ class Trial:
         runner = ProbeRunner(base_url, self.s.probe, stop)
         results: list[ProbeResult] = []
         box: dict[str, list[ProbeResult]] = {}
-        th = threading.Thread(target=lambda: box.setdefault("r", runner.run()), daemon=True)
+        def work() -> None:
+            res = runner.run()
+            box["r"] = res
+            if self.workload is not None and res and all(r.passed for r in res) and not stop.is_set():
+                runner.phase = "load"
+                try:
+                    self.bench = self.workload(base_url)
+                except Exception as e:  # a workload error is the server's failure under load
+                    self.bench = {"error": f"{type(e).__name__}: {e}"}
+
+        th = threading.Thread(target=work, daemon=True)
         self._probe_thread = th
         t0 = time.monotonic()
         th.start()
@@ -251,7 +264,10 @@ class Trial:
         if status is None:
             th.join()
             results = box.get("r", [])
-            if all(r.passed for r in results):
+            if all(r.passed for r in results) and self.bench is not None and "error" in self.bench:
+                status = "fails"
+                t_event = time.monotonic()
+            elif all(r.passed for r in results):
                 status = "works"
             elif any(r.kind == "server-error" for r in results):
                 status = "fails"
@@ -267,6 +283,7 @@ class Trial:
                 t_event: float | None, t_end: float, probe_t: tuple[float, float] | None, teardown) -> Outcome:
         texts = [ln.text for ln in self.lines]
         out.exit_code = server.proc.returncode
+        out.bench = self.bench
         out.probes = [ProbeRecord(**r.to_json()) for r in probe_results]
         eff = self.engine.effective(texts, self.cand.flag_dict, self.spec)
         out.effective = {k: _jsonable(v) for k, v in eff.values.items()}

@@ -1,0 +1,45 @@
+"""``bringup report``: reprint a run's report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from bringup.cli import app
+from bringup.cli._common import out_console, print_json, runs_root, usage_error
+from bringup.journal import Journal
+from bringup.report import load_result, render_markdown
+
+
+def find_run_dir(run: str, runs_dir: Path | None) -> Path:
+    p = Path(run)
+    if (p / "findings.json").is_file():
+        return p
+    root = runs_root(runs_dir)
+    if (root / "runs" / run / "findings.json").is_file():
+        return root / "runs" / run
+    j = root / "journal.sqlite"
+    if j.is_file():
+        row = Journal(j).run(run)
+        if row and (Path(row["run_dir"]) / "findings.json").is_file():
+            return Path(row["run_dir"])
+    raise usage_error(f"no finished run {run!r}: give a run folder (with findings.json) or a run id in "
+                      f"{root} (bringup run prints both)")
+
+
+@app.command("report")
+def report_cmd(
+    run: str = typer.Argument(..., help="A run folder or run id."),
+    runs_dir: Path = typer.Option(None, help="Runs folder (default ./bringup-runs)."),
+    json_out: bool = typer.Option(False, "--json", help="Print findings.json."),
+) -> None:
+    """Reprint FINDINGS.md of a run (regenerated from findings.json)."""
+    d = find_run_dir(run, runs_dir)
+    result = load_result(d)
+    if json_out:
+        print_json(result.model_dump())
+    else:
+        text = render_markdown(result)
+        (d / "FINDINGS.md").write_text(text)
+        out_console.print(text, markup=False, highlight=False)

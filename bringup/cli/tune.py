@@ -1,0 +1,179 @@
+"""``bringup tune``: make a working configuration fast, under latency targets."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from bringup.candidate import Candidate, FlagError, parse_flags
+from bringup.cli import app
+from bringup.cli._common import err_console, out_console, print_json, runs_root, usage_error
+from bringup.journal import Journal
+from bringup.knowledge_files import KnowledgeFileError
+from bringup.loadgen import BenchConfig
+from bringup.loadgen.config import parse_slos
+from bringup.process import Interrupted
+from bringup.run import gather_facts, hardware_fingerprint, model_identity
+from bringup.targets import TargetError, resolve_target
+from bringup.tuning.knobs import (
+    KnobError,
+    load_knobs,
+    parallel_check,
+    parse_knob_overrides,
+    start_point,
+    with_base_levels,
+)
+from bringup.tuning.session import LaunchEvaluator, to_result
+from bringup.tuning.tuner import Tuner
+
+
+@app.command("tune")
+def tune_cmd(
+    run: str = typer.Option(None, "--run", help="Tune the validated configuration of this bring-up run (id)."),
+    engine: str = typer.Option(None, help="vllm or sglang (with --model and --config)."),
+    model: str = typer.Option(None, help="Model folder or hub id."),
+    scenario: Path = typer.Option(None, help="A scenario file (with a performance model)."),
+    config: str = typer.Option("", help="The working configuration's engine flags (without --run)."),
+    knobs: str = typer.Option(None, help="Only these knobs (comma-separated flags)."),
+    knob: list[str] = typer.Option([], help="Levels for a knob: FLAG=v1,v2,... (repeatable)."),
+    trials: int = typer.Option(20, min=1, help="Launch budget."),
+    objective: str = typer.Option("goodput", help="goodput (requests/s meeting --slo), throughput, or pareto."),
+    sampler: str = typer.Option("tpe", help="tpe (Optuna), random, or grid (every point)."),
+    slo: str = typer.Option(None, help="Latency targets, e.g. ttft_p99=2s,itl_p99=50ms (engine seconds)."),
+    concurrency: int = typer.Option(8, min=1, help="Concurrent requests in the workload."),
+    num_prompts: int = typer.Option(64, min=4, help="Requests per point."),
+    input_len: int = typer.Option(128, min=1, help="Prompt tokens."),
+    output_len: int = typer.Option(64, min=1, help="Output tokens."),
+    sweep: str = typer.Option("1,2,4,8,16,32", help="Concurrencies for the best configuration's sweep ('' for none)."),
+    seed: int = typer.Option(0, help="Seed for the sampler and the workload."),
+    time_scale: float = typer.Option(0.01, help="Scenario only: real seconds per simulated second."),
+    python: str = typer.Option(None, help="Python interpreter of the engine's environment."),
+    timeout: float = typer.Option(1800.0, help="Seconds from launch to ready per point."),
+    runs_dir: Path = typer.Option(None, help="Runs folder with the journal (default ./bringup-runs)."),
+    json_out: bool = typer.Option(False, "--json", help="Print the result as one JSON object."),
+) -> None:
+    """Search the performance knobs (memory fraction, batch limits, chunked prefill, CUDA-graph sizes,
+    parallelism) for the best goodput or a Pareto front; failures become infeasible points."""
+    if objective not in ("goodput", "throughput", "pareto"):
+        raise usage_error(f"--objective {objective!r}: use goodput, throughput or pareto")
+    if sampler not in ("tpe", "random", "grid"):
+        raise usage_error(f"--sampler {sampler!r}: use tpe, random or grid")
+    root = runs_root(runs_dir)
+    journal = Journal(root / "journal.sqlite")
+    try:
+        slos = parse_slos(slo) if slo else []
+        sweep_list = [int(x) for x in sweep.split(",") if x.strip()] if sweep else []
+    except ValueError as e:
+        raise usage_error(f"--slo/--sweep: {e}") from None
+    try:
+        if run:
+            row = journal.run(run)
+            if row is None:
+                raise usage_error(f"no run {run!r} in {root / 'journal.sqlite'}")
+            if not (row.get("result") or {}).get("final_candidate"):
+                raise usage_error(f"run {run} has no validated configuration to tune (status {row['status']})")
+            s = row["settings"]
+            target = resolve_target(engine=s.get("engine"), model=s.get("model"),
+                                    scenario=Path(s["scenario"]) if s.get("scenario") else None,
+                                    python=s.get("python"), time_scale=time_scale)
+            base = Candidate.from_json(row["result"]["final_candidate"])
+            run_id, run_dir = row["id"], Path(row["run_dir"])
+        else:
+            target = resolve_target(engine=engine, model=model, scenario=scenario, python=python,
+                                    time_scale=time_scale)
+            base = Candidate.make(target.engine.log_dialect, target.model, parse_flags(config, target.spec))
+            run_id = None
+        facts, _ = gather_facts(target)
+        knob_list = load_knobs(target.engine.log_dialect, target.spec, facts,
+                               only=[k.strip() for k in knobs.split(",") if k.strip()] if knobs else None,
+                               overrides=parse_knob_overrides(knob))
+    except (TargetError, KnowledgeFileError, KnobError) as e:
+        raise usage_error(str(e)) from None
+    except FlagError as e:
+        raise usage_error(f"--config: {e}") from None
+    knob_list = with_base_levels(knob_list, base.flag_dict)
+    hw_fp = hardware_fingerprint(facts, target.scenario.name if target.is_scenario else None)
+    model_id = model_identity(target)
+    tune_id = time.strftime("tune-%Y%m%d-%H%M%S")
+    if run_id is None:
+        run_id = f"{tune_id}-{target.engine.log_dialect}"
+        run_dir = root / "runs" / run_id
+        journal.create_run(run_id, target.engine.log_dialect, target.version, model_id, hw_fp,
+                           {"tune_only": True, "engine": target.engine.log_dialect, "model": target.model,
+                            "scenario": str(scenario) if scenario else None, "config": config}, run_dir)
+    tune_dir = run_dir / "tune" / tune_id
+    tune_dir.mkdir(parents=True, exist_ok=True)
+    cfg = BenchConfig(url="http://127.0.0.1:1", concurrency=concurrency, num_prompts=num_prompts, input_len=input_len,
+                      output_len=output_len, seed=seed, slos=slos, warmup=1,
+                      tokenizer="auto" if not target.is_scenario else "words")
+    ts = time_scale if target.is_scenario else 1.0
+    ev = LaunchEvaluator(target, base, cfg, tune_dir, journal, run_id, hw_fp, model_id, time_scale=ts,
+                         timeout=timeout, objective=objective if objective != "pareto" else "throughput")
+    table = Table(box=None, header_style="bold")
+    for c in ("#", "knobs", "status", "objective", "output tok/s", "p99 e2e s", "note"):
+        table.add_column(c, overflow="fold")
+
+    def on_point(p) -> None:
+        e = p.evaluation
+        if not e.launched:
+            return
+        note = e.failure_class or e.reason or ""
+        err_console.print(f"  point {p.number}: {' '.join(f'{k} {v}' for k, v in p.knobs.items())} -> {e.status}"
+                          + (f" objective {p.objective:.3g}" if p.objective is not None else "")
+                          + (f" ({note})" if note else ""))
+
+    tuner = Tuner(knob_list, ev, objective=objective, budget=trials, seed=seed, sampler=sampler, on_point=on_point,
+                  predicted_infeasible=parallel_check(facts, base.flag_dict), start=start_point(knob_list, base.flag_dict))
+    t0 = time.time()
+    err_console.print(f"tuning {len(knob_list)} knobs ({tuner.grid_size} grid points) with {sampler}, "
+                      f"budget {trials} launches; points go to {tune_dir}")
+    try:
+        tuner.run()
+        best = tuner.best()
+        sweep_pts = ev.sweep(best.knobs, sweep_list) if best and sweep_list else []
+    except Interrupted as e:
+        err_console.print(f"[bold yellow]interrupted ({e}); servers torn down.[/]")
+        raise typer.Exit(130) from None
+    result = to_result(tuner, tune_id, run_dir, target, base, cfg, sweep_pts, t0)
+    (tune_dir / "tune.json").write_text(result.model_dump_json(indent=2))
+    html = _write_html(run_dir)
+    if json_out:
+        print_json(json.loads(result.model_dump_json()) | ({"report_html": str(html)} if html else {}))
+        raise typer.Exit(0 if result.best else 1)
+    skipped = [p for p in result.points if p.failure_class == "predicted"]
+    for p in result.points:
+        if p.failure_class == "predicted":
+            continue
+        m = p.metrics
+        table.add_row(str(p.number), " ".join(f"{k} {v}" for k, v in p.knobs.items()), p.status,
+                      f"{p.objective:.3g}" if p.objective is not None else "",
+                      f"{m.get('output_tps', 0):.1f}" if m else "", f"{m.get('e2e_p99_s', 0):.3f}" if m else "",
+                      (p.failure_class or "") + (f": {p.evidence[:60]}" if p.evidence else ""))
+    out_console.print(table)
+    if skipped:
+        out_console.print(f"{len(skipped)} configurations ruled out without a launch, e.g. point {skipped[0].number}: "
+                          f"{skipped[0].evidence}")
+    if result.best:
+        m = result.best.metrics
+        out_console.print(f"[bold green]best[/] (point {result.best.number}, {objective} {result.best.objective:.3g}): "
+                          f"{m.get('output_tps', 0):.1f} output tok/s, {m.get('rps', 0):.2f} req/s, "
+                          f"TTFT p99 {m.get('ttft_p99_s', 0):.3f} s, ITL p99 {m.get('itl_p99_s', 0):.4f} s")
+        out_console.print(result.best_command, markup=False, highlight=False)
+    else:
+        out_console.print("[bold red]no feasible point[/]: every launch failed (see the table)")
+    out_console.print(f"{result.launches} launches of {result.grid_size} grid points; result: {tune_dir / 'tune.json'}"
+                      + (f"; report: {html}" if html else ""))
+    raise typer.Exit(0 if result.best else 1)
+
+
+def _write_html(run_dir: Path) -> Path | None:
+    """The HTML report of the run folder (bring-up and every tuning session in it)."""
+    try:
+        from bringup.htmlreport import write_report_for_run_dir
+    except ImportError:
+        return None
+    return write_report_for_run_dir(run_dir)

@@ -1,0 +1,1 @@
+"""Tuning: the fastest working configuration, under latency targets."""

@@ -1,0 +1,55 @@
+"""What a tuning session produced: every point, the best, the Pareto front, a concurrency sweep."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+
+class TunePoint(BaseModel):
+    number: int
+    knobs: dict[str, Any]  # flag -> value, on top of the base configuration
+    status: Literal["ok", "infeasible", "pruned"]
+    failure_class: str | None = None  # infeasible: what the trial runner classified
+    phase: str | None = None
+    evidence: str | None = None
+    metrics: dict[str, float] = Field(default_factory=dict)  # goodput_rps, output_tps, ttft_p99_s, itl_p99_s, ...
+    objective: float | None = None  # the value tuned for (higher is better)
+    launch_s: float = 0.0  # real seconds of the launch and the benchmark
+    simulated_s: float | None = None  # scenarios: simulated seconds of the launch
+    trial_dir: str = ""
+    command: str = ""
+
+
+class SweepPoint(BaseModel):
+    concurrency: float  # or request rate, per `mode`
+    mode: Literal["concurrency", "rate"] = "concurrency"
+    output_tps: float
+    rps: float
+    goodput_rps: float | None = None
+    ttft_p50_s: float | None = None
+    ttft_p99_s: float | None = None
+    itl_p99_s: float | None = None
+
+
+class TuneResult(BaseModel):
+    tune_id: str
+    run_dir: str
+    engine: str
+    engine_version: str | None = None
+    model: str
+    base_command: str
+    objective: Literal["goodput", "throughput", "pareto"]
+    slo: dict[str, float] = Field(default_factory=dict)  # e.g. {"ttft_p99": 2.0, "itl_p99": 0.05} (seconds)
+    workload: dict[str, Any] = Field(default_factory=dict)
+    knobs: dict[str, list[Any]] = Field(default_factory=dict)  # the searched levels per flag
+    points: list[TunePoint] = Field(default_factory=list)
+    best: TunePoint | None = None
+    best_command: str | None = None
+    pareto: list[int] = Field(default_factory=list)  # point numbers on the throughput / p99 latency front
+    sweep: list[SweepPoint] = Field(default_factory=list)  # the best configuration under rising load
+    launches: int = 0
+    grid_size: int | None = None
+    wall_seconds: float = 0.0
+    simulated_hours: float | None = None

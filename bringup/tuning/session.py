@@ -1,0 +1,173 @@
+"""A tuning session on a real engine or a scenario: launch, probe, benchmark, learn, report.
+
+Each point is a trial (the same runner as bring-up, so a failure is classified) with a workload
+run while the server is up. Metrics are reported in the engine's own seconds: for a scenario
+the measured real seconds are divided by its time scale, and SLOs are scaled the other way.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bringup.candidate import Candidate
+from bringup.journal import Journal
+from bringup.loadgen import BenchConfig, bench
+from bringup.loadgen.config import SLO
+from bringup.probes import ProbeConfig
+from bringup.targets import Target
+from bringup.trial import Trial, TrialSettings
+from bringup.tuning.knobs import as_changes
+from bringup.tuning.result import SweepPoint, TunePoint, TuneResult
+from bringup.tuning.tuner import Evaluation, Objective, Point, Tuner, objective_value
+
+TIME_KEYS = ("ttft", "itl", "tpot", "e2e")
+
+
+def metrics_from_summary(flat: dict[str, Any], time_scale: float) -> dict[str, float]:
+    """The loadgen's summary in engine seconds (a scenario runs time_scale times faster)."""
+    s = time_scale
+    m: dict[str, float] = {
+        "rps": (flat.get("request_throughput") or 0.0) * s,
+        "output_tps": (flat.get("output_throughput") or 0.0) * s,
+        "completed": float(flat.get("completed") or 0),
+        "failed": float(flat.get("failed") or 0),
+    }
+    if flat.get("request_goodput") is not None:
+        m["goodput_rps"] = flat["request_goodput"] * s
+        m["slo_attainment"] = flat.get("slo_attainment") or 0.0
+    for name in TIME_KEYS:
+        for stat in ("p50", "p90", "p99", "mean"):
+            v = flat.get(f"{name}_{stat}_ms")
+            if v is not None:
+                m[f"{name}_{stat}_s"] = v / 1000.0 / s
+    return m
+
+
+@dataclass
+class LaunchEvaluator:
+    """Evaluates knob settings by launching them and running the workload."""
+
+    target: Target
+    base: Candidate
+    bench_cfg: BenchConfig  # url is filled in per launch; SLOs in engine seconds
+    tune_dir: Path
+    journal: Journal
+    run_id: str
+    hw_fp: str
+    model_id: str
+    time_scale: float = 1.0
+    prune_factor: float = 0.5  # stop a point whose running goodput is under this share of the best
+    timeout: float = 1800.0
+    hang_timeout: float = 600.0
+    objective: Objective = "goodput"
+    seq: int = 0
+    on_event: Callable[[str, Any], None] | None = None
+
+    def _scaled_cfg(self, url: str) -> BenchConfig:
+        slos = [SLO(metric=x.metric, stat=x.stat, target_s=x.target_s * self.time_scale)
+                for x in self.bench_cfg.slos]
+        return self.bench_cfg.model_copy(update={"url": url, "slos": slos})
+
+    def run_trial(self, cand: Candidate, workload: Callable[[str], dict], purpose: str) -> tuple:
+        self.seq += 1
+        tdir = self.tune_dir / "trials" / f"{self.seq:03d}-{cand.key()[:8]}"
+        probe = ProbeConfig(long_tokens=64, batch_size=4)
+        settings = TrialSettings(timeout=self.timeout, hang_timeout=self.hang_timeout, probe=probe)
+        t0 = time.time()
+        out = Trial(self.target.engine, cand, tdir, settings, spec=self.target.spec, version=self.target.version,
+                    workload=workload).run()
+        t1 = time.time()
+        return out, tdir, t0, t1
+
+    def __call__(self, knobs: dict[str, str], best: float | None) -> Evaluation:
+        cand = self.base.with_changes(as_changes(knobs))
+        stopped: dict[str, str] = {}
+
+        def stop_when(summary) -> str | None:
+            if best is None or best <= 0:
+                return None
+            done = summary.completed + summary.failed
+            if done < max(8, (self.bench_cfg.num_prompts or 100) // 4):
+                return None
+            flat = summary.flat()
+            m = metrics_from_summary({**flat}, self.time_scale)
+            est = objective_value(m, self.objective)
+            if est < self.prune_factor * best:
+                stopped["why"] = f"running objective {est:.3g} < {self.prune_factor:g} x best {best:.3g}"
+                return stopped["why"]
+            return None
+
+        def workload(url: str) -> dict:
+            res = bench(self._scaled_cfg(url), stop_when=stop_when)
+            return res.summary.flat()
+
+        if self.on_event:
+            self.on_event("launch", {"seq": self.seq + 1, "knobs": knobs})
+        out, tdir, t0, t1 = self.run_trial(cand, workload, "tune")
+        flat = out.bench or {}
+        metrics = metrics_from_summary(flat, self.time_scale) if out.works and flat else {}
+        cmd = cand.shell_command(self.target.engine.command_prefix(cand))
+        if out.works and flat:
+            status = "pruned" if (flat.get("stopped_early") and stopped) else "ok"
+            ev = Evaluation(status, metrics, launch_s=t1 - t0, simulated_s=out.timings.simulated,
+                            trial_dir=str(tdir), command=cmd, reason=stopped.get("why", ""))
+        else:
+            ev = Evaluation("infeasible", {}, out.failure_class or out.status, out.phase, out.key_evidence()[:300],
+                            out.signature, t1 - t0, out.timings.simulated, str(tdir), cmd)
+        self.journal.add_trial(self.run_id, self.seq, "tune", cand, cand.key(), out, tdir, t0, t1, self.hw_fp,
+                               self.model_id, {"knobs": knobs, "metrics": metrics, "status": ev.status})
+        return ev
+
+    def sweep(self, knobs: dict[str, str], concurrencies: list[int]) -> list[SweepPoint]:
+        """Throughput against concurrency for one configuration (one launch)."""
+        cand = self.base.with_changes(as_changes(knobs))
+        rows: list[dict] = []
+
+        def workload(url: str) -> dict:
+            for c in concurrencies:
+                cfg = self._scaled_cfg(url).model_copy(update={"concurrency": c, "request_rate": None})
+                rows.append({"c": c, **bench(cfg).summary.flat()})
+            return {"sweep": len(rows)}
+
+        out, tdir, t0, t1 = self.run_trial(cand, workload, "sweep")
+        pts = []
+        for r in rows:
+            m = metrics_from_summary(r, self.time_scale)
+            pts.append(SweepPoint(concurrency=r["c"], output_tps=m["output_tps"], rps=m["rps"],
+                                  goodput_rps=m.get("goodput_rps"), ttft_p50_s=m.get("ttft_p50_s"),
+                                  ttft_p99_s=m.get("ttft_p99_s"), itl_p99_s=m.get("itl_p99_s")))
+        self.journal.add_trial(self.run_id, self.seq, "tune", cand, cand.key(), out, tdir, t0, t1, self.hw_fp,
+                               self.model_id, {"knobs": knobs, "sweep": [p.model_dump() for p in pts]})
+        return pts
+
+
+def to_result(tuner: Tuner, tune_id: str, run_dir: Path, target: Target, base: Candidate,
+              bench_cfg: BenchConfig, sweep: list[SweepPoint], t0: float) -> TuneResult:
+    def tp(p: Point) -> TunePoint:
+        ev = p.evaluation
+        cmd = ev.command or base.with_changes(as_changes(p.knobs)).shell_command(target.engine.command_prefix(base))
+        return TunePoint(number=p.number, knobs=p.knobs, status=ev.status, failure_class=ev.failure_class,
+                         phase=ev.phase, evidence=ev.evidence or ev.reason or None, metrics=ev.metrics,
+                         objective=p.objective, launch_s=ev.launch_s, simulated_s=ev.simulated_s,
+                         trial_dir=ev.trial_dir, command=cmd)
+
+    best = tuner.best()
+    sims = [p.evaluation.simulated_s for p in tuner.points if p.evaluation.simulated_s]
+    return TuneResult(
+        tune_id=tune_id, run_dir=str(run_dir), engine=target.engine.log_dialect, engine_version=target.version,
+        model=target.model, base_command=base.shell_command(target.engine.command_prefix(base)),
+        objective=tuner.objective, slo={x.name: x.target_s for x in bench_cfg.slos},
+        workload=json.loads(bench_cfg.model_dump_json(include={"concurrency", "request_rate", "num_prompts",
+                                                                "input_len", "output_len", "prefix_len", "seed"})),
+        knobs={k.flag: k.levels for k in tuner.knobs}, points=[tp(p) for p in tuner.points],
+        best=tp(best) if best else None,
+        best_command=tp(best).command if best else None,
+        pareto=[p.number for p in tuner.pareto()], sweep=sweep, launches=tuner.launches,
+        grid_size=tuner.grid_size, wall_seconds=time.time() - t0,
+        simulated_hours=(sum(sims) / 3600) if target.is_scenario else None,
+    )
