@@ -129,8 +129,6 @@ class Tuner:
             return optuna.create_study(directions=["maximize", "minimize"], sampler=sampler)
         if self.sampler == "random":
             sampler = optuna.samplers.RandomSampler(seed=self.seed)
-        elif self.sampler == "grid":
-            sampler = optuna.samplers.GridSampler({k.flag: k.levels for k in self.knobs}, seed=self.seed)
         else:
             # A few random points first, then TPE modelling the knobs jointly (they interact).
             with warnings.catch_warnings():
@@ -143,37 +141,45 @@ class Tuner:
         ok = [p for p in self.points if p.evaluation.status == "ok" and p.objective is not None]
         return max(ok, key=lambda p: p.objective) if ok else None
 
+    def _visit(self, knobs: dict[str, str]) -> Point:
+        """Evaluate one point, or rule it out without a launch; cached by knob values."""
+        key = self._key(knobs)
+        if key in self.cache:
+            return self.cache[key]
+        why = self._ruled_out(knobs)
+        if why:
+            ev = Evaluation("infeasible", launched=False, reason=why, failure_class="predicted")
+            p = Point(len(self.points) + 1, knobs, ev, None)
+        else:
+            best = self.best()
+            ev = self.evaluate(knobs, best.objective if best else None)
+            self.launches += 1
+            self._learn(knobs, ev)
+            obj = objective_value(ev.metrics, self.objective) if ev.status != "infeasible" else None
+            p = Point(len(self.points) + 1, knobs, ev, obj)
+        self.points.append(p)
+        self.cache[key] = p
+        if self.on_point:
+            self.on_point(p)
+        return p
+
     def run(self) -> list[Point]:
+        if self.sampler == "grid":  # every point in order (the exhaustive baseline)
+            for knobs in grid(self.knobs):
+                if self.launches >= self.budget:
+                    break
+                self._visit(knobs)
+            return self.points
         study = self._study()
         dists = {k.flag: optuna.distributions.CategoricalDistribution(k.levels) for k in self.knobs}
-        if self.start and self.sampler != "grid":
+        if self.start:
             study.enqueue_trial(self.start)
         asks = 0
-        limit = self.grid_size if self.sampler == "grid" else self.budget * 30
-        while self.launches < self.budget and asks < limit and len(self.cache) < self.grid_size:
+        while self.launches < self.budget and asks < self.budget * 30 and len(self.cache) < self.grid_size:
             t = study.ask(dists)
             asks += 1
             knobs = {k.flag: str(t.params[k.flag]) for k in self.knobs}
-            key = self._key(knobs)
-            if key in self.cache:
-                self._tell(study, t, self.cache[key])
-                continue
-            why = self._ruled_out(knobs)
-            if why:
-                ev = Evaluation("infeasible", launched=False, reason=why, failure_class="predicted")
-                p = Point(len(self.points) + 1, knobs, ev, None)
-            else:
-                best = self.best()
-                ev = self.evaluate(knobs, best.objective if best else None)
-                self.launches += 1
-                self._learn(knobs, ev)
-                obj = objective_value(ev.metrics, self.objective) if ev.status != "infeasible" else None
-                p = Point(len(self.points) + 1, knobs, ev, obj)
-            self.points.append(p)
-            self.cache[key] = p
-            self._tell(study, t, p)
-            if self.on_point:
-                self.on_point(p)
+            self._tell(study, t, self._visit(knobs))
         return self.points
 
     def _tell(self, study: optuna.Study, t: optuna.trial.Trial, p: Point) -> None:

@@ -1,0 +1,72 @@
+"""Knowledge rules: validation, verdicts with the facts they used, the memory plan."""
+
+from __future__ import annotations
+
+import pytest
+
+from bringup.knowledge import Knowledge, load_rules, memory_model_for
+from bringup.knowledge_files import KnowledgeFileError
+
+SM120 = {"device": "cuda", "gpu.compute_capability": 12.0, "gpu.memory_gib": 95.6, "gpu.count": 8,
+         "gpu.smem_per_block_kib": 99, "model.attention": "dsa", "model.moe": True, "model.weights_gib": 400,
+         "model.replicated_gib": 14}
+H200 = {**SM120, "gpu.compute_capability": 9.0, "gpu.memory_gib": 140, "gpu.smem_per_block_kib": 227}
+
+
+def test_fa3_depends_on_compute_capability():
+    k12 = Knowledge(SM120, "sglang", "0.5.10.post1")
+    v = k12.verdicts("--nsa-decode-backend", "fa3")
+    assert {x.kind for x in v} == {"incompatible"} and v[0].facts_used["gpu.compute_capability"] == 12.0
+    k9 = Knowledge({**H200, "model.attention": "gqa"}, "sglang", "0.5.10.post1")
+    assert k9.verdicts("--attention-backend", "fa3") == []
+
+
+def test_version_ranges_select_rules():
+    old = Knowledge(SM120, "sglang", "0.5.10.post1")
+    new = Knowledge(SM120, "sglang", "0.5.23")
+    assert [v.kind for v in old.verdicts("--nsa-decode-backend", "trtllm")] == ["preferred"]
+    assert "incompatible" in {v.kind for v in new.verdicts("--dsa-decode-backend", "trtllm")}
+    assert old.prediction("--attention-backend", "forced").value == "nsa"
+    assert new.prediction("--attention-backend", "forced") is None
+
+
+def test_with_conditions_read_the_candidate():
+    k = Knowledge(SM120, "sglang", "0.5.23")
+    assert k.verdicts("--dsa-decode-backend", "tilelang", {"--kv-cache-dtype": "bfloat16"})[0].kind == "preferred"
+    assert k.verdicts("--dsa-decode-backend", "tilelang", {"--kv-cache-dtype": "fp8_e4m3"}) == []
+
+
+def test_disabled_knowledge_says_nothing():
+    k = Knowledge(SM120, "sglang", "0.5.10.post1", enabled=False)
+    assert k.verdicts("--nsa-decode-backend", "fa3") == [] and k.prediction("--attention-backend", "forced") is None
+
+
+def test_memory_plan_flags_the_seeds_095_before_launch():
+    mem = memory_model_for(SM120, "sglang")
+    k = Knowledge(SM120, "sglang", "0.5.10.post1", memory_model=mem)
+    v95 = k.verdicts("--mem-fraction-static", "0.95", {"--tensor-parallel-size": "8"})
+    assert v95 and v95[0].kind == "risky" and "memory plan" in v95[0].reason
+    assert k.verdicts("--mem-fraction-static", "0.88", {"--tensor-parallel-size": "8"}) == []
+    v1 = k.verdicts("--mem-fraction-static", "0.88", {})  # tp 1: 400 GiB on one 96 GiB card
+    assert v1[0].kind == "incompatible"
+
+
+@pytest.mark.parametrize("body, message", [
+    ("- {id: a, flags: [--x], verdict: maybe, reason: r, source: s}", "verdict"),
+    ("- {id: a, flags: [x], verdict: risky, reason: r, source: s}", "must be spelled --name"),
+    ("- {id: a, flags: [--x], verdict: risky, reason: r, source: s, versions: 'abc'}", "not a version range"),
+    ("- {id: a, flags: [--x], verdict: risky, reason: r, source: s, when: {colour: red}}", "unknown fact 'colour'"),
+    ("- {id: a, flags: [--x], verdict: forced, reason: r, source: s}", "needs a value"),
+    ("- {id: a, flags: [--x], verdict: risky, reason: r, source: s, when: {gpu.count: {above: 2}}}", "unknown operator"),
+])
+def test_invalid_rules_name_file_entry_and_field(tmp_path, body, message):
+    f = tmp_path / "rules.yaml"
+    f.write_text("rules:\n  " + body + "\n")
+    with pytest.raises(KnowledgeFileError) as e:
+        load_rules([f])
+    assert str(f) in str(e.value) and "rules[0]" in str(e.value) and message in str(e.value)
+
+
+def test_shipped_rules_load_and_cite_sources():
+    rules = load_rules()
+    assert len(rules) >= 20 and all(r.rule.source for r in rules)

@@ -1,0 +1,120 @@
+"""The strategy on synthetic outcomes: what it proposes after each kind of failure."""
+
+from __future__ import annotations
+
+from bringup.candidate import Candidate, parse_flags
+from bringup.helptext import bundled_help
+from bringup.knowledge import Knowledge
+from bringup.outcome import Outcome
+from bringup.space import build_space
+from bringup.strategy import Strategy
+
+SG = bundled_help("sglang", "0.5.10.post1")
+VL = bundled_help("vllm", "0.32.0")
+SM120 = {"device": "cuda", "gpu.compute_capability": 12.0, "gpu.count": 8, "gpu.memory_gib": 96,
+         "model.attention": "dsa", "model.moe": True}
+CARD = ("--tp 8 --quantization modelopt_fp4 --attention-backend flashinfer --moe-runner-backend flashinfer_cutlass "
+        "--kv-cache-dtype fp8_e4m3 --mem-fraction-static 0.95")
+
+
+def make(engine="sglang", spec=SG, baseline=CARD, facts=None, knowledge=False, **kw) -> Strategy:
+    base = Candidate.make(engine, "m", parse_flags(baseline, spec))
+    space = build_space(engine, spec, base, **kw)
+    kn = Knowledge(facts or SM120, engine, "0.5.10.post1" if engine == "sglang" else "0.32.0", enabled=knowledge)
+    return Strategy(space, base, kn, spec)
+
+
+def outcome(status="fails", cls=None, phase=None, effective=None, implicates=(), signature=None, evidence=()):
+    return Outcome(status=status, failure_class=cls, phase=phase, effective=effective or {},
+                   implicates=list(implicates), signature=signature, evidence=list(evidence))
+
+
+def test_first_proposal_is_the_baseline_without_knowledge():
+    s = make()
+    p = s.propose()
+    assert p.candidate.key() == s.baseline.key()
+
+
+def test_nan_in_decode_changes_the_decode_backend_and_never_repeats():
+    s = make()
+    base = s.propose().candidate
+    s.observe(base, outcome(cls="nan-output", phase="decode",
+                            effective={"nsa_decode_backend": "flashmla_kv", "kv_cache_dtype": "fp8_e4m3",
+                                       "attention_backend": "nsa"},
+                            implicates=["--nsa-decode-backend", "--attention-backend", "--kv-cache-dtype",
+                                        "--sampling-backend"], signature="nan-probability"))
+    p = s.propose()
+    changed = {c.flag for c in p.candidate.diff(s.baseline)}
+    assert "--nsa-decode-backend" in changed
+    # the engine used nsa when flashinfer was asked: frozen, never varied again
+    assert s.frozen["--attention-backend"][0] == "nsa" and "--attention-backend" not in changed
+    # the same family as the failed kernel is suspect too
+    assert p.candidate.flag_dict["--nsa-decode-backend"] not in ("flashmla_sparse", "flashmla_auto", "flashmla_kv")
+    assert p.key != s.observations[0].key
+
+
+def test_oom_lowers_the_memory_fraction_past_the_failed_value():
+    s = make()
+    base = s.propose().candidate
+    s.observe(base, outcome(cls="oom-graph-capture", phase="graph-capture", effective={"mem_fraction_static": 0.95},
+                            implicates=["--mem-fraction-static", "--cuda-graph-max-bs", "--disable-cuda-graph"],
+                            signature="sglang-graph-capture-failed"))
+    p = s.propose()
+    mem = p.candidate.flag_dict.get("--mem-fraction-static")
+    assert mem is None or float(mem) <= 0.9  # the engine default (unset), or a step down past the near window
+    assert "--disable-cuda-graph" not in p.candidate.flag_dict  # slow levels only when needed
+    # every level at or above the failed one is certainly bad
+    f = s.space.get("--mem-fraction-static")
+    assert s.p_bad(f, "0.95") > 0.99 and s.p_bad(f, "0.92") >= 0.45 and s.p_bad(f, "0.9") >= 0.45
+    assert s.p_bad(f, "0.8") < 0.45
+
+
+def test_limit_read_from_the_error_message():
+    s = make("vllm", VL, "--gpu-memory-utilization 0.99", facts={"device": "cpu"})
+    base = s.propose().candidate
+    line = ("ValueError: Available memory on node 0 (7.13/8.46 GiB) on startup is less than desired CPU memory "
+            "utilization (0.99, 8.38 GiB).")
+    s.observe(base, outcome(cls="oom-kv-cache", phase="kv-alloc", effective={"gpu_memory_utilization": 0.99},
+                            implicates=["--gpu-memory-utilization"], signature="vllm-cpu-memory-reservation",
+                            evidence=[line]))
+    p = s.propose()
+    v = float(p.candidate.flag_dict["--gpu-memory-utilization"])
+    assert v <= 7.13 / 8.46 * 0.95 and v >= 0.7  # the highest level under the bound, with a margin
+    # the engine default (0.92, from --help) is above the bound: not proposed as "unset"
+    assert s.default_eff["--gpu-memory-utilization"][0] == "0.92"
+
+
+def test_knowledge_excludes_incompatible_and_applies_preferred():
+    s = make(knowledge=True)
+    p = s.propose()
+    flags = p.candidate.flag_dict
+    assert flags.get("--nsa-decode-backend") == "trtllm"  # preferred on SM120 (the seeds)
+    f = s.space.get("--nsa-decode-backend")
+    assert s.p_bad(f, "fa3") >= 0.97 and s.p_bad(f, "flashmla_kv") >= 0.97
+    assert s.frozen["--attention-backend"][0] == "nsa"  # forced rule, before any launch
+
+
+def test_unexplained_failure_points_outside_the_space():
+    s = make("vllm", VL, "--gpu-memory-utilization 0.5", facts={"device": "cpu", "model.attention": "mha"},
+             knowledge=True)
+    base = s.propose().candidate
+    s.observe(base, outcome(cls="unsupported-hardware", phase="first-request",
+                            implicates=["--attention-backend", "model.head_dim"],
+                            signature="vllm-cpu-unsupported-attention",
+                            evidence=["RuntimeError: Unsupported CPU attention configuration: head_dim=16"]))
+    assert s.outside >= 0.8
+    msg = s.explain_stop()
+    assert "model.head_dim (a property of the model" in msg and "cpu_attn" in msg
+
+
+def test_works_outcome_teaches_nothing_bad():
+    s = make()
+    c = s.propose().candidate
+    s.observe(c, outcome(status="works"))
+    assert s.p == {} and s.propose().key != s.observations[0].key
+
+
+def test_vary_and_fix_shape_the_space():
+    s = make(vary=["--nsa-decode-backend", "sampling-backend"], fix={"--mem-fraction-static": "0.88"})
+    assert s.space.names == ["--nsa-decode-backend", "--sampling-backend"]
+    assert s.propose().candidate.flag_dict["--mem-fraction-static"] == "0.88"
