@@ -400,9 +400,11 @@ class Run:
             raise
         result = self._result(status, stop_reason, validated, final, minimal, verified, t0, len(priors))
         self.journal.finish_run(self.run_id, status, result.model_dump())
+        from bringup.htmlreport import load_tunes, write_html
         from bringup.report import write_report
 
         write_report(result, self.run_dir)
+        write_html(self.run_dir, result, load_tunes(self.run_dir))
         self._emit("done", result)
         return result
 

@@ -33,10 +33,16 @@ def report_cmd(
     run: str = typer.Argument(..., help="A run folder or run id."),
     runs_dir: Path = typer.Option(None, help="Runs folder (default ./bringup-runs)."),
     json_out: bool = typer.Option(False, "--json", help="Print findings.json."),
+    html: bool = typer.Option(False, "--html", help="Write report.html (bring-up and tuning) and print its path."),
 ) -> None:
     """Reprint FINDINGS.md of a run (regenerated from findings.json)."""
     d = find_run_dir(run, runs_dir)
     result = load_result(d)
+    if html:
+        from bringup.htmlreport import load_tunes, write_html
+
+        out_console.print(str(write_html(d, result, load_tunes(d))))
+        return
     if json_out:
         print_json(result.model_dump())
     else:

@@ -170,10 +170,10 @@ def tune_cmd(
     raise typer.Exit(0 if result.best else 1)
 
 
-def _write_html(run_dir: Path) -> Path | None:
-    """The HTML report of the run folder (bring-up and every tuning session in it)."""
-    try:
-        from bringup.htmlreport import write_report_for_run_dir
-    except ImportError:
-        return None
-    return write_report_for_run_dir(run_dir)
+def _write_html(run_dir: Path) -> Path:
+    """The HTML report of the run folder (bring-up, if any, and every tuning session in it)."""
+    from bringup.htmlreport import load_tunes, write_html
+    from bringup.report import load_result
+
+    result = load_result(run_dir) if (run_dir / "findings.json").is_file() else None
+    return write_html(run_dir, result, load_tunes(run_dir))

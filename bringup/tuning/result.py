@@ -48,6 +48,7 @@ class TuneResult(BaseModel):
     best: TunePoint | None = None
     best_command: str | None = None
     pareto: list[int] = Field(default_factory=list)  # point numbers on the throughput / p99 latency front
+    pareto_latency: str = "e2e_p99_s"  # the latency metric of that front
     sweep: list[SweepPoint] = Field(default_factory=list)  # the best configuration under rising load
     launches: int = 0
     grid_size: int | None = None
