@@ -46,3 +46,8 @@ def phases() -> list[str]:
 def phase_index(phase: str | None) -> int:
     order = phases()
     return order.index(phase) if phase in order else -1
+
+
+@lru_cache(maxsize=1)
+def probe_implicates() -> dict[str, list[str]]:
+    return dict(load_yaml(DATA / "classes.yaml").get("probe_implicates") or {})

@@ -176,8 +176,11 @@ class Run:
         self.target = resolve_target(engine=s.engine, model=s.model, scenario=Path(s.scenario) if s.scenario else None,
                                      python=s.python, time_scale=s.time_scale)
         t = self.target
+        baseline = s.baseline
+        if not baseline and t.is_scenario and getattr(t.scenario, "baseline", None):
+            baseline = t.scenario.baseline  # the command a user of that scenario starts from
         try:
-            flags = parse_flags(s.baseline, t.spec)
+            flags = parse_flags(baseline, t.spec)
         except FlagError as e:
             raise RunError(f"--baseline: {e}; check the flag against the engine's --help "
                            f"({t.engine.log_dialect} {t.version})") from None
@@ -225,6 +228,8 @@ class Run:
         if mode == "always":
             return True
         full = [a for a in self.attempts if a.purpose == "search"]
+        if any(a.failure_class == "wrong-output" for a in full):
+            return False  # dummy weights cannot check known answers: a screen would pass blindly
         return self._weights_gib() >= 20 and bool(full) and p_success < 0.6
 
     def _trial(self, cand: Candidate, purpose: str, seq: int, screen: bool = False) -> tuple[Outcome, Path, float, float]:

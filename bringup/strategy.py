@@ -93,7 +93,8 @@ class Strategy:
     def eff(self, f: Factor, level: FlagValue | None) -> str:
         if f.name in self.frozen:
             return self.frozen[f.name][0]
-        if level is None or level is False:
+        if level is None or level is False or (isinstance(level, str) and level.lower() == "auto"
+                                                 and f.name in self.default_eff):
             return self.default_eff.get(f.name, (UNKNOWN_DEFAULT, ""))[0]
         return normalise(level)
 
@@ -165,6 +166,9 @@ class Strategy:
         return f
 
     def observe(self, cand: Candidate, outcome: Outcome, source: str = "launch") -> Observation:
+        if outcome.failure_class == "port-in-use":
+            # The machine's state, not the candidate's: no evidence, and it may be launched again.
+            return Observation(cand, outcome, self.predicted_key(cand), "port")
         # 1. What the engine really used: overrides freeze a factor, defaults name "unset".
         flags = cand.flag_dict
         for f in self.space.factors:
@@ -172,7 +176,7 @@ class Strategy:
                 continue
             eff = normalise(outcome.effective[f.dest])
             req = flags.get(f.name)
-            if req is None:
+            if req is None or normalise(req) == "auto":  # "auto" asks the engine to choose
                 self.default_eff[f.name] = (eff, f"seen in launch {len(self.observations) + 1}")
             elif normalise(req) != eff and f.name not in self.frozen:
                 self.frozen[f.name] = (eff, f"engine used {eff} when {req} was asked (launch "

@@ -21,7 +21,7 @@ import httpx
 from bringup.candidate import Candidate, FlagError, parse_flags
 from bringup.engines.base import Engine, later_phase
 from bringup.helptext import HelpSpec
-from bringup.knowledge_files import phase_index
+from bringup.knowledge_files import phase_index, probe_implicates
 from bringup.outcome import Outcome, OverrideRecord, ProbeRecord, Timings
 from bringup.probes import ProbeConfig, ProbeResult, ProbeRunner
 from bringup.process import LogLine, ServerProcess, free_port, port_is_free
@@ -342,7 +342,7 @@ class Trial:
                 + ("NaN/inf logprobs point at the attention backend or KV dtype." if kind == "nan" else
                    "greedy output must not depend on batch composition or repetition, and known answers must "
                    "match; suspect the attention/GEMM kernels or a quantized path."),
-                implicates=["--attention-backend", "--kv-cache-dtype"],
+                implicates=probe_implicates().get("nan-output" if kind == "nan" else "wrong-output", []),
             )
         elif status == "wrong-output":
             status = "fails"  # a fatal signature showed up while probes were disagreeing
