@@ -250,8 +250,8 @@ def memory_model_for(facts: Mapping[str, Any], engine: str, fingerprint: Any = N
             # Less than half of what the engine's own sizing keeps outside the pools: the seeds'
             # 0.95 on 96 GB left ~4.7 GiB there and died in graph capture.
             return Verdict("risky", f"memory plan: only {free:.1f} GiB left outside the pools, under half of "
-                           f"the {p.reserve_engine_gib:.1f} GiB the engine's default sizing keeps ({reason})",
-                           src, "memory-plan", used)
+                           f"the {p.reserve_engine_gib:.1f} GiB the engine's default sizing keeps for activations "
+                           "and CUDA graphs", src, "memory-plan", used)
         return None
 
     return verdict

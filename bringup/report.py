@@ -150,6 +150,21 @@ def render_markdown(r: RunResult) -> str:
             facts = ", ".join(f"{k}={v}" for k, v in (p.get("facts") or {}).items())
             L.append(f"- `{p['flag']} {p['level']}`: **{p['verdict']}**: {p['reason']} "
                      f"(facts: {facts or 'none'}; source: {p['source']})")
+    if r.warnings:
+        L.append("")
+        L.append("## Warnings worth knowing")
+        L.append("")
+        for w in r.warnings[:8]:
+            L.append(f"- `{_md(w)[:240]}`")
+    if r.final_probes:
+        L.append("")
+        L.append("## Probes on the final configuration")
+        L.append("")
+        L.append(", ".join(f"{p['name']} ({'passed' if p['passed'] else 'FAILED'})" for p in r.final_probes)
+                 + (": all passed." if all(p["passed"] for p in r.final_probes) else "."))
+        for p in r.final_probes:
+            if p["name"] in ("known-answers", "long-decode", "batch-invariance"):
+                L.append(f"- {p['name']}: {_md(p['detail'])[:200]}")
     notes = r.strategy_state.get("notes") or []
     if notes:
         L.append("")
@@ -159,7 +174,7 @@ def render_markdown(r: RunResult) -> str:
             L.append(f"- {n}")
     L.append("")
     L.append(f"Run folder: `{r.run_dir}` (each attempt's log and outcome.json under `trials/`). "
-             f"Run id `{r.run_id}`; resume with `bringup run --resume {r.run_id}`.")
+             f"Run id `{r.run_id}`; resume with `bringup run --resume --run-id {r.run_id}`.")
     return "\n".join(L) + "\n"
 
 

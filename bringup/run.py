@@ -109,6 +109,8 @@ class RunResult(BaseModel):
     strategy_state: dict = Field(default_factory=dict)
     journal_priors: int = 0
     knowledge: bool = True
+    final_probes: list[dict] = Field(default_factory=list)  # the probe ladder on the validated launch
+    warnings: list[str] = Field(default_factory=list)  # non-fatal lines worth knowing, from that launch
 
 
 def hardware_fingerprint(facts: dict, scenario: str | None) -> str:
@@ -278,7 +280,15 @@ class Run:
 
         f = self.facts
         frac = out.effective.get("mem_fraction_static") or out.effective.get("gpu_memory_utilization")
-        if frac is None or f.get("device") != "cuda" or not f.get("gpu.memory_gib"):
+        if frac is None:
+            return None
+        if f.get("device") == "cpu" and self.target.engine.log_dialect == "vllm" and f.get("host.memory_gib"):
+            try:  # the CPU build reserves a fraction of host memory
+                return memplan.plan(gpu_mem_gib=float(f["host.memory_gib"]), mem_fraction=float(frac), engine="vllm",
+                                    fp=self.fingerprint, device="cpu")
+            except (ValueError, TypeError):
+                return None
+        if f.get("device") != "cuda" or not f.get("gpu.memory_gib"):
             return None
         tp = int(out.effective.get("tp_size") or out.effective.get("tensor_parallel_size") or 1)
         kw: dict[str, Any] = {"gpu_mem_gib": float(f["gpu.memory_gib"]), "tp": tp, "mem_fraction": float(frac),
@@ -498,7 +508,16 @@ class Run:
         search = [a for a in self.attempts if a.purpose in ("search", "screen")]
         sim = [a.simulated_s for a in self.attempts if a.purpose in ("search", "screen")]
         sim_hours = (sum(x or 0.0 for x in sim) / 3600) if self.target.is_scenario else None
+        probes, warnings = [], []
+        ok = [a for a in self.attempts if a.purpose == "search" and a.status == "works"]
+        if ok:
+            try:
+                o = Outcome.model_validate_json((Path(ok[-1].trial_dir) / "outcome.json").read_text())
+                probes, warnings = [p.model_dump() for p in o.probes], o.warnings
+            except (OSError, ValueError):
+                pass
         return RunResult(
+            final_probes=probes, warnings=warnings,
             run_id=self.run_id, run_dir=str(self.run_dir), status=status, validated=validated is not None,
             launches=len(search), screening_launches=sum(1 for a in search if a.purpose == "screen"),
             explain_launches=sum(1 for a in self.attempts if a.purpose == "explain"),

@@ -196,7 +196,8 @@ def classify(lines: list[str], engine: str | None, phase_reached: str | None,
     evidence is its line, then the other specific (non-generic) hits in log order; generic
     wrapper lines appear only when nothing specific matched.
     """
-    hits = Matcher(engine, signatures).scan(lines)
+    # Non-fatal signatures are warnings worth knowing, never a root cause.
+    hits = [h for h in Matcher(engine, signatures).scan(lines) if h.signature.fatal]
     if not hits:
         tail = [ln for ln in lines if _ERRORISH.search(ln)][-max_evidence:]
         if not tail:

@@ -99,9 +99,13 @@ def test_resume_after_kill_mid_trial(tmp_path):
         run_id = None
         while time.monotonic() < deadline:
             if db.exists():
-                with sqlite3.connect(db) as c:
-                    row = c.execute("SELECT id FROM runs").fetchone()
-                    n = c.execute("SELECT COUNT(*) FROM trials").fetchone()[0]
+                try:
+                    with sqlite3.connect(db) as c:
+                        row = c.execute("SELECT id FROM runs").fetchone()
+                        n = c.execute("SELECT COUNT(*) FROM trials").fetchone()[0]
+                except sqlite3.OperationalError:  # bringup is still creating the schema
+                    time.sleep(0.05)
+                    continue
                 run_id = row[0] if row else None
                 # at least one finished trial, and the next one launched (its folder has a pid file)
                 pids = sorted(runs.glob("runs/*/trials/*/server.pid"))

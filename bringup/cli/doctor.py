@@ -106,6 +106,8 @@ def plan_cmd(
     cuda_graph_max_bs: int | None = typer.Option(None, "--cuda-graph-max-bs"),
     chunked_prefill_size: int | None = typer.Option(None, "--chunked-prefill-size"),
     device: str | None = typer.Option(None, "--device", help="cuda or cpu (default: cuda when a GPU or --gpu-mem-gib is given)."),
+    runs_dir: Path | None = typer.Option(None, "--runs-dir", help="Correct the plan with what engines reported on this "
+                                         "machine before (the journal of that runs folder)."),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Will it fit? Weights per GPU, the KV pool and its tokens, and the CUDA-graph headroom."""
@@ -139,6 +141,12 @@ def plan_cmd(
                          device=device or "cuda", host_available_gib=host_avail)
     except ValueError as e:
         raise typer.BadParameter(str(e)) from e
+    if runs_dir is not None and (runs_dir / "journal.sqlite").is_file():
+        from bringup.journal import Journal  # noqa: PLC0415
+        from bringup.run import hardware_fingerprint  # noqa: PLC0415
+
+        hw_fp = hardware_fingerprint(hardware.facts(hardware.snapshot()), None)
+        p = memplan.corrected(p, Journal(runs_dir / "journal.sqlite").plan_errors(hw_fp, engine))
     if as_json:
         typer.echo(json.dumps(p.to_dict(), indent=2))
         return
