@@ -18,40 +18,38 @@ from bringup.candidate import FlagValue
 from bringup.helptext import HelpSpec
 
 
-def _split_top(s: str, sep: str = ",") -> list[str]:
-    """Split on sep outside brackets and quotes."""
-    parts: list[str] = []
-    depth = 0
-    quote: str | None = None
-    cur: list[str] = []
-    i = 0
+def _unquoted(s: str, start: int = 0):
+    """(index, char, depth) for each character outside quotes; depth counts the ([{< nesting
+    around it (a closing bracket reports the depth it closes to)."""
+    depth, quote, i = 0, None, start
     while i < len(s):
         c = s[i]
         if quote:
-            cur.append(c)
-            if c == "\\" and i + 1 < len(s):
-                cur.append(s[i + 1])
+            if c == "\\":
                 i += 2
                 continue
             if c == quote:
                 quote = None
         elif c in "'\"":
             quote = c
-            cur.append(c)
-        elif c in "([{<":
-            depth += 1
-            cur.append(c)
-        elif c in ")]}>":
-            depth -= 1
-            cur.append(c)
-        elif c == sep and depth == 0:
-            parts.append("".join(cur))
-            cur = []
         else:
-            cur.append(c)
+            if c in ")]}>":
+                depth -= 1
+            yield i, c, depth
+            if c in "([{<":
+                depth += 1
         i += 1
-    if "".join(cur).strip():
-        parts.append("".join(cur))
+
+
+def _split_top(s: str, sep: str = ",") -> list[str]:
+    """Split on sep outside brackets and quotes."""
+    parts, last = [], 0
+    for i, c, depth in _unquoted(s):
+        if c == sep and depth == 0:
+            parts.append(s[last:i])
+            last = i + 1
+    if s[last:].strip():
+        parts.append(s[last:])
     return parts
 
 
@@ -76,26 +74,9 @@ def parse_kv_repr(body: str) -> dict[str, Any]:
 
 def _balanced(s: str, start: int) -> str | None:
     """The text between the bracket at s[start] and its match (quote-aware)."""
-    open_c = s[start]
-    close_c = {"(": ")", "{": "}", "[": "]"}[open_c]
-    depth, quote, i = 0, None, start
-    while i < len(s):
-        c = s[i]
-        if quote:
-            if c == "\\":
-                i += 2
-                continue
-            if c == quote:
-                quote = None
-        elif c in "'\"":
-            quote = c
-        elif c == open_c:
-            depth += 1
-        elif c == close_c:
-            depth -= 1
-            if depth == 0:
-                return s[start + 1 : i]
-        i += 1
+    for i, c, depth in _unquoted(s, start):
+        if i > start and c in ")]}>" and depth == 0:
+            return s[start + 1 : i]
     return None
 
 

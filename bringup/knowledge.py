@@ -17,11 +17,11 @@ from typing import Any, Literal
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from bringup.candidate import FlagValue
 from bringup.conditions import Condition, ConditionError, compile_condition, values_equal
-from bringup.knowledge_files import DATA, KnowledgeFileError, describe_validation, load_yaml
+from bringup.knowledge_files import DATA, KnowledgeFileError, validated_entries
 
 FACT_PREFIXES = ("gpu.", "model.", "engine.", "host.", "cpu.")
 FACT_KEYS = ("device",)
@@ -91,29 +91,15 @@ class CompiledRule:
 def load_rules(paths: list[Path] | None = None) -> list[CompiledRule]:
     paths = paths if paths is not None else [DATA / "rules.yaml"]
     out: list[CompiledRule] = []
-    seen: set[str] = set()
-    for path in paths:
-        doc = load_yaml(path) or {}
-        entries = doc.get("rules") if isinstance(doc, dict) else None
-        if not isinstance(entries, list):
-            raise KnowledgeFileError(f"{path}: expected a top-level 'rules:' list")
-        for i, raw in enumerate(entries):
-            where = f"rules[{i}]" + (f" ({raw.get('id')})" if isinstance(raw, dict) and raw.get("id") else "")
-            try:
-                rule = Rule.model_validate(raw)
-            except ValidationError as e:
-                raise KnowledgeFileError(describe_validation(path, where, e)) from e
-            if rule.id in seen:
-                raise KnowledgeFileError(f"{path}: {where}: duplicate id")
-            seen.add(rule.id)
-            if rule.verdict in ("forced", "default") and rule.value is None:
-                raise KnowledgeFileError(f"{path}: {where}: verdict {rule.verdict} needs a value")
-            try:
-                when = compile_condition(rule.when, _fact_key, f"{where}.when")
-                with_ = compile_condition(rule.with_, _flag_key, f"{where}.with")
-            except ConditionError as e:
-                raise KnowledgeFileError(f"{path}: {e}") from e
-            out.append(CompiledRule(rule, when, with_, Path(path)))
+    for path, where, rule in validated_entries(paths, "rules", Rule):
+        if rule.verdict in ("forced", "default") and rule.value is None:
+            raise KnowledgeFileError(f"{path}: {where}: verdict {rule.verdict} needs a value")
+        try:
+            when = compile_condition(rule.when, _fact_key, f"{where}.when")
+            with_ = compile_condition(rule.with_, _flag_key, f"{where}.with")
+        except ConditionError as e:
+            raise KnowledgeFileError(f"{path}: {e}") from e
+        out.append(CompiledRule(rule, when, with_, Path(path)))
     return out
 
 

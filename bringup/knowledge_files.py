@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
+
+M = TypeVar("M", bound=BaseModel)
 
 DATA = Path(__file__).parent / "data"
 
@@ -31,6 +34,28 @@ def describe_validation(path: Path, where: str, err: ValidationError) -> str:
         loc = ".".join(str(x) for x in e["loc"])
         parts.append(f"{where}{'.' + loc if loc else ''}: {e['msg']}")
     return f"{path}: " + "; ".join(parts)
+
+
+def validated_entries(paths: list[Path], key: str, model: type[M]) -> Iterator[tuple[Path, str, M]]:
+    """Each entry of the top-level `key:` list of each file, validated; ids unique across files."""
+    seen: dict[str, Path] = {}
+    for path in paths:
+        doc = load_yaml(path) or {}
+        entries = doc.get(key) if isinstance(doc, dict) else None
+        if not isinstance(entries, list):
+            raise KnowledgeFileError(f"{path}: expected a top-level '{key}:' list")
+        for i, raw in enumerate(entries):
+            where = f"{key}[{i}]" + (f" ({raw.get('id')})" if isinstance(raw, dict) and raw.get("id") else "")
+            try:
+                obj = model.model_validate(raw)
+            except ValidationError as e:
+                raise KnowledgeFileError(describe_validation(path, where, e)) from e
+            ident = getattr(obj, "id", None)
+            if ident is not None:
+                if ident in seen:
+                    raise KnowledgeFileError(f"{path}: {where}: duplicate id, also in {seen[ident]}")
+                seen[ident] = path
+            yield path, where, obj
 
 
 @lru_cache(maxsize=1)

@@ -14,16 +14,14 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from bringup.knowledge_files import (
     DATA,
-    KnowledgeFileError,
     classes,
-    describe_validation,
-    load_yaml,
     phase_index,
     phases,
+    validated_entries,
 )
 
 SIGNATURE_DIR = DATA / "signatures"
@@ -121,24 +119,7 @@ def _compile(p: str) -> re.Pattern[str]:
 
 def load_signatures(paths: list[Path] | None = None) -> list[Signature]:
     paths = paths if paths is not None else sorted(SIGNATURE_DIR.glob("*.yaml"))
-    out: list[Signature] = []
-    seen: dict[str, Path] = {}
-    for path in paths:
-        doc = load_yaml(path) or {}
-        entries = doc.get("signatures") if isinstance(doc, dict) else None
-        if not isinstance(entries, list):
-            raise KnowledgeFileError(f"{path}: expected a top-level 'signatures:' list")
-        for i, raw in enumerate(entries):
-            where = f"signatures[{i}]" + (f" ({raw.get('id')})" if isinstance(raw, dict) and raw.get("id") else "")
-            try:
-                sig = Signature.model_validate(raw)
-            except ValidationError as e:
-                raise KnowledgeFileError(describe_validation(path, where, e)) from e
-            if sig.id in seen:
-                raise KnowledgeFileError(f"{path}: {where}: duplicate id, also in {seen[sig.id]}")
-            seen[sig.id] = path
-            out.append(sig)
-    return out
+    return [sig for _, _, sig in validated_entries(paths, "signatures", Signature)]
 
 
 @lru_cache(maxsize=1)
