@@ -21,7 +21,7 @@ from starlette.requests import Request as HttpRequest
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from bringup.scenario.generate import Plan, Sampling, TokenLogprob, count_tokens
+from bringup.scenario.generate import Plan, Sampling, count_tokens
 from bringup.scenario.runtime import EngineDead, Request, Runtime
 
 DEAD_MESSAGE = "EngineCore encountered an issue. See stack trace (above) for the root cause."
@@ -246,10 +246,10 @@ def build_app(rt: Runtime) -> Starlette:
     async def stream(req: Request, prompt_tokens: int, rid: str, created: int, model: str, chat: bool,
                      include_usage: bool) -> AsyncIterator[str]:
         obj = "chat.completion.chunk" if chat else "text_completion"
-        queue: asyncio.Queue[tuple[int, str, TokenLogprob | None] | None] = asyncio.Queue()
+        queue: asyncio.Queue[tuple[int, Plan] | None] = asyncio.Queue()
 
-        async def on_token(i: int, tok: str, lp: TokenLogprob | None) -> None:
-            await queue.put((i, tok, lp))
+        async def on_token(i: int, plan: Plan) -> None:
+            await queue.put((i, plan))
 
         async def run() -> Plan:
             try:
@@ -264,19 +264,25 @@ def build_app(rt: Runtime) -> Starlette:
                             "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""},
                                          "logprobs": None, "finish_reason": None}]})
             offset = 0
+            sent = 0
             while True:
                 item = await queue.get()
                 if item is None:
                     break
-                _, tok, lp = item
+                i, plan = item
+                tok, lp = plan.tokens[i], plan.logprobs[i] if plan.logprobs else None
+                # The last token's chunk carries the finish reason, as vLLM and SGLang send it: no
+                # empty chunk after it (a load generator would count one chunk more than tokens).
+                finish = plan.finish_reason if i == len(plan.tokens) - 1 else None
                 one = Plan([tok], "stop", [lp]) if lp is not None else None
                 if chat:
                     choice = {"index": 0, "delta": {"content": tok}, "logprobs": _chat_logprobs(one) if one else None,
-                              "finish_reason": None}
+                              "finish_reason": finish}
                 else:
                     choice = {"index": 0, "text": tok, "logprobs": _completion_logprobs(one, offset) if one else None,
-                              "finish_reason": None, "stop_reason": None}
+                              "finish_reason": finish, "stop_reason": None}
                 offset += len(tok)
+                sent += 1
                 yield _sse({"id": rid, "object": obj, "created": created, "model": model, "choices": [choice]})
             try:
                 plan = await task
@@ -287,11 +293,12 @@ def build_app(rt: Runtime) -> Starlette:
                                       "code": 500}})
                 yield "data: [DONE]\n\n"
                 return
-            last = ({"index": 0, "delta": {}, "logprobs": None, "finish_reason": plan.finish_reason,
-                     "stop_reason": None} if chat else
-                    {"index": 0, "text": "", "logprobs": None, "finish_reason": plan.finish_reason,
-                     "stop_reason": None})
-            yield _sse({"id": rid, "object": obj, "created": created, "model": model, "choices": [last]})
+            if sent < len(plan.tokens) or not plan.tokens:  # nothing carried the finish reason yet
+                last = ({"index": 0, "delta": {}, "logprobs": None, "finish_reason": plan.finish_reason,
+                         "stop_reason": None} if chat else
+                        {"index": 0, "text": "", "logprobs": None, "finish_reason": plan.finish_reason,
+                         "stop_reason": None})
+                yield _sse({"id": rid, "object": obj, "created": created, "model": model, "choices": [last]})
             if include_usage:
                 yield _sse({"id": rid, "object": obj, "created": created, "model": model, "choices": [],
                             "usage": _usage(prompt_tokens, len(plan.tokens))})

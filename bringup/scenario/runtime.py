@@ -17,15 +17,19 @@ from dataclasses import dataclass
 
 from bringup.scenario.config import EffectiveConfig, template_values
 from bringup.scenario.enginelog import Dialect
-from bringup.scenario.generate import Generator, Plan, Sampling, TokenLogprob, count_tokens
+from bringup.scenario.generate import Generator, Plan, Sampling, count_tokens
 from bringup.scenario.logfmt import LogWriter, SimClock
-from bringup.scenario.perf import Load, perf_model_for
+from bringup.scenario.perf import Load, StepModel, perf_model_for
+from bringup.scenario.scheduler import EngineLoop, Job, Replica, Step
 from bringup.scenario.schema import Fail, Hang, Rule, Scenario
 
 BATCH_WINDOW_S = 0.1  # inconsistent mode: how long a request waits to see who shares its batch
 ERROR_GRACE_S = 0.5  # vLLM: the API server answers 500s this long before it shuts down
 DROP_DELAY_S = 0.05  # SGLang: the process tree is killed this soon after the scheduler dies
 SERVING_PHASES = ("first-request", "decode")
+# Called as each output token is made: its index and the request's plan (the stream reads the
+# token, its logprobs, and, at the last one, the finish reason, as the engines send it).
+OnToken = Callable[[int, Plan], Awaitable[None]]
 
 
 def terminate(code: int) -> None:
@@ -65,6 +69,7 @@ class Runtime:
         self.mode = rule.serve.mode if rule is not None and rule.serve is not None else "ok"
         self.generator = Generator(self.mode, sc.answers)
         self.perf = perf_model_for(sc, cfg)
+        self._engine: EngineLoop | None = None  # a `performance:` scenario: the batching engine
         self.fail: Fail | None = rule.fail if rule and rule.fail and rule.fail.phase in SERVING_PHASES else None
         self.hang: Hang | None = rule.hang if rule and rule.hang and rule.hang.phase in SERVING_PHASES else None
         self.ready = False
@@ -121,6 +126,35 @@ class Runtime:
             await self._hang()
 
     # -- generating ---------------------------------------------------------------------------
+    def engine(self) -> EngineLoop:
+        """The batching engine of a `performance:` scenario (made in the server's event loop)."""
+        if self._engine is None:
+            assert isinstance(self.perf, StepModel)
+            self._engine = EngineLoop(self.perf, self.clock.scale, self.clock.t, on_step=self._step_log,
+                                      on_idle=lambda busy: self.log.write(busy.line()))
+        return self._engine
+
+    def _step_log(self, rep: Replica, step: Step) -> None:
+        """SGLang prints a decode line every 40 decode steps (--decode-log-interval)."""
+        if step.decode and rep.steps % 40 == 0:
+            self.dialect.request_decode(len(rep.decoding), rep.ctx, step.decode / max(step.duration, 1e-9))
+
+    async def _batched(self, job: Job, current: Callable[[], Plan], started: float,
+                       on_token: OnToken | None) -> None:
+        """Hand out the tokens as the engine's steps make them (see scheduler.py)."""
+        assert job.changed is not None
+        paced = on_token is not None or self.fail is not None or self.hang is not None
+        for i in range(job.output_tokens if paced else 0):
+            await self._check(i, started, max(job.last_at - started, 0.0))
+            while job.emitted <= i:
+                job.changed.clear()
+                await job.changed.wait()
+            if on_token is not None:
+                await on_token(i, current())
+        while job.emitted < job.output_tokens:  # not paced: one wake-up per step, no per-token work
+            job.changed.clear()
+            await job.changed.wait()
+
     def _join_batch(self, rid: int) -> None:
         """Every request in flight has now shared a batch this big (inconsistent mode reads it)."""
         self._peaks[rid] = self.inflight
@@ -128,7 +162,7 @@ class Runtime:
             self._peaks[k] = max(self._peaks[k], self.inflight)
 
     async def generate(self, req: Request,
-                       on_token: Callable[[int, str, TokenLogprob | None], Awaitable[None]] | None = None) -> Plan:
+                       on_token: OnToken | None = None) -> Plan:
         """Plan the output, then pace it: prefill, then one decode step per token. Raises EngineDead."""
         if self.dead:
             if self.drop:
@@ -156,6 +190,18 @@ class Runtime:
             n_tokens = len(current().tokens)  # the same for any batch: only the words change
             prompt_tokens = count_tokens(req.prompt)
             self.dialect.request_prefill(prompt_tokens, self.inflight)
+            if isinstance(self.perf, StepModel):
+                job = self.engine().submit(prompt_tokens, n_tokens)
+                started = job.arrival
+                try:
+                    await self._batched(job, current, started, on_token)
+                finally:
+                    spent = max(job.last_at - started, 0.0)
+                    if not job.done:
+                        self.engine().abort(job)  # the client went away, or the request died
+                if self.dead:
+                    raise EngineDead(self.drop)
+                return current()
             await self._check(0, started, spent)
             spent += self.perf.prefill_seconds(Load(self.inflight, prompt_tokens))
             await self.clock.sleep_for_request(spent)
@@ -172,8 +218,7 @@ class Runtime:
                     await self.clock.sleep_for_request(step)
                     spent += step
                     if on_token is not None:
-                        plan = current()
-                        await on_token(i, plan.tokens[i], plan.logprobs[i] if plan.logprobs else None)
+                        await on_token(i, current())
                 if (i + 1) % 40 == 0:
                     rate = 1.0 / max(self.perf.decode_step_seconds(Load(self.inflight)), 1e-6)
                     self.dialect.request_decode(self.inflight, prompt_tokens + i + 1, rate * self.inflight)

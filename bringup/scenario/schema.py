@@ -10,7 +10,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from bringup.conditions import Condition
 
@@ -67,6 +75,25 @@ class Timing(_Strict):
     warmup: float = Field(2.0, ge=0)  # SGLang's own warm-up request; vLLM's post-capture warm-up
     per_output_token: float = Field(0.03, ge=0)
     prefill_per_token: float = Field(0.0, ge=0)
+
+
+class Performance(_Strict):
+    """Serving speed as a function of the knobs and the load (docs/scenarios.md, "Performance model").
+
+    Simulated seconds. The engine runs in steps; each step decodes one token for every running
+    request and prefills up to the chunked-prefill size of prompt tokens. A step costs
+    overhead + max(weights read, compute) + KV read (+ eager and all-reduce terms), times noise.
+    """
+
+    hbm_gbps: float = Field(gt=0)  # effective GPU memory bandwidth (GB/s): weights and KV read per step
+    per_token_s: float = Field(gt=0)  # compute per token in a step (decode or prompt), whole model on one GPU
+    step_overhead_s: float = Field(0.002, ge=0)  # per step: scheduling, sampling, graph launch
+    eager_overhead_s: float = Field(0.0, ge=0)  # extra per step that runs without a CUDA graph
+    tp_efficiency: float = Field(1.0, gt=0, le=1)  # compute share each TP rank past the first adds
+    allreduce_s: float = Field(0.0, ge=0)  # TP > 1: per step (latency of the all-reduces)
+    allreduce_per_token_s: float = Field(0.0, ge=0)  # TP > 1: per token in the step
+    noise_sigma: float = Field(0.0, ge=0, le=1)  # lognormal sigma of each step's time (mean kept)
+    seed: int = 0  # noise seed, unless the engine's own seed flag is given
 
 
 class Entry(_Strict):
@@ -184,9 +211,13 @@ class Scenario(_Strict):
     description: str
     engine: Engine
     engine_version: str
+    # The engine flags a user would start from (the model card's command, without the model, host
+    # and port): where `bringup run` and the benchmarks begin. Optional; checked against the help.
+    baseline: str | None = None
     hardware: Hardware
     model: Model
     timing: Timing = Field(default_factory=Timing)
+    performance: Performance | None = None  # None: timing.per_output_token, whatever the load
     defaults: list[Entry] = Field(default_factory=list)
     force: list[Entry] = Field(default_factory=list)
     warnings: list[Warning_] = Field(default_factory=list)
@@ -198,6 +229,30 @@ class Scenario(_Strict):
     @classmethod
     def _version_text(cls, v: Any) -> Any:
         return str(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v
+
+    @field_validator("baseline")
+    @classmethod
+    def _baseline_flags(cls, v: str | None, info: ValidationInfo) -> str | None:
+        """Flags the engine version's help accepts, and none that the trial itself sets."""
+        engine, version = info.data.get("engine"), info.data.get("engine_version")
+        if v is None or engine is None or version is None:
+            return v
+        from bringup.candidate import FlagError, parse_flags
+        from bringup.helptext import bundled_versions
+
+        if version not in bundled_versions(engine):
+            return v  # the loader reports the unknown version
+        from bringup.scenario.engine_args import help_for
+
+        try:
+            flags = parse_flags(v, help_for(engine, version)[0])
+        except FlagError as e:
+            raise ValueError(f"{e} ({engine} {version})") from None
+        model_flag = "--model-path" if engine == "sglang" else "--model"
+        for reserved in (model_flag, "--host", "--port"):
+            if reserved in flags:
+                raise ValueError(f"leave out {reserved}: the trial sets the model, host and port")
+        return v
 
     @property
     def path(self) -> str:
