@@ -7,7 +7,7 @@ from pathlib import Path
 
 from bringup.engines.base import get_engine, later_phase
 from bringup.outcome import Outcome, OverrideRecord
-from bringup.signatures import classify
+from bringup.signatures import Matcher, classify
 
 _HTTP_500 = re.compile(r'"(POST|GET) \S+ HTTP/[\d.]+" 5\d\d')
 _REQUEST = re.compile(r'"POST /v1/(chat/)?completions HTTP/[\d.]+" (\d{3})')
@@ -28,11 +28,14 @@ def explain_lines(lines: list[str], engine: str | None = None) -> Outcome:
     phase = "spawn"
     ready = False
     served_ok = 0
+    matcher = Matcher(engine)
     for ln in lines:
         phase = later_phase(phase, eng.phase_of(ln))
         if _READY.search(ln) or eng.is_ready_line(ln):
             ready = True
             phase = later_phase(phase, "ready")
+        if ready and any(s.fatal for s in matcher.match(ln)):
+            break
         m = _REQUEST.search(ln)
         if ready and m:
             if m.group(2) == "200":
@@ -40,8 +43,9 @@ def explain_lines(lines: list[str], engine: str | None = None) -> Outcome:
             elif _HTTP_500.search(ln):
                 break
     if ready:
-        # After ready the log tells only whether any request had been answered before the failure.
-        phase = later_phase(phase, "decode" if served_ok else "first-request")
+        # A streamed request is logged "200" when its stream starts, before the engine fails on
+        # it: only a second answered request shows that decoding had worked.
+        phase = later_phase(phase, "decode" if served_ok > 1 else "first-request")
     if phase == "spawn" and lines:
         phase = "parse-args"
     cls = classify(lines, engine, phase)

@@ -171,14 +171,17 @@ class Tuner:
                 self._visit(knobs)
             return self.points
         study = self._study()
-        dists = {k.flag: optuna.distributions.CategoricalDistribution(k.levels) for k in self.knobs}
+        # Knob levels are ordered (fractions, batch sizes, chunk sizes): give the sampler their
+        # index as an integer, so it can model "more is better up to a point" instead of treating
+        # each level as an unrelated category.
+        dists = {k.flag: optuna.distributions.IntDistribution(0, len(k.levels) - 1) for k in self.knobs}
         if self.start:
-            study.enqueue_trial(self.start)
+            study.enqueue_trial({k.flag: k.levels.index(self.start[k.flag]) for k in self.knobs})
         asks = 0
         while self.launches < self.budget and asks < self.budget * 30 and len(self.cache) < self.grid_size:
             t = study.ask(dists)
             asks += 1
-            knobs = {k.flag: str(t.params[k.flag]) for k in self.knobs}
+            knobs = {k.flag: k.levels[int(t.params[k.flag])] for k in self.knobs}
             self._tell(study, t, self._visit(knobs))
         return self.points
 

@@ -1,0 +1,69 @@
+"""Tuning where the optimum is known: the scenario with a performance model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from conftest import ROOT, bringup
+
+from bringup.candidate import parse_flags
+from bringup.scenario import load_scenario, scenario_path
+from bringup.tuning.knobs import Knob, start_point, with_base_levels
+from bringup.tuning.oracle import ScenarioOracle
+from bringup.tuning.tuner import Tuner, grid
+
+TUNE = "tune-llama31-70b-fp8-h200-sglang"
+WORKLOAD = {"concurrency": 96, "input_len": 1536, "output_len": 512, "num_prompts": 400,
+            "slo": {"ttft_p99": 10.0, "itl_p99": 0.2}}
+
+
+def knobs() -> list[Knob]:
+    return [Knob("--mem-fraction-static", ["0.8", "0.85", "0.88", "0.92"], monotone_memory=True),
+            Knob("--max-running-requests", ["32", "64", "96", "128", "256"]),
+            Knob("--chunked-prefill-size", ["256", "512", "1024", "2048"]),
+            Knob("--cuda-graph-max-bs", ["64", "128", "256"], monotone_memory=True)]
+
+
+def test_tuner_reaches_the_grid_optimum_in_a_fraction_of_the_launches():
+    sc = load_scenario(scenario_path(TUNE))
+    base = parse_flags(sc.baseline or "", sc.help_spec())
+    truth = ScenarioOracle(sc, base, WORKLOAD, noise_seed=0)
+    values = {}
+    for k in grid(knobs()):
+        m = truth.metrics(k, seed=0)
+        values[tuple(sorted(k.items()))] = m["goodput_rps"] if m["feasible"] else 0.0
+    optimum = max(values.values())
+    assert sum(1 for v in values.values() if v == 0.0) >= 10  # infeasible points exist (graph capture OOM)
+    ks = with_base_levels(knobs(), base)
+    t = Tuner(ks, ScenarioOracle(sc, base, WORKLOAD, noise_seed=1000), budget=72, seed=0, start=start_point(ks, base))
+    t.run()
+    best = t.best()
+    got = values.get(tuple(sorted(best.knobs.items())))
+    if got is None:
+        got = truth.metrics(best.knobs, seed=0)["goodput_rps"]
+    assert got >= 0.95 * optimum
+    assert t.launches <= 0.3 * len(values)
+    # the baseline (a throughput recipe) runs out of memory: an infeasible point, classified
+    first = t.points[0]
+    assert first.knobs == start_point(ks, base) and first.evaluation.status == "infeasible"
+    assert first.evaluation.failure_class == "oom-graph-capture"
+    # and the memory it needed is learned as infeasible (with the other knobs as they were)
+    bounds, same, direction, why = t.infeasible_regions[0]
+    assert bounds == {"--mem-fraction-static": 0.92, "--cuda-graph-max-bs": 256.0} and direction == "lower"
+    assert t._ruled_out({**first.knobs, "--mem-fraction-static": "0.92"}) is not None
+
+
+def test_bringup_tune_on_the_scenario_end_to_end(tmp_path):
+    rc, d, _, err = bringup("tune", "--scenario", str(ROOT / "bringup" / "scenarios" / f"{TUNE}.yaml"), "--config",
+                            "--mem-fraction-static 0.92 --cuda-graph-max-bs 256", "--knobs",
+                            "mem-fraction-static,cuda-graph-max-bs", "--trials", "3", "--sweep", "4,16",
+                            "--concurrency", "16", "--num-prompts", "24", "--input-len", "256", "--output-len", "32",
+                            "--time-scale", "0.05", "--runs-dir", str(tmp_path), "--json")
+    assert rc == 0, err[-2000:]
+    pts = d["points"]
+    assert pts[0]["knobs"] == {"--mem-fraction-static": "0.92", "--cuda-graph-max-bs": "256"}
+    assert pts[0]["status"] == "infeasible" and pts[0]["failure_class"] == "oom-graph-capture"
+    assert d["best"]["status"] == "ok" and d["best"]["metrics"]["output_tps"] > 0
+    assert [s["concurrency"] for s in d["sweep"]] == [4, 16]
+    assert d["sweep"][1]["output_tps"] > d["sweep"][0]["output_tps"]  # more load, more throughput
+    assert Path(d["report_html"]).is_file()
