@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -30,6 +31,16 @@ def test_memory_fraction_099_validates_in_two_launches(tiny_model, tmp_path):
     assert second["status"] == "works" and second["changes"].startswith("--gpu-memory-utilization ")
     assert d["minimal_fix"] == [second["changes"]]
     assert "--gpu-memory-utilization" in d["final_command"]
+    # the memory plan was compared with what the engine reported, and the error kept ...
+    with sqlite3.connect(tmp_path / "journal.sqlite") as c:
+        errors = [r[0] for r in c.execute("SELECT rel_error FROM plan_errors WHERE rel_error IS NOT NULL")]
+    assert errors
+    # ... so a later plan on this machine is corrected by it
+    rc, _, out, err = bringup("plan", str(tiny_model), "--engine", "vllm", "--mem-fraction", "0.3", "--runs-dir",
+                              str(tmp_path), "--json", check_json=False)
+    assert rc == 0, err
+    plan = json.loads(out)
+    assert plan["correction"]["samples"] == len(errors)
 
 
 def test_head_dim_16_has_no_working_configuration(tiny_model_hd16, tmp_path):
