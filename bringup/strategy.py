@@ -29,7 +29,9 @@ from bringup.space import Factor, Space
 
 UNKNOWN_DEFAULT = "<engine default>"
 P_INCOMPATIBLE, P_RISKY, P_PREFERRED = 0.97, 0.5, 0.02
-P_UNSET, P_BASELINE, P_OTHER = 0.05, 0.05, 0.2
+# An untried level is a gamble: on new hardware most alternatives to the defaults fail (the seeds
+# tried 6 that did), so it must earn its place against a suspected default.
+P_UNSET, P_BASELINE, P_OTHER = 0.05, 0.05, 0.35
 P_NEAR_BOUND = 0.45  # a level just past an out-of-memory value: probably still too much
 CERTAIN = 0.999
 
@@ -60,7 +62,7 @@ class Strategy:
     baseline: Candidate
     knowledge: Knowledge
     spec: HelpSpec | None = None
-    change_cost: float = 0.15
+    change_cost: float = 0.25  # per factor changed from the baseline: prefer small, explainable changes
     p: dict[tuple[str, str], float] = field(default_factory=dict)
     frozen: dict[str, tuple[str, str]] = field(default_factory=dict)  # factor -> (value, why)
     default_eff: dict[str, tuple[str, str]] = field(default_factory=dict)  # factor -> (value, why)
@@ -220,7 +222,12 @@ class Strategy:
                 break
         # 3. Bayes over the implicated factors' effective levels.
         suspects: list[tuple[Factor, FlagValue | None]] = []
-        for name in outcome.implicates:
+        # A factor the evidence names ("moe_backend='deep_gemm' is not supported") is the first
+        # suspect, whatever the signature's generic list says.
+        text = " ".join(outcome.evidence)
+        mentioned = [f.name for f in self.space.factors if not f.is_env
+                     and (f.dest + "=" in text or f.dest + ":" in text or f.name + " " in text)]
+        for name in [*mentioned, *outcome.implicates]:
             f = self._factor_for(name)
             if f is None or f.name in self.frozen or any(s[0] is f for s in suspects):
                 continue
@@ -241,7 +248,10 @@ class Strategy:
             return obs
         if certain:
             return obs
-        ps = [self.p_bad(f, lv) for f, lv in suspects]
+        # Signatures name their suspects strongest first: the k-th gets 1/k of the weight. A failure
+        # the probes found (no log line, no signature) says nothing about which kernel: equal weights.
+        ranked = outcome.signature is not None or bool(mentioned)
+        ps = [self.p_bad(f, lv) / (rank + 1 if ranked else 1) for rank, (f, lv) in enumerate(suspects)]
         none_bad = math.prod(1 - p for p in ps)
         denom = max(1e-9, 1 - none_bad)
         for (f, lv), p in zip(suspects, ps, strict=True):

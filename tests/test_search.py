@@ -181,7 +181,7 @@ def test_every_shipped_scenario_validates_with_knowledge(tmp_path, name):
     baseline = getattr(sc, "baseline", None) or ""
     rc, d = run(tmp_path, "--no-explain", baseline=baseline, scenario=SCEN / f"{name}.yaml")
     assert rc == 0 and d["validated"], d["stop_reason"]
-    assert d["launches"] <= 4  # docs/search.md has the per-scenario figures
+    assert d["launches"] <= 6  # docs/search.md has the per-scenario figures (the most: qwen3, no facts)
     for pid_file in Path(d["run_dir"]).glob("trials/*/server.pid"):
         assert group_alive(int(pid_file.read_text().split()[0])) == []
     assert json.loads((Path(d["run_dir"]) / "findings.json").read_text())["validated"] is True
