@@ -23,12 +23,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-import ssl
 import time
 from typing import Any, Literal
 
-import httpcore
-import httpx
+import aiohttp
 from pydantic import BaseModel, Field
 
 from bringup.loadgen.workload import Prompt
@@ -60,101 +58,37 @@ class RequestRecord(BaseModel):
         return self.sent_at_s - self.arrival_at_s
 
 
-class _CoalescingStream(httpcore.AsyncNetworkStream):
-    """Holds writes until the next read and sends them as one segment.
-
-    httpx (httpcore + h11) writes a request's headers and its body separately: two TCP
-    segments, where vllm bench serve's aiohttp sends one. On a loaded 2-core machine that
-    difference alone showed: the split requests ran 25-90% slower (the server handles the
-    headers, then needs another turn of its event loop for the body)."""
-
-    def __init__(self, inner: httpcore.AsyncNetworkStream) -> None:
-        self._inner = inner
-        self._pending: list[bytes] = []
-
-    async def _flush(self, timeout: float | None) -> None:
-        if self._pending:
-            data = b"".join(self._pending)
-            self._pending.clear()
-            await self._inner.write(data, timeout)
-
-    async def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        self._pending.append(buffer)
-
-    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        await self._flush(timeout)
-        return await self._inner.read(max_bytes, timeout)
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-    async def start_tls(self, ssl_context: ssl.SSLContext, server_hostname: str | None = None,
-                        timeout: float | None = None) -> httpcore.AsyncNetworkStream:
-        await self._flush(timeout)
-        return _CoalescingStream(await self._inner.start_tls(ssl_context, server_hostname, timeout))
-
-    def get_extra_info(self, info: str) -> Any:
-        return self._inner.get_extra_info(info)
-
-
-class _CoalescingBackend(httpcore.AsyncNetworkBackend):
-    def __init__(self) -> None:
-        self._inner = httpcore.AnyIOBackend()
-
-    async def connect_tcp(self, host: str, port: int, timeout: float | None = None,
-                          local_address: str | None = None, socket_options: Any = None) -> httpcore.AsyncNetworkStream:
-        return _CoalescingStream(await self._inner.connect_tcp(host, port, timeout, local_address, socket_options))
-
-    async def connect_unix_socket(self, path: str, timeout: float | None = None,
-                                  socket_options: Any = None) -> httpcore.AsyncNetworkStream:
-        return _CoalescingStream(await self._inner.connect_unix_socket(path, timeout, socket_options))
-
-    async def sleep(self, seconds: float) -> None:
-        await self._inner.sleep(seconds)
-
-
 class Lanes:
-    """httpx clients of one connection each, lent one per request in flight.
+    """The HTTP client of the measured requests: one aiohttp session, one keep-alive connection
+    per request in flight.
 
-    One shared httpx client would be simpler, but its connection pool (httpcore 1.0) scans
-    every connection for every queued request on every request start and end: at 64 requests
-    in flight that is ~15 ms of CPU per request, and the load generator, not the server,
-    becomes the bottleneck (TTFT p50 of 230 ms against a server that answers in 0.3 ms).
-    A lane's pool holds one connection, so each pool operation is O(1). Each lane also sends
-    a request in one write (`_CoalescingStream`).
+    Why not httpx (which the rest of bringup uses): this client shares a small machine with the
+    server it measures, so its CPU per request is stolen from the server. Against the vLLM CPU
+    build on 2 cores at 8 concurrent streams, httpx (even with one-connection pools and
+    single-write sends) took about twice the CPU per request of aiohttp and pushed the server
+    into its slow "burst" mode: bringup measured ~1,200-2,400 output tok/s where vllm bench serve
+    (aiohttp) measured ~4,000-4,600 on the same server (docs/loadgen.md). With aiohttp, the same
+    client library as vllm bench serve, the two agree.
     """
 
     def __init__(self, timeout_s: float) -> None:
-        self._idle: list[httpx.AsyncClient] = []
-        self._all: list[httpx.AsyncClient] = []
-        self._timeout = httpx.Timeout(timeout_s, connect=10.0)
-        self._ssl = ssl.create_default_context()  # built once: per client it costs ~1 ms
+        self._timeout_s = timeout_s
+        self._session: aiohttp.ClientSession | None = None
 
-    def _transport(self) -> httpx.AsyncHTTPTransport:
-        t = httpx.AsyncHTTPTransport(verify=self._ssl, trust_env=False)
-        # httpx has no public hook for httpcore's network backend; its transport keeps the
-        # pool in `_pool` (httpx 0.23-0.28). Without it we only lose the single-write sends.
-        if isinstance(getattr(t, "_pool", None), httpcore.AsyncConnectionPool):
-            t._pool = httpcore.AsyncConnectionPool(
-                ssl_context=self._ssl, max_connections=1, max_keepalive_connections=1, keepalive_expiry=60,
-                network_backend=_CoalescingBackend())
-        return t
-
-    def acquire(self) -> httpx.AsyncClient:
-        if self._idle:
-            return self._idle.pop()
-        # trust_env=False: a benchmark must not go through a proxy picked up from the environment.
-        c = httpx.AsyncClient(timeout=self._timeout, transport=self._transport(), trust_env=False)
-        self._all.append(c)
-        return c
-
-    def release(self, c: httpx.AsyncClient) -> None:
-        self._idle.append(c)
+    def session(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            # limit=0: no pool cap (the load shape caps what is in flight); trust_env=False: a
+            # benchmark must not go through a proxy picked up from the environment.
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=300, keepalive_timeout=60),
+                timeout=aiohttp.ClientTimeout(total=None, sock_connect=10), trust_env=False,
+                auto_decompress=True)
+        return self._session
 
     async def aclose(self) -> None:
-        await asyncio.gather(*(c.aclose() for c in self._all), return_exceptions=True)
-        self._idle.clear()
-        self._all.clear()
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
 
 
 def build_body(prompt: Prompt, model: str, endpoint: str, ignore_eos: bool, extra: dict[str, Any]) -> bytes:
@@ -201,23 +135,20 @@ async def send(
     chunks = 0
     ttft: float | None = None
     usage_out: int | None = None
-    client = lanes.acquire()
+    session = lanes.session()
     st = time.perf_counter()
     rec.sent_at_s = st - t0
     last = st
     try:
         async with asyncio.timeout(timeout_s):
-            async with client.stream("POST", url, content=body,
-                                     headers={"content-type": "application/json"}) as resp:
-                rec.status = resp.status_code
-                if resp.status_code != 200:
-                    detail = (await resp.aread())[:300].decode(errors="replace")
-                    rec.error = f"HTTP {resp.status_code}: {' '.join(detail.split())}"
+            async with session.post(url, data=body, headers={"Content-Type": "application/json"}) as resp:
+                rec.status = resp.status
+                if resp.status != 200:
+                    detail = (await resp.read())[:300].decode(errors="replace")
+                    rec.error = f"HTTP {resp.status}: {' '.join(detail.split())}"
                     return rec
-                # raw bytes skip httpx's decoder layers; only a compressed stream needs them
-                stream = resp.aiter_bytes() if "content-encoding" in resp.headers else resp.aiter_raw()
                 buf = b""
-                async for data in stream:
+                async for data in resp.content.iter_any():
                     now = time.perf_counter()
                     buf = buf + data if buf else data
                     if b"\r\n" in buf:
@@ -265,7 +196,6 @@ async def send(
     except Exception as e:  # noqa: BLE001 - any failure of one request is data, not a crash
         rec.error = _one_line(e)
     finally:
-        lanes.release(client)
         rec.chunks, rec.ttft_s, rec.itl_s = chunks, ttft, itl
         if chunks:
             rec.e2e_s = last - st
