@@ -11,7 +11,8 @@ own process pinned to CPU 0. Two measurements per tool:
 
 The server's CPU use is shown too: near 100% means the server, not the client, was the limit.
 
-Run: .venv/bin/python benchmarks/loadgen_overhead.py            (about 2 minutes)
+Run: .venv/bin/python benchmarks/loadgen_overhead.py            (about 3 minutes)
+     .venv/bin/python benchmarks/loadgen_overhead.py --concurrencies '' --rates 3000,4000  (some points)
      .venv/bin/python benchmarks/loadgen_overhead.py --quick    (fewer points)
 """
 
@@ -122,6 +123,8 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int)
     ap.add_argument("--rate", type=float)
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--concurrencies", help="closed-loop points, comma-separated ('' for none)")
+    ap.add_argument("--rates", help="offered Poisson rates, comma-separated ('' for none)")
     a = ap.parse_args()
 
     if a.worker:
@@ -144,7 +147,11 @@ def main() -> None:
         line = server.stdout.readline() if server.stdout else ""
         url = f"http://127.0.0.1:{int(line.split()[1])}"
         concs = [1, 8, 64] if a.quick else [1, 4, 16, 64, 128]
-        rates = [500, 1000] if a.quick else [250, 500, 1000, 1500, 2000]
+        rates = [500, 1000] if a.quick else [250, 500, 1000, 1500, 2000, 3000, 4000, 6000]
+        if a.concurrencies is not None:
+            concs = [int(x) for x in a.concurrencies.split(",") if x]
+        if a.rates is not None:
+            rates = [int(x) for x in a.rates.split(",") if x]
         n = 1000 if a.quick else 2000
         print(f"fake server {url} on CPU {SERVER_CPU}; clients on CPU {CLIENT_CPU}; "
               f"{INPUT_LEN} input words, {OUTPUT_LEN} streamed tokens per request, {n} requests per point\n")

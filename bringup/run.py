@@ -220,7 +220,7 @@ class Run:
         w = self.facts.get("model.weights_gib")
         return float(w) if w else 0.0
 
-    def _should_screen(self, p_success: float) -> bool:
+    def _should_screen(self, p_success: float, cand: Candidate | None = None) -> bool:
         """Screening (dummy weights, fewer layers) finds kernel failures in a fraction of a full
         launch, but cannot judge memory: worth it for big models once a full launch has shown
         how memory behaves, and while the next candidate is a gamble."""
@@ -232,7 +232,20 @@ class Run:
         full = [a for a in self.attempts if a.purpose == "search"]
         if any(a.failure_class == "wrong-output" for a in full):
             return False  # dummy weights cannot check known answers: a screen would pass blindly
+        if cand is not None and self._only_numeric_changes(cand) and max((self._cost_s(a) for a in full), default=0.0) < 300:
+            # Memory fractions and batch sizes: a screen (fewer layers, less memory) passes them
+            # blindly and only catches a kernel failure the change did not cause; worth a launch
+            # only where a full launch is long (the seeds' 400 GB model: 10 minutes and more).
+            return False
         return self._weights_gib() >= 20 and bool(full) and p_success < 0.6
+
+    @staticmethod
+    def _cost_s(a: Attempt) -> float:
+        return a.simulated_s if a.simulated_s is not None else a.wall_s
+
+    def _only_numeric_changes(self, cand: Candidate) -> bool:
+        kinds = [f.kind if (f := self.space.get(c.flag)) is not None else "other" for c in cand.diff(self.baseline)]
+        return bool(kinds) and all(k == "number" for k in kinds)
 
     def _trial(self, cand: Candidate, purpose: str, seq: int, screen: bool = False) -> tuple[Outcome, Path, float, float]:
         s = self.settings
@@ -386,7 +399,7 @@ class Run:
                     stop_reason = self.strategy.explain_stop()
                     break
                 key = self.strategy.predicted_key(cand)
-                if key not in screened_ok and self._should_screen(p):
+                if key not in screened_ok and self._should_screen(p, cand):
                     seq += 1
                     out, tdir, st, en = self._trial(cand, "screen", seq, screen=True)
                     self._log(seq, "screen", cand, out, tdir, st, en, {"p_success": p, "reasons": reasons})
