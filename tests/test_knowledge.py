@@ -36,6 +36,18 @@ def test_with_conditions_read_the_candidate():
     assert k.verdicts("--dsa-decode-backend", "tilelang", {"--kv-cache-dtype": "fp8_e4m3"}) == []
 
 
+def test_a_rule_about_a_switch_speaks_of_the_level_it_names():
+    """vllm-cpu-no-graphs is about asking for eager mode on the CPU build, not about leaving the
+    switch unset (the engine's default); an FP8 MoE rule on SM120 speaks of vLLM's MoE backend only."""
+    cpu = Knowledge({"device": "cpu", "model.attention": "gqa"}, "vllm", "0.32.0")
+    assert [v.kind for v in cpu.verdicts("--enforce-eager", True)] == ["risky"]
+    assert cpu.verdicts("--enforce-eager", None) == []
+    fp8 = {**SM120, "gpu.count": 1, "model.attention": "gqa", "model.quantization": "fp8"}
+    assert [v.kind for v in Knowledge(fp8, "vllm", "0.32.0").verdicts("--moe-backend", "triton")] == ["preferred"]
+    assert Knowledge({**fp8, "model.quantization": "nvfp4"}, "vllm", "0.32.0").verdicts("--moe-backend", "triton") == []
+    assert Knowledge({**fp8, "gpu.compute_capability": 9.0}, "vllm", "0.32.0").verdicts("--moe-backend", "triton") == []
+
+
 def test_disabled_knowledge_says_nothing():
     k = Knowledge(SM120, "sglang", "0.5.10.post1", enabled=False)
     assert k.verdicts("--nsa-decode-backend", "fa3") == [] and k.prediction("--attention-backend", "forced") is None
