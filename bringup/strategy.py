@@ -23,6 +23,7 @@ from bringup.conditions import as_number
 from bringup.effective import normalise
 from bringup.helptext import HelpSpec
 from bringup.knowledge import Knowledge
+from bringup.knowledge_files import phase_index
 from bringup.outcome import Outcome
 from bringup.signatures import eval_limit, signature_by_id
 from bringup.space import Factor, Space
@@ -34,6 +35,7 @@ P_INCOMPATIBLE, P_RISKY, P_PREFERRED = 0.97, 0.5, 0.02
 P_UNSET, P_BASELINE, P_OTHER = 0.05, 0.05, 0.35
 P_NEAR_BOUND = 0.45  # a level just past an out-of-memory value: probably still too much
 CERTAIN = 0.999
+P_CAUSE = 0.9  # a level whose change alone changed the symptom
 
 
 @dataclass
@@ -259,7 +261,61 @@ class Strategy:
             key = (f.name, self.eff(f, lv))
             self.p[key] = max(self.p.get(key, 0.0), post)
             self._propagate(f, self.eff(f, lv), post, outcome.failure_class or "")
+        self._differential(obs, [f for f, _ in suspects])
         return obs
+
+    @staticmethod
+    def _failed_checks(o: Outcome) -> list[tuple[str, str]]:
+        """What a failed launch failed: probes that disagreed, or surviving the phase it died in."""
+        if o.status == "wrong-output":
+            return [("probe", p.name) for p in o.probes if not p.passed]
+        return [("phase", o.phase)] if o.phase and phase_index(o.phase) >= 0 else []
+
+    @staticmethod
+    def _passed(o: Outcome, check: tuple[str, str]) -> bool:
+        kind, name = check
+        if kind == "probe":
+            return any(p.name == name and p.passed for p in o.probes)
+        if o.status in ("works", "wrong-output"):
+            return True  # it served: every start-up phase and the serving phases were survived
+        return phase_index(o.phase) > phase_index(name) >= 0
+
+    def _differential(self, new: Observation, suspects: list[Factor]) -> None:
+        """Two failed launches that differ in one factor only: a failure the other launch went
+        through unharmed was caused by this launch's level of that factor. (Not the other way
+        round: a launch that died earlier never reached the check the later one failed, so its
+        fix may merely have revealed the next failure.) When each launch passed the other's
+        failed check, both symptoms are that factor's, and what the launches shared is cleared:
+        a wrong answer that turns into batch-variant answers when only the MoE backend changes
+        says the MoE backend is what moves the output."""
+        for old in self.observations[:-1]:
+            if old.source not in ("launch", "screen") or old.outcome.status == "works":
+                continue
+            differ = [f for f in self.space.factors if self._eff_in(f, old.candidate) != self._eff_in(f, new.candidate)]
+            if len(differ) != 1 or differ[0].name in self.frozen:
+                continue
+            f = differ[0]
+            caused = [o for o, other in ((old, new), (new, old))
+                      if any(self._passed(other.outcome, c) for c in self._failed_checks(o.outcome))]
+            for o in caused:
+                e = self._eff_in(f, o.candidate)
+                self.p[(f.name, e)] = max(self.p.get((f.name, e), 0.0), P_CAUSE)
+                self._propagate(f, e, P_CAUSE, o.outcome.failure_class or "")
+            if len(caused) < 2:
+                continue
+            for g in suspects:  # shared by both launches: cleared (halved, not below the prior)
+                if g is f:
+                    continue
+                level = self._level_in(g, new.candidate)
+                key = (g.name, self.eff(g, level))
+                if key in self.p:
+                    self.p[key] = max(self.prior(g, level), self.p[key] / 2)
+
+    def _level_in(self, f: Factor, cand: Candidate) -> FlagValue | None:
+        return cand.env_dict.get(f.name[4:]) if f.is_env else cand.flag_dict.get(f.name)
+
+    def _eff_in(self, f: Factor, cand: Candidate) -> str:
+        return self.eff(f, self._level_in(f, cand))
 
     def _propagate(self, f: Factor, bad: str, post: float, cls: str) -> None:
         """Kernels of one family tend to fail together (flashmla_kv, flashmla_sparse); a kernel

@@ -118,3 +118,51 @@ def test_vary_and_fix_shape_the_space():
     s = make(vary=["--nsa-decode-backend", "sampling-backend"], fix={"--mem-fraction-static": "0.88"})
     assert s.space.names == ["--nsa-decode-backend", "--sampling-backend"]
     assert s.propose().candidate.flag_dict["--mem-fraction-static"] == "0.88"
+
+
+def _probes(failed: str) -> list:
+    from bringup.outcome import ProbeRecord
+
+    names = ["health", "completion", "chat", "known-answers", "long-decode", "batch", "batch-invariance"]
+    return [ProbeRecord(name=n, passed=n != failed) for n in names]
+
+
+WRONG = ["--attention-backend", "--moe-backend", "--kv-cache-dtype"]
+QWEN_FACTS = {"device": "cuda", "gpu.compute_capability": 12.0, "gpu.count": 1, "model.attention": "gqa",
+              "model.moe": True}
+
+
+def test_a_changed_symptom_pins_the_factor_that_changed():
+    """Wrong answers, then batch-variant answers when only the MoE backend changed: each launch
+    passed the check the other failed, so the MoE backend is what moves the output; the attention
+    backend and KV dtype that both shared are cleared, and the next launch tries another MoE backend."""
+    s = make("vllm", VL, "--max-model-len 32768", facts=QWEN_FACTS, vary=WRONG)
+    base = s.propose().candidate
+    eff = {"attention_backend": "FLASHINFER", "kv_cache_dtype": "auto"}
+    o1 = outcome("wrong-output", "wrong-output", "decode", {**eff, "moe_backend": "flashinfer_cutlass"}, WRONG)
+    o1.probes = _probes("known-answers")
+    s.observe(base, o1)
+    second = base.with_changes({"--moe-backend": "batched_triton"})
+    o2 = outcome("wrong-output", "wrong-output", "load", {**eff, "moe_backend": "batched_triton"}, WRONG)
+    o2.probes = _probes("batch-invariance")
+    s.observe(second, o2)
+    assert s.p[("--moe-backend", "batched_triton")] >= 0.9 and s.p[("--moe-backend", "flashinfer_cutlass")] >= 0.9
+    assert s.p[("--attention-backend", "flashinfer")] < 0.3
+    nxt = s.propose().candidate
+    assert [c.flag for c in nxt.diff(s.baseline)] == ["--moe-backend"]
+    assert nxt.flag_dict["--moe-backend"] not in ("batched_triton", "flashinfer_cutlass", "auto")
+
+
+def test_a_failure_revealed_by_a_fix_is_not_blamed_on_the_fix():
+    """OOM in graph capture at 0.95, then NaN in decode once the fraction is dropped: the first
+    launch never reached decode, so the NaN is not the memory fraction's doing."""
+    s = make()
+    base = s.propose().candidate
+    s.observe(base, outcome(cls="oom-graph-capture", phase="graph-capture", effective={"mem_fraction_static": 0.95},
+                            implicates=["--mem-fraction-static"], signature="cuda-graph-oom"))
+    dropped = Candidate.make("sglang", "m", {k: v for k, v in base.flag_dict.items() if k != "--mem-fraction-static"})
+    s.observe(dropped, outcome(cls="nan-output", phase="decode",
+                               effective={"nsa_decode_backend": "flashmla_kv", "mem_fraction_static": 0.88},
+                               implicates=["--nsa-decode-backend", "--kv-cache-dtype"], signature="nan-probability"))
+    nxt = s.propose().candidate
+    assert "--mem-fraction-static" not in nxt.flag_dict and "--nsa-decode-backend" in nxt.flag_dict
