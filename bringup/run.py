@@ -220,7 +220,7 @@ class Run:
         w = self.facts.get("model.weights_gib")
         return float(w) if w else 0.0
 
-    def _should_screen(self, p_success: float, cand: Candidate | None = None) -> bool:
+    def _should_screen(self, p_success: float, cand: Candidate) -> bool:
         """Screening (dummy weights, fewer layers) finds kernel failures in a fraction of a full
         launch, but cannot judge memory: worth it for big models once a full launch has shown
         how memory behaves, and while the next candidate is a gamble."""
@@ -232,16 +232,16 @@ class Run:
         full = [a for a in self.attempts if a.purpose == "search"]
         if any(a.failure_class == "wrong-output" for a in full):
             return False  # dummy weights cannot check known answers: a screen would pass blindly
-        if cand is not None and self._only_numeric_changes(cand) and max((self._cost_s(a) for a in full), default=0.0) < 300:
+        if self._only_numeric_changes(cand) and max((self._cost_s(a) for a in full), default=0.0) < 300:
             # Memory fractions and batch sizes: a screen (fewer layers, less memory) passes them
             # blindly and only catches a kernel failure the change did not cause; worth a launch
             # only where a full launch is long (the seeds' 400 GB model: 10 minutes and more).
             return False
         return self._weights_gib() >= 20 and bool(full) and p_success < 0.6
 
-    @staticmethod
-    def _cost_s(a: Attempt) -> float:
-        return a.simulated_s if a.simulated_s is not None else a.wall_s
+    def _cost_s(self, a: Attempt) -> float:
+        """What a launch cost: the scenario's simulated seconds, or the real ones."""
+        return (a.simulated_s or 0.0) if self.target.is_scenario else a.wall_s
 
     def _only_numeric_changes(self, cand: Candidate) -> bool:
         kinds = [f.kind if (f := self.space.get(c.flag)) is not None else "other" for c in cand.diff(self.baseline)]
@@ -449,9 +449,7 @@ class Run:
         return prop.candidate, prop.p_success, prop.reasons
 
     def _hours(self) -> float:
-        if self.target.is_scenario:
-            return sum((a.simulated_s or 0.0) for a in self.attempts) / 3600
-        return sum(a.wall_s for a in self.attempts) / 3600
+        return sum(self._cost_s(a) for a in self.attempts) / 3600
 
     def _log(self, seq: int, purpose: str, cand: Candidate, out: Outcome, tdir: Path, started: float, ended: float,
              extra: dict) -> None:
@@ -550,7 +548,7 @@ class Run:
         """What knowledge said about the baseline's own levels before any launch."""
         out = []
         for f in self.space.factors:
-            level = self.baseline.env_dict.get(f.name[4:]) if f.is_env else self.baseline.flag_dict.get(f.name)
+            level = f.level_in(self.baseline.flag_dict, self.baseline.env_dict)
             for v in self.strategy.verdicts(f, level):
                 out.append({"flag": f.name, "level": f.describe_level(level), **v.to_json()})
         return out

@@ -51,6 +51,10 @@ class Factor:
     def is_env(self) -> bool:
         return self.name.startswith("env:")
 
+    def level_in(self, flags: dict[str, FlagValue], env: dict[str, str]) -> FlagValue | None:
+        """This factor's level in a candidate's flags and environment (None: unset)."""
+        return env.get(self.name[4:]) if self.is_env else flags.get(self.name)
+
     def level_cost(self, level: FlagValue | None) -> float:
         return 0.0 if level is None else self.cost.get(normalise(level), 0.0)
 
@@ -166,12 +170,9 @@ def build_space(engine: str, helpspec: HelpSpec | None, baseline: Candidate,
         fixed[canon] = v
     factors = [f for f in factors if f.name not in fixed]
     # The baseline's own values are levels too (a model card may use a value the list lacks).
-    base = baseline.flag_dict
+    base, base_env = baseline.flag_dict, baseline.env_dict
     for f in factors:
-        if f.is_env:
-            v = baseline.env_dict.get(f.name[4:])
-        else:
-            v = base.get(f.name)
+        v = f.level_in(base, base_env)
         if v is not None and not any(normalise(v) == normalise(lv) for lv in f.levels):
             f.levels.insert(0, v)
     return Space(engine, factors, fixed)

@@ -92,7 +92,7 @@ class Strategy:
 
     # -- effective values ------------------------------------------------------------------------
     def _base_level(self, f: Factor) -> FlagValue | None:
-        return self.baseline.env_dict.get(f.name[4:]) if f.is_env else self.baseline.flag_dict.get(f.name)
+        return f.level_in(self.baseline.flag_dict, self.baseline.env_dict)
 
     def eff(self, f: Factor, level: FlagValue | None) -> str:
         if f.name in self.frozen:
@@ -107,7 +107,7 @@ class Strategy:
         flags, env = cand.flag_dict, cand.env_dict
         parts = []
         for f in self.space.factors:
-            level = env.get(f.name[4:]) if f.is_env else flags.get(f.name)
+            level = f.level_in(flags, env)
             parts.append(f"{f.name}={self.eff(f, level)}")
         names = set(self.space.names)
         rest = sorted(f"{k}={normalise(v)}" for k, v in flags.items() if k not in names)
@@ -233,7 +233,7 @@ class Strategy:
             f = self._factor_for(name)
             if f is None or f.name in self.frozen or any(s[0] is f for s in suspects):
                 continue
-            level = cand.env_dict.get(f.name[4:]) if f.is_env else flags.get(f.name)
+            level = f.level_in(flags, cand.env_dict)
             suspects.append((f, level))
         if not suspects and not certain and outcome.failure_class in ("missing-dependency", "unknown", "bad-flag"):
             # The signature names nothing in the space: blame what this candidate changed.
@@ -288,34 +288,31 @@ class Strategy:
         failed check, both symptoms are that factor's, and what the launches shared is cleared:
         a wrong answer that turns into batch-variant answers when only the MoE backend changes
         says the MoE backend is what moves the output."""
+        new_eff = self._effective_levels(new.candidate)
         for old in self.observations[:-1]:
             if old.source not in ("launch", "screen") or old.outcome.status == "works":
                 continue
-            differ = [f for f in self.space.factors if self._eff_in(f, old.candidate) != self._eff_in(f, new.candidate)]
+            old_eff = self._effective_levels(old.candidate)
+            differ = [f for f in self.space.factors if old_eff[f.name] != new_eff[f.name]]
             if len(differ) != 1 or differ[0].name in self.frozen:
                 continue
             f = differ[0]
-            caused = [o for o, other in ((old, new), (new, old))
+            caused = [(o, e) for o, e, other in ((old, old_eff, new), (new, new_eff, old))
                       if any(self._passed(other.outcome, c) for c in self._failed_checks(o.outcome))]
-            for o in caused:
-                e = self._eff_in(f, o.candidate)
-                self.p[(f.name, e)] = max(self.p.get((f.name, e), 0.0), P_CAUSE)
-                self._propagate(f, e, P_CAUSE, o.outcome.failure_class or "")
+            for o, e in caused:
+                self.p[(f.name, e[f.name])] = max(self.p.get((f.name, e[f.name]), 0.0), P_CAUSE)
+                self._propagate(f, e[f.name], P_CAUSE, o.outcome.failure_class or "")
             if len(caused) < 2:
                 continue
+            flags, env = new.candidate.flag_dict, new.candidate.env_dict
             for g in suspects:  # shared by both launches: cleared (halved, not below the prior)
-                if g is f:
-                    continue
-                level = self._level_in(g, new.candidate)
-                key = (g.name, self.eff(g, level))
-                if key in self.p:
-                    self.p[key] = max(self.prior(g, level), self.p[key] / 2)
+                key = (g.name, new_eff[g.name])
+                if g is not f and key in self.p:
+                    self.p[key] = max(self.prior(g, g.level_in(flags, env)), self.p[key] / 2)
 
-    def _level_in(self, f: Factor, cand: Candidate) -> FlagValue | None:
-        return cand.env_dict.get(f.name[4:]) if f.is_env else cand.flag_dict.get(f.name)
-
-    def _eff_in(self, f: Factor, cand: Candidate) -> str:
-        return self.eff(f, self._level_in(f, cand))
+    def _effective_levels(self, cand: Candidate) -> dict[str, str]:
+        flags, env = cand.flag_dict, cand.env_dict
+        return {f.name: self.eff(f, f.level_in(flags, env)) for f in self.space.factors}
 
     def _propagate(self, f: Factor, bad: str, post: float, cls: str) -> None:
         """Kernels of one family tend to fail together (flashmla_kv, flashmla_sparse); a kernel
@@ -413,7 +410,7 @@ class Strategy:
         """Rules with `with` conditions judge a level together with the rest of the candidate."""
         flags = cand.flag_dict
         for f in self.space.factors:
-            level = cand.env_dict.get(f.name[4:]) if f.is_env else flags.get(f.name)
+            level = f.level_in(flags, cand.env_dict)
             if any(v.kind == "incompatible" for v in self.verdicts(f, level, flags)):
                 return False
         return True
@@ -422,7 +419,7 @@ class Strategy:
         flags, env = cand.flag_dict, cand.env_dict
         prob = 1.0
         for f in self.space.factors:
-            level = env.get(f.name[4:]) if f.is_env else flags.get(f.name)
+            level = f.level_in(flags, env)
             prob *= 1 - self.p_bad(f, level, flags)
         return prob
 
