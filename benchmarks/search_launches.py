@@ -61,7 +61,7 @@ class Measure:
     hours: float  # simulated hours of those launches
     cap: int | None = None  # the launch budget when none validated within it
     screening: int = 0
-    explain: int = 0
+    minimize: int = 0
     stop: str = ""
     attempts: list[dict] = field(default_factory=list)
     spread: str = ""  # random order: the range over seeds
@@ -74,13 +74,13 @@ class Measure:
 
 
 # -- (a), (b): the real pipeline ----------------------------------------------------------------------
-def real_run(path: Path, baseline: str, knowledge: bool, screen: str, explain: bool, scale: float,
+def real_run(path: Path, baseline: str, knowledge: bool, screen: str, minimize: bool, scale: float,
              budget: int) -> Measure:
     """One bring-up run in a fresh journal (no priors from other runs)."""
     method = f"{'knowledge' if knowledge else 'no-knowledge'}, screen {screen}"
     with tempfile.TemporaryDirectory(prefix="bringup-bench-") as root:
         settings = RunSettings(scenario=str(path), baseline=baseline, knowledge=knowledge, screen=screen,
-                               explain=explain, time_scale=scale, max_launches=budget)
+                               minimize=minimize, time_scale=scale, max_launches=budget)
         res = Run(settings, Path(root)).execute()
     attempts = [{"n": a.number, "purpose": a.purpose, "changes": a.changes, "status": a.status,
                  "class": a.failure_class, "phase": a.phase, "sim_s": a.simulated_s, "p": a.p_success,
@@ -88,7 +88,7 @@ def real_run(path: Path, baseline: str, knowledge: bool, screen: str, explain: b
     # `>budget` only when the budget stopped it; a run that gave up says "none (N)".
     capped = not res.validated and res.stop_reason.startswith("launch budget")
     return Measure(method, res.validated, res.launches, res.simulated_hours or 0.0, budget if capped else None,
-                   res.screening_launches, res.explain_launches, res.stop_reason, attempts)
+                   res.screening_launches, res.minimize_launches, res.stop_reason, attempts)
 
 
 # -- (c): one factor at a time ------------------------------------------------------------------------
@@ -203,9 +203,9 @@ def scenario_measures(path: Path, args: argparse.Namespace, pool: ThreadPoolExec
     futures = {}
     if not args.oracle_only:
         for label, knowledge, screen in REAL:
-            # Default settings count explain launches separately; the screen=never runs skip them.
+            # Default settings count minimize launches separately; the screen=never runs skip them.
             futures[(label, screen)] = pool.submit(real_run, path, sc.baseline, knowledge, screen,
-                                                   screen == "auto" and not args.no_explain, args.time_scale,
+                                                   screen == "auto" and not args.no_minimize, args.time_scale,
                                                    args.budget)
     c = ofat(oracle, baseline, factors)
     d = random_median(oracle, baseline, factors, args.seeds)
@@ -230,8 +230,8 @@ def build_rows(results: list[dict], oracle_only: bool) -> tuple[list[str], list[
             for label, screen, _ in COLUMNS:
                 m: Measure = r["real"][(label, screen)]
                 cell = m.cell()
-                if m.explain:
-                    cell += f" (+{m.explain} explain)"
+                if m.minimize:
+                    cell += f" (+{m.minimize} minimize)"
                 row.append(cell)
         row += [r["c"].cell(), f"{r['d'].cell()} [{r['d'].spread}]"]
         rows.append(row)
@@ -257,7 +257,7 @@ def markdown(head: list[str], rows: list[list[str]], command: str, results: list
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
     lines += ["", "Cells: launches to the first validated configuration (screening launches among them) · "
-              "simulated hours of those launches; `+N explain`: delta-debugging launches after it, not counted; "
+              "simulated hours of those launches; `+N minimize`: delta-debugging launches after it, not counted; "
               f"`>N`: none within N launches; `none in N`: gave up after N. Random: median over seeds [range]. Targets: (a) <= {TARGET_KNOWLEDGE}, "
               f"(b) <= {TARGET_NO_KNOWLEDGE}; the seeds' engineer needed {SEEDS_ENGINEER} on glm5-nvfp4-sm120.", ""]
     if skipped:
@@ -289,7 +289,7 @@ def main() -> None:
     ap.add_argument("--budget", type=int, default=OFAT_CAP, help="launch budget of the real runs")
     ap.add_argument("--jobs", type=int, default=1,
                     help="real runs in parallel (trials pick free ports independently: >1 can race for one)")
-    ap.add_argument("--no-explain", action="store_true", help="skip delta debugging in the screen=auto runs")
+    ap.add_argument("--no-minimize", action="store_true", help="skip delta debugging in the screen=auto runs")
     ap.add_argument("--oracle-only", action="store_true", help="only (c) and (d): no real launches")
     ap.add_argument("--json", type=Path, help="also write every figure and attempt here")
     ap.add_argument("--no-doc", action="store_true", help=f"do not rewrite {DOC.relative_to(ROOT)}")

@@ -31,8 +31,8 @@ from rich.table import Table
 
 from bringup.candidate import parse_flags
 from bringup.scenario import load_scenario, scenario_path
+from bringup.scenario.tuning_oracle import ScenarioOracle
 from bringup.tuning.knobs import Knob, start_point, with_base_levels
-from bringup.tuning.oracle import ScenarioOracle
 from bringup.tuning.tuner import Tuner, grid
 
 SCENARIO = "tune-llama31-70b-fp8-h200-sglang"

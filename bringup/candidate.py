@@ -211,3 +211,18 @@ class Candidate:
     def from_json(cls, d: dict) -> Candidate:
         flags = {k: (tuple(v) if isinstance(v, list) else v) for k, v in d.get("flags", {}).items()}
         return cls.make(d["engine"], d["model"], flags, d.get("env", {}), d.get("label", ""))
+
+
+def change_tokens(changes: list[Change]) -> list[str]:
+    """Changes as the words a user types: `NAME=VALUE`, `--flag`, `--flag value`, `(drop --flag)`."""
+    toks: list[str] = []
+    for c in changes:
+        if c.flag.startswith("env:"):
+            toks.append(f"{c.flag[4:]}={c.after}" if c.after is not None else f"(unset {c.flag[4:]})")
+        elif c.after is None:
+            toks.append(f"(drop {c.flag})")
+        elif c.after is True:
+            toks.append(c.flag)
+        else:
+            toks += [c.flag, format_value(c.after) if isinstance(c.after, tuple) else str(c.after)]
+    return toks

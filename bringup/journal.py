@@ -19,6 +19,10 @@ from typing import Any
 from bringup.candidate import Candidate
 from bringup.outcome import Outcome
 
+# Delta debugging was called "explain" before it became "minimize": old journals still resume.
+_RENAMED = {"explain": "minimize"}
+_PURPOSE_NAMES = {"minimize": ("minimize", "explain")}
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
     id TEXT PRIMARY KEY,
@@ -37,7 +41,7 @@ CREATE TABLE IF NOT EXISTS trials (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     run_id TEXT NOT NULL REFERENCES runs(id),
     seq INTEGER NOT NULL,              -- order within the run
-    purpose TEXT NOT NULL,             -- search | screen | explain | tune
+    purpose TEXT NOT NULL,             -- search | screen | minimize | tune (journals before 0.2: explain = minimize)
     candidate_key TEXT NOT NULL,
     effective_key TEXT NOT NULL,       -- what the engine really ran (predicted/observed)
     candidate TEXT NOT NULL,           -- JSON
@@ -145,8 +149,10 @@ class Journal:
             db.execute("UPDATE runs SET updated=? WHERE id=?", (time.time(), run_id))
 
     def trials(self, run_id: str, purpose: str | None = None) -> list[TrialRecord]:
-        q = "SELECT * FROM trials WHERE run_id=?" + (" AND purpose=?" if purpose else "") + " ORDER BY seq"
-        args = (run_id, purpose) if purpose else (run_id,)
+        names = _PURPOSE_NAMES.get(purpose, (purpose,)) if purpose else ()
+        q = ("SELECT * FROM trials WHERE run_id=?" + (f" AND purpose IN ({','.join('?' * len(names))})" if names else "")
+             + " ORDER BY seq")
+        args = (run_id, *names)
         with closing(self._connect()) as db:
             return [_trial_row(r) for r in db.execute(q, args)]
 
@@ -156,7 +162,7 @@ class Journal:
         with closing(self._connect()) as db:
             rows = db.execute(
                 "SELECT t.* FROM trials t WHERE t.hardware_fp=? AND t.engine=? AND t.engine_version IS ? "
-                "AND t.model_id=? AND t.run_id != ? AND t.purpose IN ('search', 'screen', 'explain') "
+                "AND t.model_id=? AND t.run_id != ? AND t.purpose IN ('search', 'screen', 'minimize', 'explain') "
                 "ORDER BY t.ended", (hardware_fp, engine, engine_version, model_id, exclude_run)).fetchall()
         return [_trial_row(r) for r in rows]
 
@@ -185,7 +191,7 @@ def _run_row(row: sqlite3.Row) -> dict:
 
 def _trial_row(row: sqlite3.Row) -> TrialRecord:
     return TrialRecord(
-        run_id=row["run_id"], seq=row["seq"], purpose=row["purpose"],
+        run_id=row["run_id"], seq=row["seq"], purpose=_RENAMED.get(row["purpose"], row["purpose"]),
         candidate=Candidate.from_json(json.loads(row["candidate"])), effective_key=row["effective_key"],
         outcome=Outcome.model_validate_json(row["outcome"]), trial_dir=row["trial_dir"],
         extra=json.loads(row["extra"] or "{}"),

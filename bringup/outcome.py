@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_serializer
 
 Status = Literal["works", "fails", "wrong-output", "timeout"]
 
@@ -20,12 +20,19 @@ class Timings(BaseModel):
     ready_lag: float | None = None  # the engine's last start-up line to bringup seeing it ready
 
 
-class ProbeRecord(BaseModel):
+class ProbeResult(BaseModel):
+    """One probe of the ladder: what the probe runner returns and what outcome.json records."""
+
     name: str
     passed: bool
     detail: str = ""
     seconds: float = 0.0
     phase: str = "ready"
+    kind: str = "ok"  # ok | server-error (HTTP 5xx / dropped) | disagree (wrong output) | nan
+
+    @field_serializer("seconds")
+    def _round(self, v: float) -> float:
+        return round(v, 3)
 
 
 class OverrideRecord(BaseModel):
@@ -47,7 +54,7 @@ class Outcome(BaseModel):
     effective: dict[str, Any] = Field(default_factory=dict)
     overrides: list[OverrideRecord] = Field(default_factory=list)
     timings: Timings = Field(default_factory=Timings)
-    probes: list[ProbeRecord] = Field(default_factory=list)
+    probes: list[ProbeResult] = Field(default_factory=list)
     log_path: str | None = None
     launched: bool = True
     exit_code: int | None = None

@@ -20,6 +20,8 @@ from typing import Any
 
 import httpx
 
+from bringup.outcome import ProbeResult
+
 REFERENCE_PROMPT = "The quick brown fox"
 BATCH_PROMPTS = [
     "Once upon a time there was",
@@ -38,20 +40,6 @@ BATCH_PROMPTS = [
     "The engine loads weights",
     "It learned words, then",
 ]
-
-
-@dataclass
-class ProbeResult:
-    name: str
-    passed: bool
-    detail: str = ""
-    seconds: float = 0.0
-    phase: str = "ready"
-    kind: str = "ok"  # ok | server-error (HTTP 5xx / dropped) | disagree (wrong output) | nan
-
-    def to_json(self) -> dict:
-        return {"name": self.name, "passed": self.passed, "detail": self.detail,
-                "seconds": round(self.seconds, 3), "phase": self.phase}
 
 
 @dataclass
@@ -272,20 +260,23 @@ class ProbeRunner:
         with httpx.Client(base_url=self.base_url, timeout=timeout, limits=limits) as client:
             for name, fn in self.ladder():
                 if self.stop.is_set():
-                    self.results.append(ProbeResult(name, False, "not run: the server failed", 0.0, self.phase))
+                    self.results.append(ProbeResult(name=name, passed=False, detail="not run: the server failed",
+                                                    phase=self.phase))
                     break
                 t0 = time.monotonic()
                 phase_before = self.phase
                 try:
                     detail = fn(client)
-                    self.results.append(ProbeResult(name, True, detail, time.monotonic() - t0, phase_before))
+                    self.results.append(ProbeResult(name=name, passed=True, detail=detail,
+                                                    seconds=time.monotonic() - t0, phase=phase_before))
                 except ServerBroke as e:
-                    self.results.append(ProbeResult(name, False, str(e), time.monotonic() - t0, self.phase,
+                    self.results.append(ProbeResult(name=name, passed=False, detail=str(e),
+                                                    seconds=time.monotonic() - t0, phase=self.phase,
                                                     kind="server-error"))
                     break
                 except Disagree as e:
-                    self.results.append(ProbeResult(name, False, str(e), time.monotonic() - t0, self.phase,
-                                                    kind=e.kind))
+                    self.results.append(ProbeResult(name=name, passed=False, detail=str(e),
+                                                    seconds=time.monotonic() - t0, phase=self.phase, kind=e.kind))
                     if name in ("health",):
                         break
         return self.results

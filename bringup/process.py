@@ -144,6 +144,13 @@ class ServerProcess:
     def exited(self) -> bool:
         return self.proc.poll() is not None
 
+    def reader_alive(self) -> bool:
+        """Whether log lines may still arrive (the reader ends at the pipe's end of file)."""
+        return self._reader.is_alive()
+
+    def join_reader(self, timeout: float) -> None:
+        self._reader.join(timeout)
+
     def _group_members(self) -> list[psutil.Process]:
         """Processes still in our group, plus descendants that left it (setsid in a worker)."""
         members: dict[int, psutil.Process] = {}

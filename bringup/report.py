@@ -8,12 +8,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from bringup.knowledge_files import classes
-
-if TYPE_CHECKING:
-    from bringup.run import RunResult
+from bringup.results import RunResult
 
 
 def _md(text: str) -> str:
@@ -27,7 +24,7 @@ def _duration(a) -> str:
     return f"{a.wall_s:.0f} s"
 
 
-def _machine(r: RunResult) -> str:
+def describe_machine(r: RunResult) -> str:
     f = r.facts
     if f.get("device") == "cuda" or f.get("gpu.count"):
         bits = [f"{f.get('gpu.count', '?')} × {f.get('gpu.name', 'GPU')}",
@@ -41,7 +38,7 @@ def _machine(r: RunResult) -> str:
     return f"no GPU (CPU build): {f.get('cpu.count', '?')} CPUs, {f.get('host.memory_gib', '?')} GiB"
 
 
-def _model(r: RunResult) -> str:
+def describe_model(r: RunResult) -> str:
     f = r.facts
     bits = [str(f.get("model.architecture") or r.model)]
     if f.get("model.attention"):
@@ -58,19 +55,19 @@ def _model(r: RunResult) -> str:
 def render_markdown(r: RunResult) -> str:
     L: list[str] = []
     engine = f"{'SGLang' if r.engine == 'sglang' else 'vLLM'} {r.engine_version or ''}".strip()
-    L.append(f"# Bring-up: {r.model} on {_machine(r)}, {engine}")
+    L.append(f"# Bring-up: {r.model} on {describe_machine(r)}, {engine}")
     L.append("")
     full = sum(1 for a in r.attempts if a.purpose == "search")
     time_txt = (f"{r.simulated_hours:.2f} simulated hours of launches" if r.simulated_hours is not None
-                else f"{sum(a.wall_s for a in r.attempts if a.purpose != 'explain') / 60:.1f} min of launches")
+                else f"{sum(a.wall_s for a in r.attempts if a.purpose != 'minimize') / 60:.1f} min of launches")
     if r.validated:
         L.append(f"**Result: validated** after {r.launches} launch{'es' if r.launches != 1 else ''} "
                  f"({r.screening_launches} screening with dummy weights, {full} full), {time_txt}"
                  + (f"; {r.journal_priors} earlier trials on this machine were used from the journal" if r.journal_priors else "")
                  + ".")
         if r.minimal_fix_str:
-            how = (f"verified by delta debugging, {r.explain_launches} extra launch{'es' if r.explain_launches != 1 else ''}"
-                   if r.minimal_fix_verified else "not minimised: the explain budget ran out")
+            how = (f"verified by delta debugging, {r.minimize_launches} extra launch{'es' if r.minimize_launches != 1 else ''}"
+                   if r.minimal_fix_verified else "not minimised: the minimize budget ran out")
             L.append(f"Minimal fix from the baseline: `{r.minimal_fix_str}` ({how}).")
         elif r.attempts and r.attempts[0].status == "works" and r.attempts[0].changes == "(baseline)":
             L.append("The baseline itself works: no fix was needed.")
@@ -83,7 +80,7 @@ def render_markdown(r: RunResult) -> str:
         L.append("")
         L.append(f"Why the search stopped: {r.stop_reason}")
     L.append("")
-    L.append(f"Machine: {_machine(r)}. Model: {_model(r)}. Knowledge rules: {'on' if r.knowledge else 'off (signatures only)'}.")
+    L.append(f"Machine: {describe_machine(r)}. Model: {describe_model(r)}. Knowledge rules: {'on' if r.knowledge else 'off (signatures only)'}.")
     L.append("")
     L.append("Baseline:")
     L.append("```")
@@ -95,12 +92,12 @@ def render_markdown(r: RunResult) -> str:
     L.append("| # | changed from baseline | kind | status | class | phase | evidence | time |")
     L.append("|---|---|---|---|---|---|---|---|")
     baseline_launched = any(a.changes == "(baseline)" for a in r.attempts)
-    risky = [p for p in r.predictions if p["verdict"] in ("incompatible", "risky")]
+    risky = [p for p in r.predictions if p.verdict in ("incompatible", "risky")]
     if not baseline_launched and risky:
-        why = "; ".join(f"{p['flag']} {p['level']}: {p['reason']}" for p in risky[:2])
+        why = "; ".join(f"{p.flag} {p.level}: {p.reason}" for p in risky[:2])
         L.append(f"| 0 | (baseline, not launched) | plan | predicted fail | | | {_md(why)[:300]} | 0 s |")
     for a in r.attempts:
-        kind = {"search": "full", "screen": "screen (dummy weights, fewer layers)", "explain": "explain (full)"}[a.purpose]
+        kind = {"search": "full", "screen": "screen (dummy weights, fewer layers)", "minimize": "minimize (full)"}[a.purpose]
         ev = a.evidence if a.status != "works" else "all probes passed"
         L.append(f"| {a.number} | {_md(a.changes)} | {kind} | {a.status} | {a.failure_class or ''} | "
                  f"{a.phase or ''} | `{_md(ev)[:220]}` | {_duration(a)} |")
@@ -123,33 +120,33 @@ def render_markdown(r: RunResult) -> str:
     ov = {}
     for a in r.attempts:
         for o in a.overrides:
-            ov.setdefault(o["flag"], o)
-    if ov or r.strategy_state.get("frozen"):
+            ov.setdefault(o.flag, o)
+    if ov or r.strategy_state.frozen:
         L.append("")
         L.append("## Engine overrides seen")
         L.append("")
         for flag, o in ov.items():
-            L.append(f"- `{flag}`: asked `{o['requested']}`, the engine used `{o['effective']}`. "
+            L.append(f"- `{flag}`: asked `{o.requested}`, the engine used `{o.effective}`. "
                      "Varying it further is pointless on this engine version."
-                     + (f" Evidence: `{_md(o.get('evidence', ''))[:200]}`" if o.get("evidence") else ""))
-        for flag, fr in r.strategy_state.get("frozen", {}).items():
+                     + (f" Evidence: `{_md(o.evidence)[:200]}`" if o.evidence else ""))
+        for flag, fr in r.strategy_state.frozen.items():
             if flag not in ov:
-                L.append(f"- `{flag}`: the engine uses `{fr['value']}` whatever is asked ({fr['why']}).")
-    defaults = r.strategy_state.get("defaults", {})
+                L.append(f"- `{flag}`: the engine uses `{fr.value}` whatever is asked ({fr.why}).")
+    defaults = r.strategy_state.defaults
     if defaults:
         L.append("")
         L.append("## What the engine chose by itself")
         L.append("")
         for flag, d in defaults.items():
-            L.append(f"- `{flag}` (not given): `{d['value']}` ({d['why']})")
+            L.append(f"- `{flag}` (not given): `{d.value}` ({d.why})")
     if r.predictions:
         L.append("")
         L.append("## Knowledge about the baseline before any launch")
         L.append("")
         for p in r.predictions:
-            facts = ", ".join(f"{k}={v}" for k, v in (p.get("facts") or {}).items())
-            L.append(f"- `{p['flag']} {p['level']}`: **{p['verdict']}**: {p['reason']} "
-                     f"(facts: {facts or 'none'}; source: {p['source']})")
+            facts = ", ".join(f"{k}={v}" for k, v in p.facts.items())
+            L.append(f"- `{p.flag} {p.level}`: **{p.verdict}**: {p.reason} "
+                     f"(facts: {facts or 'none'}; source: {p.source})")
     if r.warnings:
         L.append("")
         L.append("## Warnings worth knowing")
@@ -160,12 +157,12 @@ def render_markdown(r: RunResult) -> str:
         L.append("")
         L.append("## Probes on the final configuration")
         L.append("")
-        L.append(", ".join(f"{p['name']} ({'passed' if p['passed'] else 'FAILED'})" for p in r.final_probes)
-                 + (": all passed." if all(p["passed"] for p in r.final_probes) else "."))
+        L.append(", ".join(f"{p.name} ({'passed' if p.passed else 'FAILED'})" for p in r.final_probes)
+                 + (": all passed." if all(p.passed for p in r.final_probes) else "."))
         for p in r.final_probes:
-            if p["name"] in ("known-answers", "long-decode", "batch-invariance"):
-                L.append(f"- {p['name']}: {_md(p['detail'])[:200]}")
-    notes = r.strategy_state.get("notes") or []
+            if p.name in ("known-answers", "long-decode", "batch-invariance"):
+                L.append(f"- {p.name}: {_md(p.detail)[:200]}")
+    notes = r.strategy_state.notes
     if notes:
         L.append("")
         L.append("## Bounds read from error messages")
@@ -187,7 +184,5 @@ def write_report(r: RunResult, run_dir: Path) -> Path:
 
 
 def load_result(run_dir: Path) -> RunResult:
-    from bringup.run import RunResult
-
     data = json.loads((Path(run_dir) / "findings.json").read_text())
     return RunResult.model_validate(data)

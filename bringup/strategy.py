@@ -16,7 +16,6 @@ from __future__ import annotations
 import heapq
 import math
 from dataclasses import dataclass, field
-from typing import Any
 
 from bringup.candidate import Candidate, FlagValue
 from bringup.conditions import as_number
@@ -25,6 +24,8 @@ from bringup.helptext import HelpSpec
 from bringup.knowledge import Knowledge
 from bringup.knowledge_files import phase_index
 from bringup.outcome import Outcome
+from bringup.results import Attempt, Pinned, StrategyState
+from bringup.screening import ScreeningPolicy
 from bringup.signatures import eval_limit, signature_by_id
 from bringup.space import Factor, Space
 
@@ -36,6 +37,9 @@ P_UNSET, P_BASELINE, P_OTHER = 0.05, 0.05, 0.35
 P_NEAR_BOUND = 0.45  # a level just past an out-of-memory value: probably still too much
 CERTAIN = 0.999
 P_CAUSE = 0.9  # a level whose change alone changed the symptom
+MIN_P_SUCCESS = 0.05  # below this, launching is a waste: say that nothing in the space works
+P_KNOWN_GOOD = 0.95  # a configuration validated before on this machine, engine version and model
+OUTSIDE = 0.8  # this sure that what fails lies outside the space: stop and say so
 
 
 @dataclass
@@ -48,6 +52,16 @@ class Proposal:
 
     def changes(self, baseline: Candidate) -> str:
         return self.candidate.describe_diff(baseline)
+
+
+@dataclass
+class Decision:
+    """The next launch (a candidate, screened first or not), or none: the search ends."""
+
+    candidate: Candidate | None
+    p_success: float = 0.0
+    reasons: list[str] = field(default_factory=list)
+    screen: bool = False
 
 
 @dataclass
@@ -75,6 +89,7 @@ class Strategy:
     notes: list[str] = field(default_factory=list)
     blocked: tuple[str, str] | None = None  # a factor with no level left, and why
     outside: float = 0.0  # probability that what fails lies outside the space (the model, the machine)
+    screening: ScreeningPolicy | None = None  # whether a candidate is screened before a full launch
 
     def __post_init__(self) -> None:
         for f in self.space.factors:
@@ -91,7 +106,7 @@ class Strategy:
                 self.default_eff[f.name] = (normalise(dflt.value), f"rule {dflt.rule_id}: {dflt.reason}")
 
     # -- effective values ------------------------------------------------------------------------
-    def _base_level(self, f: Factor) -> FlagValue | None:
+    def base_level(self, f: Factor) -> FlagValue | None:
         return f.level_in(self.baseline.flag_dict, self.baseline.env_dict)
 
     def eff(self, f: Factor, level: FlagValue | None) -> str:
@@ -139,7 +154,7 @@ class Strategy:
             return P_PREFERRED
         if level is None:
             return P_UNSET
-        base = self._base_level(f)
+        base = self.base_level(f)
         if base is not None and normalise(base) == normalise(level):
             return P_BASELINE
         return P_OTHER
@@ -329,10 +344,39 @@ class Strategy:
                 elif g is not f and e == bad and cls in ("unsupported-hardware", "missing-dependency"):
                     self.p[key] = max(self.p.get(key, self.prior(g, lv)), post)
 
+    # -- deciding the next launch ------------------------------------------------------------------
+    def next_launch(self, known_good: list[Candidate], history: list[Attempt],
+                    screened_ok: set[str]) -> Decision:
+        """The next launch of a run: a configuration validated here before (journal) first, then
+        the best proposal, screened first where the screening policy says it pays; none when the
+        evidence points outside the space or nothing left is likely enough to work."""
+        decision = self._next_candidate(known_good)
+        if decision.candidate is not None and self.screening is not None:
+            key = self.predicted_key(decision.candidate)
+            decision.screen = key not in screened_ok and self.screening.worth_it(
+                decision.p_success, self._only_numeric_changes(decision.candidate), history)
+        return decision
+
+    def _next_candidate(self, known_good: list[Candidate]) -> Decision:
+        tried = {o.key for o in self.observations if o.source != "journal"}
+        for cand in known_good:  # a configuration that worked here before: confirm it first
+            if self.predicted_key(cand) not in tried:
+                return Decision(cand, P_KNOWN_GOOD, ["validated before on this machine, engine version and model (journal)"])
+        if self.outside >= OUTSIDE:
+            return Decision(None)  # the evidence points outside what the search can change
+        prop = self.propose()
+        if prop is None or prop.p_success < MIN_P_SUCCESS:
+            return Decision(None)
+        return Decision(prop.candidate, prop.p_success, prop.reasons)
+
+    def _only_numeric_changes(self, cand: Candidate) -> bool:
+        kinds = [f.kind if (f := self.space.get(c.flag)) is not None else "other" for c in cand.diff(self.baseline)]
+        return bool(kinds) and all(k == "number" for k in kinds)
+
     # -- proposing ---------------------------------------------------------------------------------
     def _options(self, f: Factor) -> list[tuple[float, FlagValue | None, float, str]]:
         """(cost, level, p_bad, why) for each distinct effective level of a factor, cheapest first."""
-        base = self._base_level(f)
+        base = self.base_level(f)
         out: dict[str, tuple[float, FlagValue | None, float, str]] = {}
         # A frozen factor runs one value whatever is asked: keep the baseline's spelling of it.
         levels = [base] if f.name in self.frozen else [base, None, *f.levels]
@@ -395,7 +439,7 @@ class Strategy:
             changes[f.name] = level
             p_success *= 1 - p
             predicted[f.name] = self.eff(f, level)
-            base = self._base_level(f)
+            base = self.base_level(f)
             if normalise(level) != normalise(base):
                 away = self._why(f, base, self.p_bad(f, base)) if base is not None or f.name in self.default_eff else ""
                 text = why or (f"away from the baseline's {f.describe_level(base)} ({away})" if away else "")
@@ -453,11 +497,11 @@ class Strategy:
         return (f"every level that could still work was tried or ruled out; {classes[top]} of {len(fails)} launches "
                 f"failed with {top}")
 
-    def state(self) -> dict[str, Any]:
-        return {
-            "frozen": {k: {"value": v, "why": w} for k, (v, w) in self.frozen.items()},
-            "defaults": {k: {"value": v, "why": w} for k, (v, w) in self.default_eff.items()},
-            "bounds": self.bounds,
-            "suspects": {f"{k[0]}={k[1]}": round(v, 3) for k, v in sorted(self.p.items(), key=lambda kv: -kv[1])[:12]},
-            "notes": self.notes,
-        }
+    def state(self) -> StrategyState:
+        return StrategyState(
+            frozen={k: Pinned(value=v, why=w) for k, (v, w) in self.frozen.items()},
+            defaults={k: Pinned(value=v, why=w) for k, (v, w) in self.default_eff.items()},
+            bounds=self.bounds,
+            suspects={f"{k[0]}={k[1]}": round(v, 3) for k, v in sorted(self.p.items(), key=lambda kv: -kv[1])[:12]},
+            notes=self.notes,
+        )

@@ -9,12 +9,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from bringup.engines.base import Engine, get_engine
-from bringup.engines.scenario import scenario_engine
-from bringup.helptext import HelpSpec, bundled_help
-from bringup.knowledge_files import KnowledgeFileError
+from bringup.helptext import HelpSpec
 from bringup.probes import KnownAnswer
 
 ENGINES = ("vllm", "sglang")
@@ -32,31 +29,25 @@ class Target:
     spec: HelpSpec | None
     version: str | None
     answers: list[KnownAnswer] = field(default_factory=list)
-    scenario: Any = None  # bringup.scenario Scenario, when replaying one
-    scenario_path: Path | None = None
-
-    @property
-    def is_scenario(self) -> bool:
-        return self.scenario is not None
 
 
 def resolve_target(engine: str | None = None, model: str | None = None, scenario: Path | None = None,
                    python: str | None = None, time_scale: float = 0.01) -> Target:
     if scenario is not None:
-        from bringup.scenario import ScenarioError, load_scenario
+        # The test double, behind the engine interface: the only place that names it.
+        from bringup.engines.scenario import ScenarioLoadError, scenario_engine
 
-        try:
-            sc = load_scenario(Path(scenario))
-        except (ScenarioError, KnowledgeFileError, FileNotFoundError) as e:
-            raise TargetError(f"scenario {scenario}: {e}") from e
-        if engine and engine != sc.engine:
-            raise TargetError(f"--engine {engine} contradicts the scenario's engine {sc.engine}; drop --engine")
         if time_scale <= 0:
             raise TargetError("--time-scale must be positive")
-        eng = scenario_engine(Path(scenario), sc.engine, time_scale, python)
-        answers = [KnownAnswer(a.prompt, a.expected) for a in sc.answers]
-        return Target(eng, model or sc.model.name, bundled_help(sc.engine, sc.engine_version), sc.engine_version,
-                      answers, sc, Path(scenario))
+        try:
+            eng = scenario_engine(Path(scenario), time_scale, python)
+        except ScenarioLoadError as e:
+            raise TargetError(f"scenario {scenario}: {e}") from e
+        if engine and engine != eng.log_dialect:
+            raise TargetError(f"--engine {engine} contradicts the scenario's engine {eng.log_dialect}; drop --engine")
+        answers = [KnownAnswer(p, e) for p, e in eng.known_answers()]
+        version = eng.version()
+        return Target(eng, model or eng.default_model() or "", eng.help_spec(version), version, answers)
     if not engine:
         raise TargetError("say which engine: --engine vllm or --engine sglang (or --scenario FILE)")
     if engine not in ENGINES:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import queue
-import re
 import threading
 import time
 from collections.abc import Callable
@@ -22,13 +21,11 @@ from bringup.candidate import Candidate, FlagError, parse_flags
 from bringup.engines.base import Engine, later_phase
 from bringup.helptext import HelpSpec
 from bringup.knowledge_files import phase_index, probe_implicates
-from bringup.outcome import Outcome, OverrideRecord, ProbeRecord, Timings
-from bringup.probes import ProbeConfig, ProbeResult, ProbeRunner
+from bringup.outcome import Outcome, OverrideRecord, ProbeResult, Timings
+from bringup.probes import ProbeConfig, ProbeRunner
 from bringup.process import LogLine, ServerProcess, free_port, port_is_free
 from bringup.secrets import Redactor, redact_argv, redact_flags
 from bringup.signatures import Classification, Matcher, classify
-
-_CLOCK = re.compile(r"\[scenario-clock\] t=([0-9.]+)")
 
 
 @dataclass
@@ -284,7 +281,7 @@ class Trial:
         texts = [ln.text for ln in self.lines]
         out.exit_code = server.proc.returncode
         out.bench = self.bench
-        out.probes = [ProbeRecord(**r.to_json()) for r in probe_results]
+        out.probes = list(probe_results)
         eff = self.engine.effective(texts, self.cand.flag_dict, self.spec)
         out.effective = {k: _jsonable(v) for k, v in eff.values.items()}
         out.overrides = [OverrideRecord(**o.to_json()) for o in eff.overrides]
@@ -292,14 +289,13 @@ class Trial:
                                         effective=_jsonable(o.effective), evidence=o.evidence)
                          for o in out.overrides]
         out.warnings = _warnings(texts, self.matcher)
-        clocks = [float(m.group(1)) for t in texts for m in [_CLOCK.search(t)] if m]
         out.timings = Timings(
             to_ready=(t_ready - t_launch) if t_ready else None,
             total=t_end - t_start,
             probes=(probe_t[1] - probe_t[0]) if probe_t else None,
             teardown=teardown.seconds if teardown else None,
             fatal_to_teardown=(t_end - t_event) if t_event is not None else None,
-            simulated=max(clocks) if clocks else None,
+            simulated=self.engine.launch_seconds(texts),
             overhead=t_launch - t_start,
             ready_lag=self._ready_lag,
         )

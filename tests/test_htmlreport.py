@@ -21,8 +21,8 @@ import pytest
 from conftest import group_alive
 
 from bringup.htmlreport import load_tunes, render_html, svg, write_html
-from bringup.outcome import Outcome, ProbeRecord, Timings
-from bringup.run import Attempt, RunResult
+from bringup.outcome import Outcome, ProbeResult, Timings
+from bringup.results import Attempt, Prediction, RunResult
 from bringup.tuning.result import SweepPoint, TunePoint, TuneResult
 
 XSS = "<script>alert(1)</script>"
@@ -37,7 +37,7 @@ SWEEP = (1, 2, 4, 16, 64, 128)
 
 # -- fixtures: a bring-up run with trial folders, and a tuning session --------------------------
 
-def _trial(run_dir: Path, name: str, status: str, evidence: list[str], probes: list[ProbeRecord]) -> Path:
+def _trial(run_dir: Path, name: str, status: str, evidence: list[str], probes: list[ProbeResult]) -> Path:
     d = run_dir / "trials" / name
     d.mkdir(parents=True)
     (d / "server.log").write_text("starting\n" + "\n".join(evidence) + "\n")
@@ -50,8 +50,8 @@ def _trial(run_dir: Path, name: str, status: str, evidence: list[str], probes: l
 def make_run(run_dir: Path) -> RunResult:
     """Six launches as in the seeds' story; attempt 2's evidence and hint carry hostile text, and
     attempt 3's recorded trial path is stale (the run folder was moved since)."""
-    ok = [ProbeRecord(name="health", passed=True, detail="health 200"),
-          ProbeRecord(name="long-decode", passed=True, detail="256 tokens, 256 finite logprobs")]
+    ok = [ProbeResult(name="health", passed=True, detail="health 200"),
+          ProbeResult(name="long-decode", passed=True, detail="256 tokens, 256 finite logprobs")]
     spec = [  # number, purpose, changes, status, class, phase, evidence, simulated s
         (1, "search", "(baseline)", "fails", "oom-graph-capture", "graph-capture",
          ["Exception: Capture cuda graph failed: CUDA out of memory. Tried to allocate 1.12 GiB."], 683.0),
@@ -61,12 +61,12 @@ def make_run(run_dir: Path) -> RunResult:
          ["AssertionError: FlashAttention v3 Backend requires SM>=80 and SM<=90."], 47.0),
         (4, "screen", "drop --mem-fraction-static, --nsa-decode-backend trtllm", "works", None, None, [], 74.0),
         (5, "search", "drop --mem-fraction-static, --nsa-decode-backend trtllm", "works", None, None, [], 756.0),
-        (6, "explain", "--nsa-decode-backend trtllm", "fails", "oom-graph-capture", "graph-capture",
+        (6, "minimize", "--nsa-decode-backend trtllm", "fails", "oom-graph-capture", "graph-capture",
          ["Exception: Capture cuda graph failed: CUDA out of memory."], 683.0),
     ]
     attempts = []
     for n, purpose, changes, status, cls, phase, ev, sim in spec:
-        probes = ok if status == "works" else [ProbeRecord(name="completion", passed=False, detail=f"500 {XSS}",
+        probes = ok if status == "works" else [ProbeResult(name="completion", passed=False, detail=f"500 {XSS}",
                                                            phase="decode")]
         d = _trial(run_dir, f"{n:02d}-{purpose}-abc{n}", status, ev, probes)
         recorded = str(Path("/nonexistent/old-place/trials") / d.name) if n == 3 else str(d)
@@ -77,7 +77,7 @@ def make_run(run_dir: Path) -> RunResult:
             hint=f"Change the decode attention backend first {XSS} & \"quotes\"" if n == 2 else None))
     return RunResult(
         run_id="20261129-143431-sglang-GLM-5-NVFP4", run_dir=str(run_dir), status="validated", validated=True,
-        launches=5, screening_launches=3, explain_launches=1, simulated_hours=sum(s[-1] for s in spec) / 3600,
+        launches=5, screening_launches=3, minimize_launches=1, simulated_hours=sum(s[-1] for s in spec) / 3600,
         wall_seconds=16.0, final_command=FINAL, final_candidate={}, minimal_fix=["drop --mem-fraction-static",
                                                                                "--nsa-decode-backend trtllm"],
         minimal_fix_str="(drop --mem-fraction-static) --nsa-decode-backend trtllm", minimal_fix_verified=True,
@@ -319,7 +319,7 @@ def test_browser_headline_and_facts(browser):
     assert "zai-org/GLM-5-NVFP4" in h1 and "8 × NVIDIA RTX PRO 6000 Blackwell (SM120)" in h1 and "SGLang" in h1
     assert dom.find("span", "verdict").text() == "Validated"
     line = dom.find("span", "result-line").text()
-    assert "5 launches (3 screening with dummy weights, 2 full) + 1 to explain the fix" in line
+    assert "5 launches (3 screening with dummy weights, 2 full) + 1 to minimize the fix" in line
     assert f"{r.simulated_hours:.2f} simulated hours of launches (15 s real)" in line
     assert dom.find("code", "minimal-fix").text() == r.minimal_fix_str
     cmd = dom.find("pre", "final-command")
@@ -336,7 +336,7 @@ def test_browser_attempt_table(browser):
     assert [c[0] for c in cells] == ["1", "2", "3", "4", "5", "6"]
     assert cells[0][1:6] == ["(baseline)", "full", "fails", "oom-graph-capture", "graph-capture"]
     assert cells[3][3] == "works" and cells[3][6].startswith("all probes passed")
-    assert cells[5][2] == "explain"
+    assert cells[5][2] == "minimize"
     assert cells[1][6].startswith(EVIL[:60])  # the hostile line, shown as text
     assert "min sim." in cells[0][7] and "real" in cells[0][7]
     # A failed attempt's number links to its failure card.
@@ -554,8 +554,8 @@ def test_baseline_judged_before_launch(run_dir):
     r = make_run(run_dir)
     r = r.model_copy(update={
         "attempts": r.attempts[1:],
-        "predictions": [{"flag": "--mem-fraction-static", "level": "0.95", "verdict": "risky",
-                         "reason": "0.95 × 96 GB leaves 3.1 GB <b>for graphs</b>", "facts": {}, "source": "plan"}]})
+        "predictions": [Prediction(flag="--mem-fraction-static", level="0.95", verdict="risky", rule="plan",
+                                   reason="0.95 × 96 GB leaves 3.1 GB <b>for graphs</b>", source="plan")]})
     dom = parse_dom(render_html(run_dir, r, []))
     first = dom.find("table", "attempts").find("tbody").find_all("tr")[0]
     cells = [td.text().strip() for td in first.find_all("td")]

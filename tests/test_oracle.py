@@ -119,7 +119,7 @@ def test_screen_flags_are_the_runs(tmp_path):
     for name in (GLM, QWEN):
         run = Run(RunSettings(scenario=str(scenario_path(name)), time_scale=SCALE), tmp_path / name)
         run.prepare()
-        assert Oracle(run.target.scenario).screen_flags() == run._screen_flags()
+        assert Oracle(run.target.engine.scenario).screen_flags() == run.screening.flags
 
 
 @pytest.mark.parametrize("name, flags", [

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, bringup, group_alive
 
-SCEN = ROOT / "bringup" / "scenarios"
+SCEN = ROOT / "bringup" / "data" / "scenarios"
 SEED = SCEN / "glm5-nvfp4-sm120.yaml"
 CARD = ("--tp 8 --quantization modelopt_fp4 --attention-backend flashinfer --moe-runner-backend "
         "flashinfer_cutlass --kv-cache-dtype fp8_e4m3 --mem-fraction-static 0.95")
@@ -36,7 +36,7 @@ def test_seed_scenario_with_knowledge(tmp_path):
     rc, d = run(tmp_path)
     assert rc == 0 and d["validated"] is True and d["status"] == "validated"
     assert d["launches"] <= 2
-    for key in ("launches", "screening_launches", "explain_launches", "simulated_hours", "final_command",
+    for key in ("launches", "screening_launches", "minimize_launches", "simulated_hours", "final_command",
                 "minimal_fix", "run_dir"):
         assert key in d
     assert "--nsa-decode-backend trtllm" in _fix(d)
@@ -44,8 +44,8 @@ def test_seed_scenario_with_knowledge(tmp_path):
     assert d["final_command"].startswith("python -m sglang.launch_server --model-path zai-org/GLM-5-NVFP4")
     assert "--nsa-decode-backend trtllm" in d["final_command"]
     # the minimal fix was proven: without it the engine NaNs in decode
-    explained = [a for a in d["attempts"] if a["purpose"] == "explain"]
-    assert len(explained) == d["explain_launches"] and any(a["failure_class"] == "nan-output" for a in explained)
+    explained = [a for a in d["attempts"] if a["purpose"] == "minimize"]
+    assert len(explained) == d["minimize_launches"] and any(a["failure_class"] == "nan-output" for a in explained)
     findings = Path(d["run_dir"]) / "FINDINGS.md"
     text = findings.read_text()
     assert "**Result: validated**" in text and "| # | changed from baseline |" in text
@@ -58,7 +58,7 @@ def test_seed_scenario_without_knowledge(tmp_path):
     rc, d = run(tmp_path, "--no-knowledge")
     assert rc == 0 and d["validated"] and d["knowledge"] is False
     assert "--nsa-decode-backend trtllm" in _fix(d)
-    classes = [a["failure_class"] for a in d["attempts"] if a["purpose"] != "explain" and a["status"] != "works"]
+    classes = [a["failure_class"] for a in d["attempts"] if a["purpose"] != "minimize" and a["status"] != "works"]
     # the seeds' traps show up and are named from the log
     assert "oom-graph-capture" in classes and "nan-output" in classes
     # never the same effective configuration twice
@@ -70,15 +70,15 @@ def test_seed_scenario_without_knowledge(tmp_path):
 
 
 def test_second_run_starts_from_the_journal(tmp_path):
-    rc, first = run(tmp_path, "--no-knowledge", "--no-explain")
+    rc, first = run(tmp_path, "--no-knowledge", "--no-minimize")
     assert rc == 0 and first["launches"] >= 2
-    rc, second = run(tmp_path, "--no-knowledge", "--no-explain")
+    rc, second = run(tmp_path, "--no-knowledge", "--no-minimize")
     assert rc == 0 and second["validated"]
     assert second["launches"] == 1 and second["journal_priors"] >= first["launches"]
     assert second["attempts"][0]["status"] == "works"
     assert second["final_candidate"] == first["final_candidate"]
     # --retry-known ignores the journal
-    rc, third = run(tmp_path, "--no-knowledge", "--no-explain", "--retry-known")
+    rc, third = run(tmp_path, "--no-knowledge", "--no-minimize", "--retry-known")
     assert third["journal_priors"] == 0 and third["launches"] == first["launches"]
 
 
@@ -179,7 +179,7 @@ def test_every_shipped_scenario_validates_with_knowledge(tmp_path, name):
 
     sc = load_scenario(SCEN / f"{name}.yaml")
     baseline = getattr(sc, "baseline", None) or ""
-    rc, d = run(tmp_path, "--no-explain", baseline=baseline, scenario=SCEN / f"{name}.yaml")
+    rc, d = run(tmp_path, "--no-minimize", baseline=baseline, scenario=SCEN / f"{name}.yaml")
     assert rc == 0 and d["validated"], d["stop_reason"]
     assert d["launches"] <= 3  # docs/search.md has the per-scenario figures (the most: the tuning scenario, 3)
     for pid_file in Path(d["run_dir"]).glob("trials/*/server.pid"):
@@ -192,10 +192,10 @@ def test_screening_skips_memory_only_changes_when_a_launch_is_short(tmp_path):
     (fewer layers use less memory, so a screen would pass blindly), unless a full launch is long
     (the seeds' 400 GB model), where a screen still catches kernel failures cheaply."""
     tune = SCEN / "tune-llama31-70b-fp8-h200-sglang.yaml"
-    rc, d = run(tmp_path / "a", "--no-explain", "--screen", "auto", scenario=tune,
+    rc, d = run(tmp_path / "a", "--no-minimize", "--screen", "auto", scenario=tune,
                 baseline="--mem-fraction-static 0.92 --cuda-graph-max-bs 256 --max-running-requests 256")
     assert rc == 0 and d["validated"] and d["screening_launches"] == 0 and d["launches"] == 2
     assert d["attempts"][0]["failure_class"] == "oom-graph-capture"
-    rc, d = run(tmp_path / "b", "--no-explain", "--screen", "auto", "--no-knowledge")
+    rc, d = run(tmp_path / "b", "--no-minimize", "--screen", "auto", "--no-knowledge")
     second = d["attempts"][1]
     assert second["purpose"] == "screen" and second["changes"] == "drop --mem-fraction-static"

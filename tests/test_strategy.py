@@ -121,10 +121,10 @@ def test_vary_and_fix_shape_the_space():
 
 
 def _probes(failed: str) -> list:
-    from bringup.outcome import ProbeRecord
+    from bringup.outcome import ProbeResult
 
     names = ["health", "completion", "chat", "known-answers", "long-decode", "batch", "batch-invariance"]
-    return [ProbeRecord(name=n, passed=n != failed) for n in names]
+    return [ProbeResult(name=n, passed=n != failed) for n in names]
 
 
 WRONG = ["--attention-backend", "--moe-backend", "--kv-cache-dtype"]

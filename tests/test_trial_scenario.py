@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from conftest import DATA, ROOT, assert_nothing_left, bringup
 
-SEED = ROOT / "bringup" / "scenarios" / "glm5-nvfp4-sm120.yaml"
+SEED = ROOT / "bringup" / "data" / "scenarios" / "glm5-nvfp4-sm120.yaml"
 CARD = ["--tp", "8", "--quantization", "modelopt_fp4", "--attention-backend", "flashinfer", "--moe-runner-backend",
         "flashinfer_cutlass", "--kv-cache-dtype", "fp8_e4m3"]
 
@@ -77,7 +77,7 @@ def test_kv_dtype_is_forced_whatever_is_asked(tmp_path):
 
 
 def test_garbage_is_wrong_output_through_the_probes_alone(tmp_path):
-    rc, d = trial("--max-model-len", "32768", scenario=ROOT / "bringup" / "scenarios" / "qwen3-30b-a3b-fp8-sm120-vllm.yaml",
+    rc, d = trial("--max-model-len", "32768", scenario=ROOT / "bringup" / "data" / "scenarios" / "qwen3-30b-a3b-fp8-sm120-vllm.yaml",
                   extra=("--runs-dir", str(tmp_path)))
     assert rc == 1 and d["status"] == "wrong-output" and d["failure_class"] == "wrong-output"
     assert d["phase"] in ("decode", "load") and d["timings"]["to_ready"] is not None

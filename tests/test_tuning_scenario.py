@@ -8,8 +8,8 @@ from conftest import ROOT, bringup
 
 from bringup.candidate import parse_flags
 from bringup.scenario import load_scenario, scenario_path
+from bringup.scenario.tuning_oracle import ScenarioOracle
 from bringup.tuning.knobs import Knob, start_point, with_base_levels
-from bringup.tuning.oracle import ScenarioOracle
 from bringup.tuning.tuner import Tuner, grid
 
 TUNE = "tune-llama31-70b-fp8-h200-sglang"
@@ -54,7 +54,7 @@ def test_tuner_reaches_the_grid_optimum_in_a_fraction_of_the_launches():
 
 
 def test_bringup_tune_on_the_scenario_end_to_end(tmp_path):
-    rc, d, _, err = bringup("tune", "--scenario", str(ROOT / "bringup" / "scenarios" / f"{TUNE}.yaml"), "--config",
+    rc, d, _, err = bringup("tune", "--scenario", str(ROOT / "bringup" / "data" / "scenarios" / f"{TUNE}.yaml"), "--config",
                             "--mem-fraction-static 0.92 --cuda-graph-max-bs 256", "--knobs",
                             "mem-fraction-static,cuda-graph-max-bs", "--trials", "3", "--sweep", "4,16",
                             "--concurrency", "16", "--num-prompts", "24", "--input-len", "256", "--output-len", "32",

@@ -142,8 +142,8 @@ def plan_cmd(
     except ValueError as e:
         raise typer.BadParameter(str(e)) from e
     if runs_dir is not None and (runs_dir / "journal.sqlite").is_file():
+        from bringup.identity import hardware_fingerprint
         from bringup.journal import Journal  # noqa: PLC0415
-        from bringup.run import hardware_fingerprint  # noqa: PLC0415
 
         hw_fp = hardware_fingerprint(hardware.facts(hardware.snapshot()), None)
         p = memplan.corrected(p, Journal(runs_dir / "journal.sqlite").plan_errors(hw_fp, engine))

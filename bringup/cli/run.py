@@ -5,8 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from rich.console import Group
 from rich.live import Live
 from rich.table import Table
+from rich.text import Text
 
 from bringup.cli import app
 from bringup.cli._common import err_console, out_console, print_json, runs_root, usage_error
@@ -14,8 +16,9 @@ from bringup.cli.trial import parse_answers
 from bringup.journal import Journal
 from bringup.knowledge_files import KnowledgeFileError
 from bringup.process import Interrupted
-from bringup.run import Run, RunError, RunSettings
-from bringup.space import SpaceError, parse_fix
+from bringup.results import Attempt, Purpose, RunResult
+from bringup.run import QuietObserver, Run, RunError, RunSettings
+from bringup.space import Space, SpaceError, parse_fix
 from bringup.targets import TargetError
 
 
@@ -32,7 +35,7 @@ def default_model() -> Path:
     return path
 
 
-def _table(attempts) -> Table:
+def _table(attempts: list[Attempt]) -> Table:
     t = Table(box=None, header_style="bold")
     for c in ("#", "kind", "changed from baseline", "status", "class / phase", "evidence"):
         t.add_column(c, overflow="fold")
@@ -57,8 +60,8 @@ def run_cmd(
     screen: str = typer.Option("auto", help="Screen kernels with dummy weights and fewer layers: auto, always, never."),
     max_launches: int = typer.Option(12, min=1, help="Launch budget for the search (screens count)."),
     max_hours: float = typer.Option(None, help="Time budget in hours (simulated hours for scenarios)."),
-    explain: bool = typer.Option(True, help="Find the minimal fix by delta debugging (extra launches)."),
-    max_explain_launches: int = typer.Option(8, min=0, help="Launch budget for the minimal fix."),
+    minimize: bool = typer.Option(True, help="Find the minimal fix by delta debugging (extra launches)."),
+    max_minimize_launches: int = typer.Option(8, min=0, help="Launch budget for the minimal fix."),
     retry_known: bool = typer.Option(False, help="Relaunch what already failed here in earlier runs."),
     resume: bool = typer.Option(False, help="Resume a run (the latest, or --run-id)."),
     run_id: str = typer.Option(None, help="With --resume: the run to resume."),
@@ -95,29 +98,12 @@ def run_cmd(
             engine=engine, model=model, scenario=str(scenario) if scenario else None, python=python,
             time_scale=time_scale, baseline=baseline, vary=[v.strip() for v in vary.split(",") if v.strip()] if vary else [],
             fix=fixed, space_file=str(space) if space else None, knowledge=knowledge, screen=screen,
-            max_launches=max_launches, max_hours=max_hours, explain=explain,
-            max_explain_launches=max_explain_launches, retry_known=retry_known, timeout=timeout,
+            max_launches=max_launches, max_hours=max_hours, minimize=minimize,
+            max_minimize_launches=max_minimize_launches, retry_known=retry_known, timeout=timeout,
             hang_timeout=hang_timeout, answers=[(a.prompt, a.expected) for a in parse_answers(answer)],
         )
-    attempts = []
-    live = Live(_table(attempts), console=err_console, refresh_per_second=4, transient=False) if not json_out else None
-    status_line = {"text": ""}
-
-    def on_event(kind: str, data) -> None:
-        if live is None:
-            return
-        if kind == "start":
-            err_console.print(f"run {data['run_id']}: {len(data['space'].factors)} factors, "
-                              f"{data['space'].size():,} configurations in the space"
-                              + (f"; resuming after {data['resumed']} finished trials" if data["resumed"] else ""))
-        elif kind == "launch":
-            status_line["text"] = f"launching #{data['seq']} ({data['purpose']}): {data['changes']}"
-            live.update(_table(attempts))
-        elif kind == "attempt":
-            attempts.append(data)
-            live.update(_table(attempts))
-
-    r = Run(settings, root, run_id=rid, on_event=on_event)
+    live = Live(_table([]), console=err_console, refresh_per_second=4, transient=False) if not json_out else None
+    r = Run(settings, root, run_id=rid, observer=LiveTable(live) if live else QuietObserver())
     try:
         if live:
             with live:
@@ -136,5 +122,49 @@ def run_cmd(
         d["attempts"] = [a.model_dump() for a in result.attempts]
         print_json(d)
     else:
-        out_console.print((Path(result.run_dir) / "FINDINGS.md").read_text(), markup=False, highlight=False)
+        out_console.print(summary(result))
     raise typer.Exit(0 if result.validated else 1)
+
+
+class LiveTable(QuietObserver):
+    """The run's attempts as a table that grows while it runs (on stderr)."""
+
+    def __init__(self, live: Live):
+        self.live = live
+        self.attempts: list[Attempt] = []
+
+    def started(self, run_id: str, run_dir: Path, space: Space, resumed: int) -> None:
+        err_console.print(f"run {run_id}: {len(space.factors)} factors, {space.size():,} configurations in the space"
+                          + (f"; resuming after {resumed} finished trials" if resumed else ""))
+
+    def launching(self, seq: int, purpose: Purpose, changes: str, screen: bool) -> None:
+        self.live.update(_table(self.attempts))
+
+    def attempted(self, attempt: Attempt) -> None:
+        self.attempts.append(attempt)
+        self.live.update(_table(self.attempts))
+
+
+def summary(r: RunResult) -> Group:
+    """The end of the main job in the terminal: the result, the command, the fix, where to read more."""
+    style = "bold green" if r.validated else "bold red"
+    head = Text.assemble(("validated" if r.validated else r.status.replace("-", " "), style),
+                         f" after {r.launches} launch{'es' if r.launches != 1 else ''}"
+                         + (f" ({r.screening_launches} screens)" if r.screening_launches else "")
+                         + (f" + {r.minimize_launches} to minimize the fix" if r.minimize_launches else "")
+                         + (f", {r.simulated_hours:.2f} simulated hours" if r.simulated_hours is not None else "")
+                         + f": {r.stop_reason}")
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="dim")
+    grid.add_column(overflow="fold")
+    if r.final_command:
+        grid.add_row("command", Text(r.final_command))
+    if r.minimal_fix_str:
+        grid.add_row("minimal fix", Text(r.minimal_fix_str + ("" if r.minimal_fix_verified else " (not minimised)")))
+    grid.add_row("baseline", Text(r.baseline_command))
+    findings = Path(r.run_dir) / "FINDINGS.md"
+    grid.add_row("findings", Text(str(findings)))
+    html = Path(r.run_dir) / "report.html"
+    if html.exists():
+        grid.add_row("report", Text(str(html)))
+    return Group(head, grid)

@@ -41,7 +41,7 @@ def space_cmd(
     st = r.strategy
     rows = []
     for f in r.space.factors:
-        base = st._base_level(f)
+        base = st.base_level(f)
         if f.name in st.frozen:
             value, why = st.frozen[f.name]
             rows.append({"flag": f.name, "level": "any", "baseline": True, "effective": value, "p_bad": None,

@@ -12,12 +12,12 @@ from rich.table import Table
 from bringup.candidate import Candidate, FlagError, parse_flags
 from bringup.cli import app
 from bringup.cli._common import err_console, out_console, print_json, runs_root, usage_error
+from bringup.identity import gather_facts, hardware_fingerprint, model_identity
 from bringup.journal import Journal
 from bringup.knowledge_files import KnowledgeFileError
 from bringup.loadgen import BenchConfig
 from bringup.loadgen.config import parse_slos
 from bringup.process import Interrupted
-from bringup.run import gather_facts, hardware_fingerprint, model_identity
 from bringup.targets import TargetError, resolve_target
 from bringup.tuning.knobs import (
     KnobError,
@@ -96,7 +96,7 @@ def tune_cmd(
     except FlagError as e:
         raise usage_error(f"--config: {e}") from None
     knob_list = with_base_levels(knob_list, base.flag_dict)
-    hw_fp = hardware_fingerprint(facts, target.scenario.name if target.is_scenario else None)
+    hw_fp = hardware_fingerprint(facts, target.engine.identity_scope())
     model_id = model_identity(target)
     tune_id = time.strftime("tune-%Y%m%d-%H%M%S")
     if run_id is None:
@@ -109,8 +109,8 @@ def tune_cmd(
     tune_dir.mkdir(parents=True, exist_ok=True)
     cfg = BenchConfig(url="http://127.0.0.1:1", concurrency=concurrency, num_prompts=num_prompts, input_len=input_len,
                       output_len=output_len, seed=seed, slos=slos, warmup=1,
-                      tokenizer="auto" if not target.is_scenario else "words")
-    ts = time_scale if target.is_scenario else 1.0
+                      tokenizer=target.engine.tokenizer_kind)
+    ts = time_scale if target.engine.simulated else 1.0
     ev = LaunchEvaluator(target, base, cfg, tune_dir, journal, run_id, hw_fp, model_id, time_scale=ts,
                          timeout=timeout, objective=objective if objective != "pareto" else "throughput")
     table = Table(box=None, header_style="bold")

@@ -15,7 +15,7 @@ import sys
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -148,6 +148,42 @@ class Engine:
     def help_spec(self, version: str | None = None) -> HelpSpec | None:
         text = self.help_text(version)
         return parse_help(text) if text else None
+
+    # -- what the engine knows about its own machine and clock ---------------------------
+    # A real engine knows nothing beyond its version and --help: the machine is read by doctor,
+    # the model from its folder, and a launch costs the seconds it took. A test double that
+    # replays another machine overrides these (bringup/engines/scenario.py), so that no core
+    # module needs to know whether it drives a real engine or a double.
+    simulated: ClassVar[bool] = False  # launch costs are a double's simulated seconds, not wall time
+    tokenizer_kind: ClassVar[str] = "auto"  # the load generator's token counting for its answers
+
+    def machine_facts(self) -> dict[str, Any] | None:
+        """Facts about the machine and model that replace doctor's, or None: read the real ones."""
+        return None
+
+    def identity_scope(self) -> str | None:
+        """A name that keeps journal priors of a replayed machine apart from real ones."""
+        return None
+
+    def model_identity(self, model: str) -> str | None:
+        """The model's identity for the journal, where the engine knows better than its folder."""
+        return None
+
+    def default_model(self) -> str | None:
+        """The model a double replays when none is named (a real engine has none)."""
+        return None
+
+    def known_answers(self) -> list[tuple[str, str]]:
+        """(prompt, expected) pairs the engine's model is known to answer."""
+        return []
+
+    def default_baseline(self) -> str:
+        """The flags a user of this engine starts from when none are given."""
+        return ""
+
+    def launch_seconds(self, lines: list[str]) -> float | None:
+        """Seconds a launch stands for, when the engine's own clock says (None: wall time)."""
+        return None
 
     # -- reading the log -------------------------------------------------------------------
     def phase_of(self, line: str) -> str | None:

@@ -1,7 +1,11 @@
 """The scenario engine as an adapter: launched like an engine, read in its engine's dialect.
 
 A scenario imitates SGLang or vLLM (its `engine` field), so its log is read with that engine's
-phase markers, effective-config parser and signatures: the pipeline runs unchanged.
+phase markers, effective-config parser and signatures: the pipeline runs unchanged. What a
+double knows that a real engine does not (the machine it replays, its simulated clock, its
+model's known answers, the baseline its user starts from) it says through the Engine methods,
+so the core never asks whether it drives a double. This is the only module outside
+``bringup/scenario/`` that imports the double.
 """
 
 from __future__ import annotations
@@ -9,9 +13,15 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, ClassVar
 
 from bringup.candidate import Candidate
 from bringup.engines.base import Engine, EngineInfo, engine_info
+from bringup.helptext import HelpSpec, bundled_help
+
+
+class ScenarioLoadError(ValueError):
+    """A scenario file that cannot be used: what is wrong."""
 
 
 @dataclass
@@ -20,6 +30,10 @@ class ScenarioEngine(Engine):
     dialect: str = "sglang"
     time_scale: float = 0.01
     extra_args: list[str] = field(default_factory=list)
+    scenario: Any = None  # bringup.scenario.schema.Scenario
+
+    simulated: ClassVar[bool] = True
+    tokenizer_kind: ClassVar[str] = "words"
 
     @property
     def info(self) -> EngineInfo:
@@ -30,14 +44,61 @@ class ScenarioEngine(Engine):
         return self.dialect
 
     def launch_argv(self, cand: Candidate, host: str, port: int) -> list[str]:
-        return [self.python, "-m", "bringup.scenario", "serve", "--scenario", str(self.scenario_path),
-                "--time-scale", repr(self.time_scale), *self.extra_args, "--",
-                self.info.model_flag, cand.model, "--host", host, "--port", str(port), *cand.argv_flags()]
+        from bringup.scenario import serve_argv
+
+        flags = [self.info.model_flag, cand.model, "--host", host, "--port", str(port), *cand.argv_flags()]
+        argv = serve_argv(self.scenario_path, flags, self.time_scale, self.python)
+        if self.extra_args:
+            cut = argv.index("--")
+            argv[cut:cut] = self.extra_args
+        return argv
 
     def version(self) -> str | None:  # the scenario says which version it imitates
-        return None
+        return self.scenario.engine_version if self.scenario is not None else None
+
+    def help_spec(self, version: str | None = None) -> HelpSpec | None:
+        return bundled_help(self.dialect, version or self.version())
+
+    def machine_facts(self) -> dict[str, Any] | None:
+        facts = dict(self.scenario.facts())
+        facts.setdefault("model.replicated_gib", getattr(self.scenario.model, "replicated_gib", None) or 0.0)
+        return facts
+
+    def identity_scope(self) -> str | None:
+        return f"scenario:{self.scenario.name}"
+
+    def model_identity(self, model: str) -> str | None:
+        return f"scenario-model:{model}"
+
+    def default_model(self) -> str | None:
+        return self.scenario.model.name
+
+    def known_answers(self) -> list[tuple[str, str]]:
+        return [(a.prompt, a.expected) for a in self.scenario.answers]
+
+    def default_baseline(self) -> str:
+        return getattr(self.scenario, "baseline", None) or ""
+
+    def launch_seconds(self, lines: list[str]) -> float | None:
+        from bringup.scenario import parse_clock
+
+        clocks = [c for line in lines if (c := parse_clock(line)) is not None]
+        return max(clocks) if clocks else None
 
 
-def scenario_engine(path: Path, dialect: str, time_scale: float, python: str | None = None) -> ScenarioEngine:
+def scenario_engine(path: Path, time_scale: float, python: str | None = None) -> ScenarioEngine:
+    """Load a scenario file and wrap it as an engine (ScenarioLoadError when it cannot be used)."""
+    import importlib.util
+
+    from bringup.knowledge_files import KnowledgeFileError
+    from bringup.scenario import ScenarioError, load_scenario
+
+    missing = [m for m in ("starlette", "uvicorn") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise ScenarioLoadError(f"the scenario engine needs {', '.join(missing)}: pip install 'bringup[scenario]'")
+    try:
+        sc = load_scenario(Path(path))
+    except (ScenarioError, KnowledgeFileError, FileNotFoundError) as e:
+        raise ScenarioLoadError(str(e)) from e
     return ScenarioEngine(name="scenario", python=python or sys.executable, scenario_path=Path(path).resolve(),
-                          dialect=dialect, time_scale=time_scale)
+                          dialect=sc.engine, time_scale=time_scale, scenario=sc)

@@ -17,21 +17,21 @@ from urllib.parse import quote
 
 import jinja2
 
-from bringup.htmlreport import svg
+import bringup.htmlreport.svg as svg
 from bringup.knowledge_files import classes
-from bringup.outcome import Outcome, ProbeRecord
-from bringup.report import _machine, _model  # the same wording as FINDINGS.md
+from bringup.outcome import Outcome, OverrideRecord, ProbeResult
+from bringup.report import describe_machine, describe_model  # the same wording as FINDINGS.md
 
 if TYPE_CHECKING:
-    from bringup.run import Attempt, RunResult
+    from bringup.results import Attempt, RunResult
     from bringup.tuning.result import TunePoint, TuneResult
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 REPORT_NAME = "report.html"
 STATUSES = ("works", "fails", "wrong-output", "timeout")
-KINDS = {"search": "full", "screen": "screen", "explain": "explain"}
+KINDS = {"search": "full", "screen": "screen", "minimize": "minimize"}
 KIND_LONG = {"search": "full launch", "screen": "screen (dummy weights, fewer layers)",
-             "explain": "explain (full launch)"}
+             "minimize": "minimize (full launch)"}
 ENGINES = {"sglang": "SGLang", "vllm": "vLLM"}
 EVIDENCE_CHARS = 200  # in the attempt table; the failure cards show every line in full
 
@@ -162,7 +162,7 @@ class FailureCard:
     hint: str
     signature: str
     evidence: list[str]
-    failed_probes: list[ProbeRecord]
+    failed_probes: list[ProbeResult]
     duration: str
     links: Links
 
@@ -186,9 +186,9 @@ class RunView:
     rows: list[AttemptRow]
     timeline: svg.Chart | None
     failures: list[FailureCard]
-    final_probes: list[ProbeRecord]
+    final_probes: list[ProbeResult]
     final_links: Links
-    overrides: list[dict[str, Any]]
+    overrides: list[OverrideRecord]
     chosen: list[tuple[str, str, str]]
     run_id: str
     run_dir: str
@@ -207,7 +207,7 @@ def _short_machine(r: RunResult) -> str:
         except (KeyError, TypeError, ValueError):
             cc = ""
         return f"{f['gpu.count']} × {f['gpu.name']}{cc}"
-    return _machine(r)
+    return describe_machine(r)
 
 
 def _run_view(r: RunResult, report_dir: Path) -> RunView:
@@ -220,24 +220,24 @@ def _run_view(r: RunResult, report_dir: Path) -> RunView:
                  if r.simulated_hours is not None else f"{_secs(real) or '0 s'} of launches")
     plural = "es" if r.launches != 1 else ""
     result_line = (f"{r.launches} launch{plural} ({r.screening_launches} screening with dummy weights, {full} full)"
-                   + (f" + {r.explain_launches} to explain the fix" if r.explain_launches else ""))
+                   + (f" + {r.minimize_launches} to minimize the fix" if r.minimize_launches else ""))
     if r.minimal_fix_str:
         note = ("verified by delta debugging" if r.minimal_fix_verified
-                else "not minimised: the explain budget ran out")
+                else "not minimised: the minimize budget ran out")
     elif r.validated and r.attempts and r.attempts[0].status == "works" and r.attempts[0].changes == "(baseline)":
         note = "the baseline itself works: no fix was needed"
     else:
         note = ""
 
     rows: list[AttemptRow] = []
-    risky = [p for p in r.predictions if p.get("verdict") in ("incompatible", "risky")]
+    risky = [p for p in r.predictions if p.verdict in ("incompatible", "risky")]
     if risky and not any(a.changes == "(baseline)" for a in r.attempts):
-        why = "; ".join(f"{p.get('flag')} {p.get('level')}: {p.get('reason')}" for p in risky[:2])
+        why = "; ".join(f"{p.flag} {p.level}: {p.reason}" for p in risky[:2])
         rows.append(AttemptRow(0, "(baseline, not launched)", "plan", "plan: judged before any launch",
                                "predicted fail", "status-predicted", "", "", _clip(why, EVIDENCE_CHARS), why,
                                "0 s", "", Links(), predicted=True))
     failures: list[FailureCard] = []
-    final_probes: list[ProbeRecord] = []
+    final_probes: list[ProbeResult] = []
     final_links = Links()
     for a in r.attempts:
         trial = _trial_path(a.trial_dir, roots)
@@ -264,17 +264,16 @@ def _run_view(r: RunResult, report_dir: Path) -> RunView:
             failed_probes=[p for p in (outcome.probes if outcome else []) if not p.passed],
             duration=_duration(a), links=links))
 
-    overrides: dict[str, dict[str, Any]] = {}
+    overrides: dict[str, OverrideRecord] = {}
     for a in r.attempts:
         for o in a.overrides:
-            overrides.setdefault(str(o.get("flag")), o)
-    chosen = [(flag, str(d.get("value")), str(d.get("why", "")))
-              for flag, d in (r.strategy_state.get("defaults") or {}).items()]
+            overrides.setdefault(o.flag, o)
+    chosen = [(flag, d.value, d.why) for flag, d in r.strategy_state.defaults.items()]
     return RunView(
         title=f"Bring-up: {r.model} on {_short_machine(r)}, {engine}", validated=r.validated, status=r.status,
         result_line=result_line, time_line=time_line, minimal_fix=r.minimal_fix_str or "",
         minimal_fix_note=note, final_command=r.final_command or "", baseline_command=r.baseline_command,
-        stop_reason=r.stop_reason, machine=_machine(r), model=_model(r), engine=engine,
+        stop_reason=r.stop_reason, machine=describe_machine(r), model=describe_model(r), engine=engine,
         facts=[(k, str(v)) for k, v in sorted(r.facts.items())], rows=rows, timeline=_timeline(r),
         failures=failures, final_probes=final_probes, final_links=final_links,
         overrides=list(overrides.values()), chosen=chosen, run_id=r.run_id, run_dir=r.run_dir)

@@ -43,7 +43,7 @@ _SGLANG_INT = {
 }
 _SGLANG_FLOAT = {"mem_fraction_static", "schedule_conservativeness", "watchdog_timeout", "dist_timeout",
                  "swa_full_tokens_ratio"}
-_NUMBER = re.compile(r"^-?\d+(\.\d+)?([eE][-+]?\d+)?$")
+NUMBER = re.compile(r"^-?\d+(\.\d+)?([eE][-+]?\d+)?$")
 _HUMAN = re.compile(r"^(\d+(?:\.\d+)?)([kmgKMG]?)$")
 
 
@@ -78,7 +78,7 @@ def _vllm_type(opt: HelpOption):
     return None
 
 
-def _type_for(opt: HelpOption, engine: str):
+def type_for(opt: HelpOption, engine: str):
     if engine == "vllm":
         return _vllm_type(opt)
     if opt.dest in _SGLANG_INT:
@@ -133,7 +133,7 @@ def build_parser(spec: HelpSpec, engine: str, help_text: str = "") -> argparse.A
                 kwargs["metavar"] = opt.metavar
             if opt.nargs_many:
                 kwargs["nargs"] = "+"
-            t = _type_for(opt, engine)
+            t = type_for(opt, engine)
             if t is not None:
                 kwargs["type"] = t
             if required.intersection(opt.all_names):
@@ -142,7 +142,7 @@ def build_parser(spec: HelpSpec, engine: str, help_text: str = "") -> argparse.A
     return parser
 
 
-def _vllm_dashes(argv: list[str]) -> list[str]:
+def vllm_dashes(argv: list[str]) -> list[str]:
     """vLLM's FlexibleArgumentParser accepts --max_model_len for --max-model-len."""
     out = []
     for tok in argv:
@@ -169,7 +169,7 @@ def parse_engine_argv(argv: list[str], spec: HelpSpec, engine: str, help_text: s
         sys.stdout.flush()
         raise SystemExit(0)
     if engine == "vllm":
-        argv = _vllm_dashes(argv)
+        argv = vllm_dashes(argv)
     parser = build_parser(spec, engine, help_text)
     ns = parser.parse_args(argv)
     given = vars(ns)
@@ -177,7 +177,7 @@ def parse_engine_argv(argv: list[str], spec: HelpSpec, engine: str, help_text: s
     flags: dict[str, Any] = {}
     order = {}
     for i, tok in enumerate(argv):  # keep the order the user wrote the flags in
-        opt = spec.resolve(tok.split("=", 1)[0]) if tok.startswith("-") and not _NUMBER.match(tok) else None
+        opt = spec.resolve(tok.split("=", 1)[0]) if tok.startswith("-") and not NUMBER.match(tok) else None
         if opt is not None and opt.name not in order:
             order[opt.name] = i
     for name in sorted((k for k in given if k in by_name), key=lambda k: order.get(k, 1 << 30)):

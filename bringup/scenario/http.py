@@ -97,7 +97,7 @@ def _prompts(body: dict) -> list[str]:
     raise BadRequest("prompt must be a string, a list of strings, or token ids", param="prompt")
 
 
-def _chat_prompt(body: dict) -> str:
+def chat_prompt(body: dict) -> str:
     msgs = body.get("messages")
     if not isinstance(msgs, list) or not msgs:
         raise BadRequest("messages must be a non-empty list", param="messages")
@@ -207,7 +207,7 @@ def build_app(rt: Runtime) -> Starlette:
                 raise BadRequest("the request body must be a JSON object")
             model = check_model(body)
             s = _sampling(body, chat)
-            prompts = [_chat_prompt(body)] if chat else _prompts(body)
+            prompts = [chat_prompt(body)] if chat else _prompts(body)
             counts = [check_context(p, s) for p in prompts]
         except BadRequest as e:
             rt.dialect.access(client, "POST", request.url.path, e.status)

@@ -15,10 +15,10 @@ from pydantic import ValidationError
 
 from bringup.conditions import ConditionError, as_number, compile_condition
 from bringup.helptext import HelpOption, HelpSpec, bundled_versions
-from bringup.scenario.engine_args import _type_for, help_for
+from bringup.scenario.engine_args import help_for, type_for
 from bringup.scenario.schema import Scenario
 
-SCENARIO_DIR = Path(__file__).resolve().parent.parent / "scenarios"
+SCENARIO_DIR = Path(__file__).resolve().parent.parent / "data" / "scenarios"
 
 
 class ScenarioError(ValueError):
@@ -86,7 +86,7 @@ def _coerce(opt: HelpOption, value: Any, engine: str, where: str) -> Any:
         if opt.choices and not opt.open_choices and str(v) not in opt.choices:
             raise ScenarioError(f"{where}: {v!r} is not a choice of {opt.name} "
                                 f"(choose from {', '.join(opt.choices)})")
-        t = _type_for(opt, engine)
+        t = type_for(opt, engine)
         if t in (int, float):
             n = as_number(v)
             if n is None or (t is int and n != int(n)):

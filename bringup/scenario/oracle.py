@@ -40,15 +40,15 @@ from bringup.knowledge_files import phase_index
 from bringup.probes import BATCH_PROMPTS, REFERENCE_PROMPT, KnownAnswer, ProbeConfig
 from bringup.scenario.config import EffectiveConfig, compute_config, decide
 from bringup.scenario.engine_args import (
-    _NUMBER,
+    NUMBER,
     Requested,
-    _vllm_dashes,
     build_parser,
     help_for,
     parse_engine_argv,
+    vllm_dashes,
 )
 from bringup.scenario.generate import Generator, Plan, Sampling, count_tokens
-from bringup.scenario.http import _chat_prompt
+from bringup.scenario.http import chat_prompt
 from bringup.scenario.lifecycle import FAIL_AT
 from bringup.scenario.loader import load_scenario
 from bringup.scenario.perf import Load, PerfModel, perf_model_for
@@ -56,7 +56,7 @@ from bringup.scenario.runtime import SERVING_PHASES
 from bringup.scenario.schema import Fail, Hang, Rule, Scenario
 from bringup.scenario.sizing import compute_sizing
 
-# _NUMBER, _vllm_dashes and _chat_prompt are the server's private helpers, imported on purpose:
+# NUMBER, vllm_dashes and chat_prompt are the server's own helpers, shared on purpose:
 # the oracle must parse flags and build prompts exactly as the server does, not as a copy would.
 Status = Literal["works", "fails", "wrong-output", "timeout"]
 HOST, PORT = "127.0.0.1", 30000  # what a trial passes; no rule reads them
@@ -95,17 +95,10 @@ def _reach(o: OracleOutcome) -> int:
 
 
 def screen_flags(scenario: Scenario, layers: int = 4) -> dict[str, FlagValue]:
-    """The flags a screening launch adds (dummy weights, fewer layers), as `Run._screen_flags`
-    builds them for a scenario's engine."""
-    spec = scenario.help_spec()
-    lf = spec.get("--load-format")
-    if lf is None or (lf.choices and "dummy" not in lf.choices):
-        return {}
-    override = json.dumps({"num_hidden_layers": layers})
-    for flag in ("--json-model-override-args", "--hf-overrides"):
-        if spec.get(flag) is not None:
-            return {"--load-format": "dummy", flag: override}
-    return {"--load-format": "dummy"}
+    """The flags a screening launch adds (dummy weights, fewer layers): the run's own."""
+    from bringup.screening import screen_flags as run_screen_flags
+
+    return run_screen_flags(scenario.help_spec(), layers) or {}
 
 
 @dataclass
@@ -195,7 +188,7 @@ def _greedy(max_tokens: int | None, ignore_eos: bool = False, logprobs: int | No
 
 def _chat(prompt: str, max_tokens: int) -> _Req:
     body = {"messages": [{"role": "user", "content": prompt}]}
-    return _Req(_chat_prompt(body), _greedy(max_tokens), None)
+    return _Req(chat_prompt(body), _greedy(max_tokens), None)
 
 
 def _completion(prompt: str, max_tokens: int, ignore_eos: bool = False) -> _Req:
@@ -301,14 +294,14 @@ class Oracle:
         if "-h" in argv or "--help" in argv:  # prints the help and exits: the engine's own way
             return parse_engine_argv(argv, self.spec, self.scenario.engine, self.help_text)
         if self.scenario.engine == "vllm":
-            argv = _vllm_dashes(argv)
+            argv = vllm_dashes(argv)
         if self._parser is None:
             self._parser = build_parser(self.spec, self.scenario.engine, self.help_text)
         given = vars(self._parser.parse_args(argv))
         by_name = {o.name: o for o in self.spec.options}
         order: dict[str, int] = {}
         for i, tok in enumerate(argv):  # keep the order the flags were written in
-            opt = self.spec.resolve(tok.split("=", 1)[0]) if tok.startswith("-") and not _NUMBER.match(tok) else None
+            opt = self.spec.resolve(tok.split("=", 1)[0]) if tok.startswith("-") and not NUMBER.match(tok) else None
             if opt is not None and opt.name not in order:
                 order[opt.name] = i
         flags: dict[str, object] = {}

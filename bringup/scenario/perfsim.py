@@ -54,7 +54,7 @@ Workload = Mapping[str, Any] | BenchConfig
 # before new arrivals join, so a request that arrives as a step starts waits for the next one,
 # as it does in the server.
 _STEP_END, _ARRIVE, _START = 0, 1, 2
-CHAT_TOKENS = 4  # "user", ":", "assistant", ":" around a chat prompt (http.py's _chat_prompt)
+CHAT_TOKENS = 4  # "user", ":", "assistant", ":" around a chat prompt (http.py's chat_prompt)
 
 
 # -- inputs -------------------------------------------------------------------------------------

@@ -1,29 +1,24 @@
 """Driving a scenario server from Python (tests, demos): launch, read the log, tear down.
 
-The server runs as `python -m bringup.scenario serve ...` from an argv list in its own process
-group; its merged stdout/stderr is collected line by line by a reader thread. Leaving the
-context manager kills the process group and waits for it, so nothing is left behind.
+The server is launched exactly as bringup launches any engine: `bringup.process.ServerProcess`
+(an argv list, its own process group, its log streamed line by line), with the argv of
+`bringup.scenario.serve_argv`. Leaving the context manager tears the process group down and
+waits for it, so nothing is left behind.
 """
 
 from __future__ import annotations
 
 import os
 import re
-import signal
-import socket
-import subprocess
-import sys
-import threading
+import tempfile
 import time
 from pathlib import Path
 
+from bringup.process import ServerProcess, free_port
+from bringup.scenario import serve_argv
 from bringup.scenario.logfmt import parse_clock
 
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+__all__ = ["ScenarioProcess", "free_port"]
 
 
 class ScenarioProcess:
@@ -33,14 +28,20 @@ class ScenarioProcess:
         self.port = port or free_port()
         self.host = host
         net = ["--host", host, "--port", str(self.port)] if add_host_port else []
-        self.argv = [sys.executable, "-m", "bringup.scenario", "serve", "--scenario", str(scenario),
-                     "--time-scale", repr(float(time_scale)), "--", *flags, *net]
+        self.argv = serve_argv(scenario, [*flags, *net], time_scale)
         self.env = {**os.environ, **(env or {})}
-        self.proc: subprocess.Popen[str] | None = None
-        self.lines: list[str] = []
-        self._cond = threading.Condition()
-        self._reader: threading.Thread | None = None
+        self.server: ServerProcess | None = None
+        self._tmp = tempfile.TemporaryDirectory(prefix="scenario-")
         self.started_at = 0.0
+
+    @property
+    def proc(self):  # the leader's Popen, for tests that signal or poll it
+        assert self.server is not None, "start() first"
+        return self.server.proc
+
+    @property
+    def lines(self) -> list[str]:
+        return [ln.text for ln in self.server.all_lines] if self.server else []
 
     @property
     def url(self) -> str:
@@ -48,81 +49,52 @@ class ScenarioProcess:
 
     @property
     def text(self) -> str:
-        with self._cond:
-            return "\n".join(self.lines)
+        return "\n".join(self.lines)
 
     def start(self) -> ScenarioProcess:
         self.started_at = time.monotonic()
-        self.proc = subprocess.Popen(self.argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                     bufsize=1, start_new_session=True, env=self.env)
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
+        self.server = ServerProcess(self.argv, Path(self._tmp.name) / "server.log", env=self.env)
         return self
 
-    def _read(self) -> None:
-        assert self.proc is not None and self.proc.stdout is not None
-        for line in self.proc.stdout:
-            with self._cond:
-                self.lines.append(line.rstrip("\n"))
-                self._cond.notify_all()
-        with self._cond:
-            self._cond.notify_all()
+    def _ended(self) -> bool:
+        assert self.server is not None
+        return self.server.proc.poll() is not None and not self.server.reader_alive()
 
     def wait_for(self, pattern: str, timeout: float = 30.0) -> str:
         """The first log line matching `pattern` (a regex); raises TimeoutError with the log tail."""
         rx = re.compile(pattern)
         deadline = time.monotonic() + timeout
         seen = 0
-        with self._cond:
-            while True:
-                for line in self.lines[seen:]:
-                    if rx.search(line):
-                        return line
-                seen = len(self.lines)
-                left = deadline - time.monotonic()
-                exited = self.proc is not None and self.proc.poll() is not None and not (
-                    self._reader and self._reader.is_alive())
-                if left <= 0 or exited:
-                    tail = "\n".join(self.lines[-30:])
-                    raise TimeoutError(f"no line matching {pattern!r} (exited: {exited}); log tail:\n{tail}")
-                self._cond.wait(min(left, 0.1))
+        while True:
+            lines = self.lines
+            for line in lines[seen:]:
+                if rx.search(line):
+                    return line
+            seen = len(lines)
+            exited = self._ended()
+            if time.monotonic() >= deadline or exited:
+                if exited and len(self.lines) > seen:
+                    continue  # the last lines arrived with the exit: read them first
+                tail = "\n".join(self.lines[-30:])
+                raise TimeoutError(f"no line matching {pattern!r} (exited: {exited}); log tail:\n{tail}")
+            time.sleep(0.02)
 
     def wait_exit(self, timeout: float = 30.0) -> int:
-        assert self.proc is not None
-        rc = self.proc.wait(timeout)
-        if self._reader is not None:
-            self._reader.join(5)
+        assert self.server is not None
+        rc = self.server.proc.wait(timeout)
+        self.server.join_reader(5)
         return rc
 
     def clock(self) -> float | None:
         """The last simulated time the server reported."""
-        values = [v for v in (parse_clock(ln) for ln in list(self.lines)) if v is not None]
+        values = [v for v in (parse_clock(ln) for ln in self.lines) if v is not None]
         return values[-1] if values else None
 
     def stop(self) -> None:
-        """Kill the whole process group (SIGTERM, then SIGKILL) and reap it."""
-        if self.proc is None:
-            return
-        if self.proc.poll() is None:
-            for sig, wait in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
-                try:
-                    os.killpg(self.proc.pid, sig)
-                except ProcessLookupError:
-                    break
-                try:
-                    self.proc.wait(wait)
-                    break
-                except subprocess.TimeoutExpired:
-                    continue
-        else:
-            try:  # the leader is gone; make sure no straggler kept the group alive
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-        if self._reader is not None:
-            self._reader.join(5)
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
+        """Tear the whole process group down (SIGTERM, then SIGKILL) and reap it."""
+        if self.server is not None:
+            self.server.terminate(grace=5.0)
+        self._tmp.cleanup()
 
     def __enter__(self) -> ScenarioProcess:
         return self.start()

@@ -66,7 +66,6 @@ class LaunchEvaluator:
     hang_timeout: float = 600.0
     objective: Objective = "goodput"
     seq: int = 0
-    on_event: Callable[[str, Any], None] | None = None
 
     def _scaled_cfg(self, url: str) -> BenchConfig:
         slos = [SLO(metric=x.metric, stat=x.stat, target_s=x.target_s * self.time_scale)
@@ -106,8 +105,6 @@ class LaunchEvaluator:
             res = bench(self._scaled_cfg(url), stop_when=stop_when)
             return res.summary.flat()
 
-        if self.on_event:
-            self.on_event("launch", {"seq": self.seq + 1, "knobs": knobs})
         out, tdir, t0, t1 = self.run_trial(cand, workload, "tune")
         flat = out.bench or {}
         metrics = metrics_from_summary(flat, self.time_scale) if out.works and flat else {}
@@ -169,5 +166,5 @@ def to_result(tuner: Tuner, tune_id: str, run_dir: Path, target: Target, base: C
         best_command=tp(best).command if best else None,
         pareto=[p.number for p in tuner.pareto()], sweep=sweep, launches=tuner.launches,
         grid_size=tuner.grid_size, wall_seconds=time.time() - t0,
-        simulated_hours=(sum(sims) / 3600) if target.is_scenario else None,
+        simulated_hours=(sum(sims) / 3600) if target.engine.simulated else None,
     )

@@ -1,0 +1,105 @@
+"""What a bring-up run returns and records: its attempts and its result (findings.json).
+
+These models are the boundary between the run and everything that reads it afterwards (the
+Markdown and HTML reports, `bringup tune --run`, `--json`), so every field is typed: a report
+never reads a dict by key that nobody promised it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, field_validator, model_validator
+
+from bringup.outcome import OverrideRecord, ProbeResult
+
+Purpose = Literal["search", "screen", "minimize"]
+
+
+class Attempt(BaseModel):
+    number: int
+    purpose: Purpose  # search | screen | minimize (delta debugging)
+    changes: str
+    status: str
+    failure_class: str | None = None
+    phase: str | None = None
+    evidence: str = ""
+    wall_s: float = 0.0
+    simulated_s: float | None = None
+    p_success: float | None = None
+    reasons: list[str] = Field(default_factory=list)
+    trial_dir: str = ""
+    overrides: list[OverrideRecord] = Field(default_factory=list)
+    hint: str | None = None
+    signature: str | None = None
+
+    @field_validator("purpose", mode="before")
+    @classmethod
+    def _renamed(cls, v: Any) -> Any:
+        return "minimize" if v == "explain" else v  # findings written before the rename
+
+
+class Prediction(BaseModel):
+    """What knowledge said about one of the baseline's levels before any launch."""
+
+    flag: str
+    level: str
+    verdict: str  # incompatible | risky | preferred | forced | default
+    reason: str
+    source: str
+    rule: str
+    facts: dict[str, Any] = Field(default_factory=dict)
+    value: Any = None
+
+
+class Pinned(BaseModel):
+    value: str
+    why: str
+
+
+class StrategyState(BaseModel):
+    """The strategy's beliefs at the end of a run, for the report."""
+
+    frozen: dict[str, Pinned] = Field(default_factory=dict)  # the engine uses this value whatever is asked
+    defaults: dict[str, Pinned] = Field(default_factory=dict)  # what the engine picks when a flag is unset
+    bounds: dict[str, list[float | None]] = Field(default_factory=dict)
+    suspects: dict[str, float] = Field(default_factory=dict)
+    notes: list[str] = Field(default_factory=list)
+
+
+class RunResult(BaseModel):
+    run_id: str
+    run_dir: str
+    status: str  # validated | no-working-config | budget | interrupted
+    validated: bool
+    launches: int
+    screening_launches: int
+    minimize_launches: int
+    simulated_hours: float | None
+    wall_seconds: float
+    final_command: str | None
+    final_candidate: dict | None
+    minimal_fix: list[str] = Field(default_factory=list)
+    minimal_fix_str: str | None = None
+    minimal_fix_verified: bool = False
+    stop_reason: str = ""
+    attempts: list[Attempt] = Field(default_factory=list)
+    baseline: dict = Field(default_factory=dict)
+    baseline_command: str = ""
+    predictions: list[Prediction] = Field(default_factory=list)  # before any launch: plan and rule verdicts
+    engine: str = ""
+    engine_version: str | None = None
+    model: str = ""
+    facts: dict = Field(default_factory=dict)
+    strategy_state: StrategyState = Field(default_factory=StrategyState)
+    journal_priors: int = 0
+    knowledge: bool = True
+    final_probes: list[ProbeResult] = Field(default_factory=list)  # the probe ladder on the validated launch
+    warnings: list[str] = Field(default_factory=list)  # non-fatal lines worth knowing, from that launch
+
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "explain_launches" in data and "minimize_launches" not in data:
+            data = {**data, "minimize_launches": data["explain_launches"]}  # findings written before the rename
+        return data

@@ -1,0 +1,64 @@
+"""Screening: a cheap launch (dummy weights, fewer layers) before a full one, and when it pays.
+
+A screen finds kernel failures in a fraction of a full launch but cannot judge memory or
+answers. The strategy asks this policy whether the next candidate is worth screening first;
+the run only carries the decision out.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from bringup.helptext import HelpSpec
+from bringup.results import Attempt
+
+ScreenMode = Literal["auto", "always", "never"]
+LONG_LAUNCH_S = 300  # a full launch this long makes even a memory-only change worth a screen
+BIG_MODEL_GIB = 20
+GAMBLE = 0.6  # below this chance of success, a full launch is a gamble worth screening
+
+
+def screen_flags(spec: HelpSpec | None, layers: int) -> dict[str, Any] | None:
+    """The flags that turn a launch into a screen on this engine version, or None (cannot)."""
+    if spec is None:
+        return None
+    lf = spec.get("--load-format")
+    if lf is None or (lf.choices and "dummy" not in lf.choices):
+        return None
+    shrink = json.dumps({"num_hidden_layers": layers})
+    for flag in ("--json-model-override-args", "--hf-overrides"):
+        if spec.get(flag) is not None:
+            return {"--load-format": "dummy", flag: shrink}
+    return {"--load-format": "dummy"}
+
+
+@dataclass
+class ScreeningPolicy:
+    mode: ScreenMode
+    flags: dict[str, Any] | None  # None: this engine cannot screen
+    weights_gib: float
+    simulated: bool  # launch costs are the engine's simulated seconds
+
+    def cost_s(self, a: Attempt) -> float:
+        """What a launch cost: the engine's simulated seconds, or the real ones."""
+        return (a.simulated_s or 0.0) if self.simulated else a.wall_s
+
+    def worth_it(self, p_success: float, only_numeric: bool, history: list[Attempt]) -> bool:
+        """Screening finds kernel failures in a fraction of a full launch, but cannot judge
+        memory: worth it for big models once a full launch has shown how memory behaves, and
+        while the next candidate is a gamble."""
+        if self.mode == "never" or self.flags is None:
+            return False
+        if self.mode == "always":
+            return True
+        full = [a for a in history if a.purpose == "search"]
+        if any(a.failure_class == "wrong-output" for a in full):
+            return False  # dummy weights cannot check known answers: a screen would pass blindly
+        if only_numeric and max((self.cost_s(a) for a in full), default=0.0) < LONG_LAUNCH_S:
+            # Memory fractions and batch sizes: a screen (fewer layers, less memory) passes them
+            # blindly and only catches a kernel failure the change did not cause; worth a launch
+            # only where a full launch is long (the seeds' 400 GB model: 10 minutes and more).
+            return False
+        return self.weights_gib >= BIG_MODEL_GIB and bool(full) and p_success < GAMBLE
