@@ -91,6 +91,31 @@ def parse_flags(argv: list[str] | str, spec: HelpSpec | None = None) -> dict[str
     return out
 
 
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def parse_env(items: list[str]) -> dict[str, str]:
+    """`NAME=VALUE` items (from --env options or a command line) into a dict, checked."""
+    out: dict[str, str] = {}
+    for it in items:
+        name, sep, value = it.partition("=")
+        if not sep or not _ENV_NAME.match(name):
+            raise FlagError(f"{it!r} is not NAME=VALUE (an environment variable, e.g. VLLM_USE_FLASHINFER_SAMPLER=0)",
+                            name or it)
+        out[name] = value
+    return out
+
+
+def parse_command(text: str | list[str], spec: HelpSpec | None = None) -> tuple[dict[str, FlagValue], dict[str, str]]:
+    """A command as a user writes it, `NAME=VALUE ... --flag x`: leading environment
+    assignments (as a shell reads them), then the engine's flags."""
+    tokens = shlex.split(text) if isinstance(text, str) else list(text)
+    env_tokens: list[str] = []
+    while tokens and not _is_flag_token(tokens[0]) and "=" in tokens[0] and _ENV_NAME.match(tokens[0].split("=")[0]):
+        env_tokens.append(tokens.pop(0))
+    return parse_flags(tokens, spec), parse_env(env_tokens)
+
+
 def render_flags(flags: dict[str, FlagValue]) -> list[str]:
     argv: list[str] = []
     for name, value in flags.items():

@@ -76,3 +76,9 @@ def phase_index(phase: str | None) -> int:
 @lru_cache(maxsize=1)
 def probe_implicates() -> dict[str, list[str]]:
     return dict(load_yaml(DATA / "classes.yaml").get("probe_implicates") or {})
+
+
+@lru_cache(maxsize=1)
+def hang_implicates() -> dict[str, list[str]]:
+    """What a hang implicates, by the phase it hung in (classes.yaml)."""
+    return dict(load_yaml(DATA / "classes.yaml").get("hang_implicates") or {})

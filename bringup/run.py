@@ -18,7 +18,8 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, Field
 
-from bringup.candidate import Candidate, FlagError, change_tokens, parse_flags
+from bringup.candidate import Candidate, FlagError, change_tokens, parse_command
+from bringup.envvars import launch_environment
 from bringup.identity import gather_facts, hardware_fingerprint, model_identity
 from bringup.journal import Journal, TrialRecord
 from bringup.knowledge import Knowledge, memory_model_for
@@ -44,7 +45,8 @@ class RunSettings(BaseModel):
     scenario: str | None = None
     python: str | None = None
     time_scale: float = 0.01
-    baseline: str = ""
+    baseline: str = ""  # NAME=VALUE ... --flag x: the starting command's environment and flags
+    env: dict[str, str] = Field(default_factory=dict)  # more of the starting environment (--env)
     vary: list[str] = Field(default_factory=list)
     fix: dict[str, Any] = Field(default_factory=dict)
     space_file: str | None = None
@@ -113,14 +115,17 @@ class Run:
         t = self.target
         baseline = s.baseline or t.engine.default_baseline()  # a scenario's user starts from its command
         try:
-            flags = parse_flags(baseline, t.spec)
+            flags, env = parse_command(baseline, t.spec)
         except FlagError as e:
             raise RunError(f"--baseline: {e}; check the flag against the engine's --help "
                            f"({t.engine.log_dialect} {t.version})") from None
         for reserved in ("--port", "--host", t.engine.info.model_flag):
             if reserved in flags:
                 raise RunError(f"--baseline must not set {reserved}: bringup sets the model and the port")
-        self.baseline = Candidate.make(t.engine.log_dialect, t.model, flags, label="baseline")
+        # The user's own engine-relevant variables reach every launch: they are part of the
+        # candidate, so a fix is never credited to a flag when a variable did it.
+        env = {**launch_environment(), **env, **s.env}
+        self.baseline = Candidate.make(t.engine.log_dialect, t.model, flags, env, label="baseline")
         self.facts, self.fingerprint = gather_facts(t)
         self.hw_fp = hardware_fingerprint(self.facts, t.engine.identity_scope())
         self.model_id = model_identity(t)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import re
 from dataclasses import dataclass, field
 
 from bringup.candidate import Candidate, FlagValue
@@ -30,14 +31,21 @@ from bringup.signatures import eval_limit, signature_by_id
 from bringup.space import Factor, Space
 
 UNKNOWN_DEFAULT = "<engine default>"
+# A reason that refuses a level, and an engine saying that
+# none of the levels it considered is valid (vLLM: "No valid attention backend found for cuda").
+_REFUSAL = re.compile(r"not supported|unsupported|requires|not available|not valid|invalid|cannot|not compiled|"
+                      r"no kernel|only supported", re.IGNORECASE)
+_NONE_VALID = re.compile(r"\bno (valid|suitable|compatible|available|supported) [\w -]{0,40}?(found|available|for)",
+                         re.IGNORECASE)
 P_INCOMPATIBLE, P_RISKY, P_PREFERRED = 0.97, 0.5, 0.02
 # An untried level is a gamble: on new hardware most alternatives to the defaults fail (the seeds
 # tried 6 that did), so it must earn its place against a suspected default.
 P_UNSET, P_BASELINE, P_OTHER = 0.05, 0.05, 0.35
 P_NEAR_BOUND = 0.45  # a level just past an out-of-memory value: probably still too much
+NEAR_FRACTION = 0.03  # for fractions: "just past" means within this much
 CERTAIN = 0.999
 P_CAUSE = 0.9  # a level whose change alone changed the symptom
-MIN_P_SUCCESS = 0.05  # below this, launching is a waste: say that nothing in the space works
+MIN_P_SUCCESS = 0.01  # below this, launching is a waste: say that nothing left is likely to work
 P_KNOWN_GOOD = 0.95  # a configuration validated before on this machine, engine version and model
 OUTSIDE = 0.8  # this sure that what fails lies outside the space: stop and say so
 
@@ -90,6 +98,8 @@ class Strategy:
     blocked: tuple[str, str] | None = None  # a factor with no level left, and why
     outside: float = 0.0  # probability that what fails lies outside the space (the model, the machine)
     screening: ScreeningPolicy | None = None  # whether a candidate is screened before a full launch
+    moved: dict[str, list[str]] = field(default_factory=dict)  # signature -> numeric factors it moved
+    best_left: Proposal | None = None  # the untried candidate judged too unlikely to launch, if that ended it
 
     def __post_init__(self) -> None:
         for f in self.space.factors:
@@ -171,7 +181,9 @@ class Strategy:
                 return CERTAIN
             if f.name in self.near:
                 v, direction = self.near[f.name]
-                window = 0.06 if v <= 1.0 else v * 0.4
+                # Just below a failed fraction is probably still too much; a step of a few points
+                # is the next thing to try (0.95 failed: 0.90 before 0.85), not a big jump.
+                window = NEAR_FRACTION if v <= 1.0 else v * 0.4
                 if (direction == "lower" and v - window <= num < v) or (direction == "raise" and v < num <= v + window):
                     p = max(p, P_NEAR_BOUND)
         return p
@@ -204,19 +216,27 @@ class Strategy:
         self.observations.append(obs)
         if outcome.status == "works":
             return obs
+        self._refusals(outcome)
         if outcome.status == "timeout" and outcome.failure_class is None:
             return obs  # a deadline, not evidence against any level
-        # 2. Numeric flags the signature says must move (the first one in the space).
+        # 2. Numeric flags the signature says must move: the first one in the space that an earlier
+        # failure of the same signature has not moved yet (when lowering the memory fraction did
+        # not cure a graph-capture OOM, the batch limit is next), else the first again.
         sig = signature_by_id(outcome.signature)
         certain = False
         if sig is not None:
-            for flag, adj in sig.adjust.items():
+            moved = self.moved.setdefault(sig.id, [])
+            order = sorted(sig.adjust.items(), key=lambda kv: self._factor_for(kv[0]) is None
+                           or (self._factor_for(kv[0]).name in moved))  # type: ignore[union-attr]
+            for flag, adj in order:
                 f = self._factor_for(flag)
                 if f is None or f.kind != "number":
                     continue
                 cur = as_number(self.eff(f, flags.get(f.name)))
                 if cur is None:
                     continue
+                if f.name not in moved:
+                    moved.append(f.name)
                 b = self.bounds.setdefault(f.name, [None, None])
                 if adj.direction == "lower":
                     b[1] = cur if b[1] is None else min(b[1], cur)
@@ -278,6 +298,41 @@ class Strategy:
             self._propagate(f, self.eff(f, lv), post, outcome.failure_class or "")
         self._differential(obs, [f for f, _ in suspects])
         return obs
+
+    def _refusals(self, outcome: Outcome) -> None:
+        """An error that names levels of a factor with a reason each ("No valid attention backend
+        found ... Reasons: {FLASH_ATTN: [compute capability not supported], ...}") rules each named
+        level out. When the engine says that no level is valid and no reason depends on another
+        setting in the space (compute capability, head size: the machine's and the model's), nothing
+        in the space can work: the factor is blocked and the search stops at once, quoting the line."""
+        for line in outcome.evidence:
+            for f in self.space.factors:
+                if f.kind != "choice":
+                    continue
+                refused: dict[str, str] = {}
+                for lv in f.levels:
+                    name = str(lv)
+                    m = re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])['\"]?\s*[:=]\s*\[?([^\]\}}]*)", line,
+                                  re.IGNORECASE)
+                    if m and _REFUSAL.search(m.group(1)):
+                        refused[normalise(lv)] = m.group(1).strip(" ,")[:120]
+                if len(refused) < 2:
+                    continue
+                for e in refused:
+                    self.p[(f.name, e)] = max(self.p.get((f.name, e), 0.0), CERTAIN)
+                # Final: no reason depends on another setting the search could change.
+                final = not any(self._names_other_factor(r, f) for r in refused.values())
+                if _NONE_VALID.search(line) and final and self.blocked is None:
+                    self.blocked = (f.name, f"the engine refused every {f.name} it considered, for reasons no "
+                                            f"launch flag in the space changes ({', '.join(sorted(refused))}): "
+                                            f"{line.strip()[:400]}")
+                    self.notes.append(f"{f.name}: refused here: {', '.join(sorted(refused))}")
+
+    def _names_other_factor(self, reason: str, f: Factor) -> bool:
+        """A refusal that depends on another setting (kv_cache_dtype, block size) is not final."""
+        low = reason.lower()
+        return any(g is not f and (g.dest.lower() in low or g.dest.lower().replace("_", " ") in low)
+                   for g in self.space.factors)
 
     @staticmethod
     def _failed_checks(o: Outcome) -> list[tuple[str, str]]:
@@ -362,10 +417,15 @@ class Strategy:
         for cand in known_good:  # a configuration that worked here before: confirm it first
             if self.predicted_key(cand) not in tried:
                 return Decision(cand, P_KNOWN_GOOD, ["validated before on this machine, engine version and model (journal)"])
+        if self.blocked is not None:
+            return Decision(None)  # the evidence says no level of a factor can work here
         if self.outside >= OUTSIDE:
             return Decision(None)  # the evidence points outside what the search can change
         prop = self.propose()
-        if prop is None or prop.p_success < MIN_P_SUCCESS:
+        if prop is not None and prop.p_success < MIN_P_SUCCESS:
+            self.best_left = prop
+            return Decision(None)
+        if prop is None:
             return Decision(None)
         return Decision(prop.candidate, prop.p_success, prop.reasons)
 
@@ -472,6 +532,8 @@ class Strategy:
         fails = [o for o in self.observations if o.outcome.status != "works" and o.source != "journal"]
         if not fails:
             return "nothing was launched"
+        if self.blocked:
+            return f"nothing in the space can work: no level of {self.blocked[0]} can work here: {self.blocked[1]}"
         if self.unexplained:
             o = self.unexplained[-1].outcome
             parts = []
@@ -494,8 +556,12 @@ class Strategy:
             k = o.outcome.failure_class or o.outcome.status
             classes[k] = classes.get(k, 0) + 1
         top = max(classes, key=lambda k: classes[k])
-        return (f"every level that could still work was tried or ruled out; {classes[top]} of {len(fails)} launches "
-                f"failed with {top}")
+        if self.best_left is not None:
+            return (f"the most likely untried configuration ({self.best_left.changes(self.baseline)}) has only "
+                    f"{self.best_left.p_success:.1%} chance of working after {len(fails)} failed launches "
+                    f"({classes[top]} with {top})")
+        return (f"the space is exhausted: every configuration that could still work was launched or ruled out; "
+                f"{classes[top]} of {len(fails)} launches failed with {top}")
 
     def state(self) -> StrategyState:
         return StrategyState(

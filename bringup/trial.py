@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import queue
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -20,7 +21,7 @@ import httpx
 from bringup.candidate import Candidate, FlagError, parse_flags
 from bringup.engines.base import Engine, later_phase
 from bringup.helptext import HelpSpec
-from bringup.knowledge_files import phase_index, probe_implicates
+from bringup.knowledge_files import hang_implicates, phase_index, probe_implicates
 from bringup.outcome import Outcome, OverrideRecord, ProbeResult, Timings
 from bringup.probes import ProbeConfig, ProbeRunner
 from bringup.process import LogLine, ServerProcess, free_port, port_is_free
@@ -316,7 +317,8 @@ class Trial:
             silent = (time.monotonic() - self.lines[-1].t) if self.lines else None
             if status == "hang":
                 out.failure_class = "hang"
-                out.evidence = [ln for ln in texts if ln.strip()][-3:] or ["(the server printed nothing)"]
+                out.evidence = hang_evidence(texts) or ["(the server printed nothing)"]
+                out.implicates = list(hang_implicates().get(reached, []))
                 out.hint = (f"No new log line and not ready for {self.s.hang_timeout:.0f} s in phase {reached}; "
                             "a kernel compile or a collective may be stuck. Raise --hang-timeout if this phase "
                             "is known to be slow, else change what this phase runs.")
@@ -362,6 +364,29 @@ def _jsonable(v):
     if isinstance(v, dict):
         return {str(k): _jsonable(x) for k, x in v.items()}
     return str(v)
+
+
+_PROGRESS = re.compile(r"\d+%\||it/s\]|s/it\]|checkpoint shards|\[\s*\d+/\d+\]")
+_STAMP = re.compile(r"^(\(\w+ pid=\d+\)\s*)?(\w+ \d\d-\d\d \d\d:\d\d:\d\d(\.\d+)? )?(\[[^\]]*\]\s*)*")
+
+
+def hang_evidence(texts: list[str], n: int = 4) -> list[str]:
+    """The last lines before a hang that say what the server was doing: progress bars and lines
+    that only repeat an earlier one (a periodic warning is not progress) do not count, though the
+    repeated line itself is kept once."""
+    out: list[str] = []
+    seen: set[str] = set()
+    for t in reversed(texts):
+        if not t.strip() or _PROGRESS.search(t):
+            continue
+        body = _STAMP.sub("", t.strip())
+        if body in seen:
+            continue
+        seen.add(body)
+        out.append(t.rstrip()[:2000])
+        if len(out) >= n:
+            break
+    return out[::-1]
 
 
 def _warnings(texts: list[str], matcher: Matcher) -> list[str]:

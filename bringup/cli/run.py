@@ -10,6 +10,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from bringup.candidate import FlagError, parse_env
 from bringup.cli import app
 from bringup.cli._common import err_console, out_console, print_json, runs_root, usage_error
 from bringup.cli.trial import parse_answers
@@ -52,7 +53,9 @@ def run_cmd(
     engine: str = typer.Option(None, help="vllm or sglang (default with no model and no scenario: vllm)."),
     model: str = typer.Option(None, help="Model folder or hub id (default: a tiny generated model)."),
     scenario: Path = typer.Option(None, help="Replay a scenario file instead of a real engine."),
-    baseline: str = typer.Option("", help="The starting command's engine flags, e.g. a model card's."),
+    baseline: str = typer.Option("", help="The starting command: 'NAME=VALUE ... --flag x' (environment, then "
+                                 "engine flags), e.g. a model card's."),
+    env: list[str] = typer.Option([], help="An environment variable of the starting command: NAME=VALUE (repeatable)."),
     vary: str = typer.Option(None, help="Only vary these flags (comma-separated)."),
     fix: list[str] = typer.Option([], help="Pin a flag: FLAG=VALUE (repeatable)."),
     space: Path = typer.Option(None, help="A space file (YAML: factors and levels, fixed flags)."),
@@ -92,11 +95,12 @@ def run_cmd(
             engine, model = "vllm", str(default_model())
         try:
             fixed = parse_fix(fix)
-        except SpaceError as e:
-            raise usage_error(str(e)) from None
+            env_vars = parse_env(env)
+        except (SpaceError, FlagError) as e:
+            raise usage_error(f"--fix/--env: {e}") from None
         settings = RunSettings(
             engine=engine, model=model, scenario=str(scenario) if scenario else None, python=python,
-            time_scale=time_scale, baseline=baseline, vary=[v.strip() for v in vary.split(",") if v.strip()] if vary else [],
+            time_scale=time_scale, baseline=baseline, env=env_vars, vary=[v.strip() for v in vary.split(",") if v.strip()] if vary else [],
             fix=fixed, space_file=str(space) if space else None, knowledge=knowledge, screen=screen,
             max_launches=max_launches, max_hours=max_hours, minimize=minimize,
             max_minimize_launches=max_minimize_launches, retry_known=retry_known, timeout=timeout,

@@ -7,9 +7,10 @@ from pathlib import Path
 import typer
 from rich.status import Status
 
-from bringup.candidate import Candidate, FlagError, parse_flags
+from bringup.candidate import Candidate, FlagError, parse_env, parse_flags
 from bringup.cli import app
 from bringup.cli._common import err_console, new_trial_dir, print_json, render_outcome, runs_root, usage_error
+from bringup.envvars import launch_environment
 from bringup.probes import KnownAnswer, ProbeConfig
 from bringup.process import Interrupted
 from bringup.targets import TargetError, resolve_target
@@ -38,6 +39,7 @@ def trial_cmd(
     hang_timeout: float = typer.Option(600.0, help="Seconds without a new log line (not ready) that make a hang."),
     python: str = typer.Option(None, help="Python interpreter of the engine's environment (default: this one)."),
     answer: list[str] = typer.Option([], help="Known answer 'PROMPT=EXPECTED' to check (repeatable)."),
+    env: list[str] = typer.Option([], help="Environment variable for the server: NAME=VALUE (repeatable)."),
     batch: int = typer.Option(8, min=2, help="Concurrent requests in the batch probe."),
     long_tokens: int = typer.Option(256, min=200, help="Tokens in the long greedy decode probe."),
     validate: bool = typer.Option(True, help="Reject flags the engine's --help rejects without launching."),
@@ -66,7 +68,11 @@ def trial_cmd(
             flags = parse_flags(tokens, None)
         except FlagError as e:
             raise usage_error(f"cannot read the engine flags: {e}") from None
-    cand = Candidate.make(target.engine.log_dialect, target.model, flags)
+    try:
+        env_vars = {**launch_environment(), **parse_env(env)}
+    except FlagError as e:
+        raise usage_error(f"--env: {e}") from None
+    cand = Candidate.make(target.engine.log_dialect, target.model, flags, env_vars)
     answers = target.answers + parse_answers(answer)
     settings = TrialSettings(
         timeout=timeout, hang_timeout=hang_timeout, port=port, validate=validate,
