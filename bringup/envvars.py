@@ -538,11 +538,58 @@ def levels(var: EnvVar, suggested: Iterable[str] = ()) -> list[str]:
     return seen
 
 
+_TRUE, _FALSE = ("1", "true", "yes", "y", "on"), ("0", "false", "no", "n", "off")
+
+
+def check_value(var: EnvVar, value: str) -> str | None:
+    """Why ``value`` would be rejected or misread for ``var`` (None: it looks fine).
+
+    vLLM raises on a value outside ``env_with_choices`` ("Invalid value 'x' for NAME. Valid
+    options: [...]") and parses most bools with ``bool(int(...))``, so ``true`` crashes where
+    ``1`` works; SGLang warns and falls back to the default on an unparsable value. A level a
+    search proposes should pass this check.
+    """
+    v = value.strip()
+    if var.choices:
+        if var.type == "list":
+            bad = [x for x in (p.strip() for p in v.split(",")) if x and x not in var.choices]
+        else:
+            bad = [v] if v not in var.choices else []
+        if bad:
+            return f"{var.name}: {', '.join(repr(b) for b in bad)} is not one of {', '.join(var.choices)}"
+        return None
+    if var.type == "bool":
+        if "int(" in var.default_text and not re.fullmatch(r"-?\d+", v):
+            return f"{var.name}: parsed as an integer ({var.default_text}); use 1 or 0"
+        if v.lower() not in _TRUE + _FALSE and not re.fullmatch(r"-?\d+", v):
+            return f"{var.name}: {value!r} is not a boolean; use 1 or 0"
+    elif var.type == "int" and not re.fullmatch(r"[-+]?\d+", v):
+        return f"{var.name}: {value!r} is not an integer"
+    elif var.type == "float":
+        try:
+            float(v)
+        except ValueError:
+            return f"{var.name}: {value!r} is not a number"
+    return None
+
+
+def as_factor(var: EnvVar, suggested: Iterable[str] = (), origin: str = "envvars",
+              group: str | None = None):
+    """A search-space factor (``bringup.space.Factor``, name ``env:NAME``) for ``var``, with
+    :func:`levels` that pass :func:`check_value`; None when there is no level worth trying."""
+    from bringup.space import Factor
+
+    lv = [x for x in levels(var, suggested) if check_value(var, x) is None]
+    if not lv:
+        return None
+    return Factor(var.factor, "env", list(lv), var.name, {}, group, origin)
+
+
 # -- relevance ------------------------------------------------------------------------------------------------
 
 # Weights of rank(): a component named by the evidence outweighs any number of components
 # implied by the class alone; a name match outweighs a description match.
-W_NAMED_BY_LOG, W_ADVISED, W_IMPLICATED_ENV = 1000, 100, 500
+W_NAMED_BY_LOG, W_ADVISED, W_IMPLICATED_ENV, W_NAMED_IN_LOG = 1000, 100, 500, 200
 W_CLASS_VARIABLE, W_EVIDENCE, W_IMPLICATED_FLAG, W_CLASS = 40, 10, 3, 1
 W_IN_NAME, W_IN_TEXT = 3, 1
 
@@ -592,7 +639,7 @@ def _field(failure: Any, name: str, default: Any) -> Any:
 
 
 def rank(variables: Iterable[EnvVar], failure: Any, known: Iterable[str] | None = None,
-         limit: int | None = None, device: str | None = None) -> list[Ranked]:
+         limit: int | None = None, device: str | None = None, log_lines: Iterable[str] = ()) -> list[Ranked]:
     """The variables a failure implicates, most implicated first (only those with a reason).
 
     ``failure`` is an :class:`~bringup.outcome.Outcome` (or anything with ``failure_class``,
@@ -600,6 +647,7 @@ def rank(variables: Iterable[EnvVar], failure: Any, known: Iterable[str] | None 
 
     1. a variable named by the failure's own lines (evidence, hint) ranks first, higher still
        when the line advises a value; one the registry lacks is returned as ``owner="log"``;
+       then one named elsewhere in ``log_lines`` (the whole log, when the caller has it);
     2. a variable the signature implicates (``env:NAME`` in ``implicates``);
     3. a variable ``relevance.yaml`` lists as changed first for the failure class (only among
        ``variables``: a variable this engine lacks is not added);
@@ -617,7 +665,9 @@ def rank(variables: Iterable[EnvVar], failure: Any, known: Iterable[str] | None 
     hint = _field(failure, "hint", None)
     lines = evidence + ([hint] if hint else [])
     pool = {v.name: v for v in variables}
-    found = mentions_in_lines(lines, list(pool) + list(known or ()))
+    known_names = list(pool) + list(known or ())
+    found = mentions_in_lines(lines, known_names)
+    elsewhere = {m.name: m for m in mentions_in_lines(log_lines, known_names)}
     cls = _relevance()[1].get(failure_class, {})
     weight: dict[str, int] = {}
     for c in cls.get("components", ()):
@@ -629,7 +679,7 @@ def rank(variables: Iterable[EnvVar], failure: Any, known: Iterable[str] | None 
     for c in _components_in(" ".join(lines)):
         weight[c] = W_EVIDENCE
     implicated_env = [f[4:] for f in implicates if f.startswith("env:")]
-    for m in found:
+    for m in [*found, *elsewhere.values()]:
         pool.setdefault(m.name, common_vars().get(m.name) or EnvVar(m.name, owner="log"))
     for name in implicated_env:
         pool.setdefault(name, common_vars().get(name) or EnvVar(name, owner="knowledge"))
@@ -640,11 +690,15 @@ def rank(variables: Iterable[EnvVar], failure: Any, known: Iterable[str] | None 
         score = 0.0
         reasons: list[str] = []
         m = by_name.get(name)
-        if m is None and name not in implicated_env and _other_platform(name, device):
+        m_else = elsewhere.get(name) if m is None else None
+        if m is None and m_else is None and name not in implicated_env and _other_platform(name, device):
             continue
         if m is not None:
             score += W_NAMED_BY_LOG + (W_ADVISED if m.action == "set" else 0)
-            reasons.append(f"named by the log: {m.text}")
+            reasons.append(f"named by the failure's lines: {m.text}")
+        elif m_else is not None:
+            score += W_NAMED_IN_LOG + (W_ADVISED if m_else.action == "set" else 0)
+            reasons.append(f"named in the log: {m_else.text}")
         if name in implicated_env:
             score += W_IMPLICATED_ENV
             reasons.append("implicated by the signature")

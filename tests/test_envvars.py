@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import bringup
 
 from bringup.envextract import extract_class_fields, extract_dict_of_getters, type_of_annotation
 from bringup.envvars import (
@@ -28,7 +29,9 @@ from bringup.envvars import (
     KNOWN,
     UNKNOWN,
     EnvVar,
+    as_factor,
     bundled_versions,
+    check_value,
     common_vars,
     env_overrides,
     levels,
@@ -403,7 +406,7 @@ def test_a_variable_named_by_the_log_ranks_first(vllm):
                "implicates": ["env:NCCL_IB_DISABLE"]}
     ranked = rank(_pool(vllm), failure)
     assert [r.var.name for r in ranked[:2]] == ["VLLM_USE_FLASHINFER_SAMPLER", "NCCL_IB_DISABLE"]
-    assert ranked[0].reasons[0].startswith("named by the log")
+    assert ranked[0].reasons[0].startswith("named by the failure's lines")
     # a name the pool lacks is still returned, marked as coming from the log
     odd = rank([], {"failure_class": "unknown", "evidence": ["export SGLANG_SOMETHING_NEW=1"]})
     assert [(r.var.name, r.var.owner) for r in odd] == [("SGLANG_SOMETHING_NEW", "log")]
@@ -438,3 +441,56 @@ def test_common_variables_have_sources():
     assert {"NCCL_P2P_DISABLE", "NCCL_IB_DISABLE", "NCCL_SHM_DISABLE", "NCCL_CUMEM_ENABLE", "NCCL_NVLS_ENABLE",
             "CUDA_LAUNCH_BLOCKING", "TORCH_CUDA_ARCH_LIST", "PYTORCH_CUDA_ALLOC_CONF"} <= set(common_vars())
     assert all(v.get("source") for v in doc["variables"])
+
+
+# -- values, factors, the CLI ------------------------------------------------------------------------------
+
+def test_check_value_follows_how_the_engine_parses(vllm, sglang):
+    sampler = vllm.get("VLLM_USE_FLASHINFER_SAMPLER")  # bool(int(os.environ[...]))
+    assert check_value(sampler, "0") is None
+    assert "integer" in check_value(sampler, "true")
+    assert check_value(vllm.get("VLLM_FLOAT32_MATMUL_PRECISION"), "low") is not None
+    assert check_value(vllm.get("VLLM_FLOAT32_MATMUL_PRECISION"), "high") is None
+    assert check_value(vllm.get("VLLM_CPU_KVCACHE_SPACE"), "4GB") is not None
+    assert check_value(sglang.get("SGLANG_ENABLE_JIT_DEEPGEMM"), "false") is None  # EnvBool accepts it
+    assert check_value(sglang.get("SGLANG_WARMUP_TIMEOUT"), "1800.5") is None
+
+
+def test_as_factor_gives_an_env_factor(vllm):
+    f = as_factor(vllm.get("VLLM_USE_FLASHINFER_SAMPLER"))
+    assert (f.name, f.kind, f.levels, f.is_env) == ("env:VLLM_USE_FLASHINFER_SAMPLER", "env", ["0", "1"], True)
+    assert f.level_in({}, {"VLLM_USE_FLASHINFER_SAMPLER": "0"}) == "0"
+    assert as_factor(vllm.get("VLLM_CPU_KVCACHE_SPACE")) is None
+    assert as_factor(vllm.get("VLLM_CPU_KVCACHE_SPACE"), ["8", "lots"]).levels == ["8"]
+
+
+def test_a_variable_named_elsewhere_in_the_log_ranks_above_components(vllm):
+    failure = {"failure_class": "device-assert", "evidence": ["RuntimeError: CUDA error: device-side assert triggered"]}
+    log = ["INFO starting", "For debugging consider passing CUDA_LAUNCH_BLOCKING=1."]
+    ranked = rank(_pool(vllm), failure, log_lines=log)
+    assert ranked[0].var.name == "CUDA_LAUNCH_BLOCKING" and ranked[0].reasons[0].startswith("named in the log")
+    without = rank(_pool(vllm), failure)
+    assert ranked[0].score > without[0].score
+
+
+def test_env_command(tmp_path):
+
+    log = tmp_path / "server.log"
+    log.write_text("INFO x\nFlashInfer top-p/top-k sampling unavailable: y; falling back. "
+                   "Set VLLM_USE_FLASHINFER_SAMPLER=0 to silence.\n"
+                   "RuntimeError: probability tensor contains either `inf`, `nan` or element < 0\n")
+    rc, data, _, err = bringup("env", "VLLM_USE_FLASHINFER_SAMPLER", "VLLM_ATTENTION_BACKEND", "--log", str(log),
+                               "--json", env={"NCCL_P2P_DISABLE": "1"})
+    assert rc == 0, err
+    assert data["origin"] == "installed" and data["version"] == "0.32.0" and data["variables"] == len(load_registry("vllm"))
+    described = {r["name"]: r for r in data["described"]}
+    assert described["VLLM_USE_FLASHINFER_SAMPLER"]["levels"] == ["0", "1"]
+    assert described["VLLM_ATTENTION_BACKEND"]["status"] == "ignored"
+    assert [(m["name"], m["value"], m["action"]) for m in data["mentions"]] == [("VLLM_USE_FLASHINFER_SAMPLER", "0", "set")]
+    assert data["ranked"][0]["name"] == "VLLM_USE_FLASHINFER_SAMPLER"
+    rc, data, _, err = bringup("env", "--engine", "sglang", "--version", "0.5.23", "--json",
+                               env={"NCCL_P2P_DISABLE": "1", "HF_TOKEN": "hf_secret_value"})
+    assert rc == 0, err
+    mine = {r["name"]: r for r in data["user_env"]}
+    assert mine["NCCL_P2P_DISABLE"] == {"name": "NCCL_P2P_DISABLE", "value": "1", "status": "common"}
+    assert mine["HF_TOKEN"]["value"] == REDACTED and data["origin"] == "snapshot"
