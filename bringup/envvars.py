@@ -294,11 +294,13 @@ _FIND_SPEC = ("import importlib.util, sys\n"
               "print(s.submodule_search_locations[0] if s and s.submodule_search_locations else '')\n")
 
 
+@lru_cache(maxsize=32)
 def locate_package(package: str, python: str | None = None) -> Path | None:
     """The directory of ``package`` as ``python`` would import it, without importing it.
 
     ``importlib.util.find_spec`` of a top-level package only searches ``sys.path``; nothing of the
     package runs. With another interpreter (the engine's own venv) it runs in a subprocess.
+    Cached per (package, interpreter).
     """
     if python is None or os.path.realpath(python) == os.path.realpath(sys.executable):
         import importlib.util
@@ -317,6 +319,7 @@ def locate_package(package: str, python: str | None = None) -> Path | None:
     return Path(text) if out.returncode == 0 and text else None
 
 
+@lru_cache(maxsize=32)
 def installed_version(engine: str, python: str | None = None) -> str | None:
     """The installed version of ``engine`` (its distributions in ``engines.yaml``), or None."""
     from bringup.engines.base import Engine
@@ -392,6 +395,7 @@ _ADVICE = re.compile(r"\b(?P<verb>unset|set|export|setting|passing|pass|launch(?
 _ADVICE_SETTING = re.compile(r"\b(?:try|consider|by|please|recommend(?:ed)?|you can|you may|could)\s+(?:\w+\s+){0,2}setting\b", re.I)
 _VALUEISH = re.compile(r"^(?:-?\d+(?:\.\d+)?|true|false|on|off|yes|no|none)$", re.I)
 _ENV_PREFIX_WORDS = re.compile(r"environment\s+variables?\s*[`'\"]?$", re.I)
+_METAVAR = re.compile(r"--[\w-]+[ =]\[?$")  # argparse usage: "[--hf-token [HF_TOKEN]]" is no variable
 
 
 @lru_cache(maxsize=1)
@@ -445,7 +449,7 @@ def mentions(line: str, known: Iterable[str] | None = None) -> list[Mention]:
             out.append(Mention(name, value, action, m.group(0)))
     for m in _BARE.finditer(line):
         name = m.group("name")
-        if name in seen or not recognised(name, m.start(), False):
+        if name in seen or not recognised(name, m.start(), False) or _METAVAR.search(line[: m.start()]):
             continue
         seen.add(name)
         out.append(Mention(name, None, _advice(line[: m.start()]), m.group(0)))

