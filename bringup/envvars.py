@@ -300,9 +300,10 @@ def locate_package(package: str, python: str | None = None) -> Path | None:
 
     ``importlib.util.find_spec`` of a top-level package only searches ``sys.path``; nothing of the
     package runs. With another interpreter (the engine's own venv) it runs in a subprocess.
-    Cached per (package, interpreter).
+    Cached per (package, interpreter). Paths are compared unresolved: two venvs' ``python`` links
+    resolve to the same base interpreter but see different packages.
     """
-    if python is None or os.path.realpath(python) == os.path.realpath(sys.executable):
+    if python is None or os.path.abspath(python) == os.path.abspath(sys.executable):
         import importlib.util
 
         try:

@@ -129,6 +129,16 @@ def test_locate_package_through_another_interpreter(tmp_path):
     assert reg.origin == "installed" and reg.version == "0.32.0"
 
 
+def test_another_venv_on_the_same_base_interpreter_sees_its_own_packages(tmp_path):
+    """A venv's python links to the same base interpreter as ours but has no vLLM."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "v")], check=True, timeout=120)
+    other = str(tmp_path / "v" / "bin" / "python")
+    assert locate_package("vllm", python=other) is None
+    reg = load_registry("vllm", python=other)
+    assert reg.origin == "none" and reg.version is None
+    assert load_registry("vllm", python=other, version="0.32.0").origin == "snapshot"
+
+
 def test_an_installed_class_fields_registry_with_direct_reads(tmp_path):
     """The installed path for the class-fields layout: the class, its aliases, and the prefixed
     names the package reads itself (a small package laid out as SGLang's)."""
