@@ -137,6 +137,7 @@ class Registry:
     renamed_prefixes: Mapping[str, str] = field(default_factory=dict)
     unknown_warning: str | None = None
     direct_reads: frozenset[str] = frozenset()
+    problem: str = ""  # why the installed registry could not be read (then a snapshot or none)
 
     def __contains__(self, name: object) -> bool:
         return name in self.variables or name in self.direct_reads
@@ -341,31 +342,57 @@ def _parse_installed(engine: str, path: str, mtime: float, scan: bool) -> dict[s
     return doc
 
 
+def _snapshot_for(engine: str, version: str) -> Path | None:
+    """The bundled snapshot for ``version``: exact, else its public part (``0.32.0+cpu`` ->
+    ``0.32.0``), else its release (``0.5.23.post1`` -> ``0.5.23``)."""
+    from packaging.version import InvalidVersion, Version
+
+    names = [version]
+    try:
+        v = Version(version)
+        names += [v.public, v.base_version]
+    except InvalidVersion:
+        pass
+    for name in names:
+        if snapshot_path(engine, name).is_file():
+            return snapshot_path(engine, name)
+    return None
+
+
 def load_registry(engine: str, python: str | None = None, version: str | None = None,
                   package_dir: Path | None = None) -> Registry:
     """The registry of ``engine``: installed source first, then the bundled snapshot, then none.
 
     ``python`` is the engine's interpreter (default: this one); ``version`` asks for a given
     version (when the installed one differs, the snapshot of ``version`` is used);
-    ``package_dir`` names the package directory directly (tests, an unpacked wheel).
+    ``package_dir`` names the package directory directly (tests, an unpacked wheel). A registry
+    file this Python cannot parse falls back to the snapshot, and ``Registry.problem`` says why.
     """
     spec = registry_spec(engine)
     pkg = package_dir or locate_package(spec["package"], python)
+    have = None
+    problem = ""
     if pkg is not None and (Path(pkg) / spec["file"]).is_file():
         have = installed_version(engine, python) if package_dir is None else version
         if version is None or have is None or have == version:
             path = Path(pkg) / spec["file"]
-            doc = _parse_installed(engine, str(path), path.stat().st_mtime, bool(spec.get("scan_direct_reads")))
-            return _registry_from_doc(engine, have or version, doc, "installed", str(path), spec)
+            try:
+                doc = _parse_installed(engine, str(path), path.stat().st_mtime, bool(spec.get("scan_direct_reads")))
+                return _registry_from_doc(engine, have or version, doc, "installed", str(path), spec)
+            except (SyntaxError, ValueError, UnicodeDecodeError) as e:
+                problem = f"{path}: cannot read the registry ({type(e).__name__}: {e})"
+    if version is None and have is None and pkg is not None and package_dir is None:
+        have = installed_version(engine, python)  # installed, but its registry file is elsewhere
+    version = version or have
+    snap = _snapshot_for(engine, version) if version is not None else None
+    if snap is not None:
+        reg = _registry_from_doc(engine, version, load_yaml(snap) or {}, "snapshot", str(snap), spec)
     else:
-        have = None
-    version = version or have or (installed_version(engine, python) if pkg is not None else None)
-    if version is not None and snapshot_path(engine, version).is_file():
-        path = snapshot_path(engine, version)
-        return _registry_from_doc(engine, version, load_yaml(path) or {}, "snapshot", str(path), spec)
-    unknown = spec.get("unknown") or {}
-    return Registry(engine, version, {}, {}, "none", "", tuple(spec.get("prefixes") or ()),
-                    dict(spec.get("renamed_prefixes") or {}), unknown.get("warning"))
+        unknown = spec.get("unknown") or {}
+        reg = Registry(engine, version, {}, {}, "none", "", tuple(spec.get("prefixes") or ()),
+                       dict(spec.get("renamed_prefixes") or {}), unknown.get("warning"))
+    reg.problem = problem
+    return reg
 
 
 def env_overrides(registry: Registry, env: Mapping[str, str]) -> list[OverrideRecord]:

@@ -117,6 +117,17 @@ def test_no_registry_for_an_unknown_version_says_unknown(tmp_path):
     assert {"0.5.23", "0.5.10.post1"} <= set(bundled_versions("sglang"))
 
 
+def test_snapshot_for_a_local_version_and_an_unreadable_registry(tmp_path):
+    # a local version label or a post release finds the release's snapshot
+    assert load_registry("vllm", version="0.32.0+cpu", package_dir=tmp_path).location == \
+        str(snapshot_path("vllm", "0.32.0"))
+    assert load_registry("sglang", version="0.5.23.post1", package_dir=tmp_path).origin == "snapshot"
+    # a registry file this Python cannot parse: the snapshot, and the reason
+    (tmp_path / "envs.py").write_text("environment_variables = {\n  'X': lambda: match case\n")
+    reg = load_registry("vllm", version="0.32.0", package_dir=tmp_path)
+    assert reg.origin == "snapshot" and "SyntaxError" in reg.problem and len(reg) > 300
+
+
 def test_locate_package_through_another_interpreter(tmp_path):
     wrapper = tmp_path / "python"
     wrapper.write_text(f"#!/bin/sh\nexec {sys.executable} \"$@\"\n")
