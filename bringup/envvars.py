@@ -486,16 +486,21 @@ def mentions(line: str, known: Iterable[str] | None = None) -> list[Mention]:
 
 
 def mentions_in_lines(lines: Iterable[str], known: Iterable[str] | None = None) -> list[Mention]:
-    """:func:`mentions` over many lines; a name keeps its first mention that gives a value."""
+    """:func:`mentions` over many lines, one per name in order of first mention; a name keeps
+    its first advised value, else its first value, else its first mention."""
     best: dict[str, Mention] = {}
     order: list[str] = []
     known = list(known or ())
+
+    def strength(m: Mention) -> tuple[bool, bool]:
+        return (m.action == "set" and m.value is not None, m.value is not None)
+
     for line in lines:
         for m in mentions(line, known):
             if m.name not in best:
                 best[m.name] = m
                 order.append(m.name)
-            elif best[m.name].value is None and m.value is not None:
+            elif strength(m) > strength(best[m.name]):
                 best[m.name] = m
     return [best[n] for n in order]
 

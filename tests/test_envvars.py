@@ -400,6 +400,11 @@ def test_mentions_over_lines_and_suggested_values():
     assert suggested_values(found, "VLLM_USE_FLASHINFER_SAMPLER") == ["0"]
     assert suggested_values(mentions("Overriding VLLM_WORKER_MULTIPROC_METHOD to 'spawn'"),
                             "VLLM_WORKER_MULTIPROC_METHOD") == []
+    # a value the engine reports, then advice: the advice wins
+    found = mentions_in_lines(["\tVLLM_CPU_OMP_THREADS_BIND='auto', auto_setup=True",
+                               "Please set VLLM_CPU_OMP_THREADS_BIND=0-1 and retry"])
+    assert [(m.value, m.action) for m in found] == [("0-1", "set")]
+    assert suggested_values(found, "VLLM_CPU_OMP_THREADS_BIND") == ["0-1"]
 
 
 def test_names_in_knowledge_are_known_variables(sglang):
