@@ -1,0 +1,101 @@
+"""``bringup env``: the environment variables an engine version reads, and those a log implicates."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from bringup.cli import app
+from bringup.cli._common import out_console, print_json, usage_error
+from bringup.envvars import (
+    common_vars,
+    levels,
+    load_registry,
+    mentions_in_lines,
+    rank,
+    suggested_values,
+    user_env,
+)
+from bringup.knowledge_files import KnowledgeFileError
+
+
+def _describe(reg, name: str, suggested: list[str]) -> dict:
+    var = reg.get(name)
+    row = {"name": name, "status": reg.status(name), "explain": reg.explain(name)}
+    if var is not None:
+        row.update({"type": var.type, "default": var.default_text if not var.default_known else var.default,
+                    "choices": list(var.choices), "description": var.description, "section": var.section,
+                    "levels": levels(var, suggested), "owner": var.owner})
+    if reg.replacement(name):
+        row["replacement"] = reg.replacement(name)
+    return row
+
+
+@app.command("env")
+def env_cmd(
+    names: list[str] = typer.Argument(None, help="Variables to describe (default: those of your environment)."),
+    engine: str = typer.Option("vllm", help="vllm or sglang."),
+    python: str = typer.Option(None, help="Python interpreter of the engine's environment."),
+    version: str = typer.Option(None, help="An engine version (a bundled snapshot when it is not the installed one)."),
+    log: Path = typer.Option(None, help="A server log: the variables it names, and those its failure implicates."),
+    device: str = typer.Option(None, help="cuda or cpu: leave out other platforms' variables from the ranking."),
+    top: int = typer.Option(10, help="How many ranked variables to show for --log."),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
+    """Describe environment variables as this engine version reads them (type, default, choices,
+    levels), which it ignores, and, with --log, which ones a failure implicates."""
+    try:
+        reg = load_registry(engine, python=python, version=version)
+    except KnowledgeFileError as e:
+        raise usage_error(str(e)) from None
+    head = {"engine": engine, "version": reg.version, "origin": reg.origin, "location": reg.location,
+            "variables": len(reg), "deprecated": len(reg.deprecated)}
+    found, ranked = [], []
+    if log is not None:
+        if not log.is_file():
+            raise usage_error(f"{log} is not a file: give the path of a saved server log")
+        from bringup.explain import explain_file
+
+        lines = log.read_text(errors="replace").splitlines()
+        found = mentions_in_lines(lines, list(reg.variables))
+        outcome = explain_file(log, engine)
+        pool = list(reg.variables.values()) + [v for n, v in common_vars().items() if n not in reg.variables]
+        ranked = rank(pool, outcome, known=list(reg.variables), limit=top, device=device, log_lines=lines)
+        head["failure_class"] = outcome.failure_class
+    rows = [_describe(reg, n, suggested_values(found, n)) for n in (names or [])]
+    mine = user_env() if not names else {}
+    if json_out:
+        print_json({**head, "described": rows,
+                    "user_env": [{"name": k, "value": v, "status": reg.status(k)} for k, v in mine.items()],
+                    "mentions": [{"name": m.name, "value": m.value, "action": m.action, "status": reg.status(m.name),
+                                  "text": m.text} for m in found],
+                    "ranked": [{"name": r.var.name, "score": r.score, "reasons": list(r.reasons),
+                                "status": reg.status(r.var.name),
+                                "levels": levels(r.var, suggested_values(found, r.var.name))} for r in ranked]})
+        raise typer.Exit(0)
+    out_console.print(f"[bold]{engine} {reg.version or '(version unknown)'}[/]: {len(reg)} variables "
+                      f"({reg.origin}{': ' + reg.location if reg.location else ''})")
+    for row in rows:
+        out_console.print(f"\n[bold]{row['name']}[/] ({row['status']}): {row['explain']}")
+        for key in ("type", "default", "choices", "levels", "replacement", "section", "description"):
+            if row.get(key) not in (None, "", []):
+                out_console.print(f"  {key}: {row[key]}")
+    if mine:
+        t = Table("your variable", "value", "status", header_style="bold")
+        for k, v in mine.items():
+            t.add_row(k, v, reg.status(k))
+        out_console.print(t)
+    if found:
+        t = Table("named by the log", "value", "advice", "status", header_style="bold")
+        for m in found:
+            t.add_row(m.name, m.value or "", m.action, reg.status(m.name))
+        out_console.print(t)
+    if ranked:
+        t = Table(f"implicated by {head['failure_class']}", "score", "levels", "why", header_style="bold")
+        for r in ranked:
+            t.add_row(r.var.name, f"{r.score:g}", " ".join(levels(r.var, suggested_values(found, r.var.name))),
+                      ", ".join(r.reasons))
+        out_console.print(t)
+    raise typer.Exit(0)
