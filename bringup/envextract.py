@@ -29,14 +29,19 @@ import operator
 import re
 import sys
 import tokenize
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from bringup.knowledge_files import DATA, KnowledgeFileError, load_yaml
+
 _UNKNOWN = object()  # a default that cannot be worked out statically
 _SEPARATOR = re.compile(r"^\s*(?:[=\-#*~]{3,})(?:\s*(?P<title>.*?)\s*[=\-#*~]{3,})?\s*$")
 _PRAGMA = re.compile(r"^\s*(?:fmt:|noqa|type:|pylint:|isort:|--8<--|pragma)", re.I)
+
+ENV_DATA = DATA / "env"
 
 
 # -- comments --------------------------------------------------------------------------------------
@@ -542,10 +547,34 @@ def snapshot(engine: str, version: str, path: Path, spec: dict[str, Any], origin
     }
 
 
+
+@lru_cache(maxsize=1)
+def registries() -> dict[str, dict[str, Any]]:
+    doc = load_yaml(ENV_DATA / "registries.yaml") or {}
+    if not isinstance(doc, dict):
+        raise KnowledgeFileError(f"{ENV_DATA / 'registries.yaml'}: expected a mapping of engines")
+    for engine, spec in doc.items():
+        for key in ("package", "file", "layout"):
+            if key not in spec:
+                raise KnowledgeFileError(f"{ENV_DATA / 'registries.yaml'}: {engine}: missing `{key}`")
+    return doc
+
+
+def registry_spec(engine: str) -> dict[str, Any]:
+    """Where ``engine`` keeps its registry and how to read it (``registries.yaml``)."""
+    specs = registries()
+    if engine not in specs:
+        raise KnowledgeFileError(f"no environment-variable registry is described for {engine!r}; known: {', '.join(specs)}")
+    return specs[engine]
+
+
+def snapshot_path(engine: str, version: str) -> Path:
+    """The bundled snapshot file of ``engine`` ``version`` (it may not exist)."""
+    return ENV_DATA / f"{engine}-{version}.yaml"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Write a snapshot: ``python -m bringup.envextract ENGINE VERSION PACKAGE_DIR --origin TEXT``."""
-    from bringup.envvars import registry_spec, snapshot_path
-
     ap = argparse.ArgumentParser(description=main.__doc__)
     ap.add_argument("engine")
     ap.add_argument("version")

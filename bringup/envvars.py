@@ -39,11 +39,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from bringup.envextract import ENV_DATA, registries, registry_spec, snapshot_path
 from bringup.knowledge_files import DATA, KnowledgeFileError, load_yaml
 from bringup.outcome import OverrideRecord
 from bringup.secrets import is_secret_name, redact_env
-
-ENV_DATA = DATA / "env"
 
 # What Registry.status answers.
 KNOWN, DEPRECATED, IGNORED, COMMON, FOREIGN, UNKNOWN = "known", "deprecated", "ignored", "common", "foreign", "unknown"
@@ -215,30 +214,6 @@ def _as_env_value(value: Any) -> str:
     return str(value)
 
 
-@lru_cache(maxsize=1)
-def _registries() -> dict[str, dict[str, Any]]:
-    doc = load_yaml(ENV_DATA / "registries.yaml") or {}
-    if not isinstance(doc, dict):
-        raise KnowledgeFileError(f"{ENV_DATA / 'registries.yaml'}: expected a mapping of engines")
-    for engine, spec in doc.items():
-        for key in ("package", "file", "layout"):
-            if key not in spec:
-                raise KnowledgeFileError(f"{ENV_DATA / 'registries.yaml'}: {engine}: missing `{key}`")
-    return doc
-
-
-def registry_spec(engine: str) -> dict[str, Any]:
-    """Where ``engine`` keeps its registry and how to read it (``registries.yaml``)."""
-    specs = _registries()
-    if engine not in specs:
-        raise KnowledgeFileError(f"no environment-variable registry is described for {engine!r}; known: {', '.join(specs)}")
-    return specs[engine]
-
-
-def snapshot_path(engine: str, version: str) -> Path:
-    """The bundled snapshot file of ``engine`` ``version`` (it may not exist)."""
-    return ENV_DATA / f"{engine}-{version}.yaml"
-
 
 def bundled_versions(engine: str) -> list[str]:
     """Versions of ``engine`` whose registry is bundled as a snapshot."""
@@ -324,9 +299,10 @@ def locate_package(package: str, python: str | None = None) -> Path | None:
 @lru_cache(maxsize=32)
 def installed_version(engine: str, python: str | None = None) -> str | None:
     """The installed version of ``engine`` (its distributions in ``engines.yaml``), or None."""
-    from bringup.engines.base import Engine
+    from bringup.installed import distribution_version
 
-    return Engine(engine, python or sys.executable).version()
+    info = (load_yaml(DATA / "engines.yaml") or {}).get(engine) or {}
+    return distribution_version(python or sys.executable, list(info.get("distributions") or [engine]))
 
 
 @lru_cache(maxsize=16)
@@ -360,16 +336,17 @@ def _snapshot_for(engine: str, version: str) -> Path | None:
 
 
 def load_registry(engine: str, python: str | None = None, version: str | None = None,
-                  package_dir: Path | None = None) -> Registry:
+                  package_dir: Path | None = None, installed: bool = True) -> Registry:
     """The registry of ``engine``: installed source first, then the bundled snapshot, then none.
 
     ``python`` is the engine's interpreter (default: this one); ``version`` asks for a given
     version (when the installed one differs, the snapshot of ``version`` is used);
     ``package_dir`` names the package directory directly (tests, an unpacked wheel). A registry
     file this Python cannot parse falls back to the snapshot, and ``Registry.problem`` says why.
+    ``installed=False`` reads the snapshot only (an engine double imitating a version).
     """
     spec = registry_spec(engine)
-    pkg = package_dir or locate_package(spec["package"], python)
+    pkg = package_dir or (locate_package(spec["package"], python) if installed else None)
     have = None
     problem = ""
     if pkg is not None and (Path(pkg) / spec["file"]).is_file():
@@ -429,7 +406,7 @@ _METAVAR = re.compile(r"--[\w-]+[ =]\[?$")  # argparse usage: "[--hf-token [HF_T
 @lru_cache(maxsize=1)
 def _known_prefixes() -> tuple[str, ...]:
     prefixes = set(_common_doc().get("user_prefixes") or [])
-    for spec in _registries().values():
+    for spec in registries().values():
         prefixes.update(spec.get("prefixes") or [])
     return tuple(sorted(prefixes))
 
@@ -771,3 +748,13 @@ def user_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     names = set(doc.get("user_names") or ())
     kept = {k: v for k, v in environ.items() if k in names or k.startswith(prefixes)}
     return dict(sorted(redact_env(kept).items()))
+
+
+def launch_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The user's engine-relevant variables as they reach every launch: part of each candidate,
+    so that the journal, minimizing and the final command see them and a fix is never credited
+    to a flag when a variable did it. Secrets are left out (they still reach the engine through
+    the inherited environment, but never a file), and so is plumbing such as PYTHONPATH or
+    LD_LIBRARY_PATH (`user_names`): it says where things are, not how the engine runs."""
+    prefixes = tuple(_common_doc().get("user_prefixes") or ())
+    return {k: v for k, v in user_env(environ).items() if k.startswith(prefixes) and not is_secret_name(k)}

@@ -19,6 +19,7 @@ from typing import Any, Literal, Protocol
 from pydantic import BaseModel, Field
 
 from bringup.candidate import Candidate, FlagError, change_tokens, parse_command
+from bringup.envfactors import EnvFactors
 from bringup.envvars import launch_environment
 from bringup.identity import gather_facts, hardware_fingerprint, model_identity
 from bringup.journal import Journal, TrialRecord
@@ -135,10 +136,16 @@ class Run:
         self.knowledge = Knowledge(self.facts, t.engine.log_dialect, t.version, enabled=s.knowledge, memory_model=mem)
         self.space: Space = build_space(t.engine.log_dialect, t.spec, self.baseline, vary=s.vary or None,
                                         fix=s.fix or None, space_file=Path(s.space_file) if s.space_file else None)
+        self.env = EnvFactors(t.engine.env_registry(t.version), device=self.facts.get("device"))
+        for f in self.env.initial({k: v for k, v in self.baseline.env_dict.items()
+                                   if self.env.registry.status(k) in ("known", "deprecated", "ignored", "common")}):
+            if f.name not in self.space.names and f.name[4:] not in (s.fix or {}):
+                self.space.factors.append(f)
         w = self.facts.get("model.weights_gib")
         self.screening = ScreeningPolicy(s.screen, screen_flags(t.spec, s.screen_layers), float(w) if w else 0.0,
                                          t.engine.simulated)
-        self.strategy = Strategy(self.space, self.baseline, self.knowledge, t.spec, screening=self.screening)
+        self.strategy = Strategy(self.space, self.baseline, self.knowledge, t.spec, screening=self.screening,
+                                 env=self.env)
         self.answers = [KnownAnswer(p, e) for p, e in s.answers] + list(t.answers)
 
     # -- launching -----------------------------------------------------------------------------

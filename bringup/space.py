@@ -35,6 +35,11 @@ class FactorSpec(BaseModel):
     cost: float = 0.0
     group: str | None = None
     source: str | None = None
+    # The chance that leaving the flag unset (the engine's default) is what fails, before any
+    # evidence; None: the strategy's general prior. Flags whose default rarely breaks a bring-up
+    # (batch limits, collectives) say so, so that merely having them in the space does not make
+    # every candidate look riskier.
+    p_unset: float | None = None
 
 
 @dataclass
@@ -46,6 +51,7 @@ class Factor:
     cost: dict[str, float] = field(default_factory=dict)  # by normalised level
     group: str | None = None
     origin: str = "builtin"  # builtin | vary | space-file
+    p_unset: float | None = None  # prior that the engine default fails (None: the strategy's)
 
     @property
     def is_env(self) -> bool:
@@ -116,7 +122,8 @@ def _factor(spec: FactorSpec, helpspec: HelpSpec | None, origin: str, where: str
     if spec.env:
         if not spec.levels or spec.levels == "choices":
             raise SpaceError(f"{where}: env:{spec.env} needs a list of levels")
-        return Factor("env:" + spec.env, "env", [str(x) for x in spec.levels], spec.env, {}, spec.group, origin)
+        return Factor("env:" + spec.env, "env", [str(x) for x in spec.levels], spec.env, {}, spec.group, origin,
+                      spec.p_unset)
     if not spec.flag:
         raise SpaceError(f"{where}: give `flag` or `env`")
     opt = helpspec.resolve(spec.flag) if helpspec else None
@@ -128,7 +135,8 @@ def _factor(spec: FactorSpec, helpspec: HelpSpec | None, origin: str, where: str
         return None
     cost = {normalise(lv): spec.cost for lv in levels} if spec.cost else {}
     kind = spec.kind if spec.kind != "choice" or opt is None or opt.takes_value else "switch"
-    return Factor(name, kind, levels, opt.dest if opt else name.lstrip("-").replace("-", "_"), cost, spec.group, origin)
+    return Factor(name, kind, levels, opt.dest if opt else name.lstrip("-").replace("-", "_"), cost, spec.group, origin,
+                  spec.p_unset)
 
 
 def build_space(engine: str, helpspec: HelpSpec | None, baseline: Candidate,

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from bringup.candidate import Candidate, FlagValue
 from bringup.conditions import as_number
 from bringup.effective import normalise
+from bringup.envfactors import EnvFactors
 from bringup.helptext import HelpSpec
 from bringup.knowledge import Knowledge
 from bringup.knowledge_files import phase_index
@@ -41,10 +42,12 @@ P_INCOMPATIBLE, P_RISKY, P_PREFERRED = 0.97, 0.5, 0.02
 # An untried level is a gamble: on new hardware most alternatives to the defaults fail (the seeds
 # tried 6 that did), so it must earn its place against a suspected default.
 P_UNSET, P_BASELINE, P_OTHER = 0.05, 0.05, 0.35
+P_UNSET_ENV = 0.01  # a variable left at its default is rarely what breaks a bring-up
 P_NEAR_BOUND = 0.45  # a level just past an out-of-memory value: probably still too much
 NEAR_FRACTION = 0.03  # for fractions: "just past" means within this much
 CERTAIN = 0.999
 P_CAUSE = 0.9  # a level whose change alone changed the symptom
+P_ADVISED = 0.1  # a value the failure's own log line advises ("set X=0"): likely, not certain
 MIN_P_SUCCESS = 0.01  # below this, launching is a waste: say that nothing left is likely to work
 P_KNOWN_GOOD = 0.95  # a configuration validated before on this machine, engine version and model
 OUTSIDE = 0.8  # this sure that what fails lies outside the space: stop and say so
@@ -98,12 +101,16 @@ class Strategy:
     blocked: tuple[str, str] | None = None  # a factor with no level left, and why
     outside: float = 0.0  # probability that what fails lies outside the space (the model, the machine)
     screening: ScreeningPolicy | None = None  # whether a candidate is screened before a full launch
+    env: EnvFactors | None = None  # environment variables: their registry, and when they join the space
     moved: dict[str, list[str]] = field(default_factory=dict)  # signature -> numeric factors it moved
     best_left: Proposal | None = None  # the untried candidate judged too unlikely to launch, if that ended it
 
     def __post_init__(self) -> None:
         for f in self.space.factors:
             if f.is_env:
+                if f.p_unset is None:
+                    f.p_unset = P_UNSET_ENV
+                self._env_defaults(f)
                 continue
             opt = self.spec.get(f.name) if self.spec is not None else None
             if opt is not None and opt.default not in (None, "None", "") and f.kind in ("number", "choice"):
@@ -114,6 +121,46 @@ class Strategy:
             dflt = self.knowledge.prediction(f.name, "default")
             if dflt is not None:
                 self.default_eff[f.name] = (normalise(dflt.value), f"rule {dflt.rule_id}: {dflt.reason}")
+
+    # -- environment variables -------------------------------------------------------------------
+    def _env_defaults(self, f: Factor) -> None:
+        """What an env factor is when unset (the registry's default), and whether the engine reads it."""
+        if self.env is None:
+            return
+        d = self.env.default(f.dest)
+        if d is not None:
+            self.default_eff.setdefault(f.name, (d, "the engine's registry default"))
+        if self.env.ignored(f.dest):
+            value = self.default_eff.get(f.name, (UNKNOWN_DEFAULT, ""))[0]
+            self.frozen[f.name] = (value, f"{f.dest} is not read by this engine version: setting it changes nothing")
+
+    def add_factor(self, f: Factor) -> None:
+        """A factor joins the space mid-run (a variable the evidence called for). Launches
+        already made had it at its default: their identities are recomputed so that none is
+        proposed again under a new name."""
+        if self.space.get(f.name) is not None:
+            return
+        self.space.factors.append(f)
+        if f.is_env:
+            f.p_unset = P_UNSET_ENV if f.p_unset is None else f.p_unset
+            self._env_defaults(f)
+        for o in self.observations:
+            o.key = self.predicted_key(o.candidate)
+
+    def _grow_env(self, outcome: Outcome) -> tuple[list[Factor], list[Factor]]:
+        """Variables this failure calls for join the space: (named by its lines, ranked)."""
+        if self.env is None:
+            return [], []
+        named: list[Factor] = []
+        ranked: list[Factor] = []
+        for prop in self.env.after_failure(outcome, self.space.names):
+            self.add_factor(prop.factor)
+            if prop.advised is not None:
+                key = (prop.factor.name, normalise(prop.advised))
+                self.p[key] = min(self.p.get(key, 1.0), P_ADVISED)
+            (named if prop.named else ranked).append(prop.factor)
+            self.notes.append(f"{prop.factor.name} joined the search space: {prop.why}")
+        return named, ranked
 
     # -- effective values ------------------------------------------------------------------------
     def base_level(self, f: Factor) -> FlagValue | None:
@@ -163,7 +210,7 @@ class Strategy:
         if "preferred" in kinds:
             return P_PREFERRED
         if level is None:
-            return P_UNSET
+            return f.p_unset if f.p_unset is not None else P_UNSET
         base = self.base_level(f)
         if base is not None and normalise(base) == normalise(level):
             return P_BASELINE
@@ -257,6 +304,7 @@ class Strategy:
                     self.near[f.name] = (cur, "raise")
                 certain = True
                 break
+        env_named, env_ranked = self._grow_env(outcome)
         # 3. Bayes over the implicated factors' effective levels.
         suspects: list[tuple[Factor, FlagValue | None]] = []
         # A factor the evidence names ("moe_backend='deep_gemm' is not supported") is the first
@@ -264,7 +312,10 @@ class Strategy:
         text = " ".join(outcome.evidence)
         mentioned = [f.name for f in self.space.factors if not f.is_env
                      and (f.dest + "=" in text or f.dest + ":" in text or f.name + " " in text)]
-        for name in [*mentioned, *outcome.implicates]:
+        # A variable the failure's lines name comes right after the flags they name; those the
+        # failure implicates by its nature come after the signature's own suspects.
+        mentioned += [f.name for f in env_named]
+        for name in [*mentioned, *outcome.implicates, *(f.name for f in env_ranked)]:
             f = self._factor_for(name)
             if f is None or f.name in self.frozen or any(s[0] is f for s in suspects):
                 continue
@@ -288,7 +339,9 @@ class Strategy:
         # Signatures name their suspects strongest first: the k-th gets 1/k of the weight. A failure
         # the probes found (no log line, no signature) says nothing about which kernel: equal weights.
         ranked = outcome.signature is not None or bool(mentioned)
-        ps = [self.p_bad(f, lv) / (rank + 1 if ranked else 1) for rank, (f, lv) in enumerate(suspects)]
+        # Variables the failure implicates only by its nature come last, always weighed by rank.
+        ps = [self.p_bad(f, lv) / (rank + 1 if ranked or f in env_ranked else 1)
+              for rank, (f, lv) in enumerate(suspects)]
         none_bad = math.prod(1 - p for p in ps)
         denom = max(1e-9, 1 - none_bad)
         for (f, lv), p in zip(suspects, ps, strict=True):

@@ -216,3 +216,55 @@ def test_a_low_chance_is_reported_as_such_not_as_an_exhausted_space(monkeypatch)
     assert s.next_launch([], [], set()).candidate is None
     why = s.explain_stop()
     assert why.startswith("the most likely untried configuration (") and "exhausted" not in why
+
+
+def _with_env(engine="vllm", spec=VL, baseline="", facts=None):
+    from bringup.envfactors import EnvFactors
+    from bringup.envvars import load_registry
+
+    base = Candidate.make(engine, "m", parse_flags(baseline, spec))
+    space = build_space(engine, spec, base)
+    kn = Knowledge(facts or {"device": "cuda", "gpu.compute_capability": 12.0}, engine, "0.32.0", enabled=False)
+    env = EnvFactors(load_registry(engine, version="0.32.0", installed=False), device="cuda")
+    return Strategy(space, base, kn, spec, env=env)
+
+
+def test_a_variable_the_log_advises_joins_the_space_and_is_tried_next():
+    s = _with_env()
+    base = s.propose().candidate
+    line = ("RuntimeError: CUDA error: an illegal memory access was encountered in the sampler; "
+            "set VLLM_USE_FLASHINFER_SAMPLER=0 to use the PyTorch sampler instead")
+    s.observe(base, outcome(cls="device-assert", phase="decode", evidence=[line]))
+    assert s.space.get("env:VLLM_USE_FLASHINFER_SAMPLER") is not None
+    p = s.propose()
+    assert p.candidate.env_dict.get("VLLM_USE_FLASHINFER_SAMPLER") == "0"
+    assert any("VLLM_USE_FLASHINFER_SAMPLER" in n and "named by the log" in n for n in s.notes)
+
+
+def test_a_nan_brings_the_sampler_variables_that_no_line_names():
+    s = _with_env()
+    base = s.propose().candidate
+    s.observe(base, outcome(status="wrong-output", cls="nan-output", phase="decode",
+                            evidence=["probe long-decode: NaN logprob at token 17"],
+                            implicates=["--attention-backend", "--kv-cache-dtype"]))
+    added = [f.name for f in s.space.factors if f.origin == "ranked"]
+    assert "env:VLLM_USE_FLASHINFER_SAMPLER" in added and len(added) <= 3
+    # Launches made before a factor joined keep their identity (never proposed again).
+    assert s.observations[0].key == s.predicted_key(base)
+    assert s.propose().key != s.observations[0].key
+
+
+def test_a_variable_this_version_ignores_is_frozen_not_searched():
+    from bringup.envfactors import EnvFactors
+    from bringup.envvars import load_registry
+
+    base = Candidate.make("vllm", "m", {}, {"VLLM_ATTENTION_BACKEND": "FLASHINFER"})
+    env = EnvFactors(load_registry("vllm", version="0.32.0", installed=False), device="cuda")
+    space = build_space("vllm", VL, base)
+    for f in env.initial(base.env_dict):
+        space.factors.append(f)
+    s = Strategy(space, base, Knowledge({"device": "cuda"}, "vllm", "0.32.0", enabled=False), VL, env=env)
+    assert "env:VLLM_ATTENTION_BACKEND" in s.frozen
+    assert "not read by this engine version" in s.frozen["env:VLLM_ATTENTION_BACKEND"][1]
+    # Setting it or not is the same launch: unsetting it is never proposed as a new candidate.
+    assert s.predicted_key(base) == s.predicted_key(base.with_changes({"env:VLLM_ATTENTION_BACKEND": None}))

@@ -28,6 +28,7 @@ from bringup.effective import (
     parse_server_args,
 )
 from bringup.helptext import HelpSpec, parse_help
+from bringup.installed import distribution_version
 from bringup.knowledge_files import DATA, KnowledgeFileError, load_yaml, phase_index
 
 
@@ -110,18 +111,7 @@ class Engine:
 
     # -- version and help ------------------------------------------------------------------
     def version(self) -> str | None:
-        code = (
-            "import importlib.metadata as m\n"
-            f"for d in {self.info.distributions!r}:\n"
-            "    try:\n        print(m.version(d)); break\n"
-            "    except m.PackageNotFoundError: pass\n"
-        )
-        try:
-            out = subprocess.run([self.python, "-c", code], capture_output=True, text=True, timeout=60)
-        except (OSError, subprocess.TimeoutExpired):
-            return None
-        v = out.stdout.strip().splitlines()
-        return v[0] if v else None
+        return distribution_version(self.python, self.info.distributions)
 
     def help_text(self, version: str | None = None) -> str | None:
         """The engine's --help, captured once per version and cached."""
@@ -180,6 +170,12 @@ class Engine:
     def default_baseline(self) -> str:
         """The flags a user of this engine starts from when none are given."""
         return ""
+
+    def env_registry(self, version: str | None):
+        """The environment variables this engine version reads (bringup.envvars.Registry)."""
+        from bringup.envvars import load_registry
+
+        return load_registry(self.log_dialect, self.python, version)
 
     def launch_seconds(self, lines: list[str]) -> float | None:
         """Seconds a launch stands for, when the engine's own clock says (None: wall time)."""

@@ -79,6 +79,12 @@ class ScenarioEngine(Engine):
     def default_baseline(self) -> str:
         return getattr(self.scenario, "baseline", None) or ""
 
+    def env_registry(self, version: str | None):
+        """The imitated version's registry, from bringup's snapshot (never an installed engine's)."""
+        from bringup.envvars import load_registry
+
+        return load_registry(self.dialect, version=version or self.version(), installed=False)
+
     def launch_seconds(self, lines: list[str]) -> float | None:
         from bringup.scenario import parse_clock
 
