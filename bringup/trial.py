@@ -333,9 +333,11 @@ class Trial:
         if status == "wrong-output" and cls.failure_class == "unknown":
             bad = failed_probe
             kind = getattr(bad, "kind", "disagree")
+            # What the engine said it picked (sampler, attention, GEMM) names the components on the
+            # output path: evidence after the probe's own line.
             cls = Classification(
                 "nan-output" if kind == "nan" else "wrong-output", reached,
-                [f"probe {bad.name}: {bad.detail}"] if bad else [],
+                ([f"probe {bad.name}: {bad.detail}"] if bad else []) + self.engine.implementation_lines(texts),
                 "The server answers but its output is not right: "
                 + ("NaN/inf logprobs point at the attention backend or KV dtype." if kind == "nan" else
                    "greedy output must not depend on batch composition or repetition, and known answers must "

@@ -58,6 +58,10 @@ class EngineInfo(BaseModel):
     overrides: list[OverrideRule] = Field(default_factory=list)
     config_aliases: dict[str, str] = Field(default_factory=dict)
     teardown_log: str | None = None
+    # Lines where the engine says which implementation it picked ("Using FlashInfer for top-p &
+    # top-k sampling."): evidence that names a component when output is silently wrong.
+    implementation_log: list[str] = Field(default_factory=lambda: [
+        r"\bUsing\b.{1,80}?\b(backend|kernel|sampler|sampling|GEMM|attention|MoE|all-?reduce)\b"])
 
 
 @lru_cache(maxsize=1)
@@ -197,6 +201,18 @@ class Engine:
             if rx.search(ln):
                 return lines[:i]
         return lines
+
+    def implementation_lines(self, lines: list[str], limit: int = 6) -> list[str]:
+        """The engine's own words about the implementations it picked, first seen first."""
+        out: list[str] = []
+        for line in lines:
+            if any(re.search(p, line) for p in self.info.implementation_log):
+                text = line.strip()[:300]
+                if text not in out:
+                    out.append(text)
+                if len(out) >= limit:
+                    break
+        return out
 
     def is_ready_line(self, line: str) -> bool:
         return bool(self.info.ready_log and re.search(self.info.ready_log, line))
