@@ -11,7 +11,7 @@ LOGS = Path(__file__).parent / "data" / "logs"
 @pytest.mark.parametrize("log, cls, phase, needle", [
     ("sglang-nan-decode.log", "nan-output", "first-request", "probability tensor contains"),
     ("sglang-nsa-fp8-assert.log", "incompatible-options", "graph-capture", "nsa_kv_cache_store_fp8"),
-    ("sglang-graph-oom.log", "oom-graph-capture", "graph-capture", "Capture cuda graph failed"),
+    ("sglang-graph-oom.log", "oom-graph-capture", "graph-capture", "CUDA out of memory. Tried to allocate 1.50 GiB"),
     ("sglang-fa3-sm120.log", "unsupported-hardware", "kv-alloc", "SM>=80 and SM<=90"),
 ])
 def test_explain_sglang_logs(log, cls, phase, needle):
