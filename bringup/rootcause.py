@@ -252,8 +252,11 @@ def match_rules(exc: PyException, engine: str | None, phase_reached: str | None)
         chosen, groups = rule, (m.groupdict() if m else {})
         break
     levels = module_levels(mods, engine)
+    known = known_flags(engine)
+    # A rule lists the flags of every engine; keep those this engine has (when its --help is known).
+    generic = [f for f in (chosen.implicates if chosen else []) if not known or not f.startswith("--") or f in known]
     implicates: list[str] = []
-    for name in [*flags, *levels, *(chosen.implicates if chosen else []), *envs_named(message)]:
+    for name in [*flags, *levels, *generic, *envs_named(message)]:
         if name not in implicates:
             implicates.append(name)
     notes: list[str] = []
@@ -262,9 +265,14 @@ def match_rules(exc: PyException, engine: str | None, phase_reached: str | None)
             notes.append(chosen.note.format(**{k: v for k, v in groups.items() if v is not None}))
         except (KeyError, IndexError, ValueError):
             pass
-    if levels:
-        named = "; ".join(f"{f} {', '.join(v)}" if v else f for f, v in levels.items())
-        notes.append(f"loaded by: {named}")
+    text = f"{exc.type}: {message}"
+    for mod in mods:
+        lv = module_levels([mod], engine)
+        if not lv:
+            continue
+        chosen_by = "; ".join(f"{f} {', '.join(v)}" if v else f for f, v in lv.items())
+        how = "named in the error" if mod.named_in(text) else "raised inside it"
+        notes.append(f"{mod.id} ({how}) is used by: {chosen_by}")
     return RuleMatch(chosen, exc, fphase, implicates, levels, notes)
 
 

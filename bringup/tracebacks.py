@@ -25,6 +25,8 @@ _PREFIXES: tuple[re.Pattern[str], ...] = (
                r"(?P<where>\[?[\w./<>-]+:\d+\]) ?"),
     # SGLang: "[2026-11-30 12:00:00 TP3] ", "[2026-11-30 12:00:00 DP0 TP3 EP3] ", "[2026-11-30 12:00:00] "
     re.compile(r"^\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?: (?P<tag>(?:[A-Z]+\d+ ?)+))?\] ?"),
+    # torch.distributed's rank prefix: "[rank0]: "
+    re.compile(r"^\[(?P<tag>rank\d+)\]: ?"),
     # A bare rank tag: "[TP0] ", "[DP1 TP3] "
     re.compile(r"^\[(?P<tag>(?:[A-Z]+\d+ ?)+)\] ?"),
     # PyTorch's C++ logger: "[W1130 19:31:48.363771280 utils.cpp:68] "
