@@ -186,8 +186,12 @@ NO_EXCEPTION_HINT = ("No Python exception and no known signature in the log: rea
                      "add a signature to bringup/data/signatures/ once the cause is known.")
 
 
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
 def _clean(line: str) -> str:
-    return line.rstrip()[:2000]
+    """The line as the log printed it, without terminal colour codes."""
+    return _ANSI.sub("", line).rstrip()[:2000]
 
 
 def _phase(served: bool, phase_reached: str | None, frames_phase: str | None, known: str | None) -> str | None:

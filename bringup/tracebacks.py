@@ -36,6 +36,7 @@ _PREFIXES: tuple[re.Pattern[str], ...] = (
                r"(?: *[-|]? *(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL)\b)?(?: *[-|:] *| +)"),
 )
 
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")  # vLLM colours its process tags on a terminal
 _TRACEBACK = re.compile(r"Traceback \(most recent call last\):\s*$")
 _CHAIN = re.compile(r"^(The above exception was the direct cause of the following exception:|"
                     r"During handling of the above exception, another exception occurred:)\s*$")
@@ -169,7 +170,7 @@ class LogAnalysis:
 
 def strip_prefix(raw: str) -> tuple[str, str | None, bool, str | None]:
     """The line without log decorations, its process tag, whether it had any, the logger location."""
-    text = raw.rstrip("\n")
+    text = _ANSI.sub("", raw.rstrip("\n"))
     tag: str | None = None
     where: str | None = None
     prefixed = False
