@@ -222,7 +222,22 @@ class RuleMatch:
         return self.rule.priority if self.rule else 0
 
 
-def match_rules(exc: PyException, engine: str | None, phase_reached: str | None) -> RuleMatch:
+def requested_levels(levels: dict[str, list[str]], log_lines: list[str]) -> dict[str, list[str]]:
+    """The module levels this launch asked for, when its log says (vLLM's "non-default args",
+    SGLang's server_args, a command line): a missing flashinfer implicates the flag set to
+    FLASHINFER, not every flag that has a flashinfer level. Empty when the log names none."""
+    config = [ln for ln in log_lines if re.search(r"non-default args|server_args=|Namespace\(|--\w", ln)]
+    out: dict[str, list[str]] = {}
+    for factor, lvls in levels.items():
+        for lv in lvls:
+            q = re.escape(lv)
+            if any(re.search(rf"(['\"=]|\s){q}(['\",)\s]|$)", ln) for ln in config):
+                out.setdefault(factor, []).append(lv)
+    return out
+
+
+def match_rules(exc: PyException, engine: str | None, phase_reached: str | None,
+                log_lines: list[str] | None = None) -> RuleMatch:
     """The first rule that fits the exception, with the factors it implicates."""
     engine = engine or engine_from_frames(exc)
     message = exc.full_message
@@ -252,6 +267,10 @@ def match_rules(exc: PyException, engine: str | None, phase_reached: str | None)
         chosen, groups = rule, (m.groupdict() if m else {})
         break
     levels = module_levels(mods, engine)
+    asked = requested_levels(levels, log_lines or [])
+    if asked:
+        # The launch's own levels first; the other factors that could load it stay as weaker suspects.
+        levels = {**asked, **{f: v for f, v in levels.items() if f not in asked}}
     known = known_flags(engine)
     # A rule lists the flags of every engine; keep those this engine has (when its --help is known).
     generic = [f for f in (chosen.implicates if chosen else []) if not known or not f.startswith("--") or f in known]
@@ -265,6 +284,8 @@ def match_rules(exc: PyException, engine: str | None, phase_reached: str | None)
             notes.append(chosen.note.format(**{k: v for k, v in groups.items() if v is not None}))
         except (KeyError, IndexError, ValueError):
             pass
+    if asked:
+        notes.append("this launch asked for: " + "; ".join(f"{f} {', '.join(v)}" for f, v in asked.items()))
     text = f"{exc.type}: {message}"
     for mod in mods:
         lv = module_levels([mod], engine)

@@ -230,7 +230,7 @@ def classify(lines: list[str], engine: str | None, phase_reached: str | None,
     other_exc_idx = {i for e in analysis.exceptions for i in e.span} - chain_idx
     root_idx = set(root.span)
     candidates = [h for h in hits if not h.signature.generic and h.index not in other_exc_idx]
-    rm = match_rules(root, engine, phase_reached)
+    rm = match_rules(root, engine, phase_reached, lines)
     best = max(candidates, key=lambda h: (h.signature.priority, h.index in root_idx, -h.index), default=None)
     key = root.key_line
     evidence: list[str] = []
