@@ -303,7 +303,11 @@ def describe(exc: PyException) -> str:
     if exc.frames:
         f = exc.frames[-1]
         where = f" in {f.func} ({f.module_path}:{f.line})"
-    msg = exc.full_message.splitlines()[0] if exc.full_message else ""
+    key = exc.key_line
+    if key is not exc.line and exc.message:  # pydantic: the message is on the next line
+        msg = key.text.strip()
+    else:
+        msg = exc.full_message.splitlines()[0] if exc.full_message else ""
     return f"{exc.short_type}{': ' + msg[:160] if msg else ''}{where}"
 
 

@@ -164,9 +164,6 @@ class LogAnalysis:
     def exceptions(self) -> list[PyException]:
         return [e for c in self.chains for e in c.exceptions]
 
-    def by_index(self, i: int) -> LogLine:
-        return self.lines[i]
-
 
 def strip_prefix(raw: str) -> tuple[str, str | None, bool, str | None]:
     """The line without log decorations, its process tag, whether it had any, the logger location."""

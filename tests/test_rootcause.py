@@ -106,6 +106,7 @@ def test_pydantic_message_on_the_next_line_is_the_root_cause_line():
     assert c.evidence[0].startswith("  Value error, max_num_batched_tokens (16)")
     assert c.failure_class == "incompatible-options"  # it names two flags
     assert {"--max-num-batched-tokens", "--max-model-len"} <= set(c.implicates)
+    assert c.root_exception.startswith("ValidationError: Value error, max_num_batched_tokens (16)")
 
 
 def test_continuation_stops_at_the_next_log_record():
