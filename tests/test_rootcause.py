@@ -163,6 +163,16 @@ def test_missing_package_implicates_the_level_that_loads_it(exc, engine, factor,
     assert factor in c.implicates and level in c.implicated_levels[factor]
 
 
+def test_a_value_error_that_asks_for_a_package_is_a_missing_dependency():
+    # transformers 5.19 modeling_utils.py, verbatim
+    c = _one("ValueError: accelerate is required when loading a GGUF file `pip install accelerate`.", engine="transformers")
+    assert c.failure_class == "missing-dependency" and c.signature_id == "rootcause-requires-package"
+
+
+def test_requires_without_an_install_hint_is_not_a_missing_dependency():
+    assert _one("ValueError: this model requires trust_remote_code: pass --trust-remote-code").failure_class == "bad-flag"
+
+
 def test_name_error_of_something_else_is_not_a_missing_dependency():
     assert _one("NameError: name 'foo' is not defined").failure_class == "unknown"
 
