@@ -46,6 +46,7 @@ _CARET = re.compile(r"^\s*[\^~]+\s*$")
 _EXC_LINE = re.compile(r"^(?P<type>(?:[A-Za-z_]\w*\.)*[A-Z]\w*)(?::(?: (?P<msg>.*))?)?\s*$")
 # An exception line outside a traceback must look like an exception's name.
 _EXC_NAME = re.compile(r"(Error|Exception|Exit|Interrupt|Resources|Failure|Fault)$")
+_BENIGN_LEVELS = {"DEBUG", "INFO", "WARNING", "WARN"}
 _NOT_ROOT = {"SystemExit", "KeyboardInterrupt", "GeneratorExit", "CancelledError"}
 _PYDANTIC_HEADER = re.compile(r"^\d+ validation errors? for \w+")
 _MAX_CONTINUATION = 8
@@ -69,6 +70,7 @@ class LogLine:
     tag: str | None  # the process ("EngineCore_DP0 pid=45", "TP3"); None: the main process or unknown
     prefixed: bool  # the line carried a log record's decoration (a new record, not a continuation)
     where: str | None = None  # the logger's source location ("[core.py:123]"), when it gives one
+    level: str | None = None  # the logger's level (ERROR, WARNING, ...), when the prefix gives one
 
 
 @dataclass
@@ -135,7 +137,12 @@ class PyException:
 
     @property
     def is_root_candidate(self) -> bool:
-        return self.short_type not in _NOT_ROOT and not self.is_wrapper
+        return self.short_type not in _NOT_ROOT and not self.is_wrapper and not self.benign
+
+    @property
+    def benign(self) -> bool:
+        """Logged at INFO or WARNING: the engine caught it and went on (an optional import, a retry)."""
+        return self.line.level in _BENIGN_LEVELS
 
 
 @dataclass
@@ -167,9 +174,15 @@ class LogAnalysis:
 
 def strip_prefix(raw: str) -> tuple[str, str | None, bool, str | None]:
     """The line without log decorations, its process tag, whether it had any, the logger location."""
+    text, tag, prefixed, where, _ = _strip(raw)
+    return text, tag, prefixed, where
+
+
+def _strip(raw: str) -> tuple[str, str | None, bool, str | None, str | None]:
     text = _ANSI.sub("", raw.rstrip("\n"))
     tag: str | None = None
     where: str | None = None
+    level: str | None = None
     prefixed = False
     for _ in range(6):
         for rx in _PREFIXES:
@@ -180,12 +193,14 @@ def strip_prefix(raw: str) -> tuple[str, str | None, bool, str | None]:
                     tag = gd["tag"].strip() if tag is None else tag
                 if gd.get("where"):
                     where = gd["where"].strip("[]")
+                if gd.get("level"):
+                    level = gd["level"]
                 text = text[m.end():]
                 prefixed = True
                 break
         else:
             break
-    return text, tag, prefixed, where
+    return text, tag, prefixed, where, level
 
 
 def decorate(lines: list[str]) -> list[LogLine]:
@@ -193,11 +208,11 @@ def decorate(lines: list[str]) -> list[LogLine]:
     out: list[LogLine] = []
     last_tag: str | None = None
     for i, raw in enumerate(lines):
-        text, tag, prefixed, where = strip_prefix(raw)
+        text, tag, prefixed, where, level = _strip(raw)
         if tag is None and not prefixed:
             tag = last_tag  # stderr of the process that wrote the record above
         last_tag = tag
-        out.append(LogLine(i, raw, text, tag, prefixed, where))
+        out.append(LogLine(i, raw, text, tag, prefixed, where, level))
     return out
 
 

@@ -94,6 +94,15 @@ def test_wrappers_never_outrank_the_real_exception_even_when_printed_first():
     assert c.failure_class == "incompatible-options" and c.implicates[:2] == ["--block-size", "--attention-backend"]
 
 
+def test_a_traceback_logged_as_a_warning_is_not_the_root():
+    warn = "(APIServer pid=1) WARNING 11-30 12:00:00 [utils.py:9] "
+    lines = [*tb(*FRAME, exc="ModuleNotFoundError: No module named 'triton'", prefix=warn),
+             *tb(*FRAME, exc="ValueError: No common block size for 1 (CPU_ATTN: [MultipleOf(32)]).",
+                 prefix="(Worker pid=3) ERROR 11-30 12:00:05 [multiproc_executor.py:1063] ")]
+    assert parse_log(lines).root.short_type == "ValueError"
+    assert classify(lines, "vllm", "kv-alloc").failure_class == "incompatible-options"
+
+
 def test_pydantic_message_on_the_next_line_is_the_root_cause_line():
     lines = ["(APIServer pid=5) WARNING 11-30 12:00:00 [system_utils.py:255] Found ulimit of 20000 ... "
              "`OSError: [Errno 24] Too many open files`",
