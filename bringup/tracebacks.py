@@ -256,7 +256,7 @@ def _parse_stream(stream: list[LogLine], tag: str | None) -> list[Chain]:
             same_record = current.line.prefixed and ln.where is not None and ln.where == cont_where
             starts_record = ln.prefixed and not same_record
             if (text.strip() and not starts_record and len(current.continuation) < _MAX_CONTINUATION
-                    and _exception_line(text, True) is None and not _FRAME.match(text)):
+                    and _exception_line(text, False) is None and not _FRAME.match(text)):
                 current.continuation.append(ln)
                 continue
             current = None
@@ -270,7 +270,9 @@ def _parse_stream(stream: list[LogLine], tag: str | None) -> list[Chain]:
                 continue
             if text.startswith((" ", "\t")) or _CARET.match(text) or not text.strip():
                 continue  # carets, "[Previous line repeated N more times]"
-            exc = _exception_line(text, True)
+            # Right after frames any "Name: message" is the exception; a second one without frames
+            # (raised while handling, no chain line printed) must look like an exception's name.
+            exc = _exception_line(text, bool(frames))
             if exc is None:
                 in_tb = False
                 continue

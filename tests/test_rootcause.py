@@ -128,6 +128,14 @@ def test_continuation_stops_at_the_next_log_record():
     assert [c.index for c in root.continuation] == [4]
 
 
+def test_a_note_after_the_exception_is_part_of_its_message():
+    lines = tb(*FRAME, exc="RuntimeError: CUDA error: an illegal memory access was encountered")
+    lines += ["Note: rerun with CUDA_LAUNCH_BLOCKING=1", "Exception: Capture cuda graph failed: illegal memory access"]
+    a = parse_log(lines)
+    assert [e.short_type for e in a.chains[0].exceptions] == ["RuntimeError", "Exception"]
+    assert a.root.continuation[0].text.startswith("Note:")
+
+
 def test_a_bare_assertion_points_at_its_assert_statement():
     lines = tb('  File "/sglang/srt/mem_cache/memory_pool.py", line 1490, in set_kv_buffer',
                "    assert not self.nsa_kv_cache_store_fp8", exc="AssertionError", prefix="[2026-11-30 12:00:00 TP0] ")
