@@ -294,7 +294,7 @@ def match_rules(exc: PyException, engine: str | None, phase_reached: str | None,
         chosen_by = "; ".join(f"{f} {', '.join(v)}" if v else f for f, v in lv.items())
         how = "named in the error" if mod.named_in(text) else "raised inside it"
         notes.append(f"{mod.id} ({how}) is used by: {chosen_by}")
-    return RuleMatch(chosen, exc, fphase, implicates, levels, notes)
+    return RuleMatch(chosen, exc, fphase, implicates, {f: v for f, v in levels.items() if v}, notes)
 
 
 def describe(exc: PyException) -> str:

@@ -209,6 +209,7 @@ def test_triton_shared_memory_names_the_numbers_and_the_kernel_path():
     assert "Required: 133120, Hardware limit: 101376" in c.evidence[0]
     assert any("needs 133120 B" in e and "allows 101376 B" in e for e in c.evidence)
     assert c.implicates[0] == "--moe-backend" and "--attention-backend" in c.implicates
+    assert c.implicated_levels == {}  # raised inside the MoE kernel: the factor, not a level
 
 
 @pytest.mark.parametrize("msg", ["no kernel image is available for execution on the device",
