@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from bringup.engines.base import get_engine, later_phase
+from bringup.engines.base import Engine, get_engine, later_phase
+from bringup.knowledge_files import KnowledgeFileError
 from bringup.outcome import Outcome, OverrideRecord
 from bringup.signatures import Matcher, classify
 
@@ -14,24 +15,38 @@ _REQUEST = re.compile(r'"POST /v1/(chat/)?completions HTTP/[\d.]+" (\d{3})')
 _READY = re.compile(r"Application startup complete|The server is fired up and ready to roll|Starting vLLM server on")
 
 
+_TRANSFORMERS = re.compile(r"transformers/cli/serv|transformers/commands/serving|^\[transformers\] |transformers serve")
+
+
 def detect_engine(lines: list[str]) -> str:
     text = "\n".join(lines[:400])
     if "server_args=ServerArgs(" in text or "sglang" in text.lower():
         return "sglang"
+    if "vllm" not in text.lower() and any(_TRANSFORMERS.search(ln) for ln in lines):
+        return "transformers"
     return "vllm"
+
+
+def _adapter(engine: str) -> Engine | None:
+    """The engine's adapter, or None for an engine bringup has no adapter for (yet): its log is
+    still classified, without phase markers or the effective configuration."""
+    try:
+        return get_engine(engine)
+    except KnowledgeFileError:
+        return None
 
 
 def explain_lines(lines: list[str], engine: str | None = None) -> Outcome:
     engine = engine or detect_engine(lines)
-    eng = get_engine(engine)
-    lines = eng.before_teardown(lines)
+    eng = _adapter(engine)
+    lines = eng.before_teardown(lines) if eng else lines
     phase = "spawn"
     ready = False
     served_ok = 0
     matcher = Matcher(engine)
     for ln in lines:
-        phase = later_phase(phase, eng.phase_of(ln))
-        if _READY.search(ln) or eng.is_ready_line(ln):
+        phase = later_phase(phase, eng.phase_of(ln) if eng else None)
+        if _READY.search(ln) or (eng is not None and eng.is_ready_line(ln)):
             ready = True
             phase = later_phase(phase, "ready")
         if ready and any(s.fatal for s in matcher.match(ln)):
@@ -49,7 +64,7 @@ def explain_lines(lines: list[str], engine: str | None = None) -> Outcome:
     if phase == "spawn" and lines:
         phase = "parse-args"
     cls = classify(lines, engine, phase)
-    eff = eng.effective(lines, {}, None)
+    eff = eng.effective(lines, {}, None) if eng else None
     # vLLM's "non-default args" is what was requested: compare it with what the engine then used.
     requested: dict = {}
     for ln in lines:
@@ -58,7 +73,8 @@ def explain_lines(lines: list[str], engine: str | None = None) -> Outcome:
 
             requested = parse_non_default_args(ln) or {}
     overrides = []
-    for rule_dest, value in eff.values.items():
+    eff_values = eff.values if eff else {}
+    for rule_dest, value in eff_values.items():
         if rule_dest in requested and str(requested[rule_dest]) != str(value):
             overrides.append(OverrideRecord(flag="--" + rule_dest.replace("_", "-"), requested=requested[rule_dest],
                                             effective=str(value)))
@@ -69,8 +85,10 @@ def explain_lines(lines: list[str], engine: str | None = None) -> Outcome:
         status="fails" if failed else "works", failure_class=cls.failure_class if failed else None,
         phase=cls.phase if failed else None, evidence=cls.evidence if failed else [],
         hint=cls.hint if failed else None, implicates=cls.implicates, signature=cls.signature_id,
+        implicated_levels=cls.implicated_levels if failed else {},
+        root_exception=cls.root_exception if failed else None,
         requested={k: str(v) for k, v in requested.items()},
-        effective={k: (v if isinstance(v, (str, int, float, bool)) or v is None else str(v)) for k, v in eff.values.items()},
+        effective={k: (v if isinstance(v, (str, int, float, bool)) or v is None else str(v)) for k, v in eff_values.items()},
         overrides=overrides, engine=engine, launched=True,
     )
 

@@ -82,3 +82,30 @@ def probe_implicates() -> dict[str, list[str]]:
 def hang_implicates() -> dict[str, list[str]]:
     """What a hang implicates, by the phase it hung in (classes.yaml)."""
     return dict(load_yaml(DATA / "classes.yaml").get("hang_implicates") or {})
+
+
+KNOWLEDGE_TEXT_KEYS = ("hint", "source", "reason", "note", "why", "description")
+
+
+def cut_values(text: str, keys: tuple[str, ...] = KNOWLEDGE_TEXT_KEYS) -> list[tuple[int, str, str, str]]:
+    """Plain (unquoted) knowledge strings that YAML cut at " #": (line, key, value kept, text lost).
+
+    YAML reads ``source: sglang #18870`` as "sglang" and drops the rest as a comment. PyYAML's
+    scanner does not report comments, so this looks at the rest of the line after each plain
+    scalar that is the value of one of ``keys``.
+    """
+    lines = text.splitlines()
+    out: list[tuple[int, str, str, str]] = []
+    tokens = list(yaml.scan(text, Loader=yaml.SafeLoader))
+    for i in range(3, len(tokens)):
+        key_tok, key, value_tok, val = tokens[i - 3], tokens[i - 2], tokens[i - 1], tokens[i]
+        if not (isinstance(key_tok, yaml.KeyToken) and isinstance(key, yaml.ScalarToken)
+                and isinstance(value_tok, yaml.ValueToken) and isinstance(val, yaml.ScalarToken)):
+            continue
+        if key.value not in keys or not val.plain:
+            continue
+        row = val.end_mark.line
+        rest = lines[row][val.end_mark.column:] if row < len(lines) else ""
+        if rest.lstrip().startswith("#") and rest[:1].isspace():
+            out.append((row + 1, key.value, val.value, rest.strip()))
+    return out

@@ -50,6 +50,10 @@ class Outcome(BaseModel):
     hint: str | None = None
     implicates: list[str] = Field(default_factory=list)
     signature: str | None = None
+    # factor -> the levels that load the package the failure names or was raised in (a missing
+    # flash_attn: {"--attention-backend": ["FLASH_ATTN"]}); empty when it names none.
+    implicated_levels: dict[str, list[str]] = Field(default_factory=dict)
+    root_exception: str | None = None  # the root exception: "Type: message in function (file:line)"
     requested: dict[str, Any] = Field(default_factory=dict)
     effective: dict[str, Any] = Field(default_factory=dict)
     overrides: list[OverrideRecord] = Field(default_factory=list)

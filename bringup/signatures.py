@@ -23,6 +23,7 @@ from bringup.knowledge_files import (
     phases,
     validated_entries,
 )
+from bringup.tracebacks import strip_prefix
 
 SIGNATURE_DIR = DATA / "signatures"
 GENERIC_PRIORITY = 10  # at or below: a wrapper line, never the evidence when a better line exists
@@ -87,7 +88,16 @@ class Signature(BaseModel):
 
 
 def signature_by_id(sig_id: str | None) -> Signature | None:
-    return next((s for s in default_signatures() if s.id == sig_id), None) if sig_id else None
+    """A signature, or a root-cause rule seen as one (the strategy reads its adjust)."""
+    if not sig_id:
+        return None
+    sig = next((s for s in default_signatures() if s.id == sig_id), None)
+    if sig is None:
+        from bringup.rootcause import rule_by_id, signature_for_rule
+
+        rule = rule_by_id(sig_id)
+        sig = signature_for_rule(rule) if rule is not None else None
+    return sig
 
 
 def eval_limit(expr: str, groups: dict[str, str | None]) -> float | None:
@@ -138,16 +148,24 @@ class Hit:
 class Classification:
     failure_class: str
     phase: str | None
-    evidence: list[str]
+    evidence: list[str]  # evidence[0] is the root-cause line, as the log printed it
     hint: str
     implicates: list[str] = field(default_factory=list)
-    signature_id: str | None = None
+    signature_id: str | None = None  # a signature's id, or a root-cause rule's id (bringup/data/rootcause.yaml)
     source: str | None = None
     hits: list[Hit] = field(default_factory=list)
+    # factor -> the levels that load the package the failure names (missing-dependency and
+    # failures raised inside a kernel library); empty when the failure names none.
+    implicated_levels: dict[str, list[str]] = field(default_factory=dict)
+    root_exception: str | None = None  # "Type: message in function (file:line)" of the root exception
 
 
 class Matcher:
-    """Matches log lines against the signatures of one engine."""
+    """Matches log lines against the signatures of one engine.
+
+    A line is matched as printed and without its log decorations (process tag, level,
+    timestamp), so a pattern anchored at the start of a message still finds it.
+    """
 
     def __init__(self, engine: str | None, signatures: tuple[Signature, ...] | list[Signature] | None = None):
         sigs = signatures if signatures is not None else default_signatures()
@@ -155,37 +173,120 @@ class Matcher:
         self.signatures = [s for s in sigs if s.applies_to(engine)]
 
     def match(self, line: str) -> list[Signature]:
-        return [s for s in self.signatures if s.regex.search(line)]
+        bare = strip_prefix(line)[0]
+        texts = (line,) if bare == line else (line, bare)
+        return [s for s in self.signatures if any(s.regex.search(t) for t in texts)]
 
     def scan(self, lines: list[str]) -> list[Hit]:
         return [Hit(i, ln, s) for i, ln in enumerate(lines) for s in self.match(ln)]
 
 
 _ERRORISH = re.compile(r"(Error|Exception|error:|FAILED|Traceback|Assertion|assert|fatal|Killed)", re.I)
+NO_EXCEPTION_HINT = ("No Python exception and no known signature in the log: read the evidence lines and the log; "
+                     "add a signature to bringup/data/signatures/ once the cause is known.")
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def _clean(line: str) -> str:
-    return line.rstrip()[:2000]
+    """The line as the log printed it, without terminal colour codes."""
+    return _ANSI.sub("", line).rstrip()[:2000]
+
+
+def _phase(served: bool, phase_reached: str | None, frames_phase: str | None, known: str | None) -> str | None:
+    """Once ready, the trial knows when it died (which probe); before that the frames of the root
+    exception are the most precise, then the phase a signature or rule knows, then the log markers."""
+    if served:
+        return phase_reached
+    return frames_phase or known or phase_reached
 
 
 def classify(lines: list[str], engine: str | None, phase_reached: str | None,
              signatures: tuple[Signature, ...] | list[Signature] | None = None,
              max_evidence: int = 6) -> Classification:
-    """Pick the root cause among every signature hit in a log.
+    """Find the root cause of a failed launch in its log.
 
-    The root cause is the hit with the highest priority (the earliest line among equals). The
-    evidence is its line, then the other specific (non-generic) hits in log order; generic
-    wrapper lines appear only when nothing specific matched.
+    The root exception is the original exception of the first process that failed (parsed
+    from the tracebacks, bringup/tracebacks.py). Candidates for the cause: the signatures that
+    match its lines or its chain, the specific signatures on lines that belong to no exception
+    (a CUDA kernel's assertion, a logged message), and the first root-cause rule that fits the
+    exception (bringup/rootcause.py). The highest priority wins; a signature on the lines of
+    another process's exception (a consequence) or a generic wrapper line never outranks the
+    root exception. With no exception in the log, the best signature hit decides, as before.
     """
-    # Non-fatal signatures are warnings worth knowing, never a root cause.
+    from bringup.rootcause import describe, match_rules, signature_for_rule
+    from bringup.tracebacks import parse_log
+
     hits = [h for h in Matcher(engine, signatures).scan(lines) if h.signature.fatal]
+    analysis = parse_log(lines)
+    root = analysis.root
+    served = phase_index(phase_reached) >= phase_index("ready")
+    if root is None:
+        return _classify_hits(hits, lines, phase_reached, served, max_evidence)
+
+    chain = next(c for c in analysis.chains if root in c.exceptions)
+    chain_idx = {i for e in chain.exceptions for i in e.span}
+    other_exc_idx = {i for e in analysis.exceptions for i in e.span} - chain_idx
+    root_idx = set(root.span)
+    candidates = [h for h in hits if not h.signature.generic and h.index not in other_exc_idx]
+    rm = match_rules(root, engine, phase_reached, lines)
+    best = max(candidates, key=lambda h: (h.signature.priority, h.index in root_idx, -h.index), default=None)
+    key = root.key_line
+    evidence: list[str] = []
+
+    def add(line: str) -> None:
+        c = _clean(line)
+        if c and c not in evidence:
+            evidence.append(c)
+
+    if best is not None and best.signature.priority >= rm.priority:
+        sig = best.signature
+        # The root exception is the evidence unless the winning line lies outside its chain
+        # (a kernel's own assertion printed before the Python exception that reports it).
+        add(best.line if best.index not in chain_idx else key.raw)
+        add(root.line.raw)
+        for h in sorted(candidates, key=lambda h: h.index):
+            add(h.line)
+        return Classification(
+            failure_class=sig.failure_class, phase=_phase(served, phase_reached, rm.phase, sig.phase),
+            evidence=evidence[:max_evidence], hint=sig.hint, implicates=list(sig.implicates),
+            signature_id=sig.id, source=sig.source, hits=hits,
+            implicated_levels=rm.implicated_levels, root_exception=describe(root))
+
+    add(key.raw)
+    add(root.line.raw)
+    for note in rm.notes:
+        add(note)
+    for c in root.continuation[:2]:
+        add(c.raw)
+    for h in sorted(candidates, key=lambda h: h.index):
+        add(h.line)
+    if rm.rule is not None:
+        rule = rm.rule
+        return Classification(
+            failure_class=rule.failure_class, phase=_phase(served, phase_reached, rm.phase, None),
+            evidence=evidence[:max_evidence], hint=rule.hint, implicates=rm.implicates,
+            signature_id=signature_for_rule(rule).id, source=rule.source, hits=hits,
+            implicated_levels=rm.implicated_levels, root_exception=describe(root))
+    return Classification(
+        failure_class="unknown", phase=_phase(served, phase_reached, rm.phase, None),
+        evidence=evidence[:max_evidence],
+        hint=(f"The engine raised {describe(root)}, which no signature or root-cause rule knows; the evidence "
+              "starts with that exception (the first process that failed). Add a signature to "
+              "bringup/data/signatures/ or a rule to bringup/data/rootcause.yaml once the cause is known."),
+        implicates=rm.implicates, hits=hits, implicated_levels=rm.implicated_levels,
+        root_exception=describe(root))
+
+
+def _classify_hits(hits: list[Hit], lines: list[str], phase_reached: str | None, served: bool,
+                   max_evidence: int) -> Classification:
+    """A log with no Python exception: the highest-priority signature hit is the root cause."""
     if not hits:
         tail = [ln for ln in lines if _ERRORISH.search(ln)][-max_evidence:]
         if not tail:
             tail = [ln for ln in lines if ln.strip()][-3:]
-        return Classification("unknown", phase_reached, [_clean(t) for t in tail],
-                              "No known signature matched: read the evidence lines and the log; "
-                              "add a signature to bringup/data/signatures/ once the cause is known.")
+        return Classification("unknown", phase_reached, [_clean(t) for t in tail], NO_EXCEPTION_HINT)
     best = max(hits, key=lambda h: (h.signature.priority, -h.index))
     specific = [h for h in hits if not h.signature.generic]
     chosen = specific if specific else hits
@@ -194,16 +295,12 @@ def classify(lines: list[str], engine: str | None, phase_reached: str | None,
         c = _clean(h.line)
         if c not in ordered:
             ordered.append(c)
-    evidence = ordered[:max_evidence]
     sig = best.signature
-    # Once the server was ready the trial knows exactly when it died (which probe); before
-    # that, a signature that knows its phase is more precise than the coarse log markers.
-    served = phase_index(phase_reached) >= phase_index("ready")
     return Classification(
         failure_class=sig.failure_class,
-        phase=phase_reached if served else (sig.phase or phase_reached),
-        evidence=evidence,
-        hint=sig.hint,
+        phase=_phase(served, phase_reached, None, sig.phase),
+        evidence=ordered[:max_evidence],
+        hint=sig.hint if not sig.generic else sig.hint + " (No Python traceback in the log.)",
         implicates=list(sig.implicates),
         signature_id=sig.id,
         source=sig.source,

@@ -355,6 +355,8 @@ class Trial:
         out.hint = cls.hint
         out.implicates = cls.implicates
         out.signature = cls.signature_id
+        out.implicated_levels = cls.implicated_levels
+        out.root_exception = cls.root_exception
         return self._write(out)
 
 

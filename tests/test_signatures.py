@@ -32,7 +32,10 @@ def test_nsa_fp8_store_assert_is_incompatible_options():
 def test_graph_capture_oom_is_not_generic_oom():
     c = classify(_lines("sglang-graph-oom.log"), "sglang", "graph-capture")
     assert c.failure_class == "oom-graph-capture" and c.phase == "graph-capture"
-    assert c.evidence[0].startswith("Exception: Capture cuda graph failed")
+    # The root is the original OOM; SGLang's re-raise ("Capture cuda graph failed") follows it.
+    assert c.evidence[0].startswith("torch.OutOfMemoryError: CUDA out of memory")
+    assert any(e.startswith("Exception: Capture cuda graph failed") for e in c.evidence[1:])
+    assert c.signature_id == "sglang-graph-capture-failed"
     assert "--mem-fraction-static" in c.hint
 
 

@@ -70,6 +70,10 @@ def render_outcome(o: Outcome, console: Console = out_console) -> None:
         console.print("[bold]evidence[/]")
         for line in o.evidence:
             console.print(Text("  " + line[:400]))
+    if o.root_exception and o.status != "works":
+        console.print(Text.assemble(("root exception ", "bold"), o.root_exception))
+    if o.implicates and o.status != "works":
+        console.print(Text.assemble(("implicates ", "bold"), ", ".join(o.implicates)))
     if o.hint and o.status != "works":
         console.print(Text.assemble(("hint ", "bold"), o.hint))
     if o.overrides:

@@ -1,0 +1,329 @@
+"""The generic layer of the classifier: a class for an exception no signature knows.
+
+Signatures know exact error strings. A log from a new engine version, a new GPU or a new
+package fails with text nobody wrote down, yet its Python exception still says a lot: its type
+(ImportError), its message (which package, which flag, "out of resource: shared memory"), and
+its frames (raised inside graph capture, inside the flashinfer package). The rules in
+``bringup/data/rootcause.yaml`` turn that into a class, a phase and the implicated factors, and
+the module map there says which factor level loads a package that failed to import.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from bringup.knowledge_files import DATA, KnowledgeFileError, classes, load_yaml, phases
+from bringup.tracebacks import PyException, frame_text
+
+ROOTCAUSE_FILE = DATA / "rootcause.yaml"
+
+
+class ModuleLevel(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    engine: str
+    factor: str  # a flag or env:NAME
+    level: str | None = None  # None: whatever level of the factor this launch used
+
+
+class ModuleEntry(BaseModel):
+    """A package or kernel library and the factor levels that load it."""
+
+    model_config = ConfigDict(extra="forbid")
+    id: str
+    names: list[str] = Field(default_factory=list)  # regexes for the name in a message
+    frames: str | None = None  # regex over "path:function" of a frame raised inside it
+    levels: list[ModuleLevel] = Field(default_factory=list)
+    source: str
+
+    def named_in(self, text: str) -> bool:
+        return any(re.search(rf"(?<![\w-]){n}(?![\w])", text) for n in self.names)
+
+    def raised_in(self, frames: str) -> bool:
+        return bool(self.frames and frames and re.search(self.frames, frames))
+
+
+class FramePhase(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    frames: str
+    phase: str
+
+
+class RootRule(BaseModel):
+    """Exception type / message / frames / phase -> class, implicated factors, hint."""
+
+    model_config = ConfigDict(populate_by_name=True, extra="forbid")
+    id: str
+    failure_class: str = Field(alias="class")
+    types: str | None = None  # regex over the exception's short type name (fullmatch)
+    message: str | None = None  # regex searched in the message (with its continuation lines)
+    frames: str | None = None  # regex searched in the frames ("path:function" lines)
+    phases: list[str] | None = None  # the failure's phase (from frames, else the log) must be one of these
+    requires_module: bool = False  # only when the exception names a package of the module map
+    min_flags: int = 0  # only when the message names at least this many of the engine's flags
+    engines: list[str] | None = None
+    priority: int = 50
+    implicates: list[str] = Field(default_factory=list)
+    adjust: dict[str, dict] = Field(default_factory=dict)
+    note: str | None = None  # an evidence line formatted from the message's named groups
+    hint: str
+    source: str
+
+    @field_validator("failure_class")
+    @classmethod
+    def _known_class(cls, v: str) -> str:
+        if v not in classes():
+            raise ValueError(f"unknown class {v!r}")
+        return v
+
+    @field_validator("phases")
+    @classmethod
+    def _known_phases(cls, v: list[str] | None) -> list[str] | None:
+        for p in v or []:
+            if p not in phases():
+                raise ValueError(f"unknown phase {p!r}")
+        return v
+
+
+class RootCauseFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    modules: list[ModuleEntry]
+    frame_phases: list[FramePhase]
+    rules: list[RootRule]
+
+
+@lru_cache(maxsize=1)
+def knowledge() -> RootCauseFile:
+    from pydantic import ValidationError
+
+    from bringup.knowledge_files import describe_validation
+
+    try:
+        doc = RootCauseFile.model_validate(load_yaml(ROOTCAUSE_FILE))
+    except ValidationError as e:
+        raise KnowledgeFileError(describe_validation(ROOTCAUSE_FILE, "rootcause", e)) from e
+    for fp in doc.frame_phases:
+        if fp.phase not in phases():
+            raise KnowledgeFileError(f"{ROOTCAUSE_FILE}: frame_phases: unknown phase {fp.phase!r}")
+    return doc
+
+
+def rule_by_id(rule_id: str | None) -> RootRule | None:
+    return next((r for r in knowledge().rules if r.id == rule_id), None) if rule_id else None
+
+
+# -- facts read from one exception ------------------------------------------------------------
+
+def frames_phase(exc: PyException) -> str | None:
+    """The phase the innermost recognisable frame belongs to (graph capture, KV allocation, ...)."""
+    for fr in reversed(exc.frames):
+        text = f"{fr.module_path}:{fr.func}"
+        for fp in knowledge().frame_phases:
+            if re.search(fp.frames, text):
+                return fp.phase
+    return None
+
+
+def engine_from_frames(exc: PyException) -> str | None:
+    """Which engine raised it, from the package paths in its frames (None: cannot tell)."""
+    paths = " ".join(f.module_path for f in exc.frames)
+    for name, rx in (("vllm", r"(^|\s)vllm/"), ("sglang", r"(^|\s)sglang/"),
+                     ("transformers", r"transformers/(cli|commands)/serv")):
+        if re.search(rx, paths):
+            return name
+    return None
+
+
+@lru_cache(maxsize=8)
+def known_flags(engine: str | None) -> frozenset[str]:
+    """Every option string of the engine's bundled --help captures (all versions)."""
+    from bringup.helptext import DATA_HELP, parse_help
+
+    names: set[str] = set()
+    if engine:
+        for p in sorted(DATA_HELP.glob(f"{engine}-*.txt")):
+            for o in parse_help(p.read_text()).options:
+                names.add(o.name)
+                names.update(a for a in o.aliases if a.startswith("--"))
+    return frozenset(names)
+
+
+_FLAG = re.compile(r"(?<![\w-])--[a-z0-9][a-z0-9-]*[a-z0-9]")
+_SNAKE = re.compile(r"(?<![\w./-])[a-z][a-z0-9]*(?:_[a-z0-9]+)+(?![\w/])")
+_ENV = re.compile(r"\b((?:VLLM|SGLANG|NCCL|CUDA|TORCH|PYTORCH|HF|TRANSFORMERS)_[A-Z0-9_]+)\b")
+
+
+def flags_named(message: str, engine: str | None) -> list[str]:
+    """Flags the message names: literal --flags, and snake_case names of the engine's flags."""
+    known = known_flags(engine)
+    out: list[str] = []
+    for m in _FLAG.finditer(message):
+        if (not known or m.group(0) in known) and m.group(0) not in out:
+            out.append(m.group(0))
+    if known:
+        for m in _SNAKE.finditer(message):
+            flag = "--" + m.group(0).replace("_", "-")
+            if flag in known and flag not in out:
+                out.append(flag)
+    return out
+
+
+def envs_named(message: str) -> list[str]:
+    out: list[str] = []
+    for m in _ENV.finditer(message):
+        name = "env:" + m.group(1).rstrip("_")
+        if name not in out:
+            out.append(name)
+    return out
+
+
+def modules_of(exc: PyException) -> list[ModuleEntry]:
+    """Packages the exception names (import errors, NameError, message) or was raised inside."""
+    text = f"{exc.type}: {exc.full_message}"
+    frames = frame_text(exc)
+    named = [m for m in knowledge().modules if m.named_in(text)]
+    inside = [m for m in knowledge().modules if m not in named and m.raised_in(frames)]
+    # Raised inside: the innermost package first (the one whose frame is deepest).
+    def depth(m: ModuleEntry) -> int:
+        lines = frames.splitlines()
+        return max((i for i, ln in enumerate(lines) if m.raised_in(ln)), default=-1)
+    return named + sorted(inside, key=depth, reverse=True)
+
+
+def module_levels(mods: list[ModuleEntry], engine: str | None) -> dict[str, list[str]]:
+    """factor -> levels that load these packages, for this engine (every engine when unknown)."""
+    out: dict[str, list[str]] = {}
+    for m in mods:
+        for lv in m.levels:
+            if engine is not None and lv.engine != engine:
+                continue
+            levels = out.setdefault(lv.factor, [])
+            if lv.level is not None and lv.level not in levels:
+                levels.append(lv.level)
+    return out
+
+
+# -- matching the rules -----------------------------------------------------------------------
+
+@dataclass
+class RuleMatch:
+    rule: RootRule | None  # None: an exception no rule knows
+    exc: PyException
+    phase: str | None  # from the frames, when they tell
+    implicates: list[str] = field(default_factory=list)
+    implicated_levels: dict[str, list[str]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def priority(self) -> int:
+        return self.rule.priority if self.rule else 0
+
+
+def requested_levels(levels: dict[str, list[str]], log_lines: list[str]) -> dict[str, list[str]]:
+    """The module levels this launch asked for, when its log says (vLLM's "non-default args",
+    SGLang's server_args, a command line): a missing flashinfer implicates the flag set to
+    FLASHINFER, not every flag that has a flashinfer level. Empty when the log names none."""
+    config = [ln for ln in log_lines if re.search(r"non-default args|server_args=|Namespace\(|--\w", ln)]
+    out: dict[str, list[str]] = {}
+    for factor, lvls in levels.items():
+        for lv in lvls:
+            q = re.escape(lv)
+            if any(re.search(rf"(['\"=]|\s){q}(['\",)\s]|$)", ln) for ln in config):
+                out.setdefault(factor, []).append(lv)
+    return out
+
+
+def match_rules(exc: PyException, engine: str | None, phase_reached: str | None,
+                log_lines: list[str] | None = None) -> RuleMatch:
+    """The first rule that fits the exception, with the factors it implicates."""
+    engine = engine or engine_from_frames(exc)
+    message = exc.full_message
+    fphase = frames_phase(exc)
+    phase = fphase or phase_reached
+    frames = frame_text(exc)
+    flags = flags_named(message, engine)
+    mods = modules_of(exc)
+    chosen: RootRule | None = None
+    groups: dict[str, str | None] = {}
+    for rule in knowledge().rules:
+        if rule.engines is not None and engine is not None and engine not in rule.engines:
+            continue
+        if rule.types and not re.fullmatch(rule.types, exc.short_type):
+            continue
+        m = re.search(rule.message, message) if rule.message else None
+        if rule.message and m is None:
+            continue
+        if rule.frames and not re.search(rule.frames, frames):
+            continue
+        if rule.phases is not None and phase not in rule.phases:
+            continue
+        if rule.requires_module and not any(mod.named_in(f"{exc.type}: {message}") for mod in mods):
+            continue
+        if len(flags) < rule.min_flags:
+            continue
+        chosen, groups = rule, (m.groupdict() if m else {})
+        break
+    levels = module_levels(mods, engine)
+    asked = requested_levels(levels, log_lines or [])
+    if asked:
+        # The launch's own levels first; the other factors that could load it stay as weaker suspects.
+        levels = {**asked, **{f: v for f, v in levels.items() if f not in asked}}
+    known = known_flags(engine)
+    # A rule lists the flags of every engine; keep those this engine has (when its --help is known).
+    generic = [f for f in (chosen.implicates if chosen else []) if not known or not f.startswith("--") or f in known]
+    implicates: list[str] = []
+    for name in [*flags, *levels, *generic, *envs_named(message)]:
+        if name not in implicates:
+            implicates.append(name)
+    notes: list[str] = []
+    if chosen is not None and chosen.note:
+        try:
+            notes.append(chosen.note.format(**{k: v for k, v in groups.items() if v is not None}))
+        except (KeyError, IndexError, ValueError):
+            pass
+    if asked:
+        notes.append("this launch asked for: " + "; ".join(f"{f} {', '.join(v)}" for f, v in asked.items()))
+    text = f"{exc.type}: {message}"
+    for mod in mods:
+        lv = module_levels([mod], engine)
+        if not lv:
+            continue
+        chosen_by = "; ".join(f"{f} {', '.join(v)}" if v else f for f, v in lv.items())
+        how = "named in the error" if mod.named_in(text) else "raised inside it"
+        notes.append(f"{mod.id} ({how}) is used by: {chosen_by}")
+    return RuleMatch(chosen, exc, fphase, implicates, {f: v for f, v in levels.items() if v}, notes)
+
+
+def describe(exc: PyException) -> str:
+    """One line: the exception and where it was raised."""
+    where = ""
+    if exc.frames:
+        f = exc.frames[-1]
+        where = f" in {f.func} ({f.module_path}:{f.line})"
+    key = exc.key_line
+    if key is not exc.line and exc.message:  # pydantic: the message is on the next line
+        msg = key.text.strip()
+    else:
+        msg = exc.full_message.splitlines()[0] if exc.full_message else ""
+    return f"{exc.short_type}{': ' + msg[:160] if msg else ''}{where}"
+
+
+@lru_cache(maxsize=64)
+def _rule_signature(rule_id: str):
+    from bringup.signatures import Signature
+
+    rule = rule_by_id(rule_id)
+    assert rule is not None
+    return Signature.model_validate({
+        "id": rule.id, "pattern": rule.message or "(?!)", "class": rule.failure_class,
+        "priority": rule.priority, "implicates": rule.implicates, "hint": rule.hint, "source": rule.source,
+        "adjust": rule.adjust,
+    })
+
+
+def signature_for_rule(rule: RootRule):
+    """The rule as a Signature, so code that reads a signature's adjust reads a rule's too."""
+    return _rule_signature(rule.id)
