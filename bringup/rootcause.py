@@ -309,21 +309,3 @@ def describe(exc: PyException) -> str:
     else:
         msg = exc.full_message.splitlines()[0] if exc.full_message else ""
     return f"{exc.short_type}{': ' + msg[:160] if msg else ''}{where}"
-
-
-@lru_cache(maxsize=64)
-def _rule_signature(rule_id: str):
-    from bringup.signatures import Signature
-
-    rule = rule_by_id(rule_id)
-    assert rule is not None
-    return Signature.model_validate({
-        "id": rule.id, "pattern": rule.message or "(?!)", "class": rule.failure_class,
-        "priority": rule.priority, "implicates": rule.implicates, "hint": rule.hint, "source": rule.source,
-        "adjust": rule.adjust,
-    })
-
-
-def signature_for_rule(rule: RootRule):
-    """The rule as a Signature, so code that reads a signature's adjust reads a rule's too."""
-    return _rule_signature(rule.id)

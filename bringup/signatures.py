@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -24,6 +24,9 @@ from bringup.knowledge_files import (
     validated_entries,
 )
 from bringup.tracebacks import strip_prefix
+
+if TYPE_CHECKING:
+    from bringup.rootcause import RootRule
 
 SIGNATURE_DIR = DATA / "signatures"
 GENERIC_PRIORITY = 10  # at or below: a wrapper line, never the evidence when a better line exists
@@ -93,7 +96,7 @@ def signature_by_id(sig_id: str | None) -> Signature | None:
         return None
     sig = next((s for s in default_signatures() if s.id == sig_id), None)
     if sig is None:
-        from bringup.rootcause import rule_by_id, signature_for_rule
+        from bringup.rootcause import rule_by_id
 
         rule = rule_by_id(sig_id)
         sig = signature_for_rule(rule) if rule is not None else None
@@ -215,7 +218,7 @@ def classify(lines: list[str], engine: str | None, phase_reached: str | None,
     another process's exception (a consequence) or a generic wrapper line never outranks the
     root exception. With no exception in the log, the best signature hit decides, as before.
     """
-    from bringup.rootcause import describe, match_rules, signature_for_rule
+    from bringup.rootcause import describe, match_rules
     from bringup.tracebacks import parse_log
 
     hits = [h for h in Matcher(engine, signatures).scan(lines) if h.signature.fatal]
@@ -306,3 +309,21 @@ def _classify_hits(hits: list[Hit], lines: list[str], phase_reached: str | None,
         source=sig.source,
         hits=hits,
     )
+
+
+@lru_cache(maxsize=64)
+def _rule_signature(rule_id: str):
+    from bringup.rootcause import rule_by_id
+
+    rule = rule_by_id(rule_id)
+    assert rule is not None
+    return Signature.model_validate({
+        "id": rule.id, "pattern": rule.message or "(?!)", "class": rule.failure_class,
+        "priority": rule.priority, "implicates": rule.implicates, "hint": rule.hint, "source": rule.source,
+        "adjust": rule.adjust,
+    })
+
+
+def signature_for_rule(rule: RootRule) -> Signature:
+    """The rule as a Signature, so code that reads a signature's adjust reads a rule's too."""
+    return _rule_signature(rule.id)
