@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from bringup.engines.base import display_name
 from bringup.knowledge_files import classes
 
 if TYPE_CHECKING:
@@ -57,7 +58,7 @@ def _model(r: RunResult) -> str:
 
 def render_markdown(r: RunResult) -> str:
     L: list[str] = []
-    engine = f"{'SGLang' if r.engine == 'sglang' else 'vLLM'} {r.engine_version or ''}".strip()
+    engine = f"{display_name(r.engine)} {r.engine_version or ''}".strip()
     L.append(f"# Bring-up: {r.model} on {_machine(r)}, {engine}")
     L.append("")
     full = sum(1 for a in r.attempts if a.purpose == "search")

@@ -59,6 +59,7 @@ class ProbeSupport(BaseModel):
 class EngineInfo(BaseModel):
     model_config = ConfigDict(extra="forbid")
     module: str
+    display_name: str = ""  # how reports name it (SGLang, vLLM, transformers serve)
     command: list[str] = Field(default_factory=list)  # subcommand words after the module (`serve`)
     distributions: list[str]
     model_flag: str | None  # None: the model is the first positional argument
@@ -85,6 +86,12 @@ def _all_info() -> dict[str, EngineInfo]:
 def engine_names() -> tuple[str, ...]:
     """The real engines bringup knows how to launch (the entries of engines.yaml)."""
     return tuple(_all_info())
+
+
+def display_name(name: str) -> str:
+    """The engine's name in reports; a name engines.yaml does not know is shown as given."""
+    info = _all_info().get(name)
+    return (info.display_name or name) if info else name
 
 
 def engine_info(name: str) -> EngineInfo:
