@@ -41,7 +41,10 @@ class Target:
 
 
 def resolve_target(engine: str | None = None, model: str | None = None, scenario: Path | None = None,
-                   python: str | None = None, time_scale: float = 0.01) -> Target:
+                   python: str | None = None, time_scale: float = 0.01, gpus: str | None = None) -> Target:
+    """``gpus``: CUDA_VISIBLE_DEVICES for every trial of this target (e.g. "0,1"); None inherits it."""
+    if gpus is not None and not re.fullmatch(r"\s*(GPU-[\w-]+|MIG-[\w/-]+|\d+)(\s*,\s*(GPU-[\w-]+|MIG-[\w/-]+|\d+))*\s*", gpus):
+        raise TargetError(f"--gpus {gpus!r}: give GPU indices or UUIDs separated by commas, e.g. 0,1")
     if scenario is not None:
         from bringup.scenario import ScenarioError, load_scenario
 
@@ -54,6 +57,7 @@ def resolve_target(engine: str | None = None, model: str | None = None, scenario
         if time_scale <= 0:
             raise TargetError("--time-scale must be positive")
         eng = scenario_engine(Path(scenario), sc.engine, time_scale, python)
+        eng.gpus = gpus
         answers = [KnownAnswer(a.prompt, a.expected) for a in sc.answers]
         return Target(eng, model or sc.model.name, bundled_help(sc.engine, sc.engine_version), sc.engine_version,
                       answers, sc, Path(scenario))
@@ -66,7 +70,7 @@ def resolve_target(engine: str | None = None, model: str | None = None, scenario
     if not Path(model).exists() and not _HUB_ID.match(model):
         raise TargetError(f"model {model!r} is not a folder here and not a hub id (org/name); "
                           "make a tiny one with `bringup testmodel DIR`")
-    eng = get_engine(engine, python)
+    eng = get_engine(engine, python, gpus)
     version = eng.version()
     if version is None:
         hint = engine_info(engine).install_hint or f"pip install {engine}"

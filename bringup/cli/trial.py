@@ -37,6 +37,7 @@ def trial_cmd(
     timeout: float = typer.Option(1800.0, help="Seconds from launch to ready before giving up."),
     hang_timeout: float = typer.Option(600.0, help="Seconds without a new log line (not ready) that make a hang."),
     python: str = typer.Option(None, help="Python interpreter of the engine's environment (default: this one)."),
+    gpus: str = typer.Option(None, help="CUDA_VISIBLE_DEVICES for the server, e.g. 0,1 (default: inherited)."),
     answer: list[str] = typer.Option([], help="Known answer 'PROMPT=EXPECTED' to check (repeatable)."),
     batch: int = typer.Option(8, min=2, help="Concurrent requests in the batch probe."),
     long_tokens: int = typer.Option(256, min=200, help="Tokens in the long greedy decode probe."),
@@ -50,7 +51,7 @@ def trial_cmd(
     """
     try:
         target = resolve_target(engine=engine, model=model, scenario=scenario, python=python,
-                                time_scale=time_scale)
+                                time_scale=time_scale, gpus=gpus)
     except TargetError as e:
         raise usage_error(str(e)) from None
     tokens = list(ctx.args)

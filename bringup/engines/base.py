@@ -112,6 +112,7 @@ class Engine:
 
     name: str
     python: str = field(default_factory=lambda: sys.executable)
+    gpus: str | None = None  # the target's CUDA_VISIBLE_DEVICES (None: inherit the environment's)
 
     @property
     def info(self) -> EngineInfo:
@@ -139,6 +140,8 @@ class Engine:
         env = dict(os.environ)
         env.update(self.info.env)
         env.update(cand.env_dict)
+        if self.gpus is not None:  # the target's GPUs win over an inherited or candidate value
+            env["CUDA_VISIBLE_DEVICES"] = self.gpus
         env.setdefault("PYTHONUNBUFFERED", "1")  # log lines must stream, not sit in a buffer
         return env
 
@@ -241,9 +244,9 @@ class Engine:
         return EffectiveConfig(values=values, source_lines=source, overrides=overrides)
 
 
-def get_engine(name: str, python: str | None = None) -> Engine:
+def get_engine(name: str, python: str | None = None, gpus: str | None = None) -> Engine:
     engine_info(name)  # validates the name
-    return Engine(name, python or sys.executable)
+    return Engine(name, python or sys.executable, gpus)
 
 
 def later_phase(current: str, new: str | None) -> str:
