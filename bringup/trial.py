@@ -48,7 +48,7 @@ class TrialSettings:
     gpu_watch: GpuWatch | None = None  # None: the process-wide one (bringup/gpus.py)
 
 
-Event = Callable[[str, str], None]  # (kind, text): kind in phase | line | status
+Event = Callable[[str, str], None]  # (kind, text): kind in phase | line | status | gpu
 
 
 def _noop(kind: str, text: str) -> None:
@@ -170,7 +170,7 @@ class Trial:
         watch = self.s.gpu_watch or default_watch()
         msgs, held, self._gpu = watch.before_launch(gpus)
         for m in msgs:
-            self.emit("status", m)
+            self.emit("gpu", m)
         if held is not None:  # the last server's memory is still held: do not launch into a full GPU
             out.launched, out.gpu = False, self._gpu
             out.phase, out.failure_class, out.evidence = "spawn", "gpu-memory-held", held.evidence()
@@ -237,6 +237,8 @@ class Trial:
         t_end = time.monotonic()
         gpu_msgs, after = watch.after_teardown(gpus)
         self._gpu.update(after)
+        for m in gpu_msgs:
+            self.emit("gpu", m)
         self._drain(server)
         if runner is not None and self._probe_thread is not None:
             # The server is gone, so an in-flight probe fails at once: collect its result.

@@ -46,7 +46,7 @@ def _table(attempts) -> Table:
 
 @app.command("run")
 def run_cmd(
-    engine: str = typer.Option(None, help="vllm or sglang (default with no model and no scenario: vllm)."),
+    engine: str = typer.Option(None, help="vllm, sglang or transformers (default with no model and no scenario: vllm)."),
     model: str = typer.Option(None, help="Model folder or hub id (default: a tiny generated model)."),
     scenario: Path = typer.Option(None, help="Replay a scenario file instead of a real engine."),
     baseline: str = typer.Option("", help="The starting command's engine flags, e.g. a model card's."),
@@ -116,6 +116,8 @@ def run_cmd(
         elif kind == "attempt":
             attempts.append(data)
             live.update(_table(attempts))
+        elif kind == "trial" and data[0] == "gpu":  # GPU hygiene messages (bringup/gpus.py)
+            err_console.print(f"gpu: {data[1]}", markup=False)
 
     r = Run(settings, root, run_id=rid, on_event=on_event)
     try:

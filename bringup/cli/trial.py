@@ -80,6 +80,9 @@ def trial_cmd(
     def on_event(kind: str, text: str) -> None:
         if status is None:
             return
+        if kind == "gpu":  # GPUs busy before the first launch, memory not given back (bringup/gpus.py)
+            err_console.print(f"[dim]gpu:[/] {text}")
+            return
         if kind == "phase":
             state["phase"] = text
         elif kind == "line" and text.strip():
