@@ -56,8 +56,8 @@ def _type_of(metavar: str | None) -> tuple[str | None, list[str] | None]:
     m = re.fullmatch(r"[\[<]([^\]>]*\|[^\]>]*)[\]>]", metavar)
     if m:
         return "choice", [c.strip() for c in m.group(1).split("|") if c.strip()]
-    bare = metavar.strip("<>").strip()
-    return _TYPES.get(bare.upper(), "str"), None
+    bare = re.sub(r"\s*\[[^\]]*\]$", "", metavar).strip("<>").strip()  # "<int range> [x>=1]"
+    return _TYPES.get(bare.upper(), _TYPES.get(bare.split(" ")[0].upper(), "str")), None
 
 
 def _join_help(lines: list[str]) -> str:
@@ -146,13 +146,14 @@ def _box_rows(lines: list[str]) -> tuple[list[_Row], list[str]]:
             if m and not content.startswith("   " * 5):
                 positionals.append(m.group(1).lower())
             continue
-        m = re.match(r"^\*?\s*(-{1,2}[A-Za-z0-9])", content)
+        m = re.match(r"^(?:\*\s+)?(-{1,2}[A-Za-z0-9])", content)  # an option starts the row; help text is indented
         if m:
             cells = [c for c in re.split(r"\s{2,}", content.lstrip("* ")) if c]
             name_cells = [c for c in cells if c.startswith("-")]
             rest = cells[len(name_cells):]
             names, metavar = _split_names(name_cells)
-            if rest and metavar is None and re.fullmatch(r"<[^>]+>|\[[^\]]*\|[^\]]*\]|[A-Z][A-Z ]*[A-Z]|[A-Z]+", rest[0]):
+            if rest and metavar is None and re.fullmatch(r"(<[^>]+>|\[[^\]]*\|[^\]]*\]|[A-Z][A-Z ]*[A-Z]|[A-Z]+)"
+                                                         r"( \[[^\]|]*\])?", rest[0]):
                 metavar, rest = rest[0], rest[1:]
             first = "  ".join(rest)
             if rest:
