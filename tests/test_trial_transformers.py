@@ -62,16 +62,27 @@ def test_continuous_batching_cache_too_big_dies_on_first_request(tiny_model, tmp
     assert_nothing_left(Path(o["log_path"]).parent)
 
 
-def test_run_from_a_flash_attention_baseline_reaches_a_validated_configuration(tiny_model, tmp_path):
-    rc, r, _, err = bringup("run", "--engine", "transformers", "--model", str(tiny_model), "--runs-dir",
-                            str(tmp_path), "--baseline", "--attn-implementation flash_attention_2", "--json",
-                            "--timeout", "300", "--hang-timeout", "120")
+def _run(model: Path, runs: Path, *extra: str) -> dict:
+    rc, r, _, err = bringup("run", "--engine", "transformers", "--model", str(model), "--runs-dir", str(runs),
+                            "--baseline", "--attn-implementation flash_attention_2", "--json", "--timeout", "300",
+                            "--hang-timeout", "120", *extra)
     assert rc == 0, err[-2000:]
     assert r["status"] == "validated" and r["validated"]
+    assert r["final_candidate"]["flags"].get("--attn-implementation") not in ("flash_attention_2", "flash_attention_3")
+    assert all(p["passed"] for p in r["final_probes"])
+    assert r["final_command"].startswith("python -m transformers.cli.transformers serve ")
+    return r
+
+
+def test_run_from_a_flash_attention_baseline_on_signatures_alone(tiny_model, tmp_path):
+    r = _run(tiny_model, tmp_path, "--no-knowledge")
     first = r["attempts"][0]
     assert (first["status"], first["failure_class"]) == ("fails", "missing-dependency")
     assert r["launches"] <= 3
-    final = r["final_candidate"]["flags"]
-    assert final.get("--attn-implementation") != "flash_attention_2"
-    assert all(p["passed"] for p in r["final_probes"])
-    assert r["final_command"].startswith("python -m transformers.cli.transformers serve ")
+    assert r["minimal_fix"] == ["drop --attn-implementation"] and r["minimal_fix_verified"]
+
+
+def test_run_from_a_flash_attention_baseline_with_knowledge_skips_it(tiny_model, tmp_path):
+    # rules.yaml: flash attention needs CUDA, so on this CPU machine the baseline is never launched.
+    r = _run(tiny_model, tmp_path)
+    assert r["launches"] == 1 and r["attempts"][0]["status"] == "works"
