@@ -182,14 +182,17 @@ class GpuWatch:
         self.announced = False
         self.before: dict[int, int] | None = None
         self.held: Held | None = None
+        self.no_gpu: dict[str, str] | None = None
 
     def before_launch(self, indices: list[int] | None) -> tuple[list[str], Held | None, dict[str, Any]]:
         """(messages, a hold that must stop this launch, the record for the outcome)."""
+        if self.no_gpu is not None:  # a machine without GPUs does not grow one between launches
+            return [], None, dict(self.no_gpu)
         r = self.reader()
         if not r.gpus:
-            msgs = [] if self.announced else [r.why_none()]
             self.announced = True
-            return msgs, None, {"gpus": "none", "note": r.why_none()}
+            self.no_gpu = {"gpus": "none", "note": r.why_none()}
+            return [r.why_none()], None, dict(self.no_gpu)
         msgs: list[str] = []
         if not self.announced:
             self.announced = True

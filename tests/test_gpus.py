@@ -110,7 +110,8 @@ def test_no_gpu_is_a_no_op_that_says_why():
     assert "no NVIDIA GPU here" in msgs[0] and "Driver Not Loaded" in msgs[0] and "nvidia-smi is not on PATH" in msgs[0]
     assert rec["gpus"] == "none"
     assert watch.after_teardown(None) == ([], {})  # nothing to wait for
-    assert watch.before_launch(None)[0] == []  # said once
+    again = watch.before_launch(None)
+    assert again[0] == [] and again[2] == rec  # said once, recorded every time
 
 
 def test_nvml_error_mid_read_falls_back_to_nvidia_smi():
