@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from bringup.engines.base import Engine, get_engine, later_phase
+from bringup.engines.base import Engine, engine_info, engine_names, get_engine, later_phase
 from bringup.knowledge_files import KnowledgeFileError
 from bringup.outcome import Outcome, OverrideRecord
 from bringup.signatures import Matcher, classify
@@ -15,15 +15,13 @@ _REQUEST = re.compile(r'"POST /v1/(chat/)?completions HTTP/[\d.]+" (\d{3})')
 _READY = re.compile(r"Application startup complete|The server is fired up and ready to roll|Starting vLLM server on")
 
 
-_TRANSFORMERS = re.compile(r"transformers/cli/serv|transformers/commands/serving|^\[transformers\] |transformers serve")
-
-
 def detect_engine(lines: list[str]) -> str:
-    text = "\n".join(lines[:400])
-    if "server_args=ServerArgs(" in text or "sglang" in text.lower():
-        return "sglang"
-    if "vllm" not in text.lower() and any(_TRANSFORMERS.search(ln) for ln in lines):
-        return "transformers"
+    """The engine whose log marker (engines.yaml `log_marker`) shows first; vLLM when none does."""
+    head = lines[:400]
+    for name in engine_names():
+        marker = engine_info(name).log_marker
+        if marker and any(re.search(marker, ln) for ln in head):
+            return name
     return "vllm"
 
 

@@ -230,16 +230,25 @@ def _host_memory_bytes() -> int | None:
 # NVML: one raw read (machine), one pure parse (tests replay the raw dict)
 
 
-def read_nvml(nvml: Any = None) -> dict[str, Any] | None:
-    """Raw NVML answers as plain data, or None when NVML is not there (no driver, no pynvml)."""
+def read_nvml(nvml: Any = None, processes: bool = False, errors: list[str] | None = None) -> dict[str, Any] | None:
+    """Raw NVML answers as plain data, or None when NVML is not there (no driver, no pynvml).
+
+    ``processes``: also list each GPU's compute and graphics processes (pid, used bytes), for the
+    GPU hygiene checks around a launch (``bringup/gpus.py``). ``errors`` collects why NVML did not
+    answer, in words, for callers that must say so.
+    """
     if nvml is None:
         try:
             import pynvml as nvml  # noqa: PLC0415
         except ImportError:
+            if errors is not None:
+                errors.append("NVML: the pynvml module (nvidia-ml-py) is not installed")
             return None
     try:
         nvml.nvmlInit()
-    except Exception:  # noqa: BLE001  (NVMLError_LibraryNotFound, DriverNotLoaded, ...)
+    except Exception as e:  # noqa: BLE001  (NVMLError_LibraryNotFound, DriverNotLoaded, ...)
+        if errors is not None:
+            errors.append(f"NVML did not start: {type(e).__name__}: {e}")
         return None
     raw: dict[str, Any] = {"gpus": []}
     try:
@@ -268,13 +277,34 @@ def read_nvml(nvml: Any = None) -> dict[str, Any] | None:
             except Exception:  # noqa: BLE001
                 g["compute_capability"] = None
             g["nvlink_active_links"] = _nvlink_active(nvml, h)
+            if processes:
+                g["processes"] = _nvml_processes(nvml, h)
             raw["gpus"].append(g)
+    except Exception as e:  # noqa: BLE001  (a GPU that fell off the bus, GPU lost, ...)
+        if errors is None:
+            raise
+        errors.append(f"NVML failed while reading GPU {len(raw['gpus'])}: {type(e).__name__}: {e}")
+        return None
     finally:
         try:
             nvml.nvmlShutdown()
         except Exception:  # noqa: BLE001
             pass
     return raw
+
+
+def _nvml_processes(nvml: Any, handle: Any) -> list[dict[str, Any]]:
+    """Compute and graphics processes on one GPU: pid and used bytes (None where NVML hides it)."""
+    seen: dict[int, dict[str, Any]] = {}
+    for fn in ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetGraphicsRunningProcesses"):
+        try:
+            procs = getattr(nvml, fn)(handle)
+        except Exception:  # noqa: BLE001  (NotSupported on some parts, missing in old bindings)
+            continue
+        for p in procs or []:
+            used = getattr(p, "usedGpuMemory", None)
+            seen.setdefault(int(p.pid), {"pid": int(p.pid), "used_bytes": int(used) if used is not None else None})
+    return list(seen.values())
 
 
 def _text(v: Any) -> str:
@@ -444,11 +474,14 @@ def smem_via_libcuda() -> list[dict[str, int]] | None:
     return out
 
 
-def smem_via_torch() -> list[dict[str, int]] | None:
-    try:
-        import torch  # noqa: PLC0415  (opt-in only: seconds to import)
-    except ImportError:
-        return None
+def smem_via_torch(torch: Any = None) -> list[dict[str, int]] | None:
+    """SM count and opt-in shared memory per block from ``torch.cuda.get_device_properties``:
+    what the engines (all PyTorch programs) see. ``torch``: a stand-in module for tests."""
+    if torch is None:
+        try:
+            import torch  # noqa: PLC0415  (seconds to import: only when asked, or when doctor measures)
+        except ImportError:
+            return None
     if not torch.cuda.is_available():
         return None
     out = []
@@ -475,8 +508,14 @@ def apply_smem(gpus: list[GPU], measured: list[dict[str, int]] | None, source: s
 # the snapshot
 
 
-def snapshot(smem: bool = False, nvml: Any = None) -> Snapshot:
-    """Read this machine. Never raises for missing GPUs, drivers or tools: it says so in notes."""
+def snapshot(smem: bool | None = False, nvml: Any = None, torch: Any = None) -> Snapshot:
+    """Read this machine. Never raises for missing GPUs, drivers or tools: it says so in notes.
+
+    ``smem``: measure SM count and shared memory per block. True: the CUDA driver, then PyTorch.
+    None (auto, what ``bringup doctor`` does): where PyTorch is installed, read them from the device
+    through ``torch.cuda.get_device_properties`` (then the driver), so the facts never come from
+    the compute-capability table on a machine that can tell. False: not measured.
+    """
     snap = Snapshot(taken_at=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"))
     snap.packages, snap.package_dists = package_versions()
     snap.host = host_info()
@@ -507,11 +546,18 @@ def snapshot(smem: bool = False, nvml: Any = None) -> Snapshot:
         snap.topology = Topology(link="none", source="single GPU")
     snap.sources["topology"] = snap.topology.source
 
+    has_torch = torch is not None or bool(snap.packages.get("torch"))
+    if smem is None:
+        smem = has_torch
     if smem and snap.gpus:
-        if apply_smem(snap.gpus, smem_via_libcuda(), "libcuda"):
-            snap.sources["smem"] = "libcuda"
-        elif apply_smem(snap.gpus, smem_via_torch(), "torch"):
-            snap.sources["smem"] = "torch"
+        readers: list[tuple[str, Callable[[], list[dict[str, int]] | None]]] = [
+            ("libcuda", smem_via_libcuda), ("torch", lambda: smem_via_torch(torch))]
+        if has_torch:
+            readers.reverse()
+        for name, read in readers:
+            if apply_smem(snap.gpus, read(), name):
+                snap.sources["smem"] = name
+                break
         else:
             snap.sources["smem"] = "unavailable"
             snap.notes.append("Shared memory per block could not be measured; facts use the table.")

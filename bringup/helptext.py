@@ -1,8 +1,12 @@
-"""Parse an engine's argparse ``--help`` text into typed options.
+"""Parse an engine's ``--help`` text into typed options.
 
 The help text is the engine's own statement of what this version accepts: flag names, aliases,
-argparse choices and defaults. Search spaces and flag validation are built from it, so a flag
-that a version renamed (SGLang 0.5.23's ``--dsa-*`` for ``--nsa-*``) is never offered.
+choices and defaults. Search spaces and flag validation are built from it, so a flag that a
+version renamed (SGLang 0.5.23's ``--dsa-*`` for ``--nsa-*``) is never offered.
+
+Two families of help are read into the same ``HelpSpec``: argparse (SGLang, vLLM) and click,
+which Typer apps print either plain (``--flag TEXT  help [default: x]``, ``--x / --no-x``,
+choices as ``[a|b|c]``; ``transformers serve``) or in Rich boxes (``╭─ Options ─╮``).
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ class HelpOption:
     negatable: bool = False  # argparse BooleanOptionalAction: --x / --no-x
     nargs_many: bool = False  # "X [X ...]"
     open_choices: bool = False  # "{a,b} or name registered in ...": choices are suggestions
+    value_type: str | None = None  # click/Typer: str, int, float, path, choice, bool (switch); argparse: None
 
     @property
     def takes_value(self) -> bool:
@@ -40,7 +45,8 @@ class HelpOption:
     @property
     def dest(self) -> str:
         """The argparse destination, as engines print it in their effective config."""
-        if self.metavar and re.fullmatch(r"[A-Z0-9_]+", self.metavar):
+        # A click metavar is a type name (TEXT, INTEGER), not the destination.
+        if self.value_type is None and self.metavar and re.fullmatch(r"[A-Z0-9_]+", self.metavar):
             return self.metavar.lower()
         return self.name.lstrip("-").replace("-", "_")
 
@@ -56,6 +62,8 @@ class HelpSpec:
     options: list[HelpOption]
     usage_prog: str = ""
     positionals: list[str] = field(default_factory=list)
+    allow_abbrev: bool = True  # argparse takes unique prefixes of long options; click does not
+    style: str = "argparse"  # argparse | click | rich
 
     @cached_property
     def by_name(self) -> dict[str, HelpOption]:
@@ -74,14 +82,16 @@ class HelpSpec:
         """Find an option the way argparse does: exact, then a unique prefix (allow_abbrev)."""
         if name in self.by_name:
             return self.by_name[name]
-        if not name.startswith("--"):
+        if not name.startswith("--") or not self.allow_abbrev:
             return None
         hits = {id(o): o for n, o in self.by_name.items() if n.startswith(name)}
         return next(iter(hits.values())) if len(hits) == 1 else None
 
     def ambiguous(self, name: str) -> list[str]:
         """Option strings that a prefix could mean, when more than one (argparse's error)."""
-        return sorted(n for n in self.by_name if n.startswith(name)) if name.startswith("--") else []
+        if not name.startswith("--") or not self.allow_abbrev:
+            return []
+        return sorted(n for n in self.by_name if n.startswith(name))
 
     def close_matches(self, name: str, n: int = 3) -> list[str]:
         return difflib.get_close_matches(name, list(self.by_name), n=n, cutoff=0.6)
@@ -144,6 +154,21 @@ def _parse_option_strings(spec: str) -> tuple[list[str], str | None, list[str] |
 
 
 def parse_help(text: str) -> HelpSpec:
+    """Parse an engine's help: argparse (SGLang, vLLM) or click/Typer (transformers serve)."""
+    if is_click_help(text):
+        from bringup.helptext_click import parse_click_help  # noqa: PLC0415
+
+        return parse_click_help(text)
+    return parse_argparse_help(text)
+
+
+def is_click_help(text: str) -> bool:
+    """Click prints "Usage:" (capital U) and Typer's Rich mode draws boxes; argparse "usage:"."""
+    first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+    return first.startswith("Usage:") or "╭─" in text[:3000]
+
+
+def parse_argparse_help(text: str) -> HelpSpec:
     """Parse argparse help output (SGLang and vLLM captures, several versions)."""
     lines = text.splitlines()
     # Join the usage block to find the program name and positionals.

@@ -71,6 +71,7 @@ class Outcome(BaseModel):
     kv_report: dict[str, Any] | None = None
     bench: dict[str, Any] | None = None  # a workload run while the server was up (tuning)
     teardown: dict[str, Any] | None = None
+    gpu: dict[str, Any] | None = None  # GPU memory before the launch and after teardown (bringup/gpus.py)
 
     @property
     def works(self) -> bool:

@@ -56,6 +56,11 @@ class ProbeConfig:
     request_timeout: float = 120.0
     answers: list[KnownAnswer] = field(default_factory=list)
     model_name: str | None = None  # None: the first id that /v1/models lists
+    # What the engine's API offers (engines.yaml `probes:`): transformers serve lists only the HF
+    # cache in /v1/models, rejects `ignore_eos` (HTTP 422) and ignores `logprobs`.
+    list_models: bool = True
+    ignore_eos: bool = True
+    logprobs: bool = True
 
 
 class ServerBroke(Exception):
@@ -117,8 +122,9 @@ class ProbeRunner:
         self._reference: Any = None
 
     def _completion(self, client: httpx.Client, prompt: str, max_tokens: int, **extra: Any) -> dict:
-        body = {"model": self.model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0,
-                "logprobs": 1, **extra}
+        body = {"model": self.model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0, **extra}
+        if self.cfg.logprobs:
+            body["logprobs"] = 1
         data = _post(client, "/v1/completions", body)
         if not data.get("choices"):
             raise Disagree(f"completion has no choices: {str(data)[:200]}")
@@ -128,11 +134,13 @@ class ProbeRunner:
     def probe_health(self, client: httpx.Client) -> str:
         try:
             r = client.get("/health")
-            m = client.get("/v1/models")
+            m = client.get("/v1/models") if self.cfg.list_models else None
         except httpx.HTTPError as e:
             raise ServerBroke(f"GET /health: {type(e).__name__}: {e}") from e
         if r.status_code != 200:
             raise ServerBroke(f"GET /health: HTTP {r.status_code}")
+        if m is None:
+            return f"health 200; model {self.model} (this engine's /v1/models does not list the served model)"
         if m.status_code != 200:
             raise ServerBroke(f"GET /v1/models: HTTP {m.status_code}")
         ids = [d.get("id") for d in m.json().get("data", [])]
@@ -147,7 +155,9 @@ class ProbeRunner:
         (prefill); after it, decode."""
         self.phase = "first-request"
         body = {"model": self.model, "prompt": REFERENCE_PROMPT, "max_tokens": self.cfg.short_tokens,
-                "temperature": 0, "logprobs": 1, "stream": True, "stream_options": {"include_usage": True}}
+                "temperature": 0, "stream": True, "stream_options": {"include_usage": True}}
+        if self.cfg.logprobs:
+            body["logprobs"] = 1
         text, tokens, lps, usage = [], [], [], {}
         try:
             with client.stream("POST", "/v1/completions", json=body) as r:
@@ -183,7 +193,10 @@ class ProbeRunner:
         n = usage.get("completion_tokens") or len(tokens)
         if not n or n < 1 or n > self.cfg.short_tokens:
             raise Disagree(f"completion_tokens {n} outside 1..{self.cfg.short_tokens}")
-        self._reference = tokens or "".join(text)
+        # Without token logprobs the reference is text, and streamed text can differ from the
+        # same tokens sent whole (transformers holds back a trailing partial UTF-8 character):
+        # batch invariance then compares whole responses only.
+        self._reference = tokens or ("".join(text) if self.cfg.logprobs else None)
         self.phase = "decode"
         return f"{n} tokens (streamed): {''.join(text)[:60]!r}"
 
@@ -216,13 +229,16 @@ class ProbeRunner:
 
     def probe_long_decode(self, client: httpx.Client) -> str:
         n = self.cfg.long_tokens
-        data = self._completion(client, "Once upon a time", n, ignore_eos=True)
+        extra = {"ignore_eos": True} if self.cfg.ignore_eos else {}
+        data = self._completion(client, "Once upon a time", n, **extra)
         choice = data["choices"][0]
         vals = _finite_logprobs(choice)
         got = (data.get("usage") or {}).get("completion_tokens")
-        if got != n:
-            raise Disagree(f"asked for {n} tokens with ignore_eos, got {got}")
-        return f"{got} tokens, {len(vals)} finite logprobs"
+        stopped = not self.cfg.ignore_eos and choice.get("finish_reason") == "stop" and got and 0 < got < n
+        if got != n and not stopped:
+            raise Disagree(f"asked for {n} tokens{' with ignore_eos' if extra else ''}, got {got}")
+        lp = f"{len(vals)} finite logprobs" if self.cfg.logprobs else "no logprobs from this engine"
+        return f"{got} tokens{' (stopped at EOS)' if stopped else ''}, {lp}"
 
     def probe_batch(self, client: httpx.Client) -> str:
         self.phase = "load"
@@ -236,6 +252,8 @@ class ProbeRunner:
         return f"{len(outs)} concurrent requests answered"
 
     def probe_batch_invariance(self, client: httpx.Client) -> str:
+        if self._reference is None:
+            self._reference = _tokens(self._completion(client, REFERENCE_PROMPT, self.cfg.short_tokens)["choices"][0])
         if self._batch_reference != self._reference:
             raise Disagree(f"greedy output differs alone vs in a batch: {_show(self._reference)} vs "
                            f"{_show(self._batch_reference)}")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from bringup.engines.base import display_name
 from bringup.knowledge_files import classes
 from bringup.results import RunResult
 
@@ -54,7 +55,7 @@ def describe_model(r: RunResult) -> str:
 
 def render_markdown(r: RunResult) -> str:
     L: list[str] = []
-    engine = f"{'SGLang' if r.engine == 'sglang' else 'vLLM'} {r.engine_version or ''}".strip()
+    engine = f"{display_name(r.engine)} {r.engine_version or ''}".strip()
     L.append(f"# Bring-up: {r.model} on {describe_machine(r)}, {engine}")
     L.append("")
     full = sum(1 for a in r.attempts if a.purpose == "search")

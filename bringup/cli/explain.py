@@ -8,6 +8,7 @@ import typer
 
 from bringup.cli import app
 from bringup.cli._common import print_json, render_outcome, usage_error
+from bringup.engines.base import engine_names
 from bringup.explain import explain_file
 
 
@@ -18,8 +19,8 @@ def explain_cmd(
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """Say why a launch failed: failure class, phase, root-cause evidence and a hint."""
-    if engine and engine not in ("vllm", "sglang", "transformers"):
-        raise usage_error(f"unknown engine {engine!r}: use vllm, sglang or transformers")
+    if engine and engine not in engine_names():
+        raise usage_error(f"unknown engine {engine!r}: use one of {', '.join(engine_names())}")
     if not logfile.is_file():
         raise usage_error(f"{logfile} is not a file: give the path of a saved server log")
     outcome = explain_file(logfile, engine)

@@ -50,7 +50,7 @@ def _table(attempts: list[Attempt]) -> Table:
 
 @app.command("run")
 def run_cmd(
-    engine: str = typer.Option(None, help="vllm or sglang (default with no model and no scenario: vllm)."),
+    engine: str = typer.Option(None, help="vllm, sglang or transformers (default with no model and no scenario: vllm)."),
     model: str = typer.Option(None, help="Model folder or hub id (default: a tiny generated model)."),
     scenario: Path = typer.Option(None, help="Replay a scenario file instead of a real engine."),
     baseline: str = typer.Option("", help="The starting command: 'NAME=VALUE ... --flag x' (environment, then "
@@ -143,6 +143,10 @@ class LiveTable(QuietObserver):
 
     def launching(self, seq: int, purpose: Purpose, changes: str, screen: bool) -> None:
         self.live.update(_table(self.attempts))
+
+    def trial_event(self, kind: str, text: str) -> None:
+        if kind == "gpu":  # GPU hygiene messages (bringup/gpus.py)
+            err_console.print(f"gpu: {text}", markup=False)
 
     def attempted(self, attempt: Attempt) -> None:
         self.attempts.append(attempt)

@@ -30,7 +30,7 @@ def parse_answers(answers: list[str]) -> list[KnownAnswer]:
 @app.command("trial", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def trial_cmd(
     ctx: typer.Context,
-    engine: str = typer.Option(None, help="vllm or sglang (not with --scenario)."),
+    engine: str = typer.Option(None, help="vllm, sglang or transformers (engines.yaml; not with --scenario)."),
     model: str = typer.Option(None, help="Model folder or hub id (with --scenario: the scenario's model)."),
     scenario: Path = typer.Option(None, help="Replay a scenario file instead of a real engine."),
     time_scale: float = typer.Option(0.01, help="Scenario only: real seconds per simulated second."),
@@ -38,6 +38,7 @@ def trial_cmd(
     timeout: float = typer.Option(1800.0, help="Seconds from launch to ready before giving up."),
     hang_timeout: float = typer.Option(600.0, help="Seconds without a new log line (not ready) that make a hang."),
     python: str = typer.Option(None, help="Python interpreter of the engine's environment (default: this one)."),
+    gpus: str = typer.Option(None, help="CUDA_VISIBLE_DEVICES for the server, e.g. 0,1 (default: inherited)."),
     answer: list[str] = typer.Option([], help="Known answer 'PROMPT=EXPECTED' to check (repeatable)."),
     env: list[str] = typer.Option([], help="Environment variable for the server: NAME=VALUE (repeatable)."),
     batch: int = typer.Option(8, min=2, help="Concurrent requests in the batch probe."),
@@ -52,7 +53,7 @@ def trial_cmd(
     """
     try:
         target = resolve_target(engine=engine, model=model, scenario=scenario, python=python,
-                                time_scale=time_scale)
+                                time_scale=time_scale, gpus=gpus)
     except TargetError as e:
         raise usage_error(str(e)) from None
     tokens = list(ctx.args)
@@ -84,6 +85,9 @@ def trial_cmd(
 
     def on_event(kind: str, text: str) -> None:
         if status is None:
+            return
+        if kind == "gpu":  # GPUs busy before the first launch, memory not given back (bringup/gpus.py)
+            err_console.print(f"[dim]gpu:[/] {text}")
             return
         if kind == "phase":
             state["phase"] = text

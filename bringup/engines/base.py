@@ -12,7 +12,7 @@ import os
 import re
 import subprocess
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, ClassVar
@@ -30,6 +30,7 @@ from bringup.effective import (
 from bringup.helptext import HelpSpec, parse_help
 from bringup.installed import distribution_version
 from bringup.knowledge_files import DATA, KnowledgeFileError, load_yaml, phase_index
+from bringup.probes import ProbeConfig
 
 
 class PhaseMarker(BaseModel):
@@ -46,11 +47,27 @@ class OverrideRule(BaseModel):
     source: str = ""
 
 
+class ProbeSupport(BaseModel):
+    """What of the OpenAI API the engine's server really offers, for the probe ladder."""
+
+    model_config = ConfigDict(extra="forbid")
+    list_models: bool = True  # /v1/models lists the served model (else the probes name it themselves)
+    ignore_eos: bool = True  # the completions API accepts vLLM's `ignore_eos` extension
+    logprobs: bool = True  # completions return token logprobs (else no NaN check on them)
+    source: str = ""
+
+
 class EngineInfo(BaseModel):
     model_config = ConfigDict(extra="forbid")
     module: str
+    display_name: str = ""  # how reports name it (SGLang, vLLM, transformers serve)
+    command: list[str] = Field(default_factory=list)  # subcommand words after the module (`serve`)
     distributions: list[str]
-    model_flag: str
+    model_flag: str | None  # None: the model is the first positional argument
+    fixed_args: list[str] = Field(default_factory=list)  # always passed (e.g. `--log-level info`)
+    env: dict[str, str] = Field(default_factory=dict)  # set for every launch and help capture
+    install_hint: str = ""
+    probes: ProbeSupport = Field(default_factory=ProbeSupport)
     help_args: list[str] = Field(default_factory=lambda: ["--help"])
     ready_paths: list[str] = Field(default_factory=lambda: ["/health"])
     ready_log: str | None = None
@@ -62,12 +79,24 @@ class EngineInfo(BaseModel):
     # top-k sampling."): evidence that names a component when output is silently wrong.
     implementation_log: list[str] = Field(default_factory=lambda: [
         r"\bUsing\b.{1,80}?\b(backend|kernel|sampler|sampling|GEMM|attention|MoE|all-?reduce)\b"])
+    log_marker: str | None = None  # a regex that tells this engine's log apart (bringup explain)
 
 
 @lru_cache(maxsize=1)
 def _all_info() -> dict[str, EngineInfo]:
     raw = load_yaml(DATA / "engines.yaml")
     return {name: EngineInfo.model_validate(v) for name, v in raw.items()}
+
+
+def engine_names() -> tuple[str, ...]:
+    """The real engines bringup knows how to launch (the entries of engines.yaml)."""
+    return tuple(_all_info())
+
+
+def display_name(name: str) -> str:
+    """The engine's name in reports; a name engines.yaml does not know is shown as given."""
+    info = _all_info().get(name)
+    return (info.display_name or name) if info else name
 
 
 def engine_info(name: str) -> EngineInfo:
@@ -88,6 +117,7 @@ class Engine:
 
     name: str
     python: str = field(default_factory=lambda: sys.executable)
+    gpus: str | None = None  # the target's CUDA_VISIBLE_DEVICES (None: inherit the environment's)
 
     @property
     def info(self) -> EngineInfo:
@@ -99,19 +129,33 @@ class Engine:
         return self.name
 
     # -- launching -------------------------------------------------------------------------
+    def model_args(self, model: str) -> list[str]:
+        """The model as the engine takes it: behind its flag, or positional."""
+        return [self.info.model_flag, model] if self.info.model_flag else [model]
+
     def launch_argv(self, cand: Candidate, host: str, port: int) -> list[str]:
-        return [self.python, "-m", self.info.module, self.info.model_flag, cand.model,
-                "--host", host, "--port", str(port), *cand.argv_flags()]
+        return [self.python, "-m", self.info.module, *self.info.command, *self.model_args(cand.model),
+                "--host", host, "--port", str(port), *self.info.fixed_args, *cand.argv_flags()]
 
     def command_prefix(self, cand: Candidate) -> list[str]:
         """The start of a copy-pasteable command (report only)."""
-        return ["python", "-m", self.info.module, self.info.model_flag, cand.model]
+        return ["python", "-m", self.info.module, *self.info.command, *self.model_args(cand.model)]
 
     def launch_env(self, cand: Candidate) -> dict[str, str]:
         env = dict(os.environ)
+        env.update(self.info.env)
         env.update(cand.env_dict)
+        if self.gpus is not None:  # the target's GPUs win over an inherited or candidate value
+            env["CUDA_VISIBLE_DEVICES"] = self.gpus
         env.setdefault("PYTHONUNBUFFERED", "1")  # log lines must stream, not sit in a buffer
         return env
+
+    def probe_config(self, cfg: ProbeConfig, cand: Candidate) -> ProbeConfig:
+        """The probe settings for this engine's server: what its API lacks is not asked for."""
+        sup = self.info.probes
+        return replace(cfg, list_models=sup.list_models and cfg.list_models,
+                       ignore_eos=sup.ignore_eos and cfg.ignore_eos, logprobs=sup.logprobs and cfg.logprobs,
+                       model_name=cfg.model_name or (None if sup.list_models else cand.model))
 
     # -- version and help ------------------------------------------------------------------
     def version(self) -> str | None:
@@ -126,14 +170,15 @@ class Engine:
         if cache.exists():
             return cache.read_text()
         env = dict(os.environ)
-        env["COLUMNS"] = "80"  # argparse wraps help to the terminal width; keep captures comparable
+        env.update(self.info.env)
+        env["COLUMNS"] = "80"  # argparse and click wrap help to the terminal width; keep captures comparable
         try:
-            out = subprocess.run([self.python, "-m", self.info.module, *self.info.help_args], capture_output=True,
-                                 text=True, timeout=180, env=env)
+            out = subprocess.run([self.python, "-m", self.info.module, *self.info.command, *self.info.help_args],
+                                 capture_output=True, text=True, timeout=180, env=env)
         except (OSError, subprocess.TimeoutExpired):
             return None
         text = out.stdout
-        if out.returncode != 0 or "usage:" not in text:
+        if out.returncode != 0 or "usage:" not in text.lower():  # argparse "usage:", click "Usage:"
             return None
         cache.parent.mkdir(parents=True, exist_ok=True)
         cache.write_text(text)
@@ -247,9 +292,9 @@ class Engine:
         return EffectiveConfig(values=values, source_lines=source, overrides=overrides)
 
 
-def get_engine(name: str, python: str | None = None) -> Engine:
+def get_engine(name: str, python: str | None = None, gpus: str | None = None) -> Engine:
     engine_info(name)  # validates the name
-    return Engine(name, python or sys.executable)
+    return Engine(name, python or sys.executable, gpus)
 
 
 def later_phase(current: str, new: str | None) -> str:

@@ -18,6 +18,7 @@ from urllib.parse import quote
 import jinja2
 
 import bringup.htmlreport.svg as svg
+from bringup.engines.base import display_name
 from bringup.knowledge_files import classes
 from bringup.outcome import Outcome, OverrideRecord, ProbeResult
 from bringup.report import describe_machine, describe_model  # the same wording as FINDINGS.md
@@ -32,7 +33,6 @@ STATUSES = ("works", "fails", "wrong-output", "timeout")
 KINDS = {"search": "full", "screen": "screen", "minimize": "minimize"}
 KIND_LONG = {"search": "full launch", "screen": "screen (dummy weights, fewer layers)",
              "minimize": "minimize (full launch)"}
-ENGINES = {"sglang": "SGLang", "vllm": "vLLM"}
 EVIDENCE_CHARS = 200  # in the attempt table; the failure cards show every line in full
 
 # Tuning metrics in the points table, in this order (keys ending in _s are seconds).
@@ -195,7 +195,7 @@ class RunView:
 
 
 def _engine(name: str, version: str | None) -> str:
-    return f"{ENGINES.get(name, name)} {version or ''}".strip()
+    return f"{display_name(name)} {version or ''}".strip()
 
 
 def _short_machine(r: RunResult) -> str:
