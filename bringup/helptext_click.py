@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from bringup.helptext import HelpOption, HelpSpec
+from bringup.helpspec import HelpOption, HelpSpec
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _BOX_TOP = re.compile(r"^\s*╭─+\s*(?P<title>[^─╮]*?)\s*─*╮\s*$")
