@@ -345,6 +345,8 @@ def load_registry(engine: str, python: str | None = None, version: str | None = 
     file this Python cannot parse falls back to the snapshot, and ``Registry.problem`` says why.
     ``installed=False`` reads the snapshot only (an engine double imitating a version).
     """
+    if engine not in registries():  # an engine with no central registry (transformers serve)
+        return Registry(engine, version, {}, {}, "none", "", (), {}, None)
     spec = registry_spec(engine)
     pkg = package_dir or (locate_package(spec["package"], python) if installed else None)
     have = None

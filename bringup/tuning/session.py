@@ -70,7 +70,11 @@ class LaunchEvaluator:
     def _scaled_cfg(self, url: str) -> BenchConfig:
         slos = [SLO(metric=x.metric, stat=x.stat, target_s=x.target_s * self.time_scale)
                 for x in self.bench_cfg.slos]
-        return self.bench_cfg.model_copy(update={"url": url, "slos": slos})
+        sup = self.target.engine.info.probes  # what the engine's API offers (engines.yaml)
+        update: dict = {"url": url, "slos": slos, "ignore_eos": self.bench_cfg.ignore_eos and sup.ignore_eos}
+        if not sup.list_models and not self.bench_cfg.model:
+            update["model"] = self.target.model  # its /v1/models does not list the served model
+        return self.bench_cfg.model_copy(update=update)
 
     def run_trial(self, cand: Candidate, workload: Callable[[str], dict], purpose: str) -> tuple:
         self.seq += 1
