@@ -254,13 +254,20 @@ class ProbeRunner:
     def probe_batch_invariance(self, client: httpx.Client) -> str:
         if self._reference is None:
             self._reference = _tokens(self._completion(client, REFERENCE_PROMPT, self.cfg.short_tokens)["choices"][0])
+        note = ""
         if self._batch_reference != self._reference:
-            raise Disagree(f"greedy output differs alone vs in a batch: {_show(self._reference)} vs "
-                           f"{_show(self._batch_reference)}")
+            agree = common_prefix(self._reference, self._batch_reference)
+            if not near_tie_divergence(self._reference, agree):
+                raise Disagree(f"greedy output differs alone vs in a batch: {_show(self._reference)} vs "
+                               f"{_show(self._batch_reference)}")
+            note = (f"; alone and in a batch agree for {agree} {_unit(self._reference)}, then part "
+                    "(batched kernels round differently; allowed after that many)")
         again = _tokens(self._completion(client, REFERENCE_PROMPT, self.cfg.short_tokens)["choices"][0])
         if again != self._reference:
             raise Disagree(f"greedy output differs between two identical requests: {_show(self._reference)} "
                            f"vs {_show(again)}")
+        if note:
+            return "same greedy tokens repeated" + note
         return "same greedy tokens alone, in a batch, and repeated"
 
     def ladder(self) -> list[tuple[str, Callable[[httpx.Client], str]]]:
@@ -298,6 +305,36 @@ class ProbeRunner:
                     if name in ("health",):
                         break
         return self.results
+
+
+# A GPU's batched kernels reduce in another order than a single request's, so bf16/fp16 logits
+# differ in their last bits and greedy decoding may part where two tokens nearly tie: seen on the
+# H200 with transformers' continuous batching on a random-weight 8 B model (tests/data/gpu/,
+# parting after about 5 tokens), and the reason vLLM documents batch invariance as an opt-in
+# mode. A kernel that is wrong parts at once. So parting is allowed only after a common prefix
+# of this many tokens (or characters, when the engine returns text without tokens).
+NEAR_TIE_AFTER_TOKENS = 4
+NEAR_TIE_AFTER_CHARS = 10
+
+
+def common_prefix(a: list[str] | str, b: list[str] | str) -> int:
+    """How many leading tokens (or characters) two greedy outputs share."""
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def near_tie_divergence(reference: list[str] | str, agree: int) -> bool:
+    """Whether parting after `agree` common tokens (characters) is numerics, not a wrong kernel."""
+    need = NEAR_TIE_AFTER_TOKENS if isinstance(reference, list) else NEAR_TIE_AFTER_CHARS
+    return agree >= need
+
+
+def _unit(tokens: list[str] | str) -> str:
+    return "tokens" if isinstance(tokens, list) else "characters"
 
 
 def _show(tokens: list[str] | str) -> str:

@@ -264,6 +264,7 @@ class Strategy:
         if outcome.status == "works":
             return obs
         self._refusals(outcome)
+        self._missing_package(outcome)
         if outcome.status == "timeout" and outcome.failure_class is None:
             return obs  # a deadline, not evidence against any level
         # 2. Numeric flags the signature says must move: the first one in the space that an earlier
@@ -380,6 +381,20 @@ class Strategy:
                                             f"launch flag in the space changes ({', '.join(sorted(refused))}): "
                                             f"{line.strip()[:400]}")
                     self.notes.append(f"{f.name}: refused here: {', '.join(sorted(refused))}")
+
+    def _missing_package(self, outcome: Outcome) -> None:
+        """A package that does not import fails every level that loads it (bitsandbytes: both
+        bnb-4bit and bnb-8bit; seen on the H200, where the search once tried the second after
+        the first), not only the one this launch asked for."""
+        if outcome.failure_class != "missing-dependency":
+            return
+        for name, levels in outcome.implicated_levels.items():
+            f = self._factor_for(name)
+            if f is None or f.name in self.frozen:
+                continue
+            for lv in levels:
+                key = (f.name, normalise(lv))
+                self.p[key] = max(self.p.get(key, 0.0), P_INCOMPATIBLE)
 
     def _names_other_factor(self, reason: str, f: Factor) -> bool:
         """A refusal that depends on another setting (kv_cache_dtype, block size) is not final."""

@@ -37,6 +37,7 @@ _PREFIXES: tuple[re.Pattern[str], ...] = (
 )
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")  # vLLM colours its process tags on a terminal
+_GROUP_BOX = re.compile(r"^(?:\s*\|(?= ))+ ?|^\s*\+[-+]*(?:-+ \d+ -+|-+)?\s*$|^  \+ (?=Exception Group)")
 _TRACEBACK = re.compile(r"Traceback \(most recent call last\):\s*$")
 _CHAIN = re.compile(r"^(The above exception was the direct cause of the following exception:|"
                     r"During handling of the above exception, another exception occurred:)\s*$")
@@ -57,7 +58,7 @@ WRAPPER = re.compile(
     r"background process|Engine core initialization failed|EngineCore failed to start|WorkerProc failed to start|"
     r"Worker failed with error|EngineDeadError|EngineCore encountered an issue|Scheduler hit an exception|"
     r"TpModelWorkerClient hit an exception|Received sigquit from a child process|child process.*(died|failed)|"
-    r"Worker proc \S+ died unexpectedly|exited with code|Failed core proc)", re.I)
+    r"Worker proc \S+ died unexpectedly|exited with code|Failed core proc|unhandled errors in a TaskGroup)", re.I)
 
 
 @dataclass
@@ -180,6 +181,9 @@ def strip_prefix(raw: str) -> tuple[str, str | None, bool, str | None]:
 
 def _strip(raw: str) -> tuple[str, str | None, bool, str | None, str | None]:
     text = _ANSI.sub("", raw.rstrip("\n"))
+    # An ExceptionGroup's sub-tracebacks are drawn inside a box ("  | ", "  +-+---- 1 ----"): the
+    # lines inside are a traceback like any other (PEP 654 formatting).
+    text = _GROUP_BOX.sub("", text)
     tag: str | None = None
     where: str | None = None
     level: str | None = None
@@ -300,7 +304,7 @@ def parse_log(lines: list[str]) -> LogAnalysis:
         streams.setdefault(ln.tag, []).append(ln)
     chains: list[Chain] = []
     for tag, stream in streams.items():
-        chains.extend(_parse_stream(stream, tag))
+        chains.extend(c for c in _parse_stream(stream, tag) if c.exceptions)
     chains.sort(key=lambda c: c.start)
     return LogAnalysis(decorated, chains, pick_root(chains))
 

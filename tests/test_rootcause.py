@@ -327,6 +327,16 @@ CASES = [
      "AssertionError: Torch not compiled with CUDA enabled", ["--device"], {}),
     ("transformers-cb-cache-too-big.log", "oom-kv-cache", "first-request", "MemoryError: Memory footprint",
      ["--cb-num-blocks"], {}),
+    # transformers serve 5.17.0 on the H200 (issue 11's real GPU bring-up, tests/data/gpu/h200_bringup.sh)
+    ("transformers-h200-bnb-4bit.log", "missing-dependency", "load-weights", "requires bitsandbytes",
+     ["--quantization"], {"--quantization": ["bnb-4bit", "bnb-8bit"]}),
+    ("transformers-h200-flash-attention-2.log", "missing-dependency", "load-weights",
+     "ImportError: FlashAttention2 has been toggled on", ["--attn-implementation"],
+     {"--attn-implementation": ["flash_attention_2"]}),
+    # an ExceptionGroup (PEP 654 box drawing) around the real error, raised on the first request
+    ("transformers-h200-flex-attention-continuous-batching.log", "bad-flag", "first-request",
+     'ValueError: Specified `attn_implementation="paged|flex_attention"` is not supported', ["--attn-implementation"],
+     {}),
 ]
 WORKING = {"transformers-works.log"}  # a log of a server that served: explained as works (test_signatures_transformers)
 

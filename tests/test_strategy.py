@@ -268,3 +268,15 @@ def test_a_variable_this_version_ignores_is_frozen_not_searched():
     assert "not read by this engine version" in s.frozen["env:VLLM_ATTENTION_BACKEND"][1]
     # Setting it or not is the same launch: unsetting it is never proposed as a new candidate.
     assert s.predicted_key(base) == s.predicted_key(base.with_changes({"env:VLLM_ATTENTION_BACKEND": None}))
+
+
+def test_a_missing_package_rules_out_every_level_that_loads_it():
+    tr = bundled_help("transformers", "5.19.0")
+    base = Candidate.make("transformers", "m", parse_flags("--quantization bnb-4bit", tr))
+    s = Strategy(build_space("transformers", tr, base), base,
+                 Knowledge({"device": "cuda"}, "transformers", "5.19.0", enabled=False), tr)
+    s.observe(base, Outcome(status="fails", failure_class="missing-dependency", phase="load-weights",
+                            implicates=["--quantization"], evidence=["ImportError: ... requires bitsandbytes"],
+                            implicated_levels={"--quantization": ["bnb-4bit", "bnb-8bit"]}))
+    nxt = s.propose().candidate
+    assert nxt.flag_dict.get("--quantization") not in ("bnb-4bit", "bnb-8bit")

@@ -23,10 +23,10 @@ if [ "$phase" = run ]; then
       --max-minimize-launches 3 --hang-timeout 300 --timeout 600 --json > "$OUT/run.json" ; } 2> "$OUT/run.err"
   tail -3 "$OUT/run.err"
 else
-  python3 -m bringup run --engine transformers --model "$M" --baseline "$BAD" --runs-dir "$R" --no-minimize \
+  python3 -m bringup run --engine transformers --model "$M" --baseline "$BAD" --runs-dir "$R" --max-minimize-launches 2 \
       --json > "$OUT/run2.json" 2> "$OUT/run2.err"
   rid=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["run_id"])' "$OUT/run2.json")
-  { time python3 -m bringup tune --run "$rid" --trials 5 --num-prompts 48 --concurrency 8 --input-len 128 \
+  { time python3 -m bringup tune --run "$rid" --trials 4 --num-prompts 32 --concurrency 8 --input-len 128 \
       --output-len 64 --runs-dir "$R" --json > "$OUT/tune.json" ; } 2> "$OUT/tune.err"
   tail -3 "$OUT/tune.err"
   cmd=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["final_command"])' "$OUT/run2.json")
@@ -34,7 +34,7 @@ else
   setsid bash -c "exec $cmd --host 127.0.0.1 --port 8123" > "$OUT/bench-server.log" 2>&1 &
   spid=$!
   for i in $(seq 1 120); do curl -sf http://127.0.0.1:8123/health >/dev/null && break; sleep 1; done
-  python3 -m bringup bench --url http://127.0.0.1:8123 --model "$M" --num-prompts 64 --sweep-concurrency 1,4,16 \
+  python3 -m bringup bench --url http://127.0.0.1:8123 --model "$M" --num-prompts 32 --sweep-concurrency 1,8 \
       --input-len 128 --output-len 64 --no-ignore-eos --json > "$OUT/bench.json" 2> "$OUT/bench.err"
   kill -TERM -- -$spid 2>/dev/null; wait $spid 2>/dev/null
   sleep 2; nvidia-smi --query-gpu=memory.used --format=csv
