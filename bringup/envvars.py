@@ -752,11 +752,18 @@ def user_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     return dict(sorted(redact_env(kept).items()))
 
 
-def launch_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The user's engine-relevant variables as they reach every launch: part of each candidate,
-    so that the journal, minimizing and the final command see them and a fix is never credited
-    to a flag when a variable did it. Secrets are left out (they still reach the engine through
-    the inherited environment, but never a file), and so is plumbing such as PYTHONPATH or
-    LD_LIBRARY_PATH (`user_names`): it says where things are, not how the engine runs."""
-    prefixes = tuple(_common_doc().get("user_prefixes") or ())
-    return {k: v for k, v in user_env(environ).items() if k.startswith(prefixes) and not is_secret_name(k)}
+# Where a launch runs, not how: set per slot by bringup (the target's GPUs), never part of a candidate.
+_PLACEMENT = frozenset({"CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER"})
+
+
+def launch_environment(registry: Registry, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The user's variables that change how the engine runs, as they reach every launch: part of
+    each candidate, so that the journal, minimizing and the final command see them and a fix is
+    never credited to a flag when a variable did it. Only variables the engine's registry knows
+    (or would ignore: its own prefix, an unknown name) and the common NCCL/CUDA/PyTorch settings
+    count; an image's informational variables (CUDA_VERSION, NVIDIA_REQUIRE_CUDA, CUDA_HOME: seen
+    on the H200 machine) and plumbing (PYTHONPATH) do not. Secrets are left out (they still reach
+    the engine through the inherited environment, but never a file)."""
+    keep = (KNOWN, DEPRECATED, IGNORED, COMMON)
+    return {k: v for k, v in user_env(environ).items()
+            if not is_secret_name(k) and registry.status(k) in keep and k not in _PLACEMENT}

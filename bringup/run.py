@@ -125,7 +125,8 @@ class Run:
                 raise RunError(f"--baseline must not set {reserved}: bringup sets the model and the port")
         # The user's own engine-relevant variables reach every launch: they are part of the
         # candidate, so a fix is never credited to a flag when a variable did it.
-        env = {**launch_environment(), **env, **s.env}
+        registry = t.engine.env_registry(t.version)
+        env = {**launch_environment(registry), **env, **s.env}
         self.baseline = Candidate.make(t.engine.log_dialect, t.model, flags, env, label="baseline")
         self.facts, self.fingerprint = gather_facts(t)
         self.hw_fp = hardware_fingerprint(self.facts, t.engine.identity_scope())
@@ -136,7 +137,7 @@ class Run:
         self.knowledge = Knowledge(self.facts, t.engine.log_dialect, t.version, enabled=s.knowledge, memory_model=mem)
         self.space: Space = build_space(t.engine.log_dialect, t.spec, self.baseline, vary=s.vary or None,
                                         fix=s.fix or None, space_file=Path(s.space_file) if s.space_file else None)
-        self.env = EnvFactors(t.engine.env_registry(t.version), device=self.facts.get("device"))
+        self.env = EnvFactors(registry, device=self.facts.get("device"))
         for f in self.env.initial({k: v for k, v in self.baseline.env_dict.items()
                                    if self.env.registry.status(k) in ("known", "deprecated", "ignored", "common")}):
             if f.name not in self.space.names and f.name[4:] not in (s.fix or {}):

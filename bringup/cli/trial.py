@@ -70,7 +70,7 @@ def trial_cmd(
         except FlagError as e:
             raise usage_error(f"cannot read the engine flags: {e}") from None
     try:
-        env_vars = {**launch_environment(), **parse_env(env)}
+        env_vars = {**launch_environment(target.engine.env_registry(target.version)), **parse_env(env)}
     except FlagError as e:
         raise usage_error(f"--env: {e}") from None
     cand = Candidate.make(target.engine.log_dialect, target.model, flags, env_vars)

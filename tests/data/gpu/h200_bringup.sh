@@ -25,20 +25,23 @@ if [ "$phase" = run ]; then
 else
   python3 -m bringup run --engine transformers --model "$M" --baseline "$BAD" --runs-dir "$R" --max-minimize-launches 2 \
       --json > "$OUT/run2.json" 2> "$OUT/run2.err"
+  tar czf "$OUT/runs-run.tgz" -C /tmp runs 2>/dev/null
   rid=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["run_id"])' "$OUT/run2.json")
-  { time python3 -m bringup tune --run "$rid" --trials 4 --num-prompts 32 --concurrency 8 --input-len 128 \
-      --output-len 64 --runs-dir "$R" --json > "$OUT/tune.json" ; } 2> "$OUT/tune.err"
-  tail -3 "$OUT/tune.err"
   cmd=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["final_command"])' "$OUT/run2.json")
   echo "validated: $cmd"
   setsid bash -c "exec $cmd --host 127.0.0.1 --port 8123" > "$OUT/bench-server.log" 2>&1 &
   spid=$!
   for i in $(seq 1 120); do curl -sf http://127.0.0.1:8123/health >/dev/null && break; sleep 1; done
-  python3 -m bringup bench --url http://127.0.0.1:8123 --model "$M" --num-prompts 32 --sweep-concurrency 1,8 \
-      --input-len 128 --output-len 64 --no-ignore-eos --json > "$OUT/bench.json" 2> "$OUT/bench.err"
+  { time python3 -m bringup bench --url http://127.0.0.1:8123 --model "$M" --num-prompts 32 --sweep-concurrency 1,8 \
+      --input-len 128 --output-len 64 --no-ignore-eos --json > "$OUT/bench.json" ; } 2> "$OUT/bench.err"
   kill -TERM -- -$spid 2>/dev/null; wait $spid 2>/dev/null
   sleep 2; nvidia-smi --query-gpu=memory.used --format=csv
+  { time timeout 200 python3 -m bringup tune --run "$rid" --trials 3 --num-prompts 32 --concurrency 8 --input-len 128 \
+      --output-len 64 --runs-dir "$R" --json > "$OUT/tune.json" ; } 2> "$OUT/tune.err"
+  tail -4 "$OUT/tune.err"
+  ps -eo pid,pgid,etimes,args | grep -v grep | grep -E "transformers|bringup" | head
 fi
 echo "elapsed $(( $(date +%s) - t0 )) s"
 tar czf "$OUT/runs.tgz" -C /tmp runs 2>/dev/null
+nvidia-smi --query-gpu=memory.used --format=csv
 ls -la "$OUT"
