@@ -8,7 +8,6 @@ import typer
 
 from bringup.cli import app
 from bringup.cli._common import print_json, render_outcome, usage_error
-from bringup.explain import explain_file
 
 
 @app.command("explain")
@@ -22,6 +21,8 @@ def explain_cmd(
         raise usage_error(f"unknown engine {engine!r}: use vllm or sglang")
     if not logfile.is_file():
         raise usage_error(f"{logfile} is not a file: give the path of a saved server log")
+    from bringup.explain import explain_file  # heavy imports inside the command: `bringup --help` stays fast
+
     outcome = explain_file(logfile, engine)
     if json_out:
         keep = ("status", "failure_class", "phase", "evidence", "hint", "implicates", "signature",
