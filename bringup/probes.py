@@ -114,7 +114,8 @@ class ProbeRunner:
         self.phase = "ready"
         self.results: list[ProbeResult] = []
         self.model = config.model_name
-        self._reference: Any = None
+        self._reference: Any = None  # greedy output of the reference prompt alone (the completion probe)
+        self._batch_reference: Any = None  # the same prompt inside a batch (the batch probe)
 
     def _completion(self, client: httpx.Client, prompt: str, max_tokens: int, **extra: Any) -> dict:
         body = {"model": self.model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0,
@@ -236,6 +237,10 @@ class ProbeRunner:
         return f"{len(outs)} concurrent requests answered"
 
     def probe_batch_invariance(self, client: httpx.Client) -> str:
+        if self._reference is None or self._batch_reference is None:
+            # an earlier probe failed (NaN, a wrong answer) and left nothing to compare: say so, do not crash
+            missing = "completion" if self._reference is None else "batch"
+            raise Disagree(f"not compared: the {missing} probe gave no output to compare")
         if self._batch_reference != self._reference:
             raise Disagree(f"greedy output differs alone vs in a batch: {_show(self._reference)} vs "
                            f"{_show(self._batch_reference)}")
