@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING
 import typer
 from rich import box
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from bringup.cli import app
@@ -111,6 +110,7 @@ def bench_cmd(
     """Benchmark a running OpenAI-compatible server (streaming, timed per token)."""
     # aiohttp and numpy load here, not when the CLI starts: the other commands need neither.
     from pydantic import ValidationError
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from bringup.loadgen import BenchConfig, BenchError, run_sweep, write_results
     from bringup.loadgen.config import parse_number_list, parse_slos
