@@ -1,5 +1,5 @@
 # The two commands of the README. Each installs what it needs first (scripts/setup.sh).
-.PHONY: run test setup lint bench
+.PHONY: run test test-fast setup lint bench
 
 setup:
 	./scripts/setup.sh
@@ -8,9 +8,21 @@ setup:
 run: setup
 	.venv/bin/bringup run
 
-# The whole test suite (the same command CI runs).
+# The whole test suite (the same command CI runs): the fast tier first, so a broken unit fails in
+# a minute, then the rest (scenario launches, the browser test, the real vLLM CPU build).
+# A tier that selects nothing makes pytest exit 5; that is no failure of the suite (tests/test_tiers.py
+# keeps both tiers non-empty), so it is reported and passed over.
+FAST = not engine and not slow
+REST = slow or engine
+tier = .venv/bin/python -m pytest -q -m "$(1)" || { rc=$$?; [ $$rc -eq 5 ] && echo "no tests in the tier -m '$(1)'"; [ $$rc -eq 5 ]; }
+
 test: setup
-	.venv/bin/python -m pytest -q
+	$(call tier,$(FAST))
+	$(call tier,$(REST))
+
+# The fast tier alone (under a minute on 2 cores): unit tests, in-process fakes, no engine launch.
+test-fast: setup
+	$(call tier,$(FAST))
 
 lint: setup
 	.venv/bin/ruff check bringup tests benchmarks

@@ -119,7 +119,8 @@ class ProbeRunner:
         self.phase = "ready"
         self.results: list[ProbeResult] = []
         self.model = config.model_name
-        self._reference: Any = None
+        self._reference: Any = None  # greedy output of the reference prompt alone (the completion probe)
+        self._batch_reference: Any = None  # the same prompt inside a batch (the batch probe)
 
     def _completion(self, client: httpx.Client, prompt: str, max_tokens: int, **extra: Any) -> dict:
         body = {"model": self.model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0, **extra}
@@ -254,6 +255,9 @@ class ProbeRunner:
     def probe_batch_invariance(self, client: httpx.Client) -> str:
         if self._reference is None:
             self._reference = _tokens(self._completion(client, REFERENCE_PROMPT, self.cfg.short_tokens)["choices"][0])
+        if self._batch_reference is None:
+            # an earlier probe failed (NaN, a wrong answer) and left nothing to compare: say so, do not crash
+            raise Disagree("not compared: the batch probe gave no output to compare")
         note = ""
         if self._batch_reference != self._reference:
             agree = common_prefix(self._reference, self._batch_reference)

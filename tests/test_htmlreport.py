@@ -313,6 +313,7 @@ def browser(tmp_path_factory) -> dict:
 
 # -- the page in the browser --------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_browser_headline_and_facts(browser):
     dom, r = browser["dom"], browser["result"]
     h1 = dom.find("h1").text()
@@ -328,6 +329,7 @@ def test_browser_headline_and_facts(browser):
     assert "DSA attention, MoE, NVFP4" in dom.find("dd", "model").text()
 
 
+@pytest.mark.slow
 def test_browser_attempt_table(browser):
     dom, r = browser["dom"], browser["result"]
     rows = dom.find("table", "attempts").find("tbody").find_all("tr")
@@ -343,6 +345,7 @@ def test_browser_attempt_table(browser):
     assert rows[1].find("a").attrs["href"] == "#attempt-2" and dom.find_all("div", "failure")
 
 
+@pytest.mark.slow
 def test_browser_escapes_log_text(browser):
     dom, html = browser["dom"], browser["html"]
     # The browser built no element from log text: no script, no img, no event-handler attribute.
@@ -358,6 +361,7 @@ def test_browser_escapes_log_text(browser):
     assert f"CUDA out of memory {XSS} & \"x\"" in dom.find("ul", "not-plotted").text()
 
 
+@pytest.mark.slow
 def test_browser_failures_link_logs(browser):
     dom, rd = browser["dom"], browser["dir"]
     cards = dom.find_all("div", "failure")
@@ -373,6 +377,7 @@ def test_browser_failures_link_logs(browser):
     assert "Out of memory while capturing CUDA graphs" in cards[0].text()  # the class's meaning
 
 
+@pytest.mark.slow
 def test_browser_timeline(browser):
     dom, r = browser["dom"], browser["result"]
     svg_el = dom.find("svg", "timeline")
@@ -391,6 +396,7 @@ def test_browser_timeline(browser):
     assert [t.text() for t in svg_el.find("g", "axis-x").find_all("text", "tick-label")][:2] == ["0", "10"]
 
 
+@pytest.mark.slow
 def test_browser_tuning(browser):
     dom, t = browser["dom"], browser["tune"]
     section = next(s for s in dom.find_all("section", "tune") if s.attrs.get("id") == "tune-t1")
@@ -427,6 +433,7 @@ def test_browser_tuning(browser):
     assert len(logs) >= 29 and all((browser["dir"] / unquote(h)).is_file() for h in logs)
 
 
+@pytest.mark.slow
 def test_browser_screenshot(browser):
     data = browser["png"].read_bytes()
     assert len(data) > 30_000, "a screenshot this small is an empty page"

@@ -101,6 +101,7 @@ def test_config_shapes_and_points() -> None:
 
 # ---- timing ----------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_timings_match_injected_delays(fake_server: Callable[..., str]) -> None:
     url = fake_server("--ttft", "0.1", "--itl", "0.02")
     res = bench(BenchConfig(url=url, input_len=16, output_len=10, num_prompts=6, concurrency=2))
@@ -239,6 +240,7 @@ def test_poisson_arrivals_statistics() -> None:
     assert not arrival_times(10, math.inf, 1.0, 0).any()
 
 
+@pytest.mark.slow
 def test_request_rate_is_kept(fake_server: Callable[..., str]) -> None:
     url = fake_server()
     res = bench(BenchConfig(url=url, input_len=4, output_len=2, num_prompts=300, request_rate=200, warmup=0))

@@ -87,6 +87,7 @@ def launched(tmp_path_factory) -> list[dict]:
         return [f.result() for f in futures]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("i", range(len(CASES)), ids=[f"{c[0].split('-')[0]}:{c[1][-40:]}" for c in CASES])
 def test_oracle_agrees_with_a_real_launch(launched, i):
     name, flags, status, phase = CASES[i]

@@ -431,6 +431,7 @@ def sim(res: BenchResult) -> dict[str, float]:
 AGREE = ("rps", "output_tps", "ttft_p50_s", "ttft_p99_s", "itl_mean_s", "itl_p99_s", "e2e_p50_s", "e2e_p99_s")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", list(CASES))
 def test_server_agrees_with_the_evaluator(measured, case):
     """Within 15%. Measured: within 4% on an idle machine, and within 6% with four CPU-bound
@@ -445,6 +446,7 @@ def test_server_agrees_with_the_evaluator(measured, case):
         assert got[key] == pytest.approx(exp[key], rel=0.15), (case, key, got[key], exp[key])
 
 
+@pytest.mark.slow
 def test_server_counts_tokens_as_the_load_generator_expects(measured):
     res, _ = measured["base"]
     s = res.summary
@@ -454,6 +456,7 @@ def test_server_counts_tokens_as_the_load_generator_expects(measured):
         assert (r.output_tokens, r.chunks, r.input_tokens, r.output_tokens_source) == (32, 32, 1024, "usage")
 
 
+@pytest.mark.slow
 def test_server_chat_prompts_count_as_the_evaluator_counts_them(measured):
     res = measured["chat"]
     assert res.summary.completed == 8 and res.summary.mean_tokens_per_chunk == 1.0
@@ -461,10 +464,12 @@ def test_server_chat_prompts_count_as_the_evaluator_counts_them(measured):
     assert {r.output_tokens for r in res.requests} == {8}
 
 
+@pytest.mark.slow
 def test_server_frees_the_slots_of_abandoned_requests(measured):
     assert measured["after-abandon"] < 2.0
 
 
+@pytest.mark.slow
 def test_server_knobs_move_metrics_in_the_documented_directions(measured):
     base, queued, big = (sim(measured[k][0]) for k in ("base", "queued", "big-chunk"))
     # fewer running requests than clients: they queue (TTFT), and throughput drops

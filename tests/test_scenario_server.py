@@ -88,6 +88,7 @@ def died_serving(p: ScenarioProcess, prompt: str = TWO_PLUS_TWO) -> Exception:
 
 
 # -- the seeds' launches -------------------------------------------------------------------------
+@pytest.mark.slow
 def test_seed_attempt_1_model_card_at_095_dies_in_graph_capture_oom():
     with launch(GLM, [*MODEL_CARD, "--mem-fraction-static", "0.95"]) as p:
         rc = p.wait_exit(30)
@@ -107,6 +108,7 @@ def test_seed_attempt_1_model_card_at_095_dies_in_graph_capture_oom():
     assert parse_clock(lines[-1]) is not None and p.clock() > 600  # the load it stood for
 
 
+@pytest.mark.slow
 def test_seed_attempt_2_ready_then_nan_on_first_decode():
     with launch(GLM, [*MODEL_CARD, "--mem-fraction-static", "0.88", "--max-running-requests", "64"]) as p:
         p.wait_for("The server is fired up and ready to roll!", 30)
@@ -127,6 +129,7 @@ def test_seed_attempt_2_ready_then_nan_on_first_decode():
     assert any("probability tensor" in e for e in c.evidence)
 
 
+@pytest.mark.slow
 def test_seed_attempt_3_triton_asserts_on_the_fp8_nsa_kv_store():
     flags = [*MODEL_CARD, "--mem-fraction-static", "0.88", "--attention-backend", "triton", "--sampling-backend", "pytorch"]
     with launch(GLM, flags) as p:
@@ -145,6 +148,7 @@ def test_seed_attempt_3_triton_asserts_on_the_fp8_nsa_kv_store():
     (["--fp8-gemm-backend", "cutlass"], True),  # attempt 5
     (["--disable-cuda-graph"], False),  # attempt 6
 ])
+@pytest.mark.slow
 def test_seed_attempts_4_to_6_still_nan_in_decode(extra, graphs):
     with launch(GLM, [*MODEL_CARD, "--mem-fraction-static", "0.88", *extra]) as p:
         p.wait_for("fired up", 30)
@@ -156,6 +160,7 @@ def test_seed_attempts_4_to_6_still_nan_in_decode(extra, graphs):
     assert classify(p.lines, "sglang", "decode").failure_class == "nan-output"
 
 
+@pytest.mark.slow
 def test_seed_attempt_7_trtllm_serves_and_answers():
     with launch(GLM, WORKING) as p:
         p.wait_for("fired up", 30)
@@ -200,6 +205,7 @@ def test_seed_attempt_7_trtllm_serves_and_answers():
         assert httpx.get(f"{p.url}/v1/models", timeout=5).json()["data"][0]["id"] == "zai-org/GLM-5-NVFP4"
 
 
+@pytest.mark.slow
 def test_time_scale_compresses_a_600_second_load():
     t0 = time.monotonic()
     with launch(GLM, WORKING, scale=0.003) as p:
@@ -273,6 +279,7 @@ def test_bad_scenario_file_exits_3_naming_file_and_field(tmp_path):
 
 
 # -- tear-down -----------------------------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize("stage", ["loading", "serving"])
 def test_sigterm_ends_the_server_promptly(stage):
     scale = 0.05 if stage == "loading" else SCALE
@@ -328,6 +335,7 @@ def test_the_working_moe_backend_answers_right():
     assert re.search(r"\b7\b", text)
 
 
+@pytest.mark.slow
 def test_inconsistent_mode_changes_greedy_output_with_the_batch():
     with launch(QWEN, [*QWEN_FLAGS, "--moe-backend", "batched_triton"], scale=0.005) as p:
         p.wait_for("Application startup complete", 30)
@@ -344,6 +352,7 @@ def test_inconsistent_mode_changes_greedy_output_with_the_batch():
     assert batch[0].split()[:2] == alone.split()[:2]  # it drifts after a couple of tokens
 
 
+@pytest.mark.slow
 def test_ok_mode_is_batch_invariant_and_handles_many_concurrent_requests():
     with launch(QWEN, [*QWEN_FLAGS, "--moe-backend", "triton"], scale=0.005) as p:
         p.wait_for("Application startup complete", 30)
@@ -414,6 +423,7 @@ def test_vllm_streaming_death_sends_an_error_event(vllm_scenario):
     assert ev[-2]["error"]["code"] == 500 and ev[-1] == "[DONE]"
 
 
+@pytest.mark.slow
 def test_hang_stops_progress_and_never_gets_ready(vllm_scenario):
     with launch(vllm_scenario, ["--model", "tiny/model", "--enforce-eager", "--max-num-seqs", "7"], scale=0.01) as p:
         p.wait_for("waiting for peers", 30)

@@ -75,6 +75,7 @@ def test_baseline_falls_into_the_trap_and_the_fix_avoids_it(name, baseline, rule
 
 @pytest.mark.parametrize("name, baseline, rule_id, klass, fix, env",
                          [c for c in CASES if c[3] is not None and c[0] != "glm5-nvfp4-sm120"])
+@pytest.mark.slow
 def test_baseline_log_classifies_as_intended(name, baseline, rule_id, klass, fix, env):
     sc = load_scenario(scenario_path(name))
     with ScenarioProcess(scenario_path(name), baseline, 0.002) as p:
@@ -85,6 +86,7 @@ def test_baseline_log_classifies_as_intended(name, baseline, rule_id, klass, fix
     assert c.failure_class == klass, c.evidence
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name, baseline, rule_id, klass, fix, env", CASES)
 def test_working_configuration_answers_the_known_prompts(name, baseline, rule_id, klass, fix, env):
     sc = load_scenario(scenario_path(name))
@@ -122,6 +124,7 @@ def test_vllm_without_a_backend_but_with_fp8_kv_finds_none():
     assert c.failure_class == "incompatible-options" and c.implicates[0] == "--kv-cache-dtype"
 
 
+@pytest.mark.slow
 def test_sglang_0523_fa3_asserts_unsupported_hardware():
     with ScenarioProcess(scenario_path("glm51-nvfp4-sm120-sglang0523"),
                          [*GLM51_CARD[:-6], "--dsa-decode-backend", "fa3"], 0.002) as p:

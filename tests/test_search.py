@@ -32,6 +32,7 @@ def _fix(d: dict) -> str:
     return d["minimal_fix_str"] or ""
 
 
+@pytest.mark.slow
 def test_seed_scenario_with_knowledge(tmp_path):
     rc, d = run(tmp_path)
     assert rc == 0 and d["validated"] is True and d["status"] == "validated"
@@ -54,6 +55,7 @@ def test_seed_scenario_with_knowledge(tmp_path):
     assert rc2 == 0 and "Result: validated" in out
 
 
+@pytest.mark.slow
 def test_seed_scenario_without_knowledge(tmp_path):
     rc, d = run(tmp_path, "--no-knowledge")
     assert rc == 0 and d["validated"] and d["knowledge"] is False
@@ -69,6 +71,7 @@ def test_seed_scenario_without_knowledge(tmp_path):
     assert "`--attention-backend`: asked `flashinfer`, the engine used `nsa`" in report
 
 
+@pytest.mark.slow
 def test_second_run_starts_from_the_journal(tmp_path):
     rc, first = run(tmp_path, "--no-knowledge", "--no-minimize")
     assert rc == 0 and first["launches"] >= 2
@@ -88,6 +91,7 @@ def _journal_trials(db: Path, run_id: str) -> list[tuple]:
                          (run_id,)).fetchall()
 
 
+@pytest.mark.slow
 def test_resume_after_kill_mid_trial(tmp_path):
     runs = tmp_path / "runs"
     argv = [sys.executable, "-m", "bringup", "run", "--scenario", str(SEED), "--baseline", CARD, "--runs-dir",
@@ -136,6 +140,7 @@ def test_resume_after_kill_mid_trial(tmp_path):
     assert d["run_id"] == run_id and len(d["attempts"]) == len(after)
 
 
+@pytest.mark.slow
 def test_bad_inputs_are_clear(tmp_path):
     rc, _, _, err = bringup("run", "--scenario", str(SEED), "--baseline", "--nsa-decode-backend nonsense",
                             "--runs-dir", str(tmp_path))
@@ -173,6 +178,7 @@ def test_space_without_knowledge_has_no_verdicts():
     assert rc == 0 and all(not r["verdicts"] for r in d["levels"]) and d["frozen"] == {}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(p.stem for p in SCEN.glob("*.yaml")))
 def test_every_shipped_scenario_validates_with_knowledge(tmp_path, name):
     from bringup.scenario import load_scenario
@@ -187,6 +193,7 @@ def test_every_shipped_scenario_validates_with_knowledge(tmp_path, name):
     assert json.loads((Path(d["run_dir"]) / "findings.json").read_text())["validated"] is True
 
 
+@pytest.mark.slow
 def test_screening_skips_memory_only_changes_when_a_launch_is_short(tmp_path):
     """After an OOM, a candidate that only moves memory numbers gets a full launch, not a screen
     (fewer layers use less memory, so a screen would pass blindly), unless a full launch is long

@@ -38,6 +38,7 @@ SEEDS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("label, flags, status, cls, phase, needle", SEEDS, ids=[s[0] for s in SEEDS])
 def test_seed_attempts(label, flags, status, cls, phase, needle, tmp_path):
     rc, d = trial(*flags, extra=("--runs-dir", str(tmp_path)))
@@ -48,6 +49,7 @@ def test_seed_attempts(label, flags, status, cls, phase, needle, tmp_path):
     assert_nothing_left(Path(d["log_path"]).parent)
 
 
+@pytest.mark.slow
 def test_seed_working_configuration_passes_every_probe(tmp_path):
     t0 = time.monotonic()
     rc, d = trial(*CARD, "--mem-fraction-static", "0.88", "--nsa-decode-backend", "trtllm",
@@ -68,6 +70,7 @@ def test_seed_working_configuration_passes_every_probe(tmp_path):
     assert_nothing_left(Path(d["log_path"]).parent)
 
 
+@pytest.mark.slow
 def test_kv_dtype_is_forced_whatever_is_asked(tmp_path):
     rc, d = trial(*CARD[:-2], "--kv-cache-dtype", "bf16", "--mem-fraction-static", "0.88", "--nsa-decode-backend",
                   "trtllm", extra=("--runs-dir", str(tmp_path)))
@@ -76,6 +79,7 @@ def test_kv_dtype_is_forced_whatever_is_asked(tmp_path):
     assert ov["--kv-cache-dtype"]["requested"] == "bf16" and ov["--kv-cache-dtype"]["effective"] == "fp8_e4m3"
 
 
+@pytest.mark.slow
 def test_garbage_is_wrong_output_through_the_probes_alone(tmp_path):
     rc, d = trial("--max-model-len", "32768", scenario=ROOT / "bringup" / "data" / "scenarios" / "qwen3-30b-a3b-fp8-sm120-vllm.yaml",
                   extra=("--runs-dir", str(tmp_path)))
@@ -87,6 +91,7 @@ def test_garbage_is_wrong_output_through_the_probes_alone(tmp_path):
     assert "Error" not in log.split("Application startup complete")[-1].split("[shutdown]")[0]
 
 
+@pytest.mark.slow
 def test_hang_is_detected_by_silence(tmp_path):
     rc, d = trial("--max-num-seqs", "128", scenario=DATA / "scenarios" / "hang-vllm.yaml",
                   extra=("--runs-dir", str(tmp_path), "--hang-timeout", "2"), scale="0.01")
@@ -98,6 +103,7 @@ def test_hang_is_detected_by_silence(tmp_path):
     assert rc == 0 and d["status"] == "works"
 
 
+@pytest.mark.slow
 def test_invalid_flags_and_scenarios(tmp_path):
     t0 = time.monotonic()
     rc, d = trial(*CARD, "--nsa-decode-backend", "nonsense", extra=("--runs-dir", str(tmp_path), "--no-validate"))

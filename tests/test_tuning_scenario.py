@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from conftest import ROOT, bringup
 
 from bringup.candidate import parse_flags
@@ -24,6 +25,7 @@ def knobs() -> list[Knob]:
             Knob("--cuda-graph-max-bs", ["64", "128", "256"], monotone_memory=True)]
 
 
+@pytest.mark.slow
 def test_tuner_reaches_the_grid_optimum_in_a_fraction_of_the_launches():
     sc = load_scenario(scenario_path(TUNE))
     base = parse_flags(sc.baseline or "", sc.help_spec())
@@ -53,6 +55,7 @@ def test_tuner_reaches_the_grid_optimum_in_a_fraction_of_the_launches():
     assert t._ruled_out({**first.knobs, "--mem-fraction-static": "0.92"}) is not None
 
 
+@pytest.mark.slow
 def test_bringup_tune_on_the_scenario_end_to_end(tmp_path):
     rc, d, _, err = bringup("tune", "--scenario", str(ROOT / "bringup" / "data" / "scenarios" / f"{TUNE}.yaml"), "--config",
                             "--mem-fraction-static 0.92 --cuda-graph-max-bs 256", "--knobs",

@@ -6,13 +6,15 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from bringup.outcome import Outcome
+if TYPE_CHECKING:  # every command module imports this one: keep `bringup --help` free of pydantic
+    from bringup.outcome import Outcome
 
 out_console = Console(highlight=False, soft_wrap=True)
 err_console = Console(stderr=True, highlight=False)

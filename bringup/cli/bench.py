@@ -5,18 +5,17 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
-from pydantic import ValidationError
 from rich import box
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from bringup.cli import app
-from bringup.loadgen import BenchConfig, BenchError, BenchResult, RequestRecord, run_sweep, write_results
-from bringup.loadgen.config import parse_number_list, parse_slos
-from bringup.loadgen.runner import run_loop
+
+if TYPE_CHECKING:
+    from bringup.loadgen import BenchResult, RequestRecord
 
 
 def _ms(v: float | None) -> str:
@@ -109,6 +108,14 @@ def bench_cmd(
     json_out: bool = typer.Option(False, "--json", help="Print the summaries as JSON instead of tables."),
 ) -> None:
     """Benchmark a running OpenAI-compatible server (streaming, timed per token)."""
+    # aiohttp and numpy load here, not when the CLI starts: the other commands need neither.
+    from pydantic import ValidationError
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from bringup.loadgen import BenchConfig, BenchError, run_sweep, write_results
+    from bringup.loadgen.config import parse_number_list, parse_slos
+    from bringup.loadgen.runner import run_loop
+
     err = Console(stderr=True)
     try:
         cfg = BenchConfig(

@@ -9,7 +9,6 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from bringup import hardware, memplan, modelinfo
 from bringup.cli import app
 
 console = Console()
@@ -23,6 +22,8 @@ def doctor_cmd(
     from_dir: Path | None = typer.Option(None, "--from", help="Read a folder recorded with `python -m bringup.hardware --record`."),
 ) -> None:
     """The machine: GPUs, compute capability, memory, driver, CUDA, GPU links, CPUs, engine packages."""
+    from bringup import hardware  # inside each command: `bringup --help` imports no command's modules
+
     snap = hardware.from_recorded(from_dir) if from_dir else hardware.snapshot(smem=smem)
     f, src = hardware.facts_with_sources(snap)
     if as_json:
@@ -57,6 +58,8 @@ def doctor_cmd(
 
 
 def _model_cmd(model_dir: Path, as_json: bool, kv_dtype: list[str]) -> None:
+    from bringup import modelinfo
+
     try:
         fp = modelinfo.fingerprint(model_dir)
     except (FileNotFoundError, json.JSONDecodeError) as e:
@@ -112,6 +115,8 @@ def plan_cmd(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Will it fit? Weights per GPU, the KV pool and its tokens, and the CUDA-graph headroom."""
+    from bringup import hardware, memplan, modelinfo
+
     if model_dir is None and weights_gib is None:
         raise typer.BadParameter("give a model folder, --weights-gib, or both")
     fp = None
@@ -176,6 +181,8 @@ def _host_available_gib() -> float | None:
     try:
         import psutil  # noqa: PLC0415
 
-        return psutil.virtual_memory().available / hardware.GIB
+        from bringup.hardware import GIB
+
+        return psutil.virtual_memory().available / GIB
     except Exception:  # noqa: BLE001
         return None

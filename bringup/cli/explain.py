@@ -8,8 +8,6 @@ import typer
 
 from bringup.cli import app
 from bringup.cli._common import print_json, render_outcome, usage_error
-from bringup.engines.base import engine_names
-from bringup.explain import explain_file
 
 
 @app.command("explain")
@@ -19,10 +17,14 @@ def explain_cmd(
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """Say why a launch failed: failure class, phase, root-cause evidence and a hint."""
+    from bringup.engines.base import engine_names
+
     if engine and engine not in engine_names():
         raise usage_error(f"unknown engine {engine!r}: use one of {', '.join(engine_names())}")
     if not logfile.is_file():
         raise usage_error(f"{logfile} is not a file: give the path of a saved server log")
+    from bringup.explain import explain_file  # heavy imports inside the command: `bringup --help` stays fast
+
     outcome = explain_file(logfile, engine)
     if json_out:
         keep = ("status", "failure_class", "phase", "evidence", "hint", "implicates", "implicated_levels",

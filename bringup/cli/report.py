@@ -8,8 +8,6 @@ import typer
 
 from bringup.cli import app
 from bringup.cli._common import out_console, print_json, runs_root, usage_error
-from bringup.journal import Journal
-from bringup.report import load_result, render_markdown
 
 
 def find_run_dir(run: str, runs_dir: Path | None) -> Path:
@@ -21,6 +19,8 @@ def find_run_dir(run: str, runs_dir: Path | None) -> Path:
         return root / "runs" / run
     j = root / "journal.sqlite"
     if j.is_file():
+        from bringup.journal import Journal
+
         row = Journal(j).run(run)
         if row and (Path(row["run_dir"]) / "findings.json").is_file():
             return Path(row["run_dir"])
@@ -36,6 +36,8 @@ def report_cmd(
     html: bool = typer.Option(False, "--html", help="Write report.html (bring-up and tuning) and print its path."),
 ) -> None:
     """Reprint FINDINGS.md of a run (regenerated from findings.json)."""
+    from bringup.report import load_result, render_markdown  # inside: `bringup --help` stays fast
+
     d = find_run_dir(run, runs_dir)
     result = load_result(d)
     if html:

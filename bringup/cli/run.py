@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Group
@@ -14,13 +15,10 @@ from bringup.candidate import FlagError, parse_env
 from bringup.cli import app
 from bringup.cli._common import err_console, out_console, print_json, runs_root, usage_error
 from bringup.cli.trial import parse_answers
-from bringup.journal import Journal
-from bringup.knowledge_files import KnowledgeFileError
-from bringup.process import Interrupted
-from bringup.results import Attempt, Purpose, RunResult
-from bringup.run import QuietObserver, Run, RunError, RunSettings
-from bringup.space import Space, SpaceError, parse_fix
-from bringup.targets import TargetError
+
+if TYPE_CHECKING:
+    from bringup.results import Attempt, Purpose, RunResult
+    from bringup.space import Space
 
 
 def default_model() -> Path:
@@ -77,6 +75,13 @@ def run_cmd(
     json_out: bool = typer.Option(False, "--json", help="Print the result as one JSON object."),
 ) -> None:
     """Find a launch configuration that works, prove it, explain every failure, report it."""
+    from bringup.journal import Journal  # heavy imports inside the command: `bringup --help` stays fast
+    from bringup.knowledge_files import KnowledgeFileError
+    from bringup.process import Interrupted
+    from bringup.run import QuietObserver, Run, RunError, RunSettings
+    from bringup.space import SpaceError, parse_fix
+    from bringup.targets import TargetError
+
     root = runs_root(runs_dir)
     if screen not in ("auto", "always", "never"):
         raise usage_error(f"--screen {screen!r}: use auto, always or never")
@@ -130,8 +135,8 @@ def run_cmd(
     raise typer.Exit(0 if result.validated else 1)
 
 
-class LiveTable(QuietObserver):
-    """The run's attempts as a table that grows while it runs (on stderr)."""
+class LiveTable:
+    """The run's attempts as a table that grows while it runs (on stderr). A RunObserver (bringup.run)."""
 
     def __init__(self, live: Live):
         self.live = live
@@ -151,6 +156,9 @@ class LiveTable(QuietObserver):
     def attempted(self, attempt: Attempt) -> None:
         self.attempts.append(attempt)
         self.live.update(_table(self.attempts))
+
+    def finished(self, result: RunResult) -> None:
+        pass
 
 
 def summary(r: RunResult) -> Group:

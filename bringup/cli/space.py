@@ -9,10 +9,6 @@ from rich.table import Table
 
 from bringup.cli import app
 from bringup.cli._common import out_console, print_json, usage_error
-from bringup.knowledge_files import KnowledgeFileError
-from bringup.run import Run, RunError, RunSettings
-from bringup.space import SpaceError, parse_fix
-from bringup.targets import TargetError
 
 
 @app.command("space")
@@ -29,6 +25,11 @@ def space_cmd(
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """Print the factors, their levels, and what knowledge says of each level (and which facts it used)."""
+    from bringup.knowledge_files import KnowledgeFileError  # inside: `bringup --help` stays fast
+    from bringup.run import Run, RunError, RunSettings
+    from bringup.space import SpaceError, parse_fix
+    from bringup.targets import TargetError
+
     try:
         settings = RunSettings(engine=engine, model=model, scenario=str(scenario) if scenario else None,
                                python=python, baseline=baseline,

@@ -7,7 +7,6 @@ from pathlib import Path
 import typer
 
 from bringup.cli import app
-from bringup.testmodel import TestModelSpec, write_test_model
 
 
 @app.command("testmodel")
@@ -23,6 +22,8 @@ def testmodel_cmd(
     """Write a small Llama-style model with a real tokenizer and a chat template."""
     if kv_heads and heads % kv_heads:
         raise typer.BadParameter(f"heads ({heads}) must be a multiple of kv-heads ({kv_heads})")
+    from bringup.testmodel import TestModelSpec, write_test_model  # inside: `bringup --help` stays fast
+
     spec = TestModelSpec(head_dim=head_dim, layers=layers, vocab=vocab, heads=heads,
                          kv_heads=kv_heads or heads, seed=seed)
     path = write_test_model(out_dir, spec)

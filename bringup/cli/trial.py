@@ -3,21 +3,20 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
-from rich.status import Status
 
-from bringup.candidate import Candidate, FlagError, parse_env, parse_flags
 from bringup.cli import app
 from bringup.cli._common import err_console, new_trial_dir, print_json, render_outcome, runs_root, usage_error
-from bringup.envvars import launch_environment
-from bringup.probes import KnownAnswer, ProbeConfig
-from bringup.process import Interrupted
-from bringup.targets import TargetError, resolve_target
-from bringup.trial import Trial, TrialSettings
+
+if TYPE_CHECKING:
+    from bringup.probes import KnownAnswer
 
 
 def parse_answers(answers: list[str]) -> list[KnownAnswer]:
+    from bringup.probes import KnownAnswer
+
     out = []
     for a in answers:
         prompt, sep, expected = a.rpartition("=")
@@ -51,6 +50,15 @@ def trial_cmd(
 
     Exit code 0 when it works, 1 when it does not, 2 for bad usage.
     """
+    from rich.status import Status  # heavy imports inside the command: `bringup --help` stays fast
+
+    from bringup.candidate import Candidate, FlagError, parse_env, parse_flags
+    from bringup.envvars import launch_environment
+    from bringup.probes import ProbeConfig
+    from bringup.process import Interrupted
+    from bringup.targets import TargetError, resolve_target
+    from bringup.trial import Trial, TrialSettings
+
     try:
         target = resolve_target(engine=engine, model=model, scenario=scenario, python=python,
                                 time_scale=time_scale, gpus=gpus)

@@ -9,26 +9,8 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from bringup.candidate import Candidate, FlagError, parse_flags
 from bringup.cli import app
 from bringup.cli._common import err_console, out_console, print_json, runs_root, usage_error
-from bringup.identity import gather_facts, hardware_fingerprint, model_identity
-from bringup.journal import Journal
-from bringup.knowledge_files import KnowledgeFileError
-from bringup.loadgen import BenchConfig
-from bringup.loadgen.config import parse_slos
-from bringup.process import Interrupted
-from bringup.targets import TargetError, resolve_target
-from bringup.tuning.knobs import (
-    KnobError,
-    load_knobs,
-    parallel_check,
-    parse_knob_overrides,
-    start_point,
-    with_base_levels,
-)
-from bringup.tuning.session import LaunchEvaluator, to_result
-from bringup.tuning.tuner import Tuner
 
 
 @app.command("tune")
@@ -58,6 +40,26 @@ def tune_cmd(
 ) -> None:
     """Search the performance knobs (memory fraction, batch limits, chunked prefill, CUDA-graph sizes,
     parallelism) for the best goodput or a Pareto front; failures become infeasible points."""
+    # Optuna and aiohttp load here, not when the CLI starts: `bringup --help` and the other commands need neither.
+    from bringup.candidate import Candidate, FlagError, parse_flags
+    from bringup.identity import gather_facts, hardware_fingerprint, model_identity
+    from bringup.journal import Journal
+    from bringup.knowledge_files import KnowledgeFileError
+    from bringup.loadgen import BenchConfig
+    from bringup.loadgen.config import parse_slos
+    from bringup.process import Interrupted
+    from bringup.targets import TargetError, resolve_target
+    from bringup.tuning.knobs import (
+        KnobError,
+        load_knobs,
+        parallel_check,
+        parse_knob_overrides,
+        start_point,
+        with_base_levels,
+    )
+    from bringup.tuning.session import LaunchEvaluator, to_result
+    from bringup.tuning.tuner import Tuner
+
     if objective not in ("goodput", "throughput", "pareto"):
         raise usage_error(f"--objective {objective!r}: use goodput, throughput or pareto")
     if sampler not in ("tpe", "random", "grid"):
