@@ -9,19 +9,11 @@ from rich.table import Table
 
 from bringup.cli import app
 from bringup.cli._common import out_console, print_json, usage_error
-from bringup.envvars import (
-    common_vars,
-    levels,
-    load_registry,
-    mentions_in_lines,
-    rank,
-    suggested_values,
-    user_env,
-)
-from bringup.knowledge_files import KnowledgeFileError
 
 
 def _describe(reg, name: str, suggested: list[str]) -> dict:
+    from bringup.envvars import levels
+
     var = reg.get(name)
     row = {"name": name, "status": reg.status(name), "explain": reg.explain(name)}
     if var is not None:
@@ -46,6 +38,18 @@ def env_cmd(
 ) -> None:
     """Describe environment variables as this engine version reads them (type, default, choices,
     levels), which it ignores, and, with --log, which ones a failure implicates."""
+    # heavy imports inside the command: `bringup --help` stays fast
+    from bringup.envvars import (
+        common_vars,
+        levels,
+        load_registry,
+        mentions_in_lines,
+        rank,
+        suggested_values,
+        user_env,
+    )
+    from bringup.knowledge_files import KnowledgeFileError
+
     try:
         reg = load_registry(engine, python=python, version=version)
     except KnowledgeFileError as e:

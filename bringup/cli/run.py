@@ -11,7 +11,6 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from bringup.candidate import FlagError, parse_env
 from bringup.cli import app
 from bringup.cli._common import err_console, out_console, print_json, runs_root, usage_error
 from bringup.cli.trial import parse_answers
@@ -75,6 +74,7 @@ def run_cmd(
     json_out: bool = typer.Option(False, "--json", help="Print the result as one JSON object."),
 ) -> None:
     """Find a launch configuration that works, prove it, explain every failure, report it."""
+    from bringup.candidate import FlagError, parse_env
     from bringup.journal import Journal  # heavy imports inside the command: `bringup --help` stays fast
     from bringup.knowledge_files import KnowledgeFileError
     from bringup.process import Interrupted
