@@ -91,6 +91,27 @@ def parse_flags(argv: list[str] | str, spec: HelpSpec | None = None) -> dict[str
     return out
 
 
+_ENV_TOKEN = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.S)
+
+
+def split_env(argv: list[str] | str) -> tuple[dict[str, str], list[str]]:
+    """Leading `NAME=VALUE` tokens (as a shell command line puts them before the program) and the
+    rest. Only leading ones: `--flag=x` starts with a dash and `NAME=VALUE` after a flag is a value."""
+    tokens = shlex.split(argv) if isinstance(argv, str) else list(argv)
+    env: dict[str, str] = {}
+    i = 0
+    while i < len(tokens) and (m := _ENV_TOKEN.match(tokens[i])):
+        env[m.group(1)] = m.group(2)
+        i += 1
+    return env, tokens[i:]
+
+
+def parse_command(argv: list[str] | str, spec: HelpSpec | None = None) -> tuple[dict[str, FlagValue], dict[str, str]]:
+    """A baseline as a person writes it, `NAME=VALUE ... --flag x ...`: (flags, env)."""
+    env, rest = split_env(argv)
+    return parse_flags(rest, spec), env
+
+
 def render_flags(flags: dict[str, FlagValue]) -> list[str]:
     argv: list[str] = []
     for name, value in flags.items():

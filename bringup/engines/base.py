@@ -181,6 +181,11 @@ class Engine:
         """The flags a user of this engine starts from when none are given."""
         return ""
 
+    def clock_scale(self) -> float:
+        """Real seconds per engine second: the trial's deadlines (launch timeout, hang timeout) are
+        in engine seconds and run this much faster or slower in real time. 1.0 for a real engine."""
+        return 1.0
+
     def launch_seconds(self, lines: list[str]) -> float | None:
         """Seconds a launch stands for, when the engine's own clock says (None: wall time)."""
         return None

@@ -79,6 +79,10 @@ class ScenarioEngine(Engine):
     def default_baseline(self) -> str:
         return getattr(self.scenario, "baseline", None) or ""
 
+    def clock_scale(self) -> float:
+        """The scenario server sleeps each simulated second x time_scale: so do the deadlines."""
+        return self.time_scale
+
     def launch_seconds(self, lines: list[str]) -> float | None:
         from bringup.scenario import parse_clock
 

@@ -383,7 +383,8 @@ class Oracle:
         load_s = t.load_weights
         if cfg.dummy_weights:
             load_s = t.load_weights_dummy if t.load_weights_dummy is not None else t.load_weights * 0.05
-        out = [("start", t.start), ("load-weights", load_s * frac), ("kv-alloc", t.kv_alloc * frac)]
+        out = [("start", t.start), ("distributed-init", t.distributed_init), ("load-weights", load_s * frac),
+               ("kv-alloc", t.kv_alloc * frac), ("kernel-warmup", t.kernel_warmup)]
         if cfg.cuda_graphs:
             out.append(("graph-capture", t.graph_capture * frac))
         out.append(("warmup", t.warmup))
