@@ -349,7 +349,8 @@ class Trial:
             if status == "hang":
                 out.failure_class = "hang"
                 out.evidence = [ln for ln in texts if ln.strip()][-3:] or ["(the server printed nothing)"]
-                out.hint = (f"No new log line and not ready for {self.s.hang_timeout:.0f} s in phase {reached}; "
+                out.hint = (f"No progress (no new log line; repeated lines do not count) and not ready for "
+                            f"{self.s.hang_timeout:.0f} s in phase {reached}; "
                             "a kernel compile or a collective may be stuck. Raise --hang-timeout if this phase "
                             "is known to be slow, else change what this phase runs.")
             else:

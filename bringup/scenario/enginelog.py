@@ -221,7 +221,11 @@ class VLLMDialect(Dialect):
         # vLLM parallel_state.py / pynccl.py / cuda_communicator.py, as real multi-GPU logs show
         # them (e.g. vllm #8058: "world_size=2 rank=0 local_rank=0 distributed_init_method=tcp://...").
         tp = self.cfg.tp
-        for r in range(tp):
+        if str(self.cfg.env.get("VLLM_LOGGING_LEVEL", "INFO")).upper() != "DEBUG":
+            tp_lines = 0  # parallel_state.py logs these at DEBUG only
+        else:
+            tp_lines = tp
+        for r in range(tp_lines):
             proc = f"Worker_TP{r}" if tp > 1 else "EngineCore_DP0"
             self.log.vl(f"world_size={tp} rank={r} local_rank={r} distributed_init_method=tcp://127.0.0.1:54127 "
                         "backend=nccl", "parallel_state.py:1134", proc=proc, level="DEBUG")
