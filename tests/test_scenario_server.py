@@ -37,7 +37,8 @@ WORKING = [*MODEL_CARD, "--mem-fraction-static", "0.88", "--nsa-decode-backend",
 QWEN_FLAGS = ["--model", "Qwen/Qwen3-30B-A3B-Instruct-2507-FP8", "--max-model-len", "32768"]
 TWO_PLUS_TWO = "What is 2+2? Answer briefly."
 ENGINES = yaml.safe_load((ROOT / "bringup" / "data" / "engines.yaml").read_text())
-PHASES = ["spawn", "parse-args", "load-weights", "kv-alloc", "graph-capture", "warmup", "ready"]
+PHASES = ["spawn", "parse-args", "distributed-init", "load-weights", "kv-alloc", "kernel-warmup", "graph-capture",
+          "warmup", "ready"]
 
 
 def phase_reached(lines: list[str], engine: str) -> str:
