@@ -110,7 +110,10 @@ def test_repeating_watchdog_lines_do_not_hide_a_hang(tmp_path):
     assert d["phase"] == "distributed-init"
     log = open(d["log_path"]).read()
     assert log.count("No available shared memory broadcast block found in 60 seconds") >= 3
-    assert took < 10, took
+    # The trial itself (launch to verdict) is the figure; the CLI's own imports come on top, and on
+    # a loaded 2-core machine they can take seconds, so the whole command only gets a loose bound.
+    assert d["timings"]["total"] < 10, d["timings"]
+    assert took < 30, took
     assert_nothing_left(Path(d["log_path"]).parent)
 
 
