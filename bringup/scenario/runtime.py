@@ -112,12 +112,12 @@ class Runtime:
         terminate(code)
 
     async def _hang(self) -> None:
-        repeat = self.hang.repeat if self.hang else None
-        if self.hang and self.hang.lines:
-            self.log.lines(self.hang.lines, template_values(self.cfg))
+        if self.hang is not None and (self.hang.lines or self.hang.repeat is not None):
+            values = template_values(self.cfg)
+            self.log.lines(self.hang.lines, values)
+            if self.hang.repeat is not None:  # one watchdog for the engine, not one per request
+                self._watchdog = asyncio.ensure_future(hang_forever(self.log, self.hang.repeat, values))
             self.hang = Hang(phase=self.hang.phase, lines=[], after_tokens=self.hang.after_tokens)
-            if repeat is not None:  # one watchdog for the engine, not one per request
-                self._watchdog = asyncio.ensure_future(hang_forever(self.log, repeat, template_values(self.cfg)))
         await asyncio.Event().wait()  # never set: the request (and progress) stops here
 
     async def _check(self, produced: int, started: float, spent: float) -> None:
