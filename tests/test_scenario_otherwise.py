@@ -176,3 +176,33 @@ def test_deadlines_are_in_engine_seconds_with_a_real_floor(tmp_path):
     assert t._deadlines() == (2.0, 30.0)  # the floor never exceeds the setting
     t = Trial(real, cand, tmp_path, TrialSettings())
     assert t._deadlines() == (600.0, 1800.0)
+
+
+KERNEL_WARMUP = MINIMAL.replace("rules:\n", """timing: {start: 2, distributed_init: 3, load_weights: 4, kv_alloc: 1, kernel_warmup: 5, graph_capture: 2,
+         warmup: 1, per_output_token: 0.01}
+rules:
+  - id: autotune-dies
+    when: {max-num-seqs: 3}
+    fail: {phase: kernel-warmup, lines: ["RuntimeError: autotuning failed"]}
+""")
+
+
+def test_kernel_warmup_and_distributed_init_take_their_time_in_order(tmp_path):
+    sc = _load(tmp_path, KERNEL_WARMUP)
+    oracle = Oracle(sc, env={})
+    o = oracle.outcome({"--max-num-seqs": "3"})
+    assert (o.status, o.phase) == ("fails", "kernel-warmup")
+    assert o.simulated_s == pytest.approx(2 + 3 + 4 + 1 + 5 * 0.35)  # start, dist, load, kv, 35% into warm-up
+    assert oracle.outcome({}).status == "works"
+
+
+def test_a_real_trial_reports_the_kernel_warmup_phase(tmp_path):
+    from conftest import bringup
+
+    p = tmp_path / "kw.yaml"
+    p.write_text(KERNEL_WARMUP)
+    rc, d, _, err = bringup("trial", "--scenario", str(p), "--time-scale", "0.01", "--json", "--runs-dir",
+                            str(tmp_path / "runs"), "--", "--max-num-seqs", "3")
+    assert rc == 1 and d["status"] == "fails" and d["phase"] == "kernel-warmup", (d, err)
+    log = open(d["log_path"]).read()
+    assert "[Autotuner]: Autotuning process starts" in log and "autotuning failed" in log
