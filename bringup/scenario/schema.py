@@ -301,6 +301,9 @@ class Scenario(_Strict):
     # shipped scenario says it explicitly (tests/test_scenario_shipped.py).
     otherwise: Otherwise | None = None
     answers: list[Answer] = Field(default_factory=list)
+    # True: written from public bug reports for the blind search; no knowledge rule or signature names
+    # its trap on purpose (tests/test_search.py does not require the knowledge search to solve it).
+    blind: bool = False
     # Machine-readable expectations for tests: launches (baseline plus changes) and their outcome.
     expect: list[Expectation] = Field(default_factory=list)
     _path: str = PrivateAttr(default="")
