@@ -37,7 +37,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from bringup.candidate import Candidate, FlagValue, parse_flags
+from bringup.candidate import Candidate, FlagValue, parse_command
 from bringup.run import Run, RunSettings
 from bringup.scenario import bundled_scenarios, load_scenario, scenario_path
 from bringup.scenario.oracle import Oracle, OracleOutcome
@@ -197,7 +197,8 @@ def scenario_measures(path: Path, args: argparse.Namespace, pool: ThreadPoolExec
     sc = load_scenario(path)
     assert sc.baseline
     oracle = Oracle(sc)
-    baseline = Candidate.make(sc.engine, sc.model.name, parse_flags(sc.baseline, oracle.spec), label="baseline")
+    flags, env = parse_command(sc.baseline, oracle.spec)  # leading NAME=VALUE tokens are the baseline's env
+    baseline = Candidate.make(sc.engine, sc.model.name, flags, env, label="baseline")
     space = build_space(sc.engine, oracle.spec, baseline)
     factors = help_ordered(space.factors, oracle)
     futures = {}

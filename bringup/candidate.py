@@ -92,10 +92,11 @@ def parse_flags(argv: list[str] | str, spec: HelpSpec | None = None) -> dict[str
 
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_ENV_TOKEN = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.S)
 
 
 def parse_env(items: list[str]) -> dict[str, str]:
-    """`NAME=VALUE` items (from --env options or a command line) into a dict, checked."""
+    """`NAME=VALUE` items (from --env options) into a dict, checked."""
     out: dict[str, str] = {}
     for it in items:
         name, sep, value = it.partition("=")
@@ -106,14 +107,22 @@ def parse_env(items: list[str]) -> dict[str, str]:
     return out
 
 
-def parse_command(text: str | list[str], spec: HelpSpec | None = None) -> tuple[dict[str, FlagValue], dict[str, str]]:
-    """A command as a user writes it, `NAME=VALUE ... --flag x`: leading environment
-    assignments (as a shell reads them), then the engine's flags."""
-    tokens = shlex.split(text) if isinstance(text, str) else list(text)
-    env_tokens: list[str] = []
-    while tokens and not _is_flag_token(tokens[0]) and "=" in tokens[0] and _ENV_NAME.match(tokens[0].split("=")[0]):
-        env_tokens.append(tokens.pop(0))
-    return parse_flags(tokens, spec), parse_env(env_tokens)
+def split_env(argv: list[str] | str) -> tuple[dict[str, str], list[str]]:
+    """Leading `NAME=VALUE` tokens (as a shell command line puts them before the program) and the
+    rest. Only leading ones: `--flag=x` starts with a dash and `NAME=VALUE` after a flag is a value."""
+    tokens = shlex.split(argv) if isinstance(argv, str) else list(argv)
+    env: dict[str, str] = {}
+    i = 0
+    while i < len(tokens) and (m := _ENV_TOKEN.match(tokens[i])):
+        env[m.group(1)] = m.group(2)
+        i += 1
+    return env, tokens[i:]
+
+
+def parse_command(argv: list[str] | str, spec: HelpSpec | None = None) -> tuple[dict[str, FlagValue], dict[str, str]]:
+    """A command as a person writes it, `NAME=VALUE ... --flag x ...`: (flags, env)."""
+    env, rest = split_env(argv)
+    return parse_flags(rest, spec), env
 
 
 def render_flags(flags: dict[str, FlagValue]) -> list[str]:

@@ -12,6 +12,7 @@ import queue
 import re
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,11 +30,24 @@ from bringup.process import LogLine, ServerProcess, free_port, port_is_free
 from bringup.secrets import Redactor, redact_argv, redact_flags
 from bringup.signatures import Classification, Matcher, classify
 
+HANG_FLOOR_S, TIMEOUT_FLOOR_S = 3.0, 30.0  # real seconds a scaled deadline keeps (see Trial._deadlines)
+REPEAT_WINDOW = 50  # a line whose text (timestamps, pids and counters stripped) is among the last N is a repeat
+_VOLATILE = re.compile(
+    r"\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?"  # 2026-11-29 13:22:01(,123)
+    r"|\b\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)?"  # vLLM's 11-29 13:22:01
+    r"|\bpid=\d+|\[\d+\]|:\d+\]"  # pid=N, [N], [file.py:LINE]
+)
+
+
+def progress_key(text: str) -> str:
+    """A log line as progress sees it: the same text with another timestamp or pid is a repeat."""
+    return _VOLATILE.sub("#", text).strip()
+
 
 @dataclass
 class TrialSettings:
     timeout: float = 1800.0  # launch to ready, seconds
-    hang_timeout: float = 600.0  # no new log line and not ready
+    hang_timeout: float = 600.0  # no new log line (repeats do not count) and not ready; engine seconds
     probe: ProbeConfig = field(default_factory=ProbeConfig)
     settle: float = 0.25  # after a fatal line, keep reading this long for the lines that follow
     grace: float = 5.0  # SIGTERM to SIGKILL for a healthy server (vLLM CPU exits in ~0.6 s)
@@ -70,6 +84,8 @@ class Trial:
         self.matcher = Matcher(engine.log_dialect)
         self.phase = "spawn"
         self.lines: list[LogLine] = []
+        self._progress_t: float | None = None  # when the last line that was not a repeat arrived
+        self._recent: deque[str] = deque(maxlen=REPEAT_WINDOW)
         self._probe_thread: threading.Thread | None = None
         self._ready_lag: float | None = None
         self._gpu: dict = {}
@@ -104,6 +120,15 @@ class Trial:
         (self.dir / "candidate.json").write_text(json.dumps(self.cand.to_json(), indent=2, default=str))
         return out
 
+    def _deadlines(self) -> tuple[float, float]:
+        """(hang, launch) deadlines in real seconds: the settings are engine seconds, scaled by the
+        engine's clock; a scaled deadline never drops below a real floor (or the setting, if less),
+        because the interpreter start and imports before the first line are real time, not engine time."""
+        scale = self.engine.clock_scale()
+        hang = max(self.s.hang_timeout * scale, min(self.s.hang_timeout, HANG_FLOOR_S))
+        launch = max(self.s.timeout * scale, min(self.s.timeout, TIMEOUT_FLOOR_S))
+        return hang, launch
+
     def _drain(self, server: ServerProcess, block: float = 0.0) -> LogLine | None:
         """Read the lines that arrived; return the first fatal one (or None)."""
         fatal = None
@@ -118,6 +143,10 @@ class Trial:
                 server.lines.put(None)  # keep the end marker for later drains
                 return fatal
             self.lines.append(line)
+            key = progress_key(line.text)
+            if key not in self._recent:  # a watchdog repeating itself is output, not progress
+                self._progress_t = line.t
+            self._recent.append(key)
             self.emit("line", line.text)
             self._set_phase(self.engine.phase_of(line.text))
             if fatal is None:
@@ -214,11 +243,13 @@ class Trial:
                             self._ready_lag = t_ready - (self.lines[-1].t if self.lines else t_launch)
                             self._set_phase("ready")
                             break
-                    last_line = self.lines[-1].t if self.lines else t_launch
-                    if now - last_line > self.s.hang_timeout:
+                    # Deadlines are in the engine's seconds (a double's clock runs faster than real time).
+                    hang_s, timeout_s = self._deadlines()
+                    last_line = self._progress_t if self._progress_t is not None else t_launch
+                    if now - last_line > hang_s:
                         status = "hang"
                         break
-                    if now - t_launch > self.s.timeout:
+                    if now - t_launch > timeout_s:
                         status = "timeout"
                         break
                 if t_ready is not None:
@@ -340,7 +371,8 @@ class Trial:
                 out.failure_class = "hang"
                 out.evidence = hang_evidence(texts) or ["(the server printed nothing)"]
                 out.implicates = list(hang_implicates().get(reached, []))
-                out.hint = (f"No new log line and not ready for {self.s.hang_timeout:.0f} s in phase {reached}; "
+                out.hint = (f"No progress (no new log line; repeated lines do not count) and not ready for "
+                            f"{self.s.hang_timeout:.0f} s in phase {reached}; "
                             "a kernel compile or a collective may be stuck. Raise --hang-timeout if this phase "
                             "is known to be slow, else change what this phase runs.")
             else:

@@ -54,3 +54,17 @@ def test_diff_and_changes():
     assert Candidate.from_json(fix.to_json()).key() == fix.key()
     assert "SGLANG_ENABLE_JIT_DEEPGEMM=0 python -m sglang.launch_server" in fix.shell_command(
         ["python", "-m", "sglang.launch_server"])
+
+
+def test_a_baseline_with_leading_env_tokens_splits_into_env_and_flags():
+    from bringup.candidate import parse_command, split_env
+
+    flags, env = parse_command("VLLM_USE_FLASHINFER_SAMPLER=0 NCCL_P2P_DISABLE=1 --max-model-len 16384", VL)
+    assert env == {"VLLM_USE_FLASHINFER_SAMPLER": "0", "NCCL_P2P_DISABLE": "1"}
+    assert flags == {"--max-model-len": "16384"}
+    # only leading tokens are env: a NAME=VALUE after a flag is that flag's value, --x=y is a flag
+    env2, rest = split_env(["A=1", "--served-model-name", "B=2", "--max-model-len=8"])
+    assert env2 == {"A": "1"} and rest == ["--served-model-name", "B=2", "--max-model-len=8"]
+    assert parse_command("--tp 8", SG) == ({"--tensor-parallel-size": "8"}, {})
+    with pytest.raises(FlagError):
+        parse_command("X=1 stray --tp 8", SG)  # a positional after the env tokens is still an error

@@ -37,7 +37,8 @@ WORKING = [*MODEL_CARD, "--mem-fraction-static", "0.88", "--nsa-decode-backend",
 QWEN_FLAGS = ["--model", "Qwen/Qwen3-30B-A3B-Instruct-2507-FP8", "--max-model-len", "32768"]
 TWO_PLUS_TWO = "What is 2+2? Answer briefly."
 ENGINES = yaml.safe_load((ROOT / "bringup" / "data" / "engines.yaml").read_text())
-PHASES = ["spawn", "parse-args", "load-weights", "kv-alloc", "graph-capture", "warmup", "ready"]
+PHASES = ["spawn", "parse-args", "distributed-init", "load-weights", "kv-alloc", "kernel-warmup", "graph-capture",
+          "warmup", "ready"]
 
 
 def phase_reached(lines: list[str], engine: str) -> str:
@@ -385,6 +386,11 @@ rules:
   - id: hangs
     when: {enforce-eager: true, max-num-seqs: 7}
     hang: {phase: kv-alloc, lines: ["(EngineCore pid={pid}) INFO {ts} [kv_cache_utils.py:900] waiting for peers"]}
+  - id: hangs-on-first-request-with-a-watchdog
+    when: {enforce-eager: true, max-num-seqs: 9}
+    hang:
+      phase: first-request
+      repeat: {every: 60, lines: ["(EngineCore_DP0 pid={pid}) INFO {ts} [shm_broadcast.py:501] No available shared memory broadcast block found in 60 seconds."]}
 """
 
 
@@ -446,3 +452,12 @@ def test_port_in_use_is_reported_like_uvicorn():
     assert rc == 1
     assert any(f"('127.0.0.1', {port}): address already in use" in ln for ln in lines)
     assert classify(lines, "vllm", "warmup").failure_class == "port-in-use"
+
+
+def test_a_serving_hang_repeats_its_watchdog_line_and_never_answers(vllm_scenario):
+    with launch(vllm_scenario, ["--model", "tiny/model", "--enforce-eager", "--max-num-seqs", "9"], scale=0.005) as p:
+        p.wait_for("Application startup complete", 30)
+        with pytest.raises(httpx.ReadTimeout):
+            httpx.post(f"{p.url}/v1/completions", timeout=1.5, json={"prompt": "hello", "max_tokens": 4})
+        repeats = [ln for ln in p.lines if "No available shared memory broadcast block" in ln]
+    assert len(repeats) >= 2  # every 60 simulated s = 0.3 real s

@@ -45,7 +45,7 @@ def test_memory_fraction_099_is_oom_before_ready(tiny_model, tmp_path):
     rc, o = _trial(tiny_model, tmp_path, "--gpu-memory-utilization", "0.99")
     assert rc == 1
     assert o["status"] == "fails" and o["failure_class"].startswith("oom-")
-    assert o["phase"] in ("spawn", "parse-args", "load-weights", "kv-alloc", "graph-capture", "warmup")
+    assert o["phase"] in ("spawn", "parse-args", "distributed-init", "load-weights", "kv-alloc", "graph-capture", "warmup")
     assert "is less than desired CPU memory utilization" in o["evidence"][0]
     assert not any("Engine core initialization failed" in e for e in o["evidence"])
     assert "--gpu-memory-utilization" in o["hint"]

@@ -225,6 +225,10 @@ class Engine:
         from bringup.envvars import load_registry
 
         return load_registry(self.log_dialect, self.python, version)
+    def clock_scale(self) -> float:
+        """Real seconds per engine second: the trial's deadlines (launch timeout, hang timeout) are
+        in engine seconds and run this much faster or slower in real time. 1.0 for a real engine."""
+        return 1.0
 
     def launch_seconds(self, lines: list[str]) -> float | None:
         """Seconds a launch stands for, when the engine's own clock says (None: wall time)."""

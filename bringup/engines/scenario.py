@@ -84,6 +84,9 @@ class ScenarioEngine(Engine):
         from bringup.envvars import load_registry
 
         return load_registry(self.dialect, version=version or self.version(), installed=False)
+    def clock_scale(self) -> float:
+        """The scenario server sleeps each simulated second x time_scale: so do the deadlines."""
+        return self.time_scale
 
     def launch_seconds(self, lines: list[str]) -> float | None:
         from bringup.scenario import parse_clock

@@ -219,11 +219,19 @@ def _same(a: Any, b: Any) -> bool:
 
 
 def decide(scenario: Scenario, cfg: EffectiveConfig) -> Rule | None:
-    """The first rule whose condition holds; None means serve correctly."""
+    """The first rule whose condition holds; else the scenario's `otherwise` (the first factor
+    whose effective level it does not model, then its default); None means serve correctly."""
     for rule in scenario.rules:
         if _condition_holds(rule, cfg):
             return rule
-    return None
+    other = scenario.otherwise
+    if other is None:
+        return None
+    for fac in other.factors:
+        level = cfg.lookup(fac.target)
+        if not any(_same(level, known) for known in fac.levels):
+            return Rule(id=f"otherwise:{fac.flag}", fail=fac.fail, hang=fac.hang, serve=fac.serve, why=fac.why)
+    return other.default if isinstance(other.default, Rule) else None
 
 
 # -- printing ---------------------------------------------------------------------------------

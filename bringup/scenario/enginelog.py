@@ -48,6 +48,10 @@ class Dialect:
     def effective_config(self) -> None: ...
     def start_begin(self) -> None: ...
     def start_end(self) -> None: ...
+    def dist_begin(self) -> None: ...
+    def dist_end(self) -> None: ...
+    def kernel_warmup_begin(self) -> None: ...
+    def kernel_warmup_end(self) -> None: ...
     def load_begin(self) -> None: ...
     def load_progress(self, done: int, total: int, elapsed: float, phase_seconds: float) -> None: ...
     def load_end(self, seconds: float) -> None: ...
@@ -83,10 +87,16 @@ class SGLangDialect(Dialect):
     def effective_config(self) -> None:
         self.log.sg(f"server_args={server_args_repr(self.cfg)}")
 
-    def start_begin(self) -> None:
+    def dist_begin(self) -> None:
         self.log.sg("Init torch distributed begin.", tp=0)
 
-    def start_end(self) -> None:
+    def dist_end(self) -> None:
+        # SGLang prints the custom all-reduce verdict between these two lines when it declines
+        # (custom_all_reduce.py), then "Init torch distributed ends".
+        if self.cfg.tp > 2 and self.sc.hardware.link == "pcie" and not self.cfg.value("disable_custom_all_reduce"):
+            self.log.write(f"[{self.log.ts()} TP0] Custom allreduce is disabled because it's not supported on more "
+                           "than two PCIe-only GPUs. To silence this warning, specify disable_custom_all_reduce=True "
+                           "explicitly.")
         self.log.sg("Init torch distributed ends. mem usage=0.62 GB", tp=0)
 
     def load_begin(self) -> None:
@@ -190,7 +200,7 @@ class VLLMDialect(Dialect):
         self.log.vl(msg, src, proc="APIServer", level=level)
 
     def _core(self, msg: str, src: str, level: str = "INFO") -> None:
-        self.log.vl(msg, src, proc="EngineCore", level=level)
+        self.log.vl(msg, src, proc="EngineCore_DP0", level=level)
 
     def header(self) -> None:
         self._api(f"vLLM API server version {self.sc.engine_version}", "api_server.py:1885")
@@ -206,6 +216,42 @@ class VLLMDialect(Dialect):
                    f"{vllm_engine_config(self.cfg, self.size.context_len)}", "core.py:93")
         self._core(f"rank 0 in world size {self.cfg.tp} is assigned as DP rank 0, PP rank 0, TP rank 0, "
                    "EP rank 0", "parallel_state.py:1208")
+
+    def dist_begin(self) -> None:
+        # vLLM parallel_state.py / pynccl.py / cuda_communicator.py, as real multi-GPU logs show
+        # them (e.g. vllm #8058: "world_size=2 rank=0 local_rank=0 distributed_init_method=tcp://...").
+        tp = self.cfg.tp
+        if str(self.cfg.env.get("VLLM_LOGGING_LEVEL", "INFO")).upper() != "DEBUG":
+            tp_lines = 0  # parallel_state.py logs these at DEBUG only
+        else:
+            tp_lines = tp
+        for r in range(tp_lines):
+            proc = f"Worker_TP{r}" if tp > 1 else "EngineCore_DP0"
+            self.log.vl(f"world_size={tp} rank={r} local_rank={r} distributed_init_method=tcp://127.0.0.1:54127 "
+                        "backend=nccl", "parallel_state.py:1134", proc=proc, level="DEBUG")
+        if tp > 1:
+            self.log.vl("vLLM is using nccl==2.28.9", "pynccl.py:113", proc="Worker_TP0")
+
+    def dist_end(self) -> None:
+        tp = self.cfg.tp
+        if tp < 2:
+            return
+        if self.cfg.value("disable_custom_all_reduce"):
+            self.log.vl("Using ['SYMM_MEM', 'PYNCCL'] all-reduce backends", "cuda_communicator.py:264",
+                        proc="Worker_TP0")
+            return
+        if self.sc.hardware.link == "pcie" and tp > 2:
+            self.log.vl("Custom allreduce is disabled because it's not supported on more than two PCIe-only GPUs. "
+                        "To silence this warning, specify disable_custom_all_reduce=True explicitly.",
+                        "custom_all_reduce.py:144", proc="Worker_TP0", level="WARNING")
+        else:
+            self.log.vl("Using ['CUSTOM', 'SYMM_MEM', 'PYNCCL'] all-reduce backends", "cuda_communicator.py:264",
+                        proc="Worker_TP0")
+
+    def kernel_warmup_begin(self) -> None:
+        if self.sc.timing.kernel_warmup > 0:  # vllm kernel_warmup.py: FlashInfer's autotuner, its own logger
+            self.log.write(f"(EngineCore_DP0 pid={self.log.core_pid}) {self.log.clock.now():%Y-%m-%d %H:%M:%S},000 "
+                           "- INFO - autotuner.py:256 - flashinfer.jit: [Autotuner]: Autotuning process starts ...")
 
     def load_begin(self) -> None:
         self._core(f"Starting to load model {self.cfg.model_path}...", "gpu_model_runner.py:2602")

@@ -2,7 +2,8 @@
 
 `ok`: the scenario's known-answer prompts get their expected answer; any other prompt gets text
 that depends only on the prompt and the sampling parameters, never on what else is in the
-batch. `garbage`: known answers come out wrong, fluently, with no error anywhere. `inconsistent`:
+batch. `garbage`: known answers come out wrong, fluently, with no error anywhere. `salad`: every
+output is random tokens (broken numerics that raise nothing). `inconsistent`:
 once the engine runs more than one request at a time, greedy output changes after a couple of
 tokens (the batch-variance bug the batch-invariance probe exists to catch).
 """
@@ -94,6 +95,17 @@ def _fluent(rng: random.Random, n: int, first: bool) -> list[str]:
     return out
 
 
+# Token salad: what a model with broken numerics (NaN-free but wrong scales, a kernel reading the
+# wrong layout) writes: valid vocabulary ids in no order, subword pieces, scripts mixed.
+SALAD = ("ĠKaw", "_REF", "ocode", " ĉ", "ニ", " pestic", "uggest", ")});", " DESC", "ylon", " Über", "јер",
+         " 않", "_STAT", " glEnable", "ísimo", "\\\\", " Hier", "izzard", "ť", " ...)", "rimon", " Cf",
+         "ڭ", " ligt", "abilece", " ////////", "ObjectId", "ILLISE", "<|reserved_17|>")
+
+
+def _salad(rng: random.Random, n: int) -> list[str]:
+    return [rng.choice(SALAD) for _ in range(n)]
+
+
 def wrong_answer(answer: Answer) -> str:
     """What `garbage` says: the scenario's `wrong`, or a plausible different answer."""
     if answer.wrong:
@@ -137,6 +149,8 @@ class Generator:
         tokens = list(body[:want])
         if len(tokens) < want:  # ignore_eos past the natural end: keep writing
             tokens += _fluent(_rng("more", *key), want - len(tokens), first=False)
+        if self.mode == "salad":  # random tokens from the first one on, known answers included
+            tokens = _salad(_rng("salad", *key), len(tokens))
         if self.mode == "inconsistent" and batch_size > 1 and len(tokens) > INCONSISTENT_AFTER:
             alt = _fluent(_rng("batch", batch_size, *key), len(tokens) - INCONSISTENT_AFTER, first=False)
             tokens = tokens[:INCONSISTENT_AFTER] + alt

@@ -1,10 +1,11 @@
 """The start-up walk: the phases a real engine goes through, in its order, with its log lines.
 
-SGLang: config -> distributed init -> load weights -> KV cache -> CUDA graphs -> capacity line ->
+SGLang: config -> distributed init -> load weights -> KV cache -> kernel warm-up -> CUDA graphs -> capacity line ->
 HTTP server -> its own warm-up request -> "fired up and ready". vLLM: API server header ->
-engine config -> load weights -> KV cache -> CUDA graphs -> warm-up -> "init engine took" ->
+engine config -> distributed init (NCCL, custom all-reduce) -> load weights -> KV cache ->
+kernel warm-up -> CUDA graphs -> warm-up -> "init engine took" ->
 HTTP server -> ready. A `fail` rule prints its lines part-way through its phase and exits; a
-`hang` rule stops there. A `graph-capture` failure with CUDA graphs off strikes at warmup (the
+`hang` rule stops there (printing its `repeat` lines, if any, forever). A `graph-capture` failure with CUDA graphs off strikes at warmup (the
 same kernel then first runs in the warm-up forward pass).
 """
 
@@ -17,7 +18,7 @@ from collections.abc import Callable
 
 from bringup.scenario.config import EffectiveConfig, template_values
 from bringup.scenario.enginelog import Dialect, dialect_for
-from bringup.scenario.logfmt import LogWriter, SimClock
+from bringup.scenario.logfmt import LogWriter, SimClock, hang_forever
 from bringup.scenario.runtime import SERVING_PHASES, Runtime, terminate
 from bringup.scenario.schema import Fail, Hang, Rule, Scenario
 from bringup.scenario.sizing import compute_sizing
@@ -99,7 +100,8 @@ class Startup:
             self.log.clock_line("died")
             code = self.action.exit_code if self.action.exit_code is not None else self.d.exit_code(phase)
             terminate(code)
-        await asyncio.Event().wait()  # hang: no more lines, never ready
+        # hang: never ready; silent, or repeating its watchdog lines (output, not progress)
+        await hang_forever(self.log, self.action.repeat, self.values)
 
     async def phase(self, name: str, seconds: float, begin: Callable[[], None] | None,
                     report: Callable[[int, int, float, float], None] | None, end: Callable[[float], None] | None,
@@ -127,12 +129,14 @@ class Startup:
             await self._strike("parse-args")
         d.effective_config()
         await self.phase("start", t.start, d.start_begin, None, lambda s: d.start_end())
+        await self.phase("distributed-init", t.distributed_init, d.dist_begin, None, lambda s: d.dist_end())
         load_s = (t.load_weights_dummy if t.load_weights_dummy is not None else t.load_weights * 0.05) \
             if self.cfg.dummy_weights else t.load_weights
         shards = max(1, int(sc.model.weights_gib // 5 * frac) or 1)
         await self.phase("load-weights", load_s * frac, d.load_begin, d.load_progress, d.load_end, shards)
         await self.phase("kv-alloc", t.kv_alloc * frac, None, None, lambda s: d.kv_lines())
-        init_s = t.kv_alloc * frac
+        await self.phase("kernel-warmup", t.kernel_warmup, d.kernel_warmup_begin, None, None)
+        init_s = t.kv_alloc * frac + t.kernel_warmup
         if self.cfg.cuda_graphs:
             await self.phase("graph-capture", t.graph_capture * frac, d.graph_begin, d.graph_progress, d.graph_end,
                              36)

@@ -152,6 +152,15 @@ def load_scenario(path: str | Path) -> Scenario:
                 if rule.id in ids:
                     raise ScenarioError(f"{path}: rules[{i}].id: duplicate id {rule.id!r} (also rules[{ids[rule.id]}])")
                 ids[rule.id] = i
+        if sc.otherwise is not None:
+            for i, fac in enumerate(sc.otherwise.factors):
+                try:
+                    fac._target = resolve(fac.flag)
+                except ValueError as e:
+                    raise ScenarioError(f"{path}: otherwise.factors[{i}].flag: {e}") from None
+            if not isinstance(sc.otherwise.default, str):
+                sc.otherwise.default._condition = compile_condition(None, resolve, "otherwise.default")
+                sc.otherwise.default.id = sc.otherwise.default.id or "otherwise"
     except ConditionError as e:
         raise ScenarioError(f"{path}: {e}") from None
     return sc

@@ -68,7 +68,15 @@ class LogWriter:
         self.engine = engine
         self.clock = clock
         self.stream = stream or sys.stdout
-        self.pid = pid or os.getpid()
+        self.pid = pid or os.getpid()  # the API server / launcher process
+        # Real engines run several processes, each tagged with its own pid: vLLM's
+        # `(APIServer pid=N)`, `(EngineCore_DP0 pid=M)`, `(Worker_TP1 pid=K)`; SGLang's `[TP1]`.
+        # The double is one process and gives each imitated process a stable pid of its own.
+        self.core_pid = self.pid + 97
+        self.worker_pid0 = self.pid + 131
+
+    def worker_pid(self, rank: int) -> int:
+        return self.worker_pid0 + rank
 
     # -- timestamps and prefixes as each engine prints them -----------------------------------
     def ts(self) -> str:
@@ -87,9 +95,16 @@ class LogWriter:
         tag = f" TP{tp}" if tp is not None else ""
         self.write(f"[{self.ts()}{tag}] {msg}")
 
-    def vl(self, msg: str, src: str, proc: str = "EngineCore", level: str = "INFO") -> None:
-        """vLLM: `(EngineCore pid=N) INFO 11-29 13:22:01 [core.py:133] msg`."""
-        self.write(f"({proc} pid={self.pid}) {level} {self.ts()} [{src}] {msg}")
+    def vl(self, msg: str, src: str, proc: str = "EngineCore_DP0", level: str = "INFO") -> None:
+        """vLLM: `(EngineCore_DP0 pid=N) INFO 11-29 13:22:01 [core.py:133] msg`."""
+        self.write(f"({proc} pid={self.pid_of(proc)}) {level} {self.ts()} [{src}] {msg}")
+
+    def pid_of(self, proc: str) -> int:
+        if proc.startswith("EngineCore"):
+            return self.core_pid
+        if proc.startswith("Worker_TP"):
+            return self.worker_pid(int(proc[len("Worker_TP"):] or 0))
+        return self.pid
 
     def uvicorn(self, msg: str) -> None:
         """Uvicorn's own lines, inside each engine's prefix."""
@@ -106,7 +121,8 @@ class LogWriter:
         """Fill {name} placeholders: {ts}, {pid}, and the effective config by dest name, optionally
         {name|upper} or {name|lower}; any other brace text (Python reprs in error messages) is
         left as written."""
-        extra = {"ts": self.ts(), "pid": self.pid}
+        extra = {"ts": self.ts(), "pid": self.pid if self.engine == "sglang" else self.core_pid,
+                 "api_pid": self.pid, "core_pid": self.core_pid, "worker_pid": self.worker_pid0}
 
         def sub(m: re.Match[str]) -> str:
             k, filt = m.group(1), m.group(2)
@@ -124,3 +140,14 @@ class LogWriter:
         for t in templates:
             for line in self.render(t, values).split("\n"):
                 self.write(line)
+
+
+async def hang_forever(log: LogWriter, repeat: Any, values: Mapping[str, Any]) -> None:
+    """Never return; with a `repeat` (schema.Repeat), print its lines every `repeat.every`
+    simulated seconds, as a hung engine's watchdog does (vLLM shm_broadcast.py's warning)."""
+    if repeat is None:
+        await asyncio.Event().wait()
+        return
+    while True:
+        await log.clock.advance(repeat.every)
+        log.lines(repeat.lines, values)

@@ -17,7 +17,8 @@ oracle answers the same question from the same code the server runs, so it canno
 
 `tests/test_oracle.py` checks it against real `bringup trial --scenario` launches. Two things are
 approximations, not replays: a hang costs `hang_s` simulated seconds of waiting (the trial's hang
-deadline; no shipped bring-up scenario hangs), and with a `performance:` section (tuning
+deadline, in engine seconds: the trial scales it by the engine's clock and does not count repeated
+lines as progress, so a hang that keeps printing a watchdog line costs the same), and with a `performance:` section (tuning
 scenarios) serving is priced through the perf model's noise-free one-request view, not the step
 scheduler: statuses, phases and start-up times stay exact there, probe time is an estimate.
 """
@@ -383,7 +384,8 @@ class Oracle:
         load_s = t.load_weights
         if cfg.dummy_weights:
             load_s = t.load_weights_dummy if t.load_weights_dummy is not None else t.load_weights * 0.05
-        out = [("start", t.start), ("load-weights", load_s * frac), ("kv-alloc", t.kv_alloc * frac)]
+        out = [("start", t.start), ("distributed-init", t.distributed_init), ("load-weights", load_s * frac),
+               ("kv-alloc", t.kv_alloc * frac), ("kernel-warmup", t.kernel_warmup)]
         if cfg.cuda_graphs:
             out.append(("graph-capture", t.graph_capture * frac))
         out.append(("warmup", t.warmup))

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from bringup.scenario.config import EffectiveConfig, template_values
 from bringup.scenario.enginelog import Dialect
 from bringup.scenario.generate import Generator, Plan, Sampling, count_tokens
-from bringup.scenario.logfmt import LogWriter, SimClock
+from bringup.scenario.logfmt import LogWriter, SimClock, hang_forever
 from bringup.scenario.perf import Load, StepModel, perf_model_for
 from bringup.scenario.scheduler import EngineLoop, Job, Replica, Step
 from bringup.scenario.schema import Fail, Hang, Rule, Scenario
@@ -112,8 +112,11 @@ class Runtime:
         terminate(code)
 
     async def _hang(self) -> None:
-        if self.hang and self.hang.lines:
-            self.log.lines(self.hang.lines, template_values(self.cfg))
+        if self.hang is not None and (self.hang.lines or self.hang.repeat is not None):
+            values = template_values(self.cfg)
+            self.log.lines(self.hang.lines, values)
+            if self.hang.repeat is not None:  # one watchdog for the engine, not one per request
+                self._watchdog = asyncio.ensure_future(hang_forever(self.log, self.hang.repeat, values))
             self.hang = Hang(phase=self.hang.phase, lines=[], after_tokens=self.hang.after_tokens)
         await asyncio.Event().wait()  # never set: the request (and progress) stops here
 

@@ -26,13 +26,25 @@ if TYPE_CHECKING:
     from bringup.helptext import HelpSpec
 
 Engine = Literal["sglang", "vllm"]
-FAIL_PHASES = ("parse-args", "load-weights", "kv-alloc", "graph-capture", "warmup", "first-request", "decode")
-HANG_PHASES = ("load-weights", "kv-alloc", "graph-capture", "warmup", "first-request", "decode")
-WARN_AT = ("startup", "config", "load-weights", "kv-alloc", "graph-capture", "ready")
-FailPhase = Literal["parse-args", "load-weights", "kv-alloc", "graph-capture", "warmup", "first-request", "decode"]
-HangPhase = Literal["load-weights", "kv-alloc", "graph-capture", "warmup", "first-request", "decode"]
-WarnAt = Literal["startup", "config", "load-weights", "kv-alloc", "graph-capture", "ready"]
-ServeMode = Literal["ok", "garbage", "inconsistent"]
+# Start-up phases in the order the engines walk them (bringup/data/classes.yaml `phases` keeps the
+# same order): distributed-init (NCCL, custom all-reduce, symmetric memory) after the arguments are
+# parsed and before weights load; kernel-warmup (autotuning, JIT kernel builds) after the KV cache
+# and before CUDA graphs, as vLLM's gpu_worker.compile_or_warm_up_model runs kernel_warmup before
+# capture_model.
+FAIL_PHASES = ("parse-args", "distributed-init", "load-weights", "kv-alloc", "kernel-warmup", "graph-capture",
+               "warmup", "first-request", "decode")
+HANG_PHASES = FAIL_PHASES[1:]
+WARN_AT = ("startup", "config", "distributed-init", "load-weights", "kv-alloc", "kernel-warmup", "graph-capture",
+           "ready")
+FailPhase = Literal["parse-args", "distributed-init", "load-weights", "kv-alloc", "kernel-warmup", "graph-capture",
+                    "warmup", "first-request", "decode"]
+HangPhase = Literal["distributed-init", "load-weights", "kv-alloc", "kernel-warmup", "graph-capture", "warmup",
+                    "first-request", "decode"]
+WarnAt = Literal["startup", "config", "distributed-init", "load-weights", "kv-alloc", "kernel-warmup",
+                 "graph-capture", "ready"]
+# ok: right answers; garbage: fluent wrong answers; salad: random tokens (broken numerics that do
+# not raise); inconsistent: greedy output depends on the batch.
+ServeMode = Literal["ok", "garbage", "salad", "inconsistent"]
 
 
 class _Strict(BaseModel):
@@ -73,6 +85,8 @@ class Timing(_Strict):
     kv_alloc: float = Field(5.0, ge=0)
     graph_capture: float = Field(30.0, ge=0)
     warmup: float = Field(2.0, ge=0)  # SGLang's own warm-up request; vLLM's post-capture warm-up
+    distributed_init: float = Field(0.0, ge=0)  # NCCL / custom all-reduce set-up (after `start`)
+    kernel_warmup: float = Field(0.0, ge=0)  # autotuning, JIT kernel builds (after the KV cache)
     per_output_token: float = Field(0.03, ge=0)
     prefill_per_token: float = Field(0.0, ge=0)
 
@@ -154,10 +168,19 @@ class Fail(_Strict):
         return self
 
 
+class Repeat(_Strict):
+    """Lines a hung engine keeps printing (vLLM's shm_broadcast warning every 60 s): output, but
+    not progress; a watcher that counts any new line as progress never calls the hang."""
+
+    every: float = Field(gt=0)  # simulated seconds between repeats
+    lines: list[str] = Field(min_length=1)
+
+
 class Hang(_Strict):
     phase: HangPhase
     lines: list[str] = Field(default_factory=list)
     after_tokens: int | None = Field(None, ge=0)
+    repeat: Repeat | None = None
 
     @model_validator(mode="after")
     def _tokens_for_decode(self) -> Hang:
@@ -200,10 +223,62 @@ class Rule(_Strict):
         return self.id or self.action
 
 
+class OtherwiseFactor(_Strict):
+    """Per factor: the levels the rules model; any other effective level gets this action."""
+
+    flag: str  # a flag (resolved like a condition key) or env:NAME
+    levels: list[Any] = Field(min_length=1)  # modelled levels; null means "not set"
+    fail: Fail | None = None
+    hang: Hang | None = None
+    serve: Serve | None = None
+    why: str | None = None
+    _target: str = PrivateAttr(default="")
+
+    @model_validator(mode="after")
+    def _one_action(self) -> OtherwiseFactor:
+        given = [k for k in ("fail", "hang", "serve") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError(f"an otherwise factor needs exactly one of fail, hang, serve (has: {', '.join(given) or 'none'})")
+        return self
+
+    @property
+    def target(self) -> str:
+        """The canonical flag or env:NAME (filled by the loader)."""
+        return self._target
+
+
+class Otherwise(_Strict):
+    """What a configuration that no rule names does. `factors` are checked in order (the first
+    whose effective level is not among its `levels` decides), then `default`."""
+
+    default: Literal["serve"] | Rule = "serve"
+    factors: list[OtherwiseFactor] = Field(default_factory=list)
+    why: str | None = None
+
+    @field_validator("default", mode="before")
+    @classmethod
+    def _default_action(cls, v: Any) -> Any:
+        return v if v == "serve" or not isinstance(v, dict) or "when" not in v else _no_when(v)
+
+
+def _no_when(v: dict) -> dict:
+    raise ValueError("otherwise.default takes no `when`: it applies when no rule and no factor did")
+
+
 class Answer(_Strict):
     prompt: str = Field(min_length=1)
     expected: str = Field(min_length=1)
     wrong: str | None = None  # what `garbage` answers instead (default: derived from expected)
+
+
+class Expectation(_Strict):
+    """A launch a test makes through the oracle and one real trial: `changes` from the baseline
+    (`--flag value` tokens, `--no-flag`, or `NAME=VALUE` env tokens first), and what it must do."""
+
+    changes: str = ""  # empty: the baseline itself
+    status: Literal["works", "fails", "wrong-output", "timeout"]
+    phase: str | None = None
+    why: str | None = None
 
 
 class Scenario(_Strict):
@@ -222,7 +297,15 @@ class Scenario(_Strict):
     force: list[Entry] = Field(default_factory=list)
     warnings: list[Warning_] = Field(default_factory=list)
     rules: list[Rule] = Field(default_factory=list)
+    # What configurations no rule names do. None (test scenarios only): serve correctly; every
+    # shipped scenario says it explicitly (tests/test_scenario_shipped.py).
+    otherwise: Otherwise | None = None
     answers: list[Answer] = Field(default_factory=list)
+    # True: written from public bug reports for the blind search; no knowledge rule or signature names
+    # its trap on purpose (tests/test_search.py does not require the knowledge search to solve it).
+    blind: bool = False
+    # Machine-readable expectations for tests: launches (baseline plus changes) and their outcome.
+    expect: list[Expectation] = Field(default_factory=list)
     _path: str = PrivateAttr(default="")
 
     @field_validator("engine_version", mode="before")
@@ -237,7 +320,7 @@ class Scenario(_Strict):
         engine, version = info.data.get("engine"), info.data.get("engine_version")
         if v is None or engine is None or version is None:
             return v
-        from bringup.candidate import FlagError, parse_flags
+        from bringup.candidate import FlagError, parse_command
         from bringup.helptext import bundled_versions
 
         if version not in bundled_versions(engine):
@@ -245,7 +328,7 @@ class Scenario(_Strict):
         from bringup.scenario.engine_args import help_for
 
         try:
-            flags = parse_flags(v, help_for(engine, version)[0])
+            flags, _env = parse_command(v, help_for(engine, version)[0])
         except FlagError as e:
             raise ValueError(f"{e} ({engine} {version})") from None
         model_flag = "--model-path" if engine == "sglang" else "--model"

@@ -44,12 +44,23 @@ def describe(sc: Scenario) -> str:
         f"{m.quantization or 'unquantized'}, {m.weights_gib} GiB, {m.layers} layers)",
         f"  timing   start {t.start}s, load {t.load_weights}s (dummy "
         f"{t.load_weights_dummy if t.load_weights_dummy is not None else t.load_weights * 0.05}s), kv {t.kv_alloc}s, "
-        f"graphs {t.graph_capture}s, warmup {t.warmup}s, {t.per_output_token}s/token",
+        f"graphs {t.graph_capture}s, warmup {t.warmup}s, {t.per_output_token}s/token"
+        f"{f', distributed init {t.distributed_init}s' if t.distributed_init else ''}"
+        f"{f', kernel warm-up {t.kernel_warmup}s' if t.kernel_warmup else ''}",
         f"  {len(sc.defaults)} defaults, {len(sc.force)} forced, {len(sc.warnings)} warnings, "
         f"{len(sc.rules)} rules, {len(sc.answers)} known answers",
     ]
     for i, r in enumerate(sc.rules):
         out.append(f"  rule {i} {r.label}: when {r.condition.describe()} -> {_action(r)}")
+    other = sc.otherwise
+    if other is None:
+        out.append("  otherwise: serve ok (not stated)")
+    else:
+        for f in other.factors:
+            act = _action(Rule(fail=f.fail, hang=f.hang, serve=f.serve))
+            out.append(f"  otherwise {f.flag} not in {f.levels} -> {act}")
+        default = other.default if isinstance(other.default, Rule) else None
+        out.append(f"  otherwise -> {_action(default) if default is not None else 'serve ok'}")
     return "\n".join(out) + "\n"
 
 
@@ -61,5 +72,5 @@ def describe_launch(sc: Scenario, cfg: EffectiveConfig, rule: Rule | None) -> st
         out.append(f"  default   {flag} {format_value(v)}")
     for flag, (before, after) in cfg.forced.items():
         out.append(f"  forced    {flag} {format_value(before)} -> {format_value(after)}")
-    out.append(f"  decision  {_action(rule)}")
+    out.append(f"  decision  {_action(rule)}{f' ({rule.label})' if rule is not None else ''}")
     return "\n".join(out) + "\n"
