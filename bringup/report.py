@@ -33,7 +33,7 @@ def describe_machine(r: RunResult) -> str:
                 f"{f.get('gpu.memory_gib')} GiB"]
         if f.get("gpu.smem_per_block_kib"):
             bits.append(f"{f['gpu.smem_per_block_kib']} KiB shared memory per block")
-        if f.get("gpu.link"):
+        if f.get("gpu.link") and f.get("gpu.link") != "none":
             bits.append(str(f["gpu.link"]))
         return ", ".join(bits)
     return f"no GPU (CPU build): {f.get('cpu.count', '?')} CPUs, {f.get('host.memory_gib', '?')} GiB"
