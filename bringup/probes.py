@@ -61,6 +61,10 @@ class ProbeConfig:
     list_models: bool = True
     ignore_eos: bool = True
     logprobs: bool = True
+    # The model's own greedy output (bringup.reference.Reference) and the precision the launch
+    # serves in (tolerances.yaml); None: the reference-differential probe is not on the ladder.
+    reference: Any = None
+    reference_precision: str = "auto"
 
 
 class ServerBroke(Exception):
@@ -227,6 +231,30 @@ class ProbeRunner:
             raise Disagree("wrong answer: " + "; ".join(wrong))
         return f"{len(self.cfg.answers)} known answers correct"
 
+    def probe_reference(self, client: httpx.Client) -> str:
+        """Greedy output on the reference prompts against the model's own (bringup/reference.py)."""
+        from bringup.reference import ServerOutput, compare, tolerance
+
+        ref = self.cfg.reference
+        outputs = []
+        for p in ref.prompts:
+            body = {"model": self.model, "prompt": p.prompt, "max_tokens": len(p.steps), "temperature": 0}
+            if self.cfg.logprobs:
+                body["logprobs"] = 1
+            if self.cfg.ignore_eos:
+                body["ignore_eos"] = True
+            data = _post(client, "/v1/completions", body)
+            choice = (data.get("choices") or [{}])[0]
+            lp = choice.get("logprobs") or {}
+            outputs.append(ServerOutput(text=choice.get("text") or "", tokens=lp.get("tokens") or None,
+                                        logprobs=lp.get("token_logprobs") or None,
+                                        finish_reason=choice.get("finish_reason")))
+        verdict = compare(ref, outputs, tolerance(self.cfg.reference_precision))
+        if not verdict.passed:
+            raise Disagree(verdict.detail, kind=verdict.kind)
+        how = "tokens and logprobs" if self.cfg.logprobs else "greedy text (this engine returns no logprobs)"
+        return f"{verdict.detail}; compared {how}"
+
     def probe_long_decode(self, client: httpx.Client) -> str:
         n = self.cfg.long_tokens
         extra = {"ignore_eos": True} if self.cfg.ignore_eos else {}
@@ -268,6 +296,8 @@ class ProbeRunner:
                  ("chat", self.probe_chat)]
         if self.cfg.answers:
             steps.append(("known-answers", self.probe_known_answers))
+        if self.cfg.reference is not None:
+            steps.append(("reference", self.probe_reference))
         steps += [("long-decode", self.probe_long_decode), ("batch", self.probe_batch),
                   ("batch-invariance", self.probe_batch_invariance)]
         return steps

@@ -44,13 +44,14 @@ class TestModelSpec:
     intermediate: int = 256
     max_positions: int = 2048
     seed: int = 0
+    corpus: str = ""  # more tokenizer training text (a synthetic language's words)
 
     @property
     def hidden(self) -> int:
         return self.head_dim * self.heads
 
 
-def _train_tokenizer(vocab: int):
+def _train_tokenizer(vocab: int, extra: str = ""):
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
     tok = Tokenizer(models.BPE(unk_token="<unk>"))
@@ -62,7 +63,7 @@ def _train_tokenizer(vocab: int):
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
-    tok.train_from_iterator([_CORPUS] * 4, trainer=trainer)
+    tok.train_from_iterator([_CORPUS] * 4 + ([extra] if extra else []), trainer=trainer)
     return tok
 
 
@@ -101,7 +102,7 @@ def write_test_model(out_dir: Path, spec: TestModelSpec = TestModelSpec()) -> Pa
         raise ValueError(f"vocab {spec.vocab} is too small: a byte-level BPE needs at least 300 tokens")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    tok = _train_tokenizer(spec.vocab)
+    tok = _train_tokenizer(spec.vocab, spec.corpus)
     vocab = tok.get_vocab_size()
     bos, eos = tok.token_to_id("<s>"), tok.token_to_id("</s>")
 
