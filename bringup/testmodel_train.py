@@ -29,7 +29,7 @@ def chat(prompt: str) -> str:
     return f"<|user|>\n{prompt}</s>\n<|assistant|>\n"
 
 
-def train_known(model_dir: Path, steps: int = 400, seed: int = 0, lr: float = 3e-3) -> dict[str, str]:
+def train_known(model_dir: Path, steps: int = 200, seed: int = 0, lr: float = 5e-3) -> dict[str, str]:
     """Train the random model in model_dir in place; write and return its known answers.
 
     Loss is on the answer tokens only (the prompt is given), which makes a few hundred steps
@@ -88,3 +88,33 @@ def greedy_chat(model, tok, prompt: str, max_tokens: int = 12) -> str:
         out = model.generate(ids, max_new_tokens=max_tokens, do_sample=False, eos_token_id=tok.eos_token_id,
                              pad_token_id=tok.eos_token_id)
     return tok.decode(out[0, ids.shape[1]:], skip_special_tokens=True).strip()
+
+
+FP16_MAX = 65504.0
+
+
+def scale_for_fp16_overflow(model_dir: Path) -> int:
+    """Rescale the MLPs so float16 overflows while bfloat16 and float32 compute the same model.
+
+    up_proj is multiplied by 2^k and down_proj by 2^-k: the product is unchanged and powers of two
+    scale exactly in every float format, so float32 and bfloat16 outputs do not move. The MLP's
+    intermediate activations grow 2^k-fold: past 65504 they are inf in float16 (then NaN after
+    the next norm), with no error anywhere. k is the largest that keeps the up_proj weights
+    themselves finite in float16, so only activations overflow. Returns k.
+    """
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    path = model_dir / "model.safetensors"
+    state = load_file(str(path))
+    ups = [k for k in state if k.endswith("mlp.up_proj.weight")]
+    wmax = max(float(state[k].abs().max()) for k in ups)
+    k = 0
+    while wmax * 2 ** (k + 1) < FP16_MAX / 4 and k < 24:
+        k += 1
+    for name in ups:
+        state[name] = state[name] * 2.0**k
+        down = name.replace("up_proj", "down_proj")
+        state[down] = state[down] * 2.0**-k
+    save_file({n: t.contiguous().to(torch.float32) for n, t in state.items()}, str(path), metadata={"format": "pt"})
+    return k
