@@ -185,9 +185,10 @@ def fits_in_process(folder: Path, fraction: float = 0.25, max_gib: float = 4.0) 
 
 
 def compute_reference(model: str, prompts: list[str] | None = None, tokens: int = REFERENCE_TOKENS,
-                      top_k: int = TOP_K, device: str = "cpu") -> Reference:
+                      top_k: int = TOP_K, device: str = "cpu", dtype: str = "float32") -> Reference:
     """Greedy decode each prompt with transformers in float32, keeping the top-k logprobs per step.
 
+    `dtype` other than float32 is for tests (what a server in that dtype would answer).
     Decoding does not stop at EOS (servers are asked to ignore it where they can); the EOS ids are
     recorded so a server that stops there is not counted as diverging.
     """
@@ -197,7 +198,7 @@ def compute_reference(model: str, prompts: list[str] | None = None, tokens: int 
     folder = model_folder(model)
     ident = identity_of(folder) if folder else None
     tok = AutoTokenizer.from_pretrained(str(folder or model))
-    m = AutoModelForCausalLM.from_pretrained(str(folder or model), dtype=torch.float32).to(device).eval()
+    m = AutoModelForCausalLM.from_pretrained(str(folder or model), dtype=getattr(torch, dtype)).to(device).eval()
     if ident is None:
         ident = identity_of(Path(m.config.name_or_path)) if Path(m.config.name_or_path).is_dir() else \
             ModelIdentity(hashlib.sha256(m.config.to_json_string().encode()).hexdigest(),
@@ -224,7 +225,7 @@ def compute_reference(model: str, prompts: list[str] | None = None, tokens: int 
                 cur = torch.tensor([[nxt]], device=device)
             text = tok.decode([s.token_id for s in steps])
             out.append(PromptReference(p, text, steps))
-    return Reference(model=str(model), identity=ident, dtype="float32", prompts=out, eos_token_ids=eos_ids)
+    return Reference(model=str(model), identity=ident, dtype=dtype, prompts=out, eos_token_ids=eos_ids)
 
 
 def reference_for(model: str, file: str | None, cache_dir: Path | None = None,
