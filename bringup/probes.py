@@ -67,6 +67,9 @@ class ProbeConfig:
     reference_precision: str = "auto"
 
 
+_NAN_JSON = "Out of range float values are not JSON compliant"  # CPython json, allow_nan=False
+
+
 class ServerBroke(Exception):
     """HTTP 5xx or a dropped connection: the server failed, the ladder stops."""
 
@@ -89,7 +92,12 @@ def _post(client: httpx.Client, path: str, body: dict) -> dict:
     if r.status_code >= 500:
         raise ServerBroke(f"POST {path}: HTTP {r.status_code}: {r.text[:300]}")
     if r.status_code >= 400:
-        raise Disagree(f"POST {path}: HTTP {r.status_code}: {r.text[:300]}")
+        # Python's json refuses NaN/inf when the server serializes logprobs strictly (vLLM answers
+        # HTTP 400 with this message): the output is non-finite, not the request malformed.
+        nan = _NAN_JSON in r.text
+        raise Disagree(f"POST {path}: HTTP {r.status_code}: {r.text[:300]}"
+                       + (" (non-finite logprobs: the output is NaN/inf)" if nan else ""),
+                       kind="nan" if nan else "disagree")
     try:
         return r.json()
     except ValueError as e:
@@ -124,6 +132,7 @@ class ProbeRunner:
         self.results: list[ProbeResult] = []
         self.model = config.model_name
         self._reference: Any = None
+        self._batch_reference: Any = None
 
     def _completion(self, client: httpx.Client, prompt: str, max_tokens: int, **extra: Any) -> dict:
         body = {"model": self.model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0, **extra}
@@ -282,6 +291,8 @@ class ProbeRunner:
     def probe_batch_invariance(self, client: httpx.Client) -> str:
         if self._reference is None:
             self._reference = _tokens(self._completion(client, REFERENCE_PROMPT, self.cfg.short_tokens)["choices"][0])
+        if self._batch_reference is None:
+            raise Disagree("no batch output to compare with (the batch probe failed)")
         if self._batch_reference != self._reference:
             raise Disagree(f"greedy output differs alone vs in a batch: {_show(self._reference)} vs "
                            f"{_show(self._batch_reference)}")
@@ -327,6 +338,10 @@ class ProbeRunner:
                                                     seconds=time.monotonic() - t0, phase=self.phase, kind=e.kind))
                     if name in ("health",):
                         break
+                except Exception as e:  # noqa: BLE001 - a probe's own bug must not read as "all passed"
+                    self.results.append(ProbeResult(name=name, passed=False, seconds=time.monotonic() - t0,
+                                                    detail=f"the probe itself failed: {type(e).__name__}: {e}",
+                                                    phase=self.phase, kind="disagree"))
         return self.results
 
 
