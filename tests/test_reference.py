@@ -201,3 +201,22 @@ def test_answers_file_next_to_the_model(tmp_path):
     with pytest.raises(TargetError, match="prompt -> expected"):
         model_answers(tmp_path)
     assert model_answers(tmp_path / "nothing") == []
+
+
+def test_tune_verdict_in_tune_json_and_the_report(tmp_path):
+    """The winner's reference verdict travels in tune.json and shows in the HTML report."""
+    from bringup.htmlreport import load_tunes, render_html
+    from bringup.tuning.result import TunePoint, TuneResult
+
+    best = TunePoint(number=1, knobs={"--max-num-seqs": 8}, status="ok", metrics={"output_tps": 10.0}, objective=1.0,
+                     launch_s=1.0, trial_dir="", command="vllm serve m --max-num-seqs 8")
+    t = TuneResult(tune_id="t1", run_dir=str(tmp_path), engine="vllm", model="m", base_command="vllm serve m",
+                   objective="throughput", points=[best], best=best, best_command=best.command,
+                   reference="in-process reference (0.01 GiB in float32)",
+                   reference_verdict="agrees: 4 prompts agree with the reference (auto tolerances)")
+    (tmp_path / "tune" / "t1").mkdir(parents=True)
+    (tmp_path / "tune" / "t1" / "tune.json").write_text(t.model_dump_json())
+    back = load_tunes(tmp_path)[0]
+    assert back.reference_verdict == t.reference_verdict
+    html = render_html(tmp_path, None, [back])
+    assert "agrees: 4 prompts agree with the reference" in html and "in-process reference" in html
