@@ -30,5 +30,7 @@ def reference_cmd(
         raise usage_error(str(e)) from None
     except ImportError as e:
         raise usage_error(f"computing a reference needs torch and transformers: {e}") from None
+    except (OSError, ValueError) as e:  # a hub id not reachable from here, a folder transformers cannot load
+        raise usage_error(f"cannot load {model} with transformers: {str(e).splitlines()[0][:300]}") from None
     ref.save(out)
     err_console.print(f"wrote {out}: {len(ref.prompts)} prompts x {tokens} tokens, {ref.identity.short()}")
