@@ -89,6 +89,7 @@ class Step:
     logprob: float
     top: dict[str, float]  # the reference's top-k: token text -> logprob
     raw: str = ""  # the vocabulary's spelling (e.g. 'Ġthe'): some engines return it instead of the text
+    end: int = 0  # len(decode(tokens up to this one)): where its text ends in the whole answer's text
 
     def same(self, t: str) -> bool:
         """Whether a server's token string names this token (text, vocabulary spelling, or a byte
@@ -209,7 +210,8 @@ def compute_reference(model: str, prompts: list[str] | None = None, tokens: int 
     with torch.no_grad():
         for p in prompts or REFERENCE_PROMPTS:
             ids = tok(p, return_tensors="pt").input_ids.to(device)
-            steps = []
+            steps: list[Step] = []
+            chosen: list[int] = []
             past = None
             cur = ids
             for _ in range(tokens):
@@ -221,7 +223,9 @@ def compute_reference(model: str, prompts: list[str] | None = None, tokens: int 
                 top = {}
                 for v, i in zip(vals.tolist(), idx.tolist(), strict=True):
                     top.setdefault(tok.decode([i]), v)
-                steps.append(Step(nxt, tok.decode([nxt]), float(vals[0]), top, tok.convert_ids_to_tokens(nxt)))
+                chosen.append(nxt)
+                steps.append(Step(nxt, tok.decode([nxt]), float(vals[0]), top, tok.convert_ids_to_tokens(nxt),
+                                  len(tok.decode(chosen))))
                 cur = torch.tensor([[nxt]], device=device)
             text = tok.decode([s.token_id for s in steps])
             out.append(PromptReference(p, text, steps))
@@ -343,23 +347,29 @@ def compare_prompt(ref: PromptReference, got: ServerOutput, tol: Tolerance, eos_
                 return Verdict(False, f"{ref.prompt!r}: server stopped after {n} tokens; the reference "
                                       f"continues with {step.token!r} (ahead by {gap:.2f})")
         return Verdict(True, f"{ref.prompt!r}: {min(n, len(ref.steps))} tokens match")
-    # Text only (the engine returns no logprobs): find the reference token where the text departs.
-    text, pos = got.text, 0
-    for i, step in enumerate(ref.steps):
-        nxt = pos + len(step.token)
-        if text[pos:nxt] == step.token:
-            pos = nxt
-            continue
-        if pos >= len(text) and (step.token in eos_tokens or got.finish_reason == "length"):
-            return Verdict(True, f"{ref.prompt!r}: text matches for {i} tokens, then the server stopped")
-        gap = _gap(step, None)
-        if gap < tol.tie_gap:
-            return Verdict(True, f"{ref.prompt!r}: text departs at token {i} where the reference is a near tie "
-                                 f"(gap {gap:.3f} < {tol.tie_gap})")
-        return Verdict(False, f"{ref.prompt!r}: text departs at token {i}: reference {step.token!r} (ahead by "
-                              f"{gap:.2f}), server {text[pos:pos + 12]!r}; greedy text {text[:40]!r} vs reference "
-                              f"{ref.text[:40]!r}")
-    return Verdict(True, f"{ref.prompt!r}: text matches ({len(ref.steps)} tokens)")
+    # Text only (the engine returns no logprobs): where the texts part, and the reference token there.
+    # Token ends come from decoding the prefix (a token may be half a UTF-8 character on its own).
+    text, want = got.text, ref.text
+    if text == want:
+        return Verdict(True, f"{ref.prompt!r}: text matches ({len(ref.steps)} tokens)")
+    common = 0
+    while common < min(len(text), len(want)) and text[common] == want[common]:
+        common += 1
+    ends, acc = [], 0
+    for st in ref.steps:
+        acc = st.end or acc + len(st.token)
+        ends.append(acc)
+    i = next((k for k, e in enumerate(ends) if e > common), len(ref.steps) - 1)
+    step = ref.steps[i]
+    if common == len(text) and (step.token in eos_tokens or got.finish_reason == "length"):
+        return Verdict(True, f"{ref.prompt!r}: text matches for {i} tokens, then the server stopped")
+    gap = _gap(step, None)
+    if gap < tol.tie_gap:
+        return Verdict(True, f"{ref.prompt!r}: text departs at token {i} where the reference is a near tie "
+                             f"(gap {gap:.3f} < {tol.tie_gap})")
+    return Verdict(False, f"{ref.prompt!r}: text departs at token {i}: reference {step.token!r} (ahead by "
+                          f"{gap:.2f}), server {text[common:common + 12]!r}; greedy text {text[:40]!r} vs reference "
+                          f"{want[:40]!r}")
 
 
 def compare(ref: Reference, outputs: list[ServerOutput], tol: Tolerance) -> Verdict:
