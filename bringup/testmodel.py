@@ -156,7 +156,7 @@ def write_test_model(out_dir: Path, spec: TestModelSpec = TestModelSpec()) -> Pa
 
 
 PRESET_HELP = {
-    "random": "random weights (the default; what the options below shape)",
+    "random": "random weights (the default; --head-dim, --layers, --heads, --vocab shape it and the known models)",
     "known": "trained in about a minute on CPU to reverse letters ('rev a b c' -> 'c b a'); "
              "writes bringup_answers.json, which bringup run/trial check",
     "fp16-overflow": "the 'known' model with MLPs rescaled by powers of two: the same answers in "
