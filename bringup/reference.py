@@ -204,11 +204,13 @@ def compute_reference(model: str, prompts: list[str] | None = None, tokens: int 
         ident = identity_of(Path(m.config.name_or_path)) if Path(m.config.name_or_path).is_dir() else \
             ModelIdentity(hashlib.sha256(m.config.to_json_string().encode()).hexdigest(),
                           hashlib.sha256(tok.backend_tokenizer.to_str().encode()).hexdigest())
+    if prompts is None:
+        prompts = REFERENCE_PROMPTS + domain_prompts(folder, tok)
     eos = m.generation_config.eos_token_id if m.generation_config else None
     eos_ids = [eos] if isinstance(eos, int) else list(eos or [])
     out = []
     with torch.no_grad():
-        for p in prompts or REFERENCE_PROMPTS:
+        for p in prompts:
             ids = tok(p, return_tensors="pt").input_ids.to(device)
             steps: list[Step] = []
             chosen: list[int] = []
@@ -230,6 +232,22 @@ def compute_reference(model: str, prompts: list[str] | None = None, tokens: int 
             text = tok.decode([s.token_id for s in steps])
             out.append(PromptReference(p, text, steps))
     return Reference(model=str(model), identity=ident, dtype=dtype, prompts=out, eos_token_ids=eos_ids)
+
+
+def domain_prompts(folder: Path | None, tok: Any, n: int = 2) -> list[str]:
+    """Prompts in the model's own domain: its known answers' questions (bringup_answers.json),
+    rendered with its chat template as a server would. Generic text can be out of a small model's
+    domain (the trained test model just ends it: EOS), and an answer that ends at once compares
+    little when the engine returns only text."""
+    f = folder / ANSWERS_FILE if folder else None
+    if f is None or not f.is_file() or not getattr(tok, "chat_template", None):
+        return []
+    try:
+        questions = list(json.loads(f.read_text()))[:n]
+    except ValueError:
+        return []
+    return [tok.apply_chat_template([{"role": "user", "content": q}], tokenize=False, add_generation_prompt=True)
+            for q in questions]
 
 
 def reference_for(model: str, file: str | None, cache_dir: Path | None = None,
@@ -361,7 +379,9 @@ def compare_prompt(ref: PromptReference, got: ServerOutput, tol: Tolerance, eos_
         ends.append(acc)
     i = next((k for k, e in enumerate(ends) if e > common), len(ref.steps) - 1)
     step = ref.steps[i]
-    if common == len(text) and (step.token in eos_tokens or got.finish_reason == "length"):
+    # A shorter text is fine only where the reference ends the answer (the server stopped at EOS);
+    # all tokens generated ("length") but less text means special or empty tokens: a divergence.
+    if common == len(text) and step.token in eos_tokens and got.finish_reason != "length":
         return Verdict(True, f"{ref.prompt!r}: text matches for {i} tokens, then the server stopped")
     gap = _gap(step, None)
     if gap < tol.tie_gap:

@@ -33,7 +33,7 @@ def test_vllm_default_dtype_agrees_with_the_reference(overflow_model, tmp_path):
     assert rc == 0 and o["status"] == "works", o
     assert _probe(o, "known-answers")["passed"]  # picked up from bringup_answers.json
     ref = _probe(o, "reference")
-    assert ref["passed"] and "4 prompts agree with the reference" in ref["detail"]
+    assert ref["passed"] and "6 prompts agree with the reference" in ref["detail"]  # 4 generic, 2 its own
     assert "tokens and logprobs" in ref["detail"]
     assert_nothing_left(Path(o["log_path"]).parent)
 
@@ -54,6 +54,6 @@ def test_transformers_float16_overflow_fails_the_text_reference(overflow_model, 
     rc, o = _trial("transformers", overflow_model, tmp_path, "--dtype", "float16")
     assert rc == 1 and o["status"] == "wrong-output", o
     ref = _probe(o, "reference")
-    assert not ref["passed"] and "text departs at token 0" in ref["detail"], ref
+    assert not ref["passed"] and "rev a b c" in ref["detail"] and "text departs at token 0" in ref["detail"], ref
     assert not _probe(o, "known-answers")["passed"]
     assert_nothing_left(Path(o["log_path"]).parent)
