@@ -58,3 +58,15 @@ def test_transformers_float16_overflow_fails_the_text_reference(overflow_model, 
     assert "text departs at token 0" in ref["detail"] and "float16 tolerances" in ref["detail"]
     assert not _probe(o, "known-answers")["passed"]
     assert_nothing_left(Path(o["log_path"]).parent)
+
+
+def test_vllm_tune_winner_agrees_with_the_reference(overflow_model, tmp_path):
+    """The tuner's winner ran the reference probe; tune.json and the HTML report carry its verdict."""
+    rc, d, _, err = bringup("tune", "--engine", "vllm", "--model", str(overflow_model), "--config",
+                            f"--gpu-memory-utilization {MEM}", "--trials", "1", "--sweep", "", "--num-prompts", "8",
+                            "--knobs=--max-num-seqs", "--runs-dir", str(tmp_path), "--json")
+    assert rc == 0, err[-2000:]
+    assert d["reference"].startswith("in-process reference")
+    assert d["reference_verdict"].startswith("agrees: 6 prompts agree with the reference")
+    html = Path(d["report_html"]).read_text()
+    assert "agrees: 6 prompts agree" in html
