@@ -61,6 +61,13 @@ class ProbeConfig:
     list_models: bool = True
     ignore_eos: bool = True
     logprobs: bool = True
+    # The model's own greedy output (bringup.reference.Reference) and the precision the launch
+    # serves in (tolerances.yaml); None: the reference-differential probe is not on the ladder.
+    reference: Any = None
+    reference_precision: str = "auto"
+
+
+_NAN_JSON = "Out of range float values are not JSON compliant"  # CPython json, allow_nan=False
 
 
 class ServerBroke(Exception):
@@ -85,7 +92,12 @@ def _post(client: httpx.Client, path: str, body: dict) -> dict:
     if r.status_code >= 500:
         raise ServerBroke(f"POST {path}: HTTP {r.status_code}: {r.text[:300]}")
     if r.status_code >= 400:
-        raise Disagree(f"POST {path}: HTTP {r.status_code}: {r.text[:300]}")
+        # Python's json refuses NaN/inf when the server serializes logprobs strictly (vLLM answers
+        # HTTP 400 with this message): the output is non-finite, not the request malformed.
+        nan = _NAN_JSON in r.text
+        raise Disagree(f"POST {path}: HTTP {r.status_code}: {r.text[:300]}"
+                       + (" (non-finite logprobs: the output is NaN/inf)" if nan else ""),
+                       kind="nan" if nan else "disagree")
     try:
         return r.json()
     except ValueError as e:
@@ -228,6 +240,30 @@ class ProbeRunner:
             raise Disagree("wrong answer: " + "; ".join(wrong))
         return f"{len(self.cfg.answers)} known answers correct"
 
+    def probe_reference(self, client: httpx.Client) -> str:
+        """Greedy output on the reference prompts against the model's own (bringup/reference.py)."""
+        from bringup.reference import ServerOutput, compare, tolerance
+
+        ref = self.cfg.reference
+        outputs = []
+        for p in ref.prompts:
+            body = {"model": self.model, "prompt": p.prompt, "max_tokens": len(p.steps), "temperature": 0}
+            if self.cfg.logprobs:
+                body["logprobs"] = 1
+            if self.cfg.ignore_eos:
+                body["ignore_eos"] = True
+            data = _post(client, "/v1/completions", body)
+            choice = (data.get("choices") or [{}])[0]
+            lp = choice.get("logprobs") or {}
+            outputs.append(ServerOutput(text=choice.get("text") or "", tokens=lp.get("tokens") or None,
+                                        logprobs=lp.get("token_logprobs") or None,
+                                        finish_reason=choice.get("finish_reason")))
+        verdict = compare(ref, outputs, tolerance(self.cfg.reference_precision))
+        if not verdict.passed:
+            raise Disagree(verdict.detail, kind=verdict.kind)
+        how = "tokens and logprobs" if self.cfg.logprobs else "greedy text (this engine returns no logprobs)"
+        return f"{verdict.detail}; compared {how}"
+
     def probe_long_decode(self, client: httpx.Client) -> str:
         n = self.cfg.long_tokens
         extra = {"ignore_eos": True} if self.cfg.ignore_eos else {}
@@ -280,6 +316,8 @@ class ProbeRunner:
                  ("chat", self.probe_chat)]
         if self.cfg.answers:
             steps.append(("known-answers", self.probe_known_answers))
+        if self.cfg.reference is not None:
+            steps.append(("reference", self.probe_reference))
         steps += [("long-decode", self.probe_long_decode), ("batch", self.probe_batch),
                   ("batch-invariance", self.probe_batch_invariance)]
         return steps
@@ -309,6 +347,10 @@ class ProbeRunner:
                                                     seconds=time.monotonic() - t0, phase=self.phase, kind=e.kind))
                     if name in ("health",):
                         break
+                except Exception as e:  # noqa: BLE001 - a probe's own bug must not read as "all passed"
+                    self.results.append(ProbeResult(name=name, passed=False, seconds=time.monotonic() - t0,
+                                                    detail=f"the probe itself failed: {type(e).__name__}: {e}",
+                                                    phase=self.phase, kind="disagree"))
         return self.results
 
 

@@ -161,7 +161,7 @@ def render_markdown(r: RunResult) -> str:
         L.append(", ".join(f"{p.name} ({'passed' if p.passed else 'FAILED'})" for p in r.final_probes)
                  + (": all passed." if all(p.passed for p in r.final_probes) else "."))
         for p in r.final_probes:
-            if p.name in ("known-answers", "long-decode", "batch-invariance"):
+            if p.name in ("known-answers", "reference", "long-decode", "batch-invariance"):
                 L.append(f"- {p.name}: {_md(p.detail)[:200]}")
     notes = r.strategy_state.notes
     if notes:

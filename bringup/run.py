@@ -64,6 +64,9 @@ class RunSettings(BaseModel):
     answers: list[tuple[str, str]] = Field(default_factory=list)
     batch: int = 8
     long_tokens: int = 256
+    # The reference-differential probe: a file from `bringup reference`, "auto" (in-process with
+    # transformers when the model is a local folder that fits) or "none" (bringup/reference.py).
+    reference: str = "auto"
 
 
 class RunObserver(Protocol):
@@ -148,6 +151,18 @@ class Run:
         self.strategy = Strategy(self.space, self.baseline, self.knowledge, t.spec, screening=self.screening,
                                  env=self.env)
         self.answers = [KnownAnswer(p, e) for p, e in s.answers] + list(t.answers)
+        self.reference, self.reference_why = self._reference(journal)
+
+    def _reference(self, journal: bool):
+        """The model's own output for the reference probe (None: not on the ladder), and why."""
+        from bringup.reference import ReferenceError, reference_for
+
+        if self.target.engine.simulated or not journal:
+            return None, "no reference for a scenario or an offline plan"
+        try:
+            return reference_for(self.target.model, self.settings.reference, cache_dir=self.root / "references")
+        except ReferenceError as e:
+            raise RunError(f"--reference: {e}") from None
 
     # -- launching -----------------------------------------------------------------------------
     def _trial(self, cand: Candidate, purpose: Purpose, seq: int, screen: bool = False
@@ -155,7 +170,8 @@ class Run:
         s = self.settings
         launch = cand.with_changes(self.screening.flags or {}) if screen else cand
         probe = ProbeConfig(batch_size=s.batch, long_tokens=s.long_tokens,
-                            answers=[] if screen else self.answers)
+                            answers=[] if screen else self.answers,
+                            reference=None if screen else self.reference)
         tdir = self.run_dir / "trials" / f"{seq:02d}-{purpose}-{cand.key()[:8]}"
         n = 1
         while tdir.exists():  # a trial killed before it finished leaves its folder: keep it

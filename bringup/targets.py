@@ -68,4 +68,22 @@ def resolve_target(engine: str | None = None, model: str | None = None, scenario
         raise TargetError(f"{engine} is not installed for {eng.python}: install it ({hint}) or pass --python "
                           "with the interpreter of the engine's environment")
     spec = eng.help_spec(version)
-    return Target(eng, str(Path(model).resolve()) if Path(model).exists() else model, spec, version)
+    return Target(eng, str(Path(model).resolve()) if Path(model).exists() else model, spec, version,
+                  model_answers(Path(model)))
+
+
+def model_answers(folder: Path) -> list[KnownAnswer]:
+    """Known answers written next to a model (`bringup testmodel --preset known` writes them):
+    a JSON object {prompt: expected}. A model without the file has none."""
+    import json
+
+    f = folder / "bringup_answers.json"
+    if not f.is_file():
+        return []
+    try:
+        data = json.loads(f.read_text())
+    except ValueError as e:
+        raise TargetError(f"{f} is not JSON ({e}): fix or delete it") from None
+    if not isinstance(data, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in data.items()):
+        raise TargetError(f"{f} must be a JSON object of prompt -> expected answer (strings)")
+    return [KnownAnswer(p, e) for p, e in data.items()]

@@ -7,7 +7,7 @@ second. Loadable by transformers (LlamaForCausalLM) and by vLLM.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -44,13 +44,14 @@ class TestModelSpec:
     intermediate: int = 256
     max_positions: int = 2048
     seed: int = 0
+    corpus: str = ""  # more tokenizer training text (a synthetic language's words)
 
     @property
     def hidden(self) -> int:
         return self.head_dim * self.heads
 
 
-def _train_tokenizer(vocab: int):
+def _train_tokenizer(vocab: int, extra: str = ""):
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
     tok = Tokenizer(models.BPE(unk_token="<unk>"))
@@ -62,7 +63,7 @@ def _train_tokenizer(vocab: int):
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
-    tok.train_from_iterator([_CORPUS] * 4, trainer=trainer)
+    tok.train_from_iterator([_CORPUS] * 4 + ([extra] if extra else []), trainer=trainer)
     return tok
 
 
@@ -101,7 +102,7 @@ def write_test_model(out_dir: Path, spec: TestModelSpec = TestModelSpec()) -> Pa
         raise ValueError(f"vocab {spec.vocab} is too small: a byte-level BPE needs at least 300 tokens")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    tok = _train_tokenizer(spec.vocab)
+    tok = _train_tokenizer(spec.vocab, spec.corpus)
     vocab = tok.get_vocab_size()
     bos, eos = tok.token_to_id("<s>"), tok.token_to_id("</s>")
 
@@ -152,3 +153,45 @@ def write_test_model(out_dir: Path, spec: TestModelSpec = TestModelSpec()) -> Pa
         json.dumps({"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>", "pad_token": "</s>"})
     )
     return out_dir
+
+
+PRESET_HELP = {
+    "random": "random weights (the default; --head-dim, --layers, --heads, --vocab shape it and the known models)",
+    "known": "trained in about a minute on CPU to reverse letters ('rev a b c' -> 'c b a'); "
+             "writes bringup_answers.json, which bringup run/trial check",
+    "fp16-overflow": "the 'known' model with MLPs rescaled by powers of two: the same answers in "
+                     "float32/bfloat16, inf/NaN activations in float16 (no error line)",
+    "llama-8b": "Llama-3-8B shapes with random bf16 weights in safetensors shards (16 GB; a GPU machine)",
+}
+
+
+def write_preset(out_dir: Path, preset: str, spec: TestModelSpec = TestModelSpec(),
+                 overrides: dict | None = None, shard_gib: float = 4.0) -> Path:
+    """Write a preset model (PRESET_HELP). `overrides` changes the llama-8b config (tests)."""
+    if preset == "random":
+        return write_test_model(out_dir, spec)
+    if preset in ("known", "fp16-overflow"):
+        from bringup.testmodel_train import scale_for_fp16_overflow, synthetic_corpus, train_known
+
+        out = write_test_model(out_dir, replace(spec, corpus=synthetic_corpus()))
+        train_known(out, seed=spec.seed)
+        if preset == "fp16-overflow":
+            scale_for_fp16_overflow(out)
+        return out
+    from bringup.testmodel_shards import PRESETS, write_sharded_weights
+
+    if preset not in PRESETS:
+        raise ValueError(f"unknown preset {preset!r}: use one of {', '.join(PRESET_HELP)}")
+    cfg_over = {**PRESETS[preset], **(overrides or {})}
+    heads = cfg_over["num_attention_heads"]
+    small = TestModelSpec(head_dim=cfg_over["hidden_size"] // heads, layers=1, heads=1, kv_heads=1,
+                          intermediate=8, max_positions=cfg_over["max_position_embeddings"], vocab=spec.vocab)
+    out = write_test_model(out_dir, small)  # tokenizer, chat template, config skeleton
+    (out / "model.safetensors").unlink()
+    config = json.loads((out / "config.json").read_text())
+    config.update(cfg_over)
+    config["head_dim"] = cfg_over["hidden_size"] // heads
+    config["torch_dtype"] = "bfloat16"
+    (out / "config.json").write_text(json.dumps(config, indent=2))
+    write_sharded_weights(out, config, shard_gib=shard_gib, seed=spec.seed)
+    return out

@@ -25,13 +25,14 @@ def test_defaults_work_and_every_probe_passes(tiny_model, tmp_path):
     assert rc == 0, o
     assert o["status"] == "works" and o["failure_class"] is None
     assert o["engine"] == "transformers" and o["engine_version"] == md.version("transformers")
-    assert [p["name"] for p in o["probes"]] == ["health", "completion", "chat", "long-decode", "batch",
-                                                "batch-invariance"]
+    assert [p["name"] for p in o["probes"]] == ["health", "completion", "chat", "reference", "long-decode",
+                                                "batch", "batch-invariance"]
+    assert "compared greedy text (this engine returns no logprobs)" in o["probes"][3]["detail"]
     assert all(p["passed"] for p in o["probes"]), o["probes"]
     # What this engine's API lacks is said, not failed: /v1/models lists only the HF cache,
     # `ignore_eos` and `logprobs` are not supported (engines.yaml `probes:`).
     assert "does not list the served model" in o["probes"][0]["detail"]
-    assert "no logprobs" in o["probes"][3]["detail"]
+    assert "no logprobs" in o["probes"][4]["detail"]
     # The model is positional, bringup's fixed flags come after --host/--port.
     argv = o["argv"]
     assert argv[1:5] == ["-m", "transformers.cli.transformers", "serve", str(tiny_model)]

@@ -32,7 +32,8 @@ def test_default_tiny_model_works(tiny_model, tmp_path):
     assert rc == 0, o
     assert o["status"] == "works" and o["failure_class"] is None
     names = [p["name"] for p in o["probes"]]
-    assert names == ["health", "completion", "chat", "long-decode", "batch", "batch-invariance"]
+    assert names == ["health", "completion", "chat", "reference", "long-decode", "batch", "batch-invariance"]
+    assert "4 prompts agree with the reference (auto tolerances" in o["probes"][3]["detail"]
     assert all(p["passed"] for p in o["probes"])
     assert o["timings"]["to_ready"] > 1 and o["timings"]["total"] >= o["timings"]["to_ready"]
     assert o["effective"]["gpu_memory_utilization"] == float(MEM)

@@ -70,6 +70,8 @@ def run_cmd(
     hang_timeout: float = typer.Option(600.0, help="Seconds without a log line that make a hang."),
     python: str = typer.Option(None, help="Python interpreter of the engine's environment."),
     answer: list[str] = typer.Option([], help="Known answer 'PROMPT=EXPECTED' (repeatable)."),
+    reference: str = typer.Option("auto", help="Reference for the reference probe: a file from `bringup reference`, "
+                                  "auto (in-process when the model is a local folder that fits), or none."),
     runs_dir: Path = typer.Option(None, help="Runs folder with the journal (default ./bringup-runs)."),
     json_out: bool = typer.Option(False, "--json", help="Print the result as one JSON object."),
 ) -> None:
@@ -110,6 +112,7 @@ def run_cmd(
             max_launches=max_launches, max_hours=max_hours, minimize=minimize,
             max_minimize_launches=max_minimize_launches, retry_known=retry_known, timeout=timeout,
             hang_timeout=hang_timeout, answers=[(a.prompt, a.expected) for a in parse_answers(answer)],
+            reference=reference,
         )
     live = Live(_table([]), console=err_console, refresh_per_second=4, transient=False) if not json_out else None
     r = Run(settings, root, run_id=rid, observer=LiveTable(live) if live else QuietObserver())

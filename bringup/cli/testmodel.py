@@ -18,13 +18,24 @@ def testmodel_cmd(
     heads: int = typer.Option(2, min=1, help="Attention heads."),
     kv_heads: int = typer.Option(0, min=0, help="KV heads (0: same as heads; fewer gives GQA)."),
     seed: int = typer.Option(0, help="Seed for the random weights."),
+    preset: str = typer.Option("random", help="What to write: random (tiny random weights), known (trained: known "
+                               "answers), fp16-overflow (wrong in float16, right in bf16/fp32), llama-8b (8 B random "
+                               "weights for a GPU). docs/probes.md says more."),
+    shard_gib: float = typer.Option(4.0, min=0.001, help="llama-8b: the largest safetensors shard, GiB."),
 ) -> None:
-    """Write a small Llama-style model with a real tokenizer and a chat template."""
+    """Write a small Llama-style model with a real tokenizer and a chat template (or a --preset)."""
+    # inside: `bringup --help` stays fast
+    from bringup.testmodel import PRESET_HELP, TestModelSpec, write_preset, write_test_model
+
+    if preset not in PRESET_HELP:
+        raise typer.BadParameter(f"--preset {preset!r}: use one of {', '.join(PRESET_HELP)}")
     if kv_heads and heads % kv_heads:
         raise typer.BadParameter(f"heads ({heads}) must be a multiple of kv-heads ({kv_heads})")
-    from bringup.testmodel import TestModelSpec, write_test_model  # inside: `bringup --help` stays fast
-
     spec = TestModelSpec(head_dim=head_dim, layers=layers, vocab=vocab, heads=heads,
                          kv_heads=kv_heads or heads, seed=seed)
+    if preset != "random":
+        path = write_preset(out_dir, preset, spec, shard_gib=shard_gib)
+        typer.echo(f"wrote {path} (preset {preset}, seed {seed})")
+        return
     path = write_test_model(out_dir, spec)
     typer.echo(f"wrote {path} (head_dim {head_dim}, {layers} layers, vocab {vocab}, seed {seed})")

@@ -42,6 +42,8 @@ def trial_cmd(
     env: list[str] = typer.Option([], help="Environment variable for the server: NAME=VALUE (repeatable)."),
     batch: int = typer.Option(8, min=2, help="Concurrent requests in the batch probe."),
     long_tokens: int = typer.Option(256, min=200, help="Tokens in the long greedy decode probe."),
+    reference: str = typer.Option("auto", help="Reference for the reference probe: a file from `bringup reference`, "
+                                  "auto (in-process when the model is a local folder that fits), or none."),
     validate: bool = typer.Option(True, help="Reject flags the engine's --help rejects without launching."),
     runs_dir: Path = typer.Option(None, help="Where trial folders go (default ./bringup-runs)."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
@@ -56,6 +58,7 @@ def trial_cmd(
     from bringup.envvars import launch_environment
     from bringup.probes import ProbeConfig
     from bringup.process import Interrupted
+    from bringup.reference import ReferenceError, reference_for
     from bringup.targets import TargetError, resolve_target
     from bringup.trial import Trial, TrialSettings
 
@@ -83,9 +86,17 @@ def trial_cmd(
         raise usage_error(f"--env: {e}") from None
     cand = Candidate.make(target.engine.log_dialect, target.model, flags, env_vars)
     answers = target.answers + parse_answers(answer)
+    ref = None
+    if not target.engine.simulated:
+        try:
+            ref, why = reference_for(target.model, reference, cache_dir=runs_root(runs_dir) / "references")
+        except ReferenceError as e:
+            raise usage_error(f"--reference: {e}") from None
+        if not json_out:
+            err_console.print(f"[dim]reference:[/] {why}")
     settings = TrialSettings(
         timeout=timeout, hang_timeout=hang_timeout, port=port, validate=validate,
-        probe=ProbeConfig(batch_size=batch, long_tokens=long_tokens, answers=answers),
+        probe=ProbeConfig(batch_size=batch, long_tokens=long_tokens, answers=answers, reference=ref),
     )
     trial_dir = new_trial_dir(runs_root(runs_dir), target.engine.log_dialect, cand.key())
     status = Status("launching", console=err_console) if not json_out else None

@@ -35,6 +35,8 @@ def tune_cmd(
     time_scale: float = typer.Option(0.01, help="Scenario only: real seconds per simulated second."),
     python: str = typer.Option(None, help="Python interpreter of the engine's environment."),
     timeout: float = typer.Option(1800.0, help="Seconds from launch to ready per point."),
+    reference: str = typer.Option("auto", help="Reference the winner must agree with: a file from `bringup reference`, "
+                                  "auto (the run's, or in-process when the model is a local folder that fits), none."),
     runs_dir: Path = typer.Option(None, help="Runs folder with the journal (default ./bringup-runs)."),
     json_out: bool = typer.Option(False, "--json", help="Print the result as one JSON object."),
 ) -> None:
@@ -48,6 +50,7 @@ def tune_cmd(
     from bringup.loadgen import BenchConfig
     from bringup.loadgen.config import parse_slos
     from bringup.process import Interrupted
+    from bringup.reference import ReferenceError, reference_for
     from bringup.targets import TargetError, resolve_target
     from bringup.tuning.knobs import (
         KnobError,
@@ -98,6 +101,13 @@ def tune_cmd(
     except FlagError as e:
         raise usage_error(f"--config: {e}") from None
     knob_list = with_base_levels(knob_list, base.flag_dict)
+    ref, ref_why = None, "no reference for a scenario"
+    if not target.engine.simulated:
+        choice = reference if reference != "auto" or not run else (row["settings"].get("reference") or "auto")
+        try:
+            ref, ref_why = reference_for(target.model, choice, cache_dir=root / "references")
+        except ReferenceError as e:
+            raise usage_error(f"--reference: {e}") from None
     hw_fp = hardware_fingerprint(facts, target.engine.identity_scope())
     model_id = model_identity(target)
     tune_id = time.strftime("tune-%Y%m%d-%H%M%S")
@@ -114,7 +124,8 @@ def tune_cmd(
                       tokenizer=target.engine.tokenizer_kind)
     ts = time_scale if target.engine.simulated else 1.0
     ev = LaunchEvaluator(target, base, cfg, tune_dir, journal, run_id, hw_fp, model_id, time_scale=ts,
-                         timeout=timeout, objective=objective if objective != "pareto" else "throughput")
+                         timeout=timeout, objective=objective if objective != "pareto" else "throughput",
+                         reference=ref)
     table = Table(box=None, header_style="bold")
     for c in ("#", "knobs", "status", "objective", "output tok/s", "p99 e2e s", "note"):
         table.add_column(c, overflow="fold")
@@ -141,6 +152,9 @@ def tune_cmd(
         err_console.print(f"[bold yellow]interrupted ({e}); servers torn down.[/]")
         raise typer.Exit(130) from None
     result = to_result(tuner, tune_id, run_dir, target, base, cfg, sweep_pts, t0)
+    result.reference = ref_why
+    if ref is not None and result.best is not None:
+        result.reference_verdict = ev.verdicts.get(result.best.trial_dir or "", "not probed")
     (tune_dir / "tune.json").write_text(result.model_dump_json(indent=2))
     html = _write_html(run_dir)
     if json_out:
@@ -165,6 +179,8 @@ def tune_cmd(
                           f"{m.get('output_tps', 0):.1f} output tok/s, {m.get('rps', 0):.2f} req/s, "
                           f"TTFT p99 {m.get('ttft_p99_s', 0):.3f} s, ITL p99 {m.get('itl_p99_s', 0):.4f} s")
         out_console.print(result.best_command, markup=False, highlight=False)
+        if result.reference_verdict:
+            out_console.print(f"reference ({result.reference}): {result.reference_verdict}", markup=False)
     else:
         out_console.print("[bold red]no feasible point[/]: every launch failed (see the table)")
     out_console.print(f"{result.launches} launches of {result.grid_size} grid points; result: {tune_dir / 'tune.json'}"

@@ -31,6 +31,7 @@ from bringup.helptext import HelpSpec, parse_help
 from bringup.installed import distribution_version
 from bringup.knowledge_files import DATA, KnowledgeFileError, load_yaml, phase_index
 from bringup.probes import ProbeConfig
+from bringup.reference import precision_of
 
 
 class PhaseMarker(BaseModel):
@@ -155,7 +156,8 @@ class Engine:
         sup = self.info.probes
         return replace(cfg, list_models=sup.list_models and cfg.list_models,
                        ignore_eos=sup.ignore_eos and cfg.ignore_eos, logprobs=sup.logprobs and cfg.logprobs,
-                       model_name=cfg.model_name or (None if sup.list_models else cand.model))
+                       model_name=cfg.model_name or (None if sup.list_models else cand.model),
+                       reference_precision=precision_of(cand.flag_dict))
 
     # -- version and help ------------------------------------------------------------------
     def version(self) -> str | None:

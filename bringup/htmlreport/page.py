@@ -390,6 +390,8 @@ def _tune_view(t: TuneResult, report_dir: Path, run_dir: Path) -> TuneView:
     summary.append(("time", (f"{t.simulated_hours:.2f} simulated hours ({t.wall_seconds:.0f} s real)"
                              if t.simulated_hours is not None else _secs(t.wall_seconds) or "0 s")))
     summary.append(("base command", t.base_command))
+    if t.reference_verdict:  # the winner against the model's own output (bringup/reference.py)
+        summary.append(("reference", f"{t.reference_verdict} ({t.reference})"))
 
     best_numbers: list[tuple[str, str]] = []
     if t.best:

@@ -54,3 +54,7 @@ class TuneResult(BaseModel):
     grid_size: int | None = None
     wall_seconds: float = 0.0
     simulated_hours: float | None = None
+    # The winner's output against the model's own reference (bringup/reference.py): its trial ran
+    # the reference probe, so a winner that disagreed would have been an infeasible point.
+    reference: str | None = None  # where the reference came from, or why there is none
+    reference_verdict: str | None = None  # "agrees: ..." / "disagrees: ..." / None (no reference)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +66,8 @@ class LaunchEvaluator:
     hang_timeout: float = 600.0
     objective: Objective = "goodput"
     seq: int = 0
+    reference: Any = None  # bringup.reference.Reference: every point's trial runs the reference probe
+    verdicts: dict[str, str] = field(default_factory=dict)  # trial dir -> the reference probe's verdict
 
     def _scaled_cfg(self, url: str) -> BenchConfig:
         slos = [SLO(metric=x.metric, stat=x.stat, target_s=x.target_s * self.time_scale)
@@ -79,12 +81,15 @@ class LaunchEvaluator:
     def run_trial(self, cand: Candidate, workload: Callable[[str], dict], purpose: str) -> tuple:
         self.seq += 1
         tdir = self.tune_dir / "trials" / f"{self.seq:03d}-{cand.key()[:8]}"
-        probe = ProbeConfig(long_tokens=64, batch_size=4)
+        probe = ProbeConfig(long_tokens=64, batch_size=4, reference=self.reference)
         settings = TrialSettings(timeout=self.timeout, hang_timeout=self.hang_timeout, probe=probe)
         t0 = time.time()
         out = Trial(self.target.engine, cand, tdir, settings, spec=self.target.spec, version=self.target.version,
                     workload=workload).run()
         t1 = time.time()
+        for r in out.probes:
+            if r.name == "reference":
+                self.verdicts[str(tdir)] = ("agrees: " if r.passed else "disagrees: ") + r.detail
         return out, tdir, t0, t1
 
     def __call__(self, knobs: dict[str, str], best: float | None) -> Evaluation:

@@ -1,0 +1,72 @@
+"""The reference probe against real engines on CPU: it passes a right server and catches float16
+overflow that no engine reports (each launch is 30-70 s on 2 cores)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import MEM, assert_nothing_left, bringup
+
+from bringup.testmodel import write_preset
+
+pytestmark = pytest.mark.engine
+
+
+@pytest.fixture(scope="module")
+def overflow_model(tmp_path_factory) -> Path:
+    return write_preset(tmp_path_factory.mktemp("models") / "fp16-overflow", "fp16-overflow")
+
+
+def _trial(engine: str, model: Path, runs: Path, *flags: str) -> tuple[int, dict]:
+    rc, data, _, _ = bringup("trial", "--engine", engine, "--model", str(model), "--runs-dir", str(runs), "--json",
+                             "--timeout", "300", "--hang-timeout", "120", "--", *flags)
+    return rc, data
+
+
+def _probe(o: dict, name: str) -> dict:
+    return next(p for p in o["probes"] if p["name"] == name)
+
+
+def test_vllm_default_dtype_agrees_with_the_reference(overflow_model, tmp_path):
+    rc, o = _trial("vllm", overflow_model, tmp_path, "--gpu-memory-utilization", MEM)
+    assert rc == 0 and o["status"] == "works", o
+    assert _probe(o, "known-answers")["passed"]  # picked up from bringup_answers.json
+    ref = _probe(o, "reference")
+    assert ref["passed"] and "6 prompts agree with the reference" in ref["detail"]  # 4 generic, 2 its own
+    assert "tokens and logprobs" in ref["detail"]
+    assert_nothing_left(Path(o["log_path"]).parent)
+
+
+def test_vllm_float16_overflow_is_wrong_output_without_an_error_line(overflow_model, tmp_path):
+    rc, o = _trial("vllm", overflow_model, tmp_path, "--gpu-memory-utilization", MEM, "--dtype", "float16")
+    assert rc == 1 and o["status"] == "wrong-output", o
+    assert o["effective"]["dtype"] == "torch.float16"
+    assert _probe(o, "completion")["passed"] and _probe(o, "chat")["passed"]  # the server answers...
+    ref = _probe(o, "reference")
+    assert not ref["passed"] and ref["kind"] == "nan" and "non-finite" in ref["detail"]  # ...wrongly
+    assert not _probe(o, "known-answers")["passed"]
+    assert o["failure_class"] in ("wrong-output", "nan-output")
+    assert_nothing_left(Path(o["log_path"]).parent)
+
+
+def test_transformers_float16_overflow_fails_the_text_reference(overflow_model, tmp_path):
+    rc, o = _trial("transformers", overflow_model, tmp_path, "--dtype", "float16")
+    assert rc == 1 and o["status"] == "wrong-output", o
+    ref = _probe(o, "reference")
+    assert not ref["passed"] and "6 of 6 prompts differ" in ref["detail"], ref
+    assert "text departs at token 0" in ref["detail"] and "float16 tolerances" in ref["detail"]
+    assert not _probe(o, "known-answers")["passed"]
+    assert_nothing_left(Path(o["log_path"]).parent)
+
+
+def test_vllm_tune_winner_agrees_with_the_reference(overflow_model, tmp_path):
+    """The tuner's winner ran the reference probe; tune.json and the HTML report carry its verdict."""
+    rc, d, _, err = bringup("tune", "--engine", "vllm", "--model", str(overflow_model), "--config",
+                            f"--gpu-memory-utilization {MEM}", "--trials", "1", "--sweep", "", "--num-prompts", "8",
+                            "--knobs=--max-num-seqs", "--runs-dir", str(tmp_path), "--json")
+    assert rc == 0, err[-2000:]
+    assert d["reference"].startswith("in-process reference")
+    assert d["reference_verdict"].startswith("agrees: 6 prompts agree with the reference")
+    html = Path(d["report_html"]).read_text()
+    assert "agrees: 6 prompts agree" in html
