@@ -8,19 +8,20 @@ import typer
 
 from bringup.cli import app
 from bringup.cli._common import err_console, usage_error
-from bringup.reference import REFERENCE_TOKENS, ReferenceError, compute_reference, model_folder
 
 
 @app.command("reference")
 def reference_cmd(
     model: str = typer.Argument(..., help="Model folder or hub id."),
     out: Path = typer.Option(None, "-o", "--out", help="Reference file to write (default MODEL-NAME.reference.json)."),
-    tokens: int = typer.Option(REFERENCE_TOKENS, min=1, max=256, help="Greedy tokens per prompt."),
+    tokens: int = typer.Option(16, min=1, max=256, help="Greedy tokens per prompt."),
     device: str = typer.Option("cpu", help="Torch device for the float32 forward (cpu, cuda, cuda:1)."),
 ) -> None:
     """Compute greedy tokens and top logprobs on the reference prompts with transformers in float32,
     and write them with the model's identity (config and tokenizer hashes). `bringup run/trial
     --reference FILE` compares a server's output with it (docs/probes.md)."""
+    from bringup.reference import ReferenceError, compute_reference, model_folder  # lazy: fast --help
+
     if model_folder(model) is None and not Path(model).exists() and "/" not in model:
         raise usage_error(f"model {model!r} is not a folder here and not a hub id (org/name)")
     out = out or Path(f"{Path(model).name or 'model'}.reference.json")
