@@ -19,7 +19,17 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from bringup.effective import normalise
-from bringup.envvars import EnvVar, Registry, as_factor, mentions_in_lines, rank, suggested_values
+from bringup.envvars import (
+    W_EVIDENCE,
+    W_IN_NAME,
+    EnvVar,
+    Registry,
+    as_factor,
+    common_vars,
+    mentions_in_lines,
+    rank,
+    suggested_values,
+)
 from bringup.outcome import Outcome
 from bringup.space import Factor
 
@@ -79,7 +89,8 @@ class EnvFactors:
             if f is not None:
                 out.append(EnvProposal(f, advised[0] if advised and m.action == "set" else None,
                                        f"named by the log: {m.text.strip()[:160]}", True))
-        ranked = rank(self.registry.variables.values(), outcome, device=self.device)
+        pool = {**common_vars(), **self.registry.variables}  # NCCL_P2P_DISABLE is NCCL's, not the engine's
+        ranked = rank(pool.values(), outcome, device=self.device)
         added = 0
         for r in ranked:
             if added >= RANKED_PER_FAILURE or r.score < MIN_RANK_SCORE:
@@ -90,6 +101,9 @@ class EnvFactors:
             f = as_factor(r.var, origin="ranked")
             if f is None:
                 continue
-            out.append(EnvProposal(f, None, f"implicated by the failure ({'; '.join(r.reasons[:2])})", False))
+            # A component the failure's own lines name (sampler, nccl, p2p) in the variable's name
+            # makes it a first suspect, as a named flag is.
+            strong = r.score >= W_EVIDENCE * W_IN_NAME
+            out.append(EnvProposal(f, None, f"implicated by the failure ({'; '.join(r.reasons[:2])})", strong))
             added += 1
         return out

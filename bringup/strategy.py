@@ -47,6 +47,8 @@ P_NEAR_BOUND = 0.45  # a level just past an out-of-memory value: probably still 
 NEAR_FRACTION = 0.03  # for fractions: "just past" means within this much
 CERTAIN = 0.999
 P_CAUSE = 0.9  # a level whose change alone changed the symptom
+P_EXHAUSTED = 0.9  # a factor every level of which failed: kept, as likely bad as that says
+P_ADJUST_ALT = 0.3  # another numeric flag the same failure says could move (the batch limit after a capture OOM)
 P_ADVISED = 0.1  # a value the failure's own log line advises ("set X=0"): likely, not certain
 MIN_P_SUCCESS = 0.01  # below this, launching is a waste: say that nothing left is likely to work
 P_KNOWN_GOOD = 0.95  # a configuration validated before on this machine, engine version and model
@@ -102,7 +104,8 @@ class Strategy:
     outside: float = 0.0  # probability that what fails lies outside the space (the model, the machine)
     screening: ScreeningPolicy | None = None  # whether a candidate is screened before a full launch
     env: EnvFactors | None = None  # environment variables: their registry, and when they join the space
-    moved: dict[str, list[str]] = field(default_factory=dict)  # signature -> numeric factors it moved
+    moved: dict[str, list[str]] = field(default_factory=dict)
+    refusals: dict[str, list[str]] = field(default_factory=dict)  # factor -> launches that refused all its levels  # signature -> numeric factors it moved
     best_left: Proposal | None = None  # the untried candidate judged too unlikely to launch, if that ended it
 
     def __post_init__(self) -> None:
@@ -285,6 +288,13 @@ class Strategy:
                     continue
                 if f.name not in moved:
                     moved.append(f.name)
+                # The other flags the signature says could move are suspects too, for when this one
+                # runs out of levels (bounded on both sides by two kinds of out-of-memory).
+                for other in sig.adjust:
+                    g = self._factor_for(other)
+                    if g is not None and g is not f and g.name not in self.frozen:
+                        key = (g.name, self.eff(g, g.level_in(flags, cand.env_dict)))
+                        self.p[key] = max(self.p.get(key, 0.0), P_ADJUST_ALT)
                 b = self.bounds.setdefault(f.name, [None, None])
                 if adj.direction == "lower":
                     b[1] = cur if b[1] is None else min(b[1], cur)
@@ -315,6 +325,9 @@ class Strategy:
                      and (f.dest + "=" in text or f.dest + ":" in text or f.name + " " in text)]
         # A variable the failure's lines name comes right after the flags they name; those the
         # failure implicates by its nature come after the signature's own suspects.
+        # A factor whose level loads the code the traceback failed in (its frames, bringup/data/
+        # rootcause.yaml modules) is named by the evidence as surely as by a line.
+        mentioned += [n for n in outcome.implicated_levels if n not in mentioned]
         mentioned += [f.name for f in env_named]
         for name in [*mentioned, *outcome.implicates, *(f.name for f in env_ranked)]:
             f = self._factor_for(name)
@@ -374,8 +387,13 @@ class Strategy:
                     continue
                 for e in refused:
                     self.p[(f.name, e)] = max(self.p.get((f.name, e), 0.0), CERTAIN)
-                # Final: no reason depends on another setting the search could change.
-                final = not any(self._names_other_factor(r, f) for r in refused.values())
+                # Final: no reason depends on another setting the search could change, or the engine
+                # said the same again after such a setting was changed (an NVFP4 checkpoint that
+                # forces fp8 KV whatever --kv-cache-dtype says).
+                seen = self.refusals.setdefault(f.name, [])
+                seen.append(self.predicted_key(self.observations[-1].candidate) if self.observations else "")
+                final = (not any(self._names_other_factor(r, f) for r in refused.values())
+                         or len(set(seen)) >= 2)
                 if _NONE_VALID.search(line) and final and self.blocked is None:
                     self.blocked = (f.name, f"the engine refused every {f.name} it considered, for reasons no "
                                             f"launch flag in the space changes ({', '.join(sorted(refused))}): "
@@ -533,11 +551,19 @@ class Strategy:
     def propose(self, exclude: set[str] | None = None, max_pops: int = 20000) -> Proposal | None:
         tried = {o.key for o in self.observations} | (exclude or set())
         options = [self._options(f) for f in self.space.factors]
-        for f, o in zip(self.space.factors, options, strict=True):
+        for i, (f, o) in enumerate(zip(self.space.factors, options, strict=True)):
             if not o:
                 vs = [v for lv in [None, *f.levels] for v in self.verdicts(f, lv) if v.kind == "incompatible"]
-                self.blocked = (f.name, vs[0].reason if vs else "every level failed or was ruled out")
-                return None
+                if vs:  # knowledge rules out every level: nothing in the space can work
+                    self.blocked = (f.name, vs[0].reason)
+                    return None
+                # Every level failed, each under some launch: then this factor is not (alone) the
+                # cause, and giving up would leave untried what else the evidence implicates (a
+                # hang that no custom all-reduce setting cures may be NCCL's P2P). Keep the
+                # baseline's level, as likely bad as the evidence says, and search the rest.
+                base = self.base_level(f)
+                options[i] = [(-math.log(1 - P_EXHAUSTED), base, P_EXHAUSTED,
+                               "every level failed under some launch: kept at the baseline's")]
         start = tuple(0 for _ in options)
         heap = [(sum(o[0][0] for o in options), start)]
         seen = {start}
