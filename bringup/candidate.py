@@ -14,6 +14,7 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Union
 
+from bringup import secrets
 from bringup.helptext import HelpSpec
 
 FlagValue = Union[str, bool, tuple[str, ...]]  # True: switch given; False: --no-x
@@ -165,7 +166,11 @@ class Candidate:
     @classmethod
     def make(cls, engine: str, model: str, flags: dict[str, FlagValue] | None = None,
              env: dict[str, str] | None = None, label: str = "") -> Candidate:
-        return cls(engine, model, tuple((flags or {}).items()), tuple(sorted((env or {}).items())), label)
+        # Secrets: remember the real values (so writers can replace them), and put back the ones
+        # a candidate read from disk lost (`***`), so a resumed run launches what the user gave.
+        flags, env = secrets.restore(flags or {}, env or {})
+        secrets.register_candidate(flags, env)
+        return cls(engine, model, tuple(flags.items()), tuple(sorted(env.items())), label)
 
     @property
     def flag_dict(self) -> dict[str, FlagValue]:
@@ -193,11 +198,12 @@ class Candidate:
         def norm(v: FlagValue) -> object:
             return list(v) if isinstance(v, tuple) else v
 
+        # Secret values never leave memory: not in the key, not in any JSON (bringup.secrets).
         return {
             "engine": self.engine,
             "model": self.model,
-            "flags": {k: norm(v) for k, v in sorted(self.flags)},
-            "env": dict(sorted(self.env)),
+            "flags": secrets.redact_flags({k: norm(v) for k, v in sorted(self.flags)}),
+            "env": secrets.redact_env(dict(sorted(self.env))),
         }
 
     def key(self) -> str:
@@ -223,8 +229,8 @@ class Candidate:
 
     def shell_command(self, prefix: list[str]) -> str:
         """A copy-pasteable command line (for reports only; launches use argv lists)."""
-        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.env)
-        cmd = shlex.join([*prefix, *self.argv_flags()])
+        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in secrets.redact_env(self.env_dict).items())
+        cmd = shlex.join([*prefix, *secrets.redact_argv(self.argv_flags())])
         return f"{env} {cmd}".strip()
 
     def to_json(self) -> dict:

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
+from bringup import secrets
+
 _SECTION = re.compile(r"^([A-Za-z][^:]*):\s*$")
 _CHOICES = re.compile(r"^\{([^}]*)\}")
 _DEFAULT = re.compile(r"\(default:\s*(.*?)\)\s*$", re.S)
@@ -212,8 +214,9 @@ def parse_help(text: str) -> HelpSpec:
             # Section description lines (vLLM groups) end the previous option's help.
             flush()
     flush()
-    return HelpSpec(options=[o for o in options if o.name not in ("-h", "--help")],
-                    usage_prog=usage_prog, positionals=positionals)
+    kept = [o for o in options if o.name not in ("-h", "--help")]
+    secrets.learn_from_help(kept)  # flags the help calls keys or passwords are redacted everywhere
+    return HelpSpec(options=kept, usage_prog=usage_prog, positionals=positionals)
 
 
 DATA_HELP = Path(__file__).parent / "data" / "help"

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bringup import secrets
 from bringup.candidate import Candidate
 from bringup.outcome import Outcome
 
@@ -108,12 +109,12 @@ class Journal:
         with closing(self._connect()) as db, db:
             db.execute("INSERT INTO runs VALUES (?,?,?,?,?,?,?,?,?,?,?)",
                        (run_id, now, now, "running", engine, engine_version, model_id, hardware_fp,
-                        json.dumps(settings, default=str), None, str(run_dir)))
+                        secrets.scrub_text(json.dumps(secrets.scrub(settings), default=str)), None, str(run_dir)))
 
     def finish_run(self, run_id: str, status: str, result: dict) -> None:
         with closing(self._connect()) as db, db:
             db.execute("UPDATE runs SET status=?, result=?, updated=? WHERE id=?",
-                       (status, json.dumps(result, default=str), time.time(), run_id))
+                       (status, secrets.scrub_text(json.dumps(result, default=str)), time.time(), run_id))
 
     def set_status(self, run_id: str, status: str) -> None:
         with closing(self._connect()) as db, db:
@@ -142,10 +143,10 @@ class Journal:
                 "INSERT INTO trials (run_id, seq, purpose, candidate_key, effective_key, candidate, outcome, "
                 "status, failure_class, phase, started, ended, simulated_s, trial_dir, hardware_fp, engine, "
                 "engine_version, model_id, extra) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                (run_id, seq, purpose, candidate.key(), effective_key, json.dumps(candidate.to_json(), default=str),
-                 outcome.model_dump_json(), outcome.status, outcome.failure_class, outcome.phase, started, ended,
+                (run_id, seq, purpose, candidate.key(), effective_key, secrets.scrub_text(json.dumps(candidate.to_json(), default=str)),
+                 secrets.scrub_text(outcome.model_dump_json()), outcome.status, outcome.failure_class, outcome.phase, started, ended,
                  outcome.timings.simulated, str(trial_dir), hardware_fp, outcome.engine, outcome.engine_version,
-                 model_id, json.dumps(extra or {}, default=str)))
+                 model_id, secrets.scrub_text(json.dumps(extra or {}, default=str))))
             db.execute("UPDATE runs SET updated=? WHERE id=?", (time.time(), run_id))
 
     def trials(self, run_id: str, purpose: str | None = None) -> list[TrialRecord]:

@@ -21,6 +21,7 @@ from typing import Any
 import httpx
 
 from bringup.outcome import ProbeResult
+from bringup.secrets import auth_headers
 
 REFERENCE_PROMPT = "The quick brown fox"
 BATCH_PROMPTS = [
@@ -56,6 +57,7 @@ class ProbeConfig:
     request_timeout: float = 120.0
     answers: list[KnownAnswer] = field(default_factory=list)
     model_name: str | None = None  # None: the first id that /v1/models lists
+    api_key: str | None = field(default=None, repr=False)  # sent as a Bearer token; never stored
 
 
 class ServerBroke(Exception):
@@ -257,7 +259,8 @@ class ProbeRunner:
     def run(self) -> list[ProbeResult]:
         timeout = httpx.Timeout(self.cfg.request_timeout, connect=10.0)
         limits = httpx.Limits(max_connections=self.cfg.batch_size + 4)
-        with httpx.Client(base_url=self.base_url, timeout=timeout, limits=limits) as client:
+        with httpx.Client(base_url=self.base_url, timeout=timeout, limits=limits,
+                          headers=auth_headers(self.cfg.api_key)) as client:
             for name, fn in self.ladder():
                 if self.stop.is_set():
                     self.results.append(ProbeResult(name=name, passed=False, detail="not run: the server failed",

@@ -7,6 +7,7 @@ server that prints nothing new and is not ready before the hang deadline is a ha
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import queue
 import re
@@ -18,6 +19,7 @@ from pathlib import Path
 
 import httpx
 
+from bringup import secrets
 from bringup.candidate import Candidate, FlagError, parse_flags
 from bringup.engines.base import Engine, later_phase
 from bringup.helptext import HelpSpec
@@ -97,8 +99,8 @@ class Trial:
 
     def _write(self, out: Outcome) -> Outcome:
         self.dir.mkdir(parents=True, exist_ok=True)
-        (self.dir / "outcome.json").write_text(out.model_dump_json(indent=2))
-        (self.dir / "candidate.json").write_text(json.dumps(self.cand.to_json(), indent=2, default=str))
+        secrets.write_text(self.dir / "outcome.json", out.model_dump_json(indent=2))
+        secrets.write_text(self.dir / "candidate.json", json.dumps(self.cand.to_json(), indent=2, default=str))
         return out
 
     def _drain(self, server: ServerProcess, block: float = 0.0) -> LogLine | None:
@@ -161,7 +163,7 @@ class Trial:
             return self._write(out)
 
         env = self.engine.launch_env(self.cand)
-        (self.dir / "argv.json").write_text(json.dumps(redact_argv(argv)))
+        secrets.write_text(self.dir / "argv.json", json.dumps(redact_argv(argv)))
         t_launch = time.monotonic()
         server = ServerProcess(argv, self.dir / "server.log", env=env, redactor=Redactor(env))
         (self.dir / "server.pid").write_text(f"{server.pid}\n{port}\n")
@@ -228,7 +230,8 @@ class Trial:
 
     def _probe(self, server: ServerProcess, base_url: str):
         stop = threading.Event()
-        runner = ProbeRunner(base_url, self.s.probe, stop)
+        key = secrets.api_key_of(self.cand.flag_dict, self.cand.env_dict)  # the server wants it (401 else)
+        runner = ProbeRunner(base_url, dataclasses.replace(self.s.probe, api_key=key), stop)
         results: list[ProbeResult] = []
         box: dict[str, list[ProbeResult]] = {}
         def work() -> None:

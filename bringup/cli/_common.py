@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from bringup import secrets
 from bringup.outcome import Outcome
 
 out_console = Console(highlight=False, soft_wrap=True)
@@ -41,7 +42,7 @@ def new_trial_dir(root: Path, engine: str, key: str) -> Path:
 
 
 def print_json(obj: object) -> None:
-    sys.stdout.write(json.dumps(obj, indent=2, default=str) + "\n")
+    sys.stdout.write(secrets.scrub_text(json.dumps(obj, indent=2, default=str)) + "\n")
     sys.stdout.flush()
 
 

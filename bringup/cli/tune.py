@@ -9,6 +9,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
+from bringup import secrets
 from bringup.candidate import Candidate, FlagError, parse_flags
 from bringup.cli import app
 from bringup.cli._common import err_console, out_console, print_json, runs_root, usage_error
@@ -139,7 +140,7 @@ def tune_cmd(
         err_console.print(f"[bold yellow]interrupted ({e}); servers torn down.[/]")
         raise typer.Exit(130) from None
     result = to_result(tuner, tune_id, run_dir, target, base, cfg, sweep_pts, t0)
-    (tune_dir / "tune.json").write_text(result.model_dump_json(indent=2))
+    secrets.write_text(tune_dir / "tune.json", result.model_dump_json(indent=2))
     html = _write_html(run_dir)
     if json_out:
         print_json(json.loads(result.model_dump_json()) | ({"report_html": str(html)} if html else {}))

@@ -19,6 +19,7 @@ from bringup.journal import Journal
 from bringup.loadgen import BenchConfig, bench
 from bringup.loadgen.config import SLO
 from bringup.probes import ProbeConfig
+from bringup.secrets import api_key_of
 from bringup.targets import Target
 from bringup.trial import Trial, TrialSettings
 from bringup.tuning.knobs import as_changes
@@ -70,7 +71,9 @@ class LaunchEvaluator:
     def _scaled_cfg(self, url: str) -> BenchConfig:
         slos = [SLO(metric=x.metric, stat=x.stat, target_s=x.target_s * self.time_scale)
                 for x in self.bench_cfg.slos]
-        return self.bench_cfg.model_copy(update={"url": url, "slos": slos})
+        # The key the launched server expects (from the base's --api-key or VLLM_API_KEY).
+        key = self.bench_cfg.api_key or api_key_of(self.base.flag_dict, self.base.env_dict)
+        return self.bench_cfg.model_copy(update={"url": url, "slos": slos, "api_key": key})
 
     def run_trial(self, cand: Candidate, workload: Callable[[str], dict], purpose: str) -> tuple:
         self.seq += 1
