@@ -119,7 +119,7 @@ def run_cmd(
     except Interrupted as e:
         err_console.print(f"[bold yellow]interrupted ({e}); servers torn down.[/] Resume with: "
                           f"bringup run --resume --run-id {r.run_id} --runs-dir {root}")
-        raise typer.Exit(130) from None
+        raise typer.Exit(e.exit_code) from None
     if json_out:
         d = result.model_dump()
         d.pop("attempts", None)

@@ -101,7 +101,7 @@ def trial_cmd(
             outcome = trial.run()
     except Interrupted as e:
         err_console.print(f"[bold yellow]interrupted ({e}); the server was torn down.[/] Log: {trial_dir / 'server.log'}")
-        raise typer.Exit(130) from None
+        raise typer.Exit(e.exit_code) from None
     if json_out:
         print_json(outcome.model_dump())
     else:

@@ -138,7 +138,7 @@ def tune_cmd(
         sweep_pts = ev.sweep(best.knobs, sweep_list) if best and sweep_list else []
     except Interrupted as e:
         err_console.print(f"[bold yellow]interrupted ({e}); servers torn down.[/]")
-        raise typer.Exit(130) from None
+        raise typer.Exit(e.exit_code) from None
     result = to_result(tuner, tune_id, run_dir, target, base, cfg, sweep_pts, t0)
     secrets.write_text(tune_dir / "tune.json", result.model_dump_json(indent=2))
     html = _write_html(run_dir)
