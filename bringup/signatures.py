@@ -23,6 +23,7 @@ from bringup.knowledge_files import (
     phases,
     validated_entries,
 )
+from bringup.safetext import safe_line
 
 SIGNATURE_DIR = DATA / "signatures"
 GENERIC_PRIORITY = 10  # at or below: a wrapper line, never the evidence when a better line exists
@@ -165,7 +166,7 @@ _ERRORISH = re.compile(r"(Error|Exception|error:|FAILED|Traceback|Assertion|asse
 
 
 def _clean(line: str) -> str:
-    return line.rstrip()[:2000]
+    return safe_line(line.rstrip())  # no escape sequences or control bytes reach a terminal or report
 
 
 def classify(lines: list[str], engine: str | None, phase_reached: str | None,

@@ -27,6 +27,7 @@ from bringup.knowledge_files import hang_implicates, phase_index, probe_implicat
 from bringup.outcome import Outcome, OverrideRecord, ProbeResult, Timings
 from bringup.probes import ProbeConfig, ProbeRunner
 from bringup.process import LogLine, ServerProcess, free_port, port_is_free
+from bringup.safetext import safe_line
 from bringup.secrets import Redactor, redact_argv, redact_flags
 from bringup.signatures import Classification, Matcher, classify
 
@@ -386,7 +387,7 @@ def hang_evidence(texts: list[str], n: int = 4) -> list[str]:
         if body in seen:
             continue
         seen.add(body)
-        out.append(t.rstrip()[:2000])
+        out.append(safe_line(t.rstrip()))
         if len(out) >= n:
             break
     return out[::-1]

@@ -10,7 +10,7 @@ import sys
 import time
 
 import pytest
-from conftest import ROOT, group_alive
+from conftest import ROOT, bringup, group_alive
 
 SEED = ROOT / "bringup" / "data" / "scenarios" / "glm5-nvfp4-sm120.yaml"
 
@@ -44,3 +44,74 @@ def test_signal_exit_codes_follow_convention(tmp_path, sig, code):
     assert rc == code
     assert "interrupted" in (p.stderr.read() if p.stderr else "")
     assert group_alive(pgid) == []
+
+
+# ---- bounded work on any input ---------------------------------------------------------------
+LOG = ROOT / "tests" / "data" / "logs" / "sglang-graph-oom.log"
+
+
+def test_explain_on_random_bytes_is_quick_and_prints_no_raw_bytes(tmp_path):
+    import random
+
+    f = tmp_path / "random.bin"
+    f.write_bytes(random.Random(3).randbytes(4 << 20))
+    t0 = time.monotonic()
+    rc, _, out, err = bringup("explain", str(f))
+    assert time.monotonic() - t0 < 30
+    assert rc == 1 and "Traceback" not in err
+    assert "\x1b" not in out and "\x00" not in out
+
+
+def test_escape_sequences_never_reach_the_terminal_or_json(tmp_path):
+    f = tmp_path / "esc.log"
+    f.write_bytes(LOG.read_bytes().replace(b"Exception: Capture", b"\x1b]0;pwned\x07\x1b[2JException: Capture"))
+    rc, _, out, _ = bringup("explain", str(f))
+    assert rc == 1 and "\x1b" not in out and "\x07" not in out
+    assert "\\x1b" in out  # shown, escaped
+    rc, d, _, _ = bringup("explain", str(f), "--json")
+    assert d["failure_class"] == "oom-graph-capture"
+    assert not any("\x1b" in e for e in d["evidence"])
+
+
+def test_select_lines_keeps_memory_bounded_and_the_answer(tmp_path):
+    import tracemalloc
+
+    from bringup.explain import explain_file, explain_lines
+    from bringup.logread import select_lines
+
+    lines = LOG.read_text().splitlines(keepends=True)
+    big = tmp_path / "big.log"
+    filler = "".join(f"[2026-02-18 22:20:{i % 60:02d} TP0] Decode batch. #running-req: {i % 64}, #token: {i}\n"
+                     for i in range(20000)).encode()
+    with open(big, "wb") as f:
+        f.write("".join(lines[:4]).encode())
+        for _ in range(20):  # ~30 MB
+            f.write(filler)
+        f.write(b"x" * (5 << 20) + b"\n")  # one 5 MB line
+        f.write("".join(lines[4:]).encode())
+    tracemalloc.start()
+    sel = select_lines(big)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert peak < 40 << 20, peak
+    assert sel.total_lines > 400000 and sel.kept_lines < 5000 and sel.cut_lines == 1
+    ref = explain_lines(LOG.read_text().splitlines())
+    got = explain_file(big)
+    assert (got.failure_class, got.phase) == (ref.failure_class, ref.phase) == ("oom-graph-capture", "graph-capture")
+
+
+def test_oversized_scenario_and_knowledge_files_are_refused_clearly(tmp_path):
+    from bringup.knowledge_files import KnowledgeFileError, load_yaml
+
+    big = tmp_path / "big.yaml"
+    big.write_text("rules:\n" + "  - {id: x, source: y}\n" * 450000)  # ~9.5 MB
+    with pytest.raises(KnowledgeFileError, match="over the 8 MB limit"):
+        load_yaml(big)
+    t0 = time.monotonic()
+    rc, _, out, err = bringup("trial", "--scenario", str(big), "--json", check_json=False)
+    assert time.monotonic() - t0 < 20
+    assert rc == 2 and "over the 2 MB limit" in err and "Traceback" not in err
+    bad = tmp_path / "latin1.yaml"
+    bad.write_bytes(b"name: caf\xe9\n")
+    with pytest.raises(KnowledgeFileError, match="not UTF-8"):
+        load_yaml(bad)
