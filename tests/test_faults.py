@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from conftest import ROOT, bringup, group_alive
@@ -115,3 +116,67 @@ def test_oversized_scenario_and_knowledge_files_are_refused_clearly(tmp_path):
     bad.write_bytes(b"name: caf\xe9\n")
     with pytest.raises(KnowledgeFileError, match="not UTF-8"):
         load_yaml(bad)
+
+
+# ---- preflight: a model folder that cannot load ------------------------------------------------
+CFG = {"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+       "num_key_value_heads": 4, "intermediate_size": 128, "vocab_size": 256}
+
+
+def _folder(tmp_path: Path, kind: str) -> Path:
+    import json
+    import struct
+
+    d = tmp_path / kind
+    d.mkdir()
+    if kind == "empty":
+        return d
+    (d / "config.json").write_text('{"model_type": "llama",' if kind == "bad-json" else json.dumps(CFG))
+    if kind == "bad-utf8-header":
+        hdr = b'{"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}, "x": "\xff\xfe"}'
+        (d / "model.safetensors").write_bytes(struct.pack("<Q", len(hdr)) + hdr + b"\0" * 8)
+    elif kind == "cut-shard":
+        hdr = b'{"a": {"dtype": "F32", "shape": [1024], "data_offsets": [0, 4096]}}'
+        (d / "model.safetensors").write_bytes(struct.pack("<Q", len(hdr)) + hdr + b"\0" * 100)
+    elif kind == "missing-shards":
+        (d / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {"a": "model-00001-of-00002.safetensors"}}))
+    return d
+
+
+FOLDERS = [("empty", "no config.json"), ("bad-json", "not valid JSON"), ("bad-utf8-header", "header is not UTF-8"),
+           ("cut-shard", "cut short"), ("missing-shards", "listed but missing")]
+
+
+@pytest.mark.parametrize("kind, needle", FOLDERS, ids=[f[0] for f in FOLDERS])
+def test_a_model_folder_that_cannot_load_is_refused_before_launch(tmp_path, kind, needle):
+    d = _folder(tmp_path, kind)
+    rc, _, out, err = bringup("trial", "--engine", "vllm", "--model", str(d), "--runs-dir", str(tmp_path / "runs"))
+    assert rc == 2 and needle in " ".join(err.split()) and "nothing was launched" in err, err
+    assert "Traceback" not in err
+    assert not list((tmp_path / "runs").rglob("server.pid"))  # never launched
+
+
+@pytest.mark.parametrize("kind", ["bad-json", "bad-utf8-header"])
+def test_plan_and_model_give_clear_errors_on_a_damaged_folder(tmp_path, kind):
+    d = _folder(tmp_path, kind)
+    rc, _, out, err = bringup("plan", str(d), "--gpu-mem-gib", "80", "--cc", "9.0", "--gpus", "1", "--mem-fraction", "0.9")
+    assert "Traceback" not in err
+    if kind == "bad-json":
+        assert rc == 2 and "not valid JSON" in " ".join(err.split())
+    rc, _, out, err = bringup("model", str(d))
+    assert "Traceback" not in err
+    assert (rc == 2 and "not valid JSON" in " ".join(err.split())) if kind == "bad-json" else \
+        (rc == 0 and "header is not UTF-8" in " ".join(out.split()))
+
+
+@pytest.mark.parametrize("line, cls, sig", [
+    ("ValueError: Invalid repository ID or local directory specified: '/models/x'.", "model-load",
+     "model-invalid-repository"),
+    ("safetensors_rust.SafetensorError: Error while deserializing header: incomplete metadata, file not fully covered",
+     "model-load", "model-safetensors-corrupt"),
+])
+def test_engine_model_load_errors_have_their_own_class(line, cls, sig):
+    from bringup.signatures import classify
+
+    c = classify(["INFO starting", line], "vllm", "parse-args")
+    assert (c.failure_class, c.signature_id) == (cls, sig)
