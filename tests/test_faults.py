@@ -180,3 +180,92 @@ def test_engine_model_load_errors_have_their_own_class(line, cls, sig):
 
     c = classify(["INFO starting", line], "vllm", "parse-args")
     assert (c.failure_class, c.signature_id) == (cls, sig)
+
+
+# ---- a damaged journal, a read-only runs folder ------------------------------------------------
+WORKS = ["--tp", "8", "--quantization", "modelopt_fp4", "--attention-backend", "flashinfer", "--moe-runner-backend",
+         "flashinfer_cutlass", "--kv-cache-dtype", "fp8_e4m3", "--mem-fraction-static", "0.88",
+         "--nsa-decode-backend", "trtllm", "--nsa-prefill-backend", "trtllm"]
+
+
+def _one_run(runs: Path) -> tuple[int, str]:
+    rc, d, out, err = bringup("run", "--scenario", str(SEED), "--time-scale", "0.002", "--runs-dir", str(runs),
+                              "--json", "--max-launches", "1", "--no-minimize", "--baseline", " ".join(WORKS),
+                              check_json=False)
+    return rc, err
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory) -> Path:
+    runs = tmp_path_factory.mktemp("finished") / "runs"
+    rc, err = _one_run(runs)
+    assert rc in (0, 1) and (runs / "journal.sqlite").is_file(), err
+    assert list(runs.glob("runs/*/FINDINGS.md")), err
+    return runs
+
+
+def _copy(src: Path, dst: Path) -> Path:
+    import shutil
+
+    shutil.copytree(src, dst)
+    return dst
+
+
+@pytest.mark.parametrize("damage", ["junk-header", "cut-in-half"])
+def test_a_damaged_journal_is_moved_aside_untouched_and_the_user_told(tmp_path, finished_run, damage):
+    runs = _copy(finished_run, tmp_path / "runs")
+    j = runs / "journal.sqlite"
+    data = j.read_bytes()
+    bad = (b"this is not sqlite" + data[18:]) if damage == "junk-header" else data[: len(data) // 2]
+    j.write_bytes(bad)
+    rc, _, out, err = bringup("run", "--resume", "--runs-dir", str(runs), "--json", check_json=False)
+    msg = " ".join(err.split())
+    assert rc == 2 and "journal" in msg and "damaged" in msg and "moved aside" in msg, err
+    assert "Traceback" not in err
+    aside = [p for p in runs.glob("journal.sqlite.damaged-*") if not p.name.endswith(("-wal", "-shm"))]
+    assert len(aside) == 1 and aside[0].read_bytes() == bad  # renamed, never edited
+    assert not j.exists()
+    rc, err = _one_run(runs)  # the same command again: a new journal
+    assert rc in (0, 1) and j.is_file(), err
+    assert aside[0].read_bytes() == bad
+
+
+def _readonly(folder: Path, *args: str) -> tuple[int, str, str]:
+    """Run bringup with `folder` read-only: a read-only bind mount as root (chmod does not stop
+    root), else permissions."""
+    cmd = [sys.executable, "-m", "bringup", *args]
+    if os.geteuid() == 0:
+        import shlex
+
+        f = shlex.quote(str(folder))
+        cmd = ["unshare", "-m", "sh", "-c",
+               f"mount --bind {f} {f} && mount -o remount,bind,ro {f} && exec {shlex.join(cmd)}"]
+    else:
+        for p in [folder, *folder.rglob("*")]:
+            p.chmod(p.stat().st_mode & ~0o222)
+    r = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=120,
+                       env={**os.environ, "BRINGUP_STATE_DIR": str(folder.parent / "state")})
+    return r.returncode, r.stdout, r.stderr
+
+
+def test_a_read_only_runs_folder_is_refused_before_any_launch(tmp_path, finished_run):
+    runs = _copy(finished_run, tmp_path / "runs")
+    before = {p: p.read_bytes() for p in runs.rglob("*") if p.is_file()}
+    for args in (["trial", "--scenario", str(SEED), "--time-scale", "0.002", "--runs-dir", str(runs), "--", *WORKS],
+                 ["run", "--scenario", str(SEED), "--time-scale", "0.002", "--runs-dir", str(runs), "--max-launches",
+                  "1", "--baseline", " ".join(WORKS)]):
+        rc, out, err = _readonly(runs, *args)
+        assert rc == 2 and "not writable" in " ".join(err.split()) and "nothing was launched" in err, err
+        assert "Traceback" not in err
+    assert {p: p.read_bytes() for p in runs.rglob("*") if p.is_file()} == before
+
+
+def test_report_works_on_a_read_only_runs_folder(tmp_path, finished_run):
+    runs = _copy(finished_run, tmp_path / "runs")
+    run_id = next(runs.glob("runs/*")).name
+    findings = next(runs.glob("runs/*/FINDINGS.md"))
+    before = findings.read_bytes()
+    rc, out, err = _readonly(runs, "report", run_id, "--runs-dir", str(runs))
+    assert rc == 0, err
+    assert "Traceback" not in err and run_id in out
+    assert findings.read_bytes() == before

@@ -31,6 +31,18 @@ def runs_root(runs_dir: Path | None) -> Path:
     return Path(runs_dir) if runs_dir else Path.cwd() / "bringup-runs"
 
 
+def writable_runs_root(runs_dir: Path | None) -> Path:
+    """The runs folder, refused with a clear error (exit 2) before any launch when read-only."""
+    from bringup.preflight import PreflightError, check_writable
+
+    root = runs_root(runs_dir)
+    try:
+        check_writable(root)
+    except PreflightError as e:
+        raise usage_error(str(e)) from None
+    return root
+
+
 def new_trial_dir(root: Path, engine: str, key: str) -> Path:
     stamp = time.strftime("%Y%m%d-%H%M%S")
     d = root / "trials" / f"{stamp}-{engine}-{key[:8]}"

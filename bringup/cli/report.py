@@ -22,7 +22,7 @@ def find_run_dir(run: str, runs_dir: Path | None) -> Path:
         return root / "runs" / run
     j = root / "journal.sqlite"
     if j.is_file():
-        row = Journal(j).run(run)
+        row = Journal(j, readonly=True).run(run)
         if row and (Path(row["run_dir"]) / "findings.json").is_file():
             return Path(row["run_dir"])
     raise usage_error(f"no finished run {run!r}: give a run folder (with findings.json) or a run id in "

@@ -12,7 +12,7 @@ from rich.text import Text
 
 from bringup.candidate import FlagError, parse_env
 from bringup.cli import app
-from bringup.cli._common import err_console, out_console, print_json, runs_root, usage_error
+from bringup.cli._common import err_console, out_console, print_json, usage_error, writable_runs_root
 from bringup.cli.trial import parse_answers
 from bringup.journal import Journal
 from bringup.knowledge_files import KnowledgeFileError
@@ -77,7 +77,7 @@ def run_cmd(
     json_out: bool = typer.Option(False, "--json", help="Print the result as one JSON object."),
 ) -> None:
     """Find a launch configuration that works, prove it, explain every failure, report it."""
-    root = runs_root(runs_dir)
+    root = writable_runs_root(runs_dir)
     if screen not in ("auto", "always", "never"):
         raise usage_error(f"--screen {screen!r}: use auto, always or never")
     rid = None

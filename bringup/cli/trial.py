@@ -5,14 +5,23 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 from rich.status import Status
 
 from bringup.candidate import Candidate, FlagError, parse_env, parse_flags
 from bringup.cli import app
-from bringup.cli._common import err_console, new_trial_dir, print_json, render_outcome, runs_root, usage_error
+from bringup.cli._common import (
+    err_console,
+    new_trial_dir,
+    print_json,
+    render_outcome,
+    usage_error,
+    writable_runs_root,
+)
 from bringup.envvars import launch_environment
 from bringup.probes import KnownAnswer, ProbeConfig
 from bringup.process import Interrupted
+from bringup.safetext import safe_line
 from bringup.targets import TargetError, resolve_target
 from bringup.trial import Trial, TrialSettings
 
@@ -78,7 +87,7 @@ def trial_cmd(
         timeout=timeout, hang_timeout=hang_timeout, port=port, validate=validate,
         probe=ProbeConfig(batch_size=batch, long_tokens=long_tokens, answers=answers),
     )
-    trial_dir = new_trial_dir(runs_root(runs_dir), target.engine.log_dialect, cand.key())
+    trial_dir = new_trial_dir(writable_runs_root(runs_dir), target.engine.log_dialect, cand.key())
     status = Status("launching", console=err_console) if not json_out else None
     state = {"phase": "spawn", "line": ""}
 
@@ -88,7 +97,7 @@ def trial_cmd(
         if kind == "phase":
             state["phase"] = text
         elif kind == "line" and text.strip():
-            state["line"] = text.strip()[:100]
+            state["line"] = escape(safe_line(text.strip(), 100))  # no escapes or markup reach the terminal
         status.update(f"[bold]{state['phase']}[/]  [dim]{state['line']}[/]")
 
     trial = Trial(target.engine, cand, trial_dir, settings, spec=target.spec, version=target.version,

@@ -12,7 +12,7 @@ from rich.table import Table
 from bringup import secrets
 from bringup.candidate import Candidate, FlagError, parse_flags
 from bringup.cli import app
-from bringup.cli._common import err_console, out_console, print_json, runs_root, usage_error
+from bringup.cli._common import err_console, out_console, print_json, usage_error, writable_runs_root
 from bringup.identity import gather_facts, hardware_fingerprint, model_identity
 from bringup.journal import Journal
 from bringup.knowledge_files import KnowledgeFileError
@@ -63,7 +63,7 @@ def tune_cmd(
         raise usage_error(f"--objective {objective!r}: use goodput, throughput or pareto")
     if sampler not in ("tpe", "random", "grid"):
         raise usage_error(f"--sampler {sampler!r}: use tpe, random or grid")
-    root = runs_root(runs_dir)
+    root = writable_runs_root(runs_dir)
     journal = Journal(root / "journal.sqlite")
     try:
         slos = parse_slos(slo) if slo else []
