@@ -73,6 +73,7 @@ class Trial:
         self.lines: list[LogLine] = []
         self._probe_thread: threading.Thread | None = None
         self._ready_lag: float | None = None
+        self._hung_probe: str | None = None
 
     # -- helpers -------------------------------------------------------------------------------
     def _base_outcome(self, argv: list[str]) -> Outcome:
@@ -232,7 +233,11 @@ class Trial:
     def _probe(self, server: ServerProcess, base_url: str):
         stop = threading.Event()
         key = secrets.api_key_of(self.cand.flag_dict, self.cand.env_dict)  # the server wants it (401 else)
-        runner = ProbeRunner(base_url, dataclasses.replace(self.s.probe, api_key=key), stop)
+        # One hang deadline for every phase: a request waits a little longer than the deadline, so
+        # a server stuck on its first request or in decode is called a hang here, not an HTTP timeout.
+        probe_cfg = dataclasses.replace(self.s.probe, api_key=key,
+                                        request_timeout=max(self.s.probe.request_timeout, self.s.hang_timeout + 5))
+        runner = ProbeRunner(base_url, probe_cfg, stop)
         results: list[ProbeResult] = []
         box: dict[str, list[ProbeResult]] = {}
         def work() -> None:
@@ -251,6 +256,7 @@ class Trial:
         th.start()
         t_event = None
         status = None
+        progress = (0, t0)  # (probes finished, when the last one finished)
         while th.is_alive():
             fatal = self._drain(server, block=self.s.poll)
             self._set_phase(runner.phase)
@@ -261,6 +267,13 @@ class Trial:
                 break
             if time.monotonic() - t0 > self.s.probes_deadline:
                 status = "hang"
+                stop.set()
+                break
+            if len(runner.results) != progress[0]:
+                progress = (len(runner.results), time.monotonic())
+            elif runner.phase != "load" and time.monotonic() - progress[1] > self.s.hang_timeout:
+                status = "hang"  # the load phase (a workload) keeps its own per-request limit
+                self._hung_probe = f"no probe answered for {self.s.hang_timeout:.0f} s after ready"
                 stop.set()
                 break
         if status is None:
@@ -326,6 +339,11 @@ class Trial:
                 out.hint = (f"No new log line and not ready for {self.s.hang_timeout:.0f} s in phase {reached}; "
                             "a kernel compile or a collective may be stuck. Raise --hang-timeout if this phase "
                             "is known to be slow, else change what this phase runs.")
+                if phase_index(reached) > phase_index("ready"):  # hung while serving: a probe never answered
+                    out.evidence = [f"{self._hung_probe or 'no answer'} (phase {reached})", *out.evidence][:6]
+                    out.hint = (f"Ready, then no answer for {self.s.hang_timeout:.0f} s in phase {reached}: the "
+                                "engine is stuck on a request (a decode kernel or a collective); change what this "
+                                "phase runs, or raise --hang-timeout if requests are known to be this slow.")
             else:
                 out.failure_class = None
                 out.evidence = [ln for ln in texts if ln.strip()][-3:]

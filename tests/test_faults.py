@@ -269,3 +269,16 @@ def test_report_works_on_a_read_only_runs_folder(tmp_path, finished_run):
     assert rc == 0, err
     assert "Traceback" not in err and run_id in out
     assert findings.read_bytes() == before
+
+
+# ---- one hang deadline for every phase, after ready too ---------------------------------------
+@pytest.mark.parametrize("seqs, phase", [("128", "first-request"), ("8", "decode")])
+def test_a_server_that_hangs_after_ready_is_a_hang_at_the_deadline(tmp_path, seqs, phase):
+    t0 = time.monotonic()
+    rc, d, _, err = bringup("trial", "--scenario", str(ROOT / "tests" / "data" / "scenarios" / "hang-after-ready-vllm.yaml"),
+                            "--time-scale", "0.01", "--hang-timeout", "3", "--runs-dir", str(tmp_path), "--json",
+                            "--", "--max-num-seqs", seqs)
+    assert time.monotonic() - t0 < 30  # not the old 120 s probe timeout
+    assert rc == 1 and (d["status"], d["failure_class"], d["phase"]) == ("timeout", "hang", phase), d
+    assert "no probe answered for 3 s" in d["evidence"][0] and "Ready, then no answer" in d["hint"]
+    assert group_alive(int((Path(d["log_path"]).parent / "server.pid").read_text().split()[0])) == []
