@@ -30,6 +30,14 @@ class FlagError(ValueError):
         self.flag = flag
 
 
+def _split(text: str) -> list[str]:
+    """Shell-style words; an unbalanced quote is a FlagError that says so, not a traceback."""
+    try:
+        return shlex.split(text)
+    except ValueError as e:
+        raise FlagError(f"cannot read {text[:200]!r} as a command line: {e} (check the quotes)") from None
+
+
 def _is_flag_token(tok: str) -> bool:
     return tok.startswith("-") and not _NUMBER.match(tok) and tok != "-"
 
@@ -40,7 +48,7 @@ def parse_flags(argv: list[str] | str, spec: HelpSpec | None = None) -> dict[str
     With a help spec, aliases and unique prefixes resolve as argparse would, and a switch never
     swallows the next token. Without one, a flag followed by a non-flag token takes it as value.
     """
-    tokens = shlex.split(argv) if isinstance(argv, str) else list(argv)
+    tokens = _split(argv) if isinstance(argv, str) else list(argv)
     out: dict[str, FlagValue] = {}
     i = 0
     while i < len(tokens):
@@ -110,7 +118,7 @@ def parse_env(items: list[str]) -> dict[str, str]:
 def parse_command(text: str | list[str], spec: HelpSpec | None = None) -> tuple[dict[str, FlagValue], dict[str, str]]:
     """A command as a user writes it, `NAME=VALUE ... --flag x`: leading environment
     assignments (as a shell reads them), then the engine's flags."""
-    tokens = shlex.split(text) if isinstance(text, str) else list(text)
+    tokens = _split(text) if isinstance(text, str) else list(text)
     env_tokens: list[str] = []
     while tokens and not _is_flag_token(tokens[0]) and "=" in tokens[0] and _ENV_NAME.match(tokens[0].split("=")[0]):
         env_tokens.append(tokens.pop(0))
