@@ -282,3 +282,33 @@ def test_a_server_that_hangs_after_ready_is_a_hang_at_the_deadline(tmp_path, seq
     assert rc == 1 and (d["status"], d["failure_class"], d["phase"]) == ("timeout", "hang", phase), d
     assert "no probe answered for 3 s" in d["evidence"][0] and "Ready, then no answer" in d["hint"]
     assert group_alive(int((Path(d["log_path"]).parent / "server.pid").read_text().split()[0])) == []
+
+
+# ---- what held before: keep it -----------------------------------------------------------------
+def test_a_port_already_taken_is_refused_before_launch(tmp_path):
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        rc, d, _, _ = bringup("trial", "--scenario", str(SEED), "--time-scale", "0.002", "--runs-dir", str(tmp_path),
+                              "--port", str(port), "--json", "--", *WORKS)
+    assert rc == 1 and d["failure_class"] == "port-in-use" and d["launched"] is False
+
+
+def test_shell_metacharacters_in_flags_are_never_executed(tmp_path):
+    canary = tmp_path / "canary"
+    rc, d, _, _ = bringup("trial", "--scenario", str(SEED), "--time-scale", "0.002", "--runs-dir", str(tmp_path),
+                          "--json", "--", *WORKS, "--served-model-name", f"$(touch {canary}); touch {canary}")
+    assert d is not None and not canary.exists()
+
+
+def test_a_yaml_alias_bomb_scenario_is_refused_quickly(tmp_path):
+    bomb = tmp_path / "bomb.yaml"
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x]"]
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, 9)]
+    bomb.write_text("\n".join(lines) + "\nname: *a8\n")
+    t0 = time.monotonic()
+    rc, _, _, err = bringup("trial", "--scenario", str(bomb), "--json", check_json=False)
+    assert time.monotonic() - t0 < 30 and rc == 2 and "Traceback" not in err
