@@ -8,6 +8,7 @@ read as UTF-8 with one clear error for each way it can fail.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 SCENARIO_MAX = 2 << 20
@@ -40,3 +41,15 @@ def read_text_limited(path: Path, limit: int, what: str = "file") -> str:
         raise InputError(f"{path}: not UTF-8 text (byte {e.start}: {e.reason}); is this a {what}?") from None
     except OSError as e:
         raise InputError(f"{path}: cannot read: {e.strerror or e}") from None
+
+
+def read_json_object(path: Path, what: str) -> dict:
+    """A JSON object from a file (config.json, a shard index), or InputError naming the fault."""
+    text = read_text_limited(path, JSON_CONFIG_MAX, what)
+    try:
+        data = json.loads(text)
+    except (json.JSONDecodeError, RecursionError) as e:
+        raise InputError(f"{path}: not valid JSON ({e}); the {what} is damaged") from None
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: expected a JSON object, got {type(data).__name__}")
+    return data

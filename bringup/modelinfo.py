@@ -20,6 +20,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bringup.limits import read_json_object
+
 GIB = 1024**3
 
 # Bytes per element of each safetensors dtype (for parameter counts; byte totals come from the
@@ -258,8 +260,6 @@ def weight_files(model_dir: str | Path) -> tuple[list[Path], list[str]]:
     model_dir = Path(model_dir)
     index = model_dir / "model.safetensors.index.json"
     if index.exists():
-        from bringup.preflight import read_json_object
-
         weight_map = read_json_object(index, "shard index").get("weight_map", {})
         names = sorted(set(weight_map.values()))
         files = [model_dir / n for n in names if (model_dir / n).exists()]
@@ -550,9 +550,7 @@ def fingerprint(model_dir: str | Path, read_weights: bool = True) -> Fingerprint
     cfg_path = model_dir / "config.json"
     if not cfg_path.exists():
         raise FileNotFoundError(f"{model_dir}: no config.json")
-    from bringup.preflight import read_json_object  # clear errors for a damaged file, not tracebacks
-
-    cfg = read_json_object(cfg_path, "model config")
+    cfg = read_json_object(cfg_path, "model config")  # InputError (a ValueError) names the damage
     hq_path = model_dir / "hf_quant_config.json"
     hf_quant = read_json_object(hq_path, "quantization config") if hq_path.exists() else None
     fp = from_config(cfg, hf_quant, path=str(model_dir))

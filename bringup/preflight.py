@@ -10,12 +10,12 @@ A runs folder bringup cannot write is refused here too, before anything starts.
 
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 from pathlib import Path
 
-from bringup.limits import JSON_CONFIG_MAX, InputError, read_text_limited
+from bringup import limits
+from bringup.limits import InputError
 
 
 class PreflightError(ValueError):
@@ -25,16 +25,9 @@ class PreflightError(ValueError):
 def read_json_object(path: Path, what: str) -> dict:
     """A JSON object from a file, or PreflightError naming the file and the fault."""
     try:
-        text = read_text_limited(path, JSON_CONFIG_MAX, what)
+        return limits.read_json_object(path, what)
     except InputError as e:
         raise PreflightError(str(e)) from None
-    try:
-        data = json.loads(text)
-    except (json.JSONDecodeError, RecursionError) as e:
-        raise PreflightError(f"{path}: not valid JSON ({e}); the {what} is damaged") from None
-    if not isinstance(data, dict):
-        raise PreflightError(f"{path}: expected a JSON object, got {type(data).__name__}")
-    return data
 
 
 def model_problems(model_dir: Path) -> list[str]:

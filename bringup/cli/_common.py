@@ -14,6 +14,7 @@ from rich.text import Text
 
 from bringup import secrets
 from bringup.outcome import Outcome
+from bringup.safetext import safe_line
 
 out_console = Console(highlight=False, soft_wrap=True)
 err_console = Console(stderr=True, highlight=False)
@@ -82,7 +83,7 @@ def render_outcome(o: Outcome, console: Console = out_console) -> None:
     if o.evidence and o.status != "works":
         console.print("[bold]evidence[/]")
         for line in o.evidence:
-            console.print(Text("  " + line[:400]))
+            console.print(Text("  " + secrets.scrub_text(safe_line(line, 400))))
     if o.hint and o.status != "works":
         console.print(Text.assemble(("hint ", "bold"), o.hint))
     if o.overrides:
