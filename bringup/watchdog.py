@@ -7,7 +7,9 @@ ignore SIGTERM and run on for minutes. Two mechanisms, each enough alone:
 
 1. A watchdog: a tiny `python -c` process in its own session (so a terminal's Ctrl-C or a
    kill of bringup's group does not reach it) that waits on bringup's pidfd. When bringup dies
-   it SIGKILLs every process that carries the trial's tag, then exits; when the trial's
+   it SIGKILLs the trial's process group, every descendant it saw (followed by parent links while
+   bringup lived: a worker may leave the group and overwrite its environment with setproctitle, as
+   vLLM's EngineCore does) and every process that carries the trial's tag, then exits; when the trial's
    processes are all gone (normal teardown) it exits by itself.
 2. A ledger: each live trial is recorded under `<state>/live/<tag>.json` (bringup's pid, the
    group id). Before any launch, bringup reads the ledger and kills the processes of records
@@ -57,11 +59,29 @@ def group_alive():
         return False
     except PermissionError:
         return True
+def stat(pid):
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        rest = f.read().rsplit(b")", 1)[1].split()
+    return int(rest[1]), int(rest[2]), int(rest[19])  # ppid, pgid, start time
+known = {}  # pid -> start time: our group and its descendants, seen while bringup lived
+def watch():
+    # A worker may leave the group (setsid) and overwrite its environment (setproctitle, as
+    # vLLM's EngineCore does), so the tree is followed by parent links while bringup lives.
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            ppid, g, start = stat(int(d))
+        except (OSError, IndexError, ValueError):
+            continue
+        if g == pgid or ppid in known:
+            known.setdefault(int(d), start)
 try:
     fd = os.pidfd_open(parent)
 except (OSError, AttributeError):
     fd = None
 while True:
+    watch()
     if fd is not None:
         dead = bool(select.select([fd], [], [], 0.5)[0])
     else:
@@ -72,6 +92,16 @@ while True:
         except ProcessLookupError:
             dead = True
     if dead:
+        try:
+            os.killpg(pgid, signal.SIGKILL)  # the group lives on while any member does: still ours
+        except OSError:
+            pass
+        for p, start in known.items():
+            try:
+                if p != me and stat(p)[2] == start:
+                    os.kill(p, signal.SIGKILL)
+            except (OSError, IndexError, ValueError):
+                pass
         for _ in range(3):
             pids = tagged()
             if not pids:
@@ -83,7 +113,7 @@ while True:
                     pass
             time.sleep(0.2)
         break
-    if not group_alive() and not tagged():
+    if not group_alive() and not tagged() and not any(os.path.exists(f"/proc/{p}") for p in known):
         break
 """
 
