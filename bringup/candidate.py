@@ -14,6 +14,7 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Union
 
+from bringup import secrets
 from bringup.helptext import HelpSpec
 
 FlagValue = Union[str, bool, tuple[str, ...]]  # True: switch given; False: --no-x
@@ -29,6 +30,14 @@ class FlagError(ValueError):
         self.flag = flag
 
 
+def _split(text: str) -> list[str]:
+    """Shell-style words; an unbalanced quote is a FlagError that says so, not a traceback."""
+    try:
+        return shlex.split(text)
+    except ValueError as e:
+        raise FlagError(f"cannot read {text[:200]!r} as a command line: {e} (check the quotes)") from None
+
+
 def _is_flag_token(tok: str) -> bool:
     return tok.startswith("-") and not _NUMBER.match(tok) and tok != "-"
 
@@ -39,7 +48,7 @@ def parse_flags(argv: list[str] | str, spec: HelpSpec | None = None) -> dict[str
     With a help spec, aliases and unique prefixes resolve as argparse would, and a switch never
     swallows the next token. Without one, a flag followed by a non-flag token takes it as value.
     """
-    tokens = shlex.split(argv) if isinstance(argv, str) else list(argv)
+    tokens = _split(argv) if isinstance(argv, str) else list(argv)
     out: dict[str, FlagValue] = {}
     i = 0
     while i < len(tokens):
@@ -110,7 +119,7 @@ def parse_env(items: list[str]) -> dict[str, str]:
 def split_env(argv: list[str] | str) -> tuple[dict[str, str], list[str]]:
     """Leading `NAME=VALUE` tokens (as a shell command line puts them before the program) and the
     rest. Only leading ones: `--flag=x` starts with a dash and `NAME=VALUE` after a flag is a value."""
-    tokens = shlex.split(argv) if isinstance(argv, str) else list(argv)
+    tokens = _split(argv) if isinstance(argv, str) else list(argv)
     env: dict[str, str] = {}
     i = 0
     while i < len(tokens) and (m := _ENV_TOKEN.match(tokens[i])):
@@ -174,7 +183,11 @@ class Candidate:
     @classmethod
     def make(cls, engine: str, model: str, flags: dict[str, FlagValue] | None = None,
              env: dict[str, str] | None = None, label: str = "") -> Candidate:
-        return cls(engine, model, tuple((flags or {}).items()), tuple(sorted((env or {}).items())), label)
+        # Secrets: remember the real values (so writers can replace them), and put back the ones
+        # a candidate read from disk lost (`***`), so a resumed run launches what the user gave.
+        flags, env = secrets.restore(flags or {}, env or {})
+        secrets.register_candidate(flags, env)
+        return cls(engine, model, tuple(flags.items()), tuple(sorted(env.items())), label)
 
     @property
     def flag_dict(self) -> dict[str, FlagValue]:
@@ -202,11 +215,12 @@ class Candidate:
         def norm(v: FlagValue) -> object:
             return list(v) if isinstance(v, tuple) else v
 
+        # Secret values never leave memory: not in the key, not in any JSON (bringup.secrets).
         return {
             "engine": self.engine,
             "model": self.model,
-            "flags": {k: norm(v) for k, v in sorted(self.flags)},
-            "env": dict(sorted(self.env)),
+            "flags": secrets.redact_flags({k: norm(v) for k, v in sorted(self.flags)}),
+            "env": secrets.redact_env(dict(sorted(self.env))),
         }
 
     def key(self) -> str:
@@ -232,8 +246,8 @@ class Candidate:
 
     def shell_command(self, prefix: list[str]) -> str:
         """A copy-pasteable command line (for reports only; launches use argv lists)."""
-        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.env)
-        cmd = shlex.join([*prefix, *self.argv_flags()])
+        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in secrets.redact_env(self.env_dict).items())
+        cmd = shlex.join([*prefix, *secrets.redact_argv(self.argv_flags())])
         return f"{env} {cmd}".strip()
 
     def to_json(self) -> dict:

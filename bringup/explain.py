@@ -7,6 +7,7 @@ from pathlib import Path
 
 from bringup.engines.base import Engine, engine_info, engine_names, get_engine, later_phase
 from bringup.knowledge_files import KnowledgeFileError
+from bringup.logread import select_lines
 from bringup.outcome import Outcome, OverrideRecord
 from bringup.signatures import Matcher, classify
 
@@ -92,7 +93,9 @@ def explain_lines(lines: list[str], engine: str | None = None) -> Outcome:
 
 
 def explain_file(path: Path, engine: str | None = None) -> Outcome:
-    lines = Path(path).read_text(errors="replace").splitlines()
-    out = explain_lines(lines, engine)
+    """Streamed with bounded memory, whatever the file's size or content (bringup.logread)."""
+    sel = select_lines(Path(path))
+    out = explain_lines(sel.lines, engine)
     out.log_path = str(path)
+    out.warnings = [*sel.notes, *out.warnings]
     return out

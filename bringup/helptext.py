@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from bringup import secrets
 from bringup.helpspec import HelpOption, HelpSpec
 
 _SECTION = re.compile(r"^([A-Za-z][^:]*):\s*$")
@@ -158,8 +159,9 @@ def parse_argparse_help(text: str) -> HelpSpec:
             # Section description lines (vLLM groups) end the previous option's help.
             flush()
     flush()
-    return HelpSpec(options=[o for o in options if o.name not in ("-h", "--help")],
-                    usage_prog=usage_prog, positionals=positionals)
+    kept = [o for o in options if o.name not in ("-h", "--help")]
+    secrets.learn_from_help(kept)  # flags the help calls keys or passwords are redacted everywhere
+    return HelpSpec(options=kept, usage_prog=usage_prog, positionals=positionals)
 
 
 DATA_HELP = Path(__file__).parent / "data" / "help"

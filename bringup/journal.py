@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bringup import secrets
 from bringup.candidate import Candidate
 from bringup.outcome import Outcome
 
@@ -88,14 +89,80 @@ class TrialRecord:
     extra: dict[str, Any]
 
 
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+class JournalDamaged(RuntimeError):
+    """The journal is not a readable SQLite database. It was moved aside untouched (renamed,
+    never edited) unless opened read-only; the message says where, and how to go on."""
+
+
+def journal_problem(path: Path) -> str | None:
+    """Why the journal at `path` cannot be used (None: it can, or it does not exist yet)."""
+    try:
+        if not path.exists() or path.stat().st_size == 0:
+            return None
+        with open(path, "rb") as f:
+            head = f.read(16)
+    except OSError as e:
+        return f"cannot read it: {e.strerror or e}"
+    if head != _SQLITE_MAGIC:
+        return f"it is not an SQLite database (its first bytes are {head[:16]!r})"
+    try:
+        with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)) as db:
+            rows = [r[0] for r in db.execute("PRAGMA quick_check(5)")]
+    except sqlite3.DatabaseError as e:
+        return f"SQLite cannot read it: {e}"
+    if rows != ["ok"]:
+        return "SQLite finds it damaged: " + "; ".join(str(r) for r in rows)
+    return None
+
+
+def move_aside(path: Path) -> Path:
+    """Rename the damaged journal (and its -wal/-shm files) out of the way; contents untouched."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    dst = path.with_name(f"{path.name}.damaged-{stamp}")
+    n = 1
+    while dst.exists():
+        n += 1
+        dst = path.with_name(f"{path.name}.damaged-{stamp}-{n}")
+    path.rename(dst)
+    for suffix in ("-wal", "-shm"):
+        side = path.with_name(path.name + suffix)
+        if side.exists():
+            side.rename(dst.with_name(dst.name + suffix))
+    return dst
+
+
 class Journal:
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, readonly: bool = False):
         self.path = Path(path)
+        self.readonly = readonly
+        problem = journal_problem(self.path)
+        if problem is not None:
+            if readonly:
+                raise JournalDamaged(f"the journal {self.path} is damaged: {problem}. It was left as it is.")
+            where = move_aside(self.path)
+            raise JournalDamaged(
+                f"the journal {self.path} is damaged: {problem}. It was moved aside, untouched, to {where}. "
+                f"Run the same command again to start a new journal (trial folders and reports under "
+                f"{self.path.parent} are kept; runs recorded in the damaged journal cannot be resumed); "
+                f"or restore a good copy to {self.path} and resume.")
+        if readonly:
+            return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with closing(self._connect()) as db:
             db.executescript(SCHEMA)
 
     def _connect(self) -> sqlite3.Connection:
+        if self.readonly:
+            try:
+                db = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=30)
+                db.execute("SELECT 1 FROM runs LIMIT 1").fetchall()
+            except sqlite3.OperationalError:  # a read-only folder: no -shm can be made; read the file as is
+                db = sqlite3.connect(f"file:{self.path}?mode=ro&immutable=1", uri=True, timeout=30)
+            db.row_factory = sqlite3.Row
+            return db
         db = sqlite3.connect(self.path, timeout=30)
         db.execute("PRAGMA journal_mode=WAL")
         db.row_factory = sqlite3.Row
@@ -108,12 +175,12 @@ class Journal:
         with closing(self._connect()) as db, db:
             db.execute("INSERT INTO runs VALUES (?,?,?,?,?,?,?,?,?,?,?)",
                        (run_id, now, now, "running", engine, engine_version, model_id, hardware_fp,
-                        json.dumps(settings, default=str), None, str(run_dir)))
+                        secrets.scrub_text(json.dumps(secrets.scrub(settings), default=str)), None, str(run_dir)))
 
     def finish_run(self, run_id: str, status: str, result: dict) -> None:
         with closing(self._connect()) as db, db:
             db.execute("UPDATE runs SET status=?, result=?, updated=? WHERE id=?",
-                       (status, json.dumps(result, default=str), time.time(), run_id))
+                       (status, secrets.scrub_text(json.dumps(result, default=str)), time.time(), run_id))
 
     def set_status(self, run_id: str, status: str) -> None:
         with closing(self._connect()) as db, db:
@@ -142,10 +209,10 @@ class Journal:
                 "INSERT INTO trials (run_id, seq, purpose, candidate_key, effective_key, candidate, outcome, "
                 "status, failure_class, phase, started, ended, simulated_s, trial_dir, hardware_fp, engine, "
                 "engine_version, model_id, extra) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                (run_id, seq, purpose, candidate.key(), effective_key, json.dumps(candidate.to_json(), default=str),
-                 outcome.model_dump_json(), outcome.status, outcome.failure_class, outcome.phase, started, ended,
+                (run_id, seq, purpose, candidate.key(), effective_key, secrets.scrub_text(json.dumps(candidate.to_json(), default=str)),
+                 secrets.scrub_text(outcome.model_dump_json()), outcome.status, outcome.failure_class, outcome.phase, started, ended,
                  outcome.timings.simulated, str(trial_dir), hardware_fp, outcome.engine, outcome.engine_version,
-                 model_id, json.dumps(extra or {}, default=str)))
+                 model_id, secrets.scrub_text(json.dumps(extra or {}, default=str))))
             db.execute("UPDATE runs SET updated=? WHERE id=?", (time.time(), run_id))
 
     def trials(self, run_id: str, purpose: str | None = None) -> list[TrialRecord]:

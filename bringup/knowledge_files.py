@@ -10,6 +10,8 @@ from typing import Any, TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from bringup.limits import KNOWLEDGE_MAX, InputError, read_text_limited
+
 M = TypeVar("M", bound=BaseModel)
 
 DATA = Path(__file__).parent / "data"
@@ -21,10 +23,10 @@ class KnowledgeFileError(ValueError):
 
 def load_yaml(path: Path) -> Any:
     try:
-        return yaml.safe_load(Path(path).read_text())
-    except FileNotFoundError as e:
-        raise KnowledgeFileError(f"{path}: file not found") from e
-    except yaml.YAMLError as e:
+        return yaml.safe_load(read_text_limited(Path(path), KNOWLEDGE_MAX, "knowledge file"))
+    except InputError as e:
+        raise KnowledgeFileError(str(e)) from None
+    except (yaml.YAMLError, RecursionError) as e:
         raise KnowledgeFileError(f"{path}: not valid YAML: {e}") from e
 
 

@@ -20,6 +20,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bringup.limits import read_json_object
+
 GIB = 1024**3
 
 # Bytes per element of each safetensors dtype (for parameter counts; byte totals come from the
@@ -74,11 +76,35 @@ def read_safetensors_header(path: str | Path) -> dict[str, Any]:
     if len(raw) != n:
         raise SafetensorsError(f"{path}: header cut short ({len(raw)} of {n} bytes)")
     try:
-        header = json.loads(raw)
-    except json.JSONDecodeError as e:
-        raise SafetensorsError(f"{path}: header is not JSON ({e})") from e
+        header = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as e:
+        raise SafetensorsError(f"{path}: header is not UTF-8 (byte {e.start}: {e.reason})") from None
+    except (json.JSONDecodeError, RecursionError) as e:
+        raise SafetensorsError(f"{path}: header is not JSON ({e})") from None
+    if not isinstance(header, dict):
+        raise SafetensorsError(f"{path}: header is not a JSON object")
     header["__header_bytes__"] = 8 + n
     return header
+
+
+def check_safetensors_file(path: str | Path) -> None:
+    """A header that parses and tensors whose offsets are well formed (data is not read). A file
+    shorter than its header says is reported only when it holds some data: a header-only file
+    (`write_safetensors_header_only`, for --load-format dummy) is legitimate."""
+    path = Path(path)
+    header = read_safetensors_header(path)
+    size = path.stat().st_size - header["__header_bytes__"]
+    end = 0
+    for name, info in header.items():
+        if name.startswith("__"):
+            continue
+        offs = info.get("data_offsets") if isinstance(info, dict) else None
+        if not (isinstance(offs, list) and len(offs) == 2 and all(isinstance(x, int) for x in offs)
+                and 0 <= offs[0] <= offs[1]):
+            raise SafetensorsError(f"{path}: tensor {name!r} has no valid data_offsets")
+        end = max(end, offs[1])
+    if 0 < size < end:
+        raise SafetensorsError(f"{path}: cut short ({size} bytes of tensor data, the header says {end})")
 
 
 def write_safetensors_header_only(path: str | Path, tensors: dict[str, tuple[str, list[int]]],
@@ -234,7 +260,7 @@ def weight_files(model_dir: str | Path) -> tuple[list[Path], list[str]]:
     model_dir = Path(model_dir)
     index = model_dir / "model.safetensors.index.json"
     if index.exists():
-        weight_map = json.loads(index.read_text()).get("weight_map", {})
+        weight_map = read_json_object(index, "shard index").get("weight_map", {})
         names = sorted(set(weight_map.values()))
         files = [model_dir / n for n in names if (model_dir / n).exists()]
         missing = [n for n in names if not (model_dir / n).exists()]
@@ -524,9 +550,9 @@ def fingerprint(model_dir: str | Path, read_weights: bool = True) -> Fingerprint
     cfg_path = model_dir / "config.json"
     if not cfg_path.exists():
         raise FileNotFoundError(f"{model_dir}: no config.json")
-    cfg = json.loads(cfg_path.read_text())
+    cfg = read_json_object(cfg_path, "model config")  # InputError (a ValueError) names the damage
     hq_path = model_dir / "hf_quant_config.json"
-    hf_quant = json.loads(hq_path.read_text()) if hq_path.exists() else None
+    hf_quant = read_json_object(hq_path, "quantization config") if hq_path.exists() else None
     fp = from_config(cfg, hf_quant, path=str(model_dir))
     if read_weights:
         files, missing = weight_files(model_dir)

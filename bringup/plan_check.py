@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from bringup import secrets
 from bringup.journal import Journal
 from bringup.outcome import Outcome
 
@@ -25,7 +26,7 @@ def record_kv(out: Outcome, trial_dir: Path, dialect: str, facts: dict, fingerpr
         if not report:
             return
         out.kv_report = report
-        (trial_dir / "outcome.json").write_text(out.model_dump_json(indent=2))
+        secrets.write_text(trial_dir / "outcome.json", out.model_dump_json(indent=2))
         plan = plan_for(out, dialect, facts, fingerprint)
         if plan is None:
             return

@@ -21,6 +21,7 @@ from typing import Any
 import httpx
 
 from bringup.outcome import ProbeResult
+from bringup.secrets import auth_headers
 
 REFERENCE_PROMPT = "The quick brown fox"
 BATCH_PROMPTS = [
@@ -65,6 +66,7 @@ class ProbeConfig:
     # serves in (tolerances.yaml); None: the reference-differential probe is not on the ladder.
     reference: Any = None
     reference_precision: str = "auto"
+    api_key: str | None = field(default=None, repr=False)  # sent as a Bearer token; never stored
 
 
 _NAN_JSON = "Out of range float values are not JSON compliant"  # CPython json, allow_nan=False
@@ -325,7 +327,8 @@ class ProbeRunner:
     def run(self) -> list[ProbeResult]:
         timeout = httpx.Timeout(self.cfg.request_timeout, connect=10.0)
         limits = httpx.Limits(max_connections=self.cfg.batch_size + 4)
-        with httpx.Client(base_url=self.base_url, timeout=timeout, limits=limits) as client:
+        with httpx.Client(base_url=self.base_url, timeout=timeout, limits=limits,
+                          headers=auth_headers(self.cfg.api_key)) as client:
             for name, fn in self.ladder():
                 if self.stop.is_set():
                     self.results.append(ProbeResult(name=name, passed=False, detail="not run: the server failed",

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import psutil
 
+from bringup import watchdog
 from bringup.secrets import Redactor
 
 _LIVE: dict[int, ServerProcess] = {}
@@ -90,11 +91,18 @@ class ServerProcess:
         self.start_time = time.monotonic()
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = open(self.log_path, "w", encoding="utf-8", errors="replace")
+        # No orphans (bringup.watchdog): leftovers of a dead bringup go before we launch; every
+        # process of this server carries a tag that a watchdog outliving bringup kills by.
+        watchdog.clean_leftovers()
+        self.tag = watchdog.new_tag()
+        env = {**(os.environ if env is None else env), watchdog.TAG_VAR: self.tag}
         self.proc = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
             env=env, cwd=cwd, start_new_session=True, bufsize=0, preexec_fn=_die_with_parent,
         )
         self.pgid = self.proc.pid  # a new session: the leader's pid is the group id
+        watchdog.record(self.tag, self.pgid)
+        self._watchdog = watchdog.start(self.pgid, self.tag)
         self._known: set[int] = {self.proc.pid}
         self._torn_down = False
         with _LIVE_LOCK:
@@ -234,6 +242,11 @@ class ServerProcess:
                 free = port_is_free(port, host)
         with _LIVE_LOCK:
             _LIVE.pop(self.proc.pid, None)
+        for pid in watchdog.tagged_pids(self.tag):  # a worker that left the group before we saw it
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        watchdog.stop(self._watchdog)
+        watchdog.forget(self.tag)
         self._torn_down = True
         return TeardownReport(time.monotonic() - t0, used, leftovers, free)
 
@@ -252,6 +265,11 @@ class Interrupted(BaseException):
     def __init__(self, signum: int):
         super().__init__(signal.Signals(signum).name)
         self.signum = signum
+
+    @property
+    def exit_code(self) -> int:
+        """The shell's convention: 128 + the signal (130 for SIGINT, 143 for SIGTERM, 129 for SIGHUP)."""
+        return 128 + int(self.signum)
 
 
 _handlers_installed = False

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from bringup import secrets
 from bringup.engines.base import display_name
 from bringup.knowledge_files import classes
 from bringup.results import RunResult
@@ -178,9 +179,9 @@ def render_markdown(r: RunResult) -> str:
 
 def write_report(r: RunResult, run_dir: Path) -> Path:
     run_dir = Path(run_dir)
-    (run_dir / "findings.json").write_text(json.dumps(r.model_dump(), indent=2, default=str))
+    secrets.write_text(run_dir / "findings.json", json.dumps(r.model_dump(), indent=2, default=str))
     path = run_dir / "FINDINGS.md"
-    path.write_text(render_markdown(r))
+    secrets.write_text(path, render_markdown(r))
     return path
 
 

@@ -18,6 +18,7 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, Field
 
+from bringup import secrets
 from bringup.candidate import Candidate, FlagError, change_tokens, parse_command
 from bringup.envfactors import EnvFactors
 from bringup.envvars import launch_environment
@@ -264,7 +265,7 @@ class Run:
         t0 = time.time()
         done = self._open()
         assert self.journal is not None and self.run_id is not None
-        (self.run_dir / "run.json").write_text(json.dumps({"run_id": self.run_id, "settings": self.settings.model_dump()},
+        secrets.write_text(self.run_dir / "run.json", json.dumps({"run_id": self.run_id, "settings": secrets.scrub(self.settings.model_dump())},
                                                           indent=2, default=str))
         self.observer.started(self.run_id, self.run_dir, self.space, len(done))
         priors, known_good = self._learn_priors()

@@ -27,6 +27,7 @@ from bringup.tracebacks import strip_prefix
 
 if TYPE_CHECKING:
     from bringup.rootcause import RootRule
+from bringup.safetext import safe_line
 
 SIGNATURE_DIR = DATA / "signatures"
 GENERIC_PRIORITY = 10  # at or below: a wrapper line, never the evidence when a better line exists
@@ -193,9 +194,9 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def _clean(line: str) -> str:
-    """The line as the log printed it, without terminal colour codes."""
-    return _ANSI.sub("", line).rstrip()[:2000]
-
+    """The line as the log printed it, without terminal colour codes; no escape sequences or
+    control bytes reach a terminal or report."""
+    return safe_line(_ANSI.sub("", line).rstrip())[:2000]
 
 def _phase(served: bool, phase_reached: str | None, frames_phase: str | None, known: str | None) -> str | None:
     """Once ready, the trial knows when it died (which probe); before that the frames of the root

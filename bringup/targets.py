@@ -61,6 +61,13 @@ def resolve_target(engine: str | None = None, model: str | None = None, scenario
     if not Path(model).exists() and not _HUB_ID.match(model):
         raise TargetError(f"model {model!r} is not a folder here and not a hub id (org/name); "
                           "make a tiny one with `bringup testmodel DIR`")
+    if Path(model).exists():
+        from bringup.preflight import PreflightError, check_model
+
+        try:
+            check_model(Path(model))
+        except PreflightError as e:
+            raise TargetError(str(e)) from None
     eng = get_engine(engine, python, gpus)
     version = eng.version()
     if version is None:

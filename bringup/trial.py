@@ -7,6 +7,7 @@ server that prints nothing new and is not ready before the hang deadline is a ha
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import queue
 import re
@@ -19,6 +20,7 @@ from pathlib import Path
 
 import httpx
 
+from bringup import secrets
 from bringup.candidate import Candidate, FlagError, parse_flags
 from bringup.engines.base import Engine, later_phase
 from bringup.gpus import GpuWatch, default_watch, visible_indices
@@ -27,6 +29,7 @@ from bringup.knowledge_files import hang_implicates, phase_index, probe_implicat
 from bringup.outcome import Outcome, OverrideRecord, ProbeResult, Timings
 from bringup.probes import ProbeConfig, ProbeRunner
 from bringup.process import LogLine, ServerProcess, free_port, port_is_free
+from bringup.safetext import safe_line
 from bringup.secrets import Redactor, redact_argv, redact_flags
 from bringup.signatures import Classification, Matcher, classify
 
@@ -89,6 +92,7 @@ class Trial:
         self._probe_thread: threading.Thread | None = None
         self._ready_lag: float | None = None
         self._gpu: dict = {}
+        self._hung_probe: str | None = None
 
     # -- helpers -------------------------------------------------------------------------------
     def _base_outcome(self, argv: list[str]) -> Outcome:
@@ -116,8 +120,8 @@ class Trial:
 
     def _write(self, out: Outcome) -> Outcome:
         self.dir.mkdir(parents=True, exist_ok=True)
-        (self.dir / "outcome.json").write_text(out.model_dump_json(indent=2))
-        (self.dir / "candidate.json").write_text(json.dumps(self.cand.to_json(), indent=2, default=str))
+        secrets.write_text(self.dir / "outcome.json", out.model_dump_json(indent=2))
+        secrets.write_text(self.dir / "candidate.json", json.dumps(self.cand.to_json(), indent=2, default=str))
         return out
 
     def _deadlines(self) -> tuple[float, float]:
@@ -205,7 +209,7 @@ class Trial:
                         "End them (or wait), then run again; this is the machine, not the configuration.")
             out.timings = Timings(total=time.monotonic() - t_start)
             return self._write(out)
-        (self.dir / "argv.json").write_text(json.dumps(redact_argv(argv)))
+        secrets.write_text(self.dir / "argv.json", json.dumps(redact_argv(argv)))
         t_launch = time.monotonic()
         server = ServerProcess(argv, self.dir / "server.log", env=env, redactor=Redactor(env))
         (self.dir / "server.pid").write_text(f"{server.pid}\n{port}\n")
@@ -279,7 +283,12 @@ class Trial:
 
     def _probe(self, server: ServerProcess, base_url: str):
         stop = threading.Event()
-        runner = ProbeRunner(base_url, self.engine.probe_config(self.s.probe, self.cand), stop)
+        key = secrets.api_key_of(self.cand.flag_dict, self.cand.env_dict)  # the server wants it (401 else)
+        # One hang deadline for every phase: a request waits a little longer than the deadline, so
+        # a server stuck on its first request or in decode is called a hang here, not an HTTP timeout.
+        probe_cfg = dataclasses.replace(self.engine.probe_config(self.s.probe, self.cand), api_key=key,
+                                        request_timeout=max(self.s.probe.request_timeout, self.s.hang_timeout + 5))
+        runner = ProbeRunner(base_url, probe_cfg, stop)
         results: list[ProbeResult] = []
         box: dict[str, list[ProbeResult]] = {}
         def work() -> None:
@@ -298,6 +307,7 @@ class Trial:
         th.start()
         t_event = None
         status = None
+        progress = (0, t0)  # (probes finished, when the last one finished)
         while th.is_alive():
             fatal = self._drain(server, block=self.s.poll)
             self._set_phase(runner.phase)
@@ -308,6 +318,13 @@ class Trial:
                 break
             if time.monotonic() - t0 > self.s.probes_deadline:
                 status = "hang"
+                stop.set()
+                break
+            if len(runner.results) != progress[0]:
+                progress = (len(runner.results), time.monotonic())
+            elif runner.phase != "load" and time.monotonic() - progress[1] > self.s.hang_timeout:
+                status = "hang"  # the load phase (a workload) keeps its own per-request limit
+                self._hung_probe = f"no probe answered for {self.s.hang_timeout:.0f} s after ready"
                 stop.set()
                 break
         if status is None:
@@ -375,6 +392,11 @@ class Trial:
                             f"{self.s.hang_timeout:.0f} s in phase {reached}; "
                             "a kernel compile or a collective may be stuck. Raise --hang-timeout if this phase "
                             "is known to be slow, else change what this phase runs.")
+                if phase_index(reached) > phase_index("ready"):  # hung while serving: a probe never answered
+                    out.evidence = [f"{self._hung_probe or 'no answer'} (phase {reached})", *out.evidence][:6]
+                    out.hint = (f"Ready, then no answer for {self.s.hang_timeout:.0f} s in phase {reached}: the "
+                                "engine is stuck on a request (a decode kernel or a collective); change what this "
+                                "phase runs, or raise --hang-timeout if requests are known to be this slow.")
             else:
                 out.failure_class = None
                 out.evidence = [ln for ln in texts if ln.strip()][-3:]
@@ -440,7 +462,7 @@ def hang_evidence(texts: list[str], n: int = 4) -> list[str]:
         if body in seen:
             continue
         seen.add(body)
-        out.append(t.rstrip()[:2000])
+        out.append(safe_line(t.rstrip()))
         if len(out) >= n:
             break
     return out[::-1]

@@ -55,6 +55,11 @@ class Server:
                 method, path, _ = lines[0].split(" ", 2)
                 headers = {k.strip().lower(): v.strip() for k, _, v in (ln.partition(":") for ln in lines[1:] if ln)}
                 body = await reader.readexactly(int(headers.get("content-length", 0)))
+                if self.a.api_key and path.startswith("/v1/") and \
+                        headers.get("authorization") != f"Bearer {self.a.api_key}":
+                    self.send_json(writer, {"error": {"message": "Unauthorized"}}, 401)  # as vLLM --api-key
+                    await writer.drain()
+                    continue
                 keep = await self.route(method, path, body, writer)
                 if not keep or headers.get("connection", "").lower() == "close":
                     return
@@ -180,6 +185,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--no-tokenize", action="store_true", help="no /tokenize or /detokenize")
     p.add_argument("--no-log", action="store_true", help="do not keep request bodies")
     p.add_argument("--uvloop", action="store_true")
+    p.add_argument("--api-key", default=None, help="answer 401 on /v1/* without 'Authorization: Bearer KEY'")
     return p.parse_args(argv)
 
 

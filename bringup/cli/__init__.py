@@ -36,4 +36,25 @@ for _mod in pkgutil.iter_modules(__path__):
 
 
 def main() -> None:
-    app()
+    """Run a command; errors that say what is wrong with an input or a folder end it with that
+    message and exit 2, never a traceback (issue 14)."""
+    import errno
+    import sys
+
+    from bringup.journal import JournalDamaged
+    from bringup.knowledge_files import KnowledgeFileError
+    from bringup.limits import InputError
+    from bringup.preflight import PreflightError
+
+    try:
+        app()
+    except (JournalDamaged, PreflightError, InputError, KnowledgeFileError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
+    except OSError as e:
+        if e.errno not in (errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC, errno.EDQUOT):
+            raise
+        where = f" {e.filename}" if e.filename else ""
+        print(f"error: cannot write{where}: {e.strerror or e}. Nothing recorded so far was changed; "
+              "free space or give a writable --runs-dir.", file=sys.stderr)
+        sys.exit(2)

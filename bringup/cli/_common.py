@@ -13,6 +13,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from bringup import secrets
+from bringup.safetext import safe_line
+
 if TYPE_CHECKING:  # every command module imports this one: keep `bringup --help` free of pydantic
     from bringup.outcome import Outcome
 
@@ -32,6 +35,18 @@ def runs_root(runs_dir: Path | None) -> Path:
     return Path(runs_dir) if runs_dir else Path.cwd() / "bringup-runs"
 
 
+def writable_runs_root(runs_dir: Path | None) -> Path:
+    """The runs folder, refused with a clear error (exit 2) before any launch when read-only."""
+    from bringup.preflight import PreflightError, check_writable
+
+    root = runs_root(runs_dir)
+    try:
+        check_writable(root)
+    except PreflightError as e:
+        raise usage_error(str(e)) from None
+    return root
+
+
 def new_trial_dir(root: Path, engine: str, key: str) -> Path:
     stamp = time.strftime("%Y%m%d-%H%M%S")
     d = root / "trials" / f"{stamp}-{engine}-{key[:8]}"
@@ -43,7 +58,7 @@ def new_trial_dir(root: Path, engine: str, key: str) -> Path:
 
 
 def print_json(obj: object) -> None:
-    sys.stdout.write(json.dumps(obj, indent=2, default=str) + "\n")
+    sys.stdout.write(secrets.scrub_text(json.dumps(obj, indent=2, default=str)) + "\n")
     sys.stdout.flush()
 
 
@@ -71,7 +86,7 @@ def render_outcome(o: Outcome, console: Console = out_console) -> None:
     if o.evidence and o.status != "works":
         console.print("[bold]evidence[/]")
         for line in o.evidence:
-            console.print(Text("  " + line[:400]))
+            console.print(Text("  " + secrets.scrub_text(safe_line(line, 400))))
     if o.root_exception and o.status != "works":
         console.print(Text.assemble(("root exception ", "bold"), o.root_exception))
     if o.implicates and o.status != "works":

@@ -82,6 +82,8 @@ def _sweep_table(results: list[BenchResult]) -> Table:
 def bench_cmd(
     url: str = typer.Option(..., help="Server base URL, e.g. http://127.0.0.1:8000"),
     model: str = typer.Option(None, help="Model name to request (default: the first at /v1/models)."),
+    api_key: str = typer.Option(None, envvar="VLLM_API_KEY", show_default=False,
+                                help="Bearer key for a server started with --api-key (or VLLM_API_KEY)."),
     endpoint: str = typer.Option("completions", help="completions or chat."),
     num_prompts: int = typer.Option(None, min=1, help="Requests to measure (default 100, or every line of --prompts)."),
     concurrency: int = typer.Option(None, min=1, help="Closed loop: keep N requests in flight."),
@@ -119,7 +121,7 @@ def bench_cmd(
     err = Console(stderr=True)
     try:
         cfg = BenchConfig(
-            url=url, model=model, endpoint=endpoint, num_prompts=num_prompts, concurrency=concurrency,
+            url=url, api_key=api_key, model=model, endpoint=endpoint, num_prompts=num_prompts, concurrency=concurrency,
             request_rate=None if request_rate is None else parse_number_list(request_rate)[0],
             max_concurrency=max_concurrency, burstiness=burstiness,
             sweep_concurrency=parse_number_list(sweep_concurrency, int) if sweep_concurrency else None,

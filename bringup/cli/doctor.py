@@ -62,8 +62,8 @@ def _model_cmd(model_dir: Path, as_json: bool, kv_dtype: list[str]) -> None:
 
     try:
         fp = modelinfo.fingerprint(model_dir)
-    except (FileNotFoundError, json.JSONDecodeError) as e:
-        raise typer.BadParameter(str(e)) from e
+    except (OSError, ValueError) as e:  # PreflightError, SafetensorsError: the file and the fault
+        raise typer.BadParameter(str(e)) from None
     if as_json:
         d = {"fingerprint": fp.to_dict(), "facts": modelinfo.facts(fp),
              "kv_bytes_per_token": {k: modelinfo.kv_cache_bytes(fp, k).alloc_bytes for k in kv_dtype}}
@@ -123,8 +123,8 @@ def plan_cmd(
     if model_dir is not None:
         try:
             fp = modelinfo.fingerprint(model_dir)
-        except FileNotFoundError as e:
-            raise typer.BadParameter(str(e)) from e
+        except (OSError, ValueError) as e:  # PreflightError, SafetensorsError: the file and the fault
+            raise typer.BadParameter(str(e)) from None
     host_avail = None
     if gpu_mem_gib is None or cc is None or gpus is None:
         snap = hardware.snapshot()

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import typer
 
+from bringup import secrets
 from bringup.cli import app
-from bringup.cli._common import out_console, print_json, runs_root, usage_error
+from bringup.cli._common import err_console, out_console, print_json, runs_root, usage_error
 
 
 def find_run_dir(run: str, runs_dir: Path | None) -> Path:
@@ -21,7 +22,7 @@ def find_run_dir(run: str, runs_dir: Path | None) -> Path:
     if j.is_file():
         from bringup.journal import Journal
 
-        row = Journal(j).run(run)
+        row = Journal(j, readonly=True).run(run)
         if row and (Path(row["run_dir"]) / "findings.json").is_file():
             return Path(row["run_dir"])
     raise usage_error(f"no finished run {run!r}: give a run folder (with findings.json) or a run id in "
@@ -49,5 +50,8 @@ def report_cmd(
         print_json(result.model_dump())
     else:
         text = render_markdown(result)
-        (d / "FINDINGS.md").write_text(text)
+        try:  # a read-only runs folder still gets its report on the terminal
+            secrets.write_text(d / "FINDINGS.md", text)
+        except OSError as e:
+            err_console.print(f"FINDINGS.md not rewritten ({e.strerror or e}); printing the report only")
         out_console.print(text, markup=False, highlight=False)

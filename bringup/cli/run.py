@@ -12,7 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from bringup.cli import app
-from bringup.cli._common import err_console, out_console, print_json, runs_root, usage_error
+from bringup.cli._common import err_console, out_console, print_json, usage_error, writable_runs_root
 from bringup.cli.trial import parse_answers
 
 if TYPE_CHECKING:
@@ -84,7 +84,7 @@ def run_cmd(
     from bringup.space import SpaceError, parse_fix
     from bringup.targets import TargetError
 
-    root = runs_root(runs_dir)
+    root = writable_runs_root(runs_dir)
     if screen not in ("auto", "always", "never"):
         raise usage_error(f"--screen {screen!r}: use auto, always or never")
     rid = None
@@ -127,7 +127,7 @@ def run_cmd(
     except Interrupted as e:
         err_console.print(f"[bold yellow]interrupted ({e}); servers torn down.[/] Resume with: "
                           f"bringup run --resume --run-id {r.run_id} --runs-dir {root}")
-        raise typer.Exit(130) from None
+        raise typer.Exit(e.exit_code) from None
     if json_out:
         d = result.model_dump()
         d.pop("attempts", None)

@@ -6,9 +6,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
+from rich.markup import escape
 
 from bringup.cli import app
-from bringup.cli._common import err_console, new_trial_dir, print_json, render_outcome, runs_root, usage_error
+from bringup.cli._common import (
+    err_console,
+    new_trial_dir,
+    print_json,
+    render_outcome,
+    runs_root,
+    usage_error,
+    writable_runs_root,
+)
+from bringup.safetext import safe_line
 
 if TYPE_CHECKING:
     from bringup.probes import KnownAnswer
@@ -98,7 +108,7 @@ def trial_cmd(
         timeout=timeout, hang_timeout=hang_timeout, port=port, validate=validate,
         probe=ProbeConfig(batch_size=batch, long_tokens=long_tokens, answers=answers, reference=ref),
     )
-    trial_dir = new_trial_dir(runs_root(runs_dir), target.engine.log_dialect, cand.key())
+    trial_dir = new_trial_dir(writable_runs_root(runs_dir), target.engine.log_dialect, cand.key())
     status = Status("launching", console=err_console) if not json_out else None
     state = {"phase": "spawn", "line": ""}
 
@@ -111,7 +121,7 @@ def trial_cmd(
         if kind == "phase":
             state["phase"] = text
         elif kind == "line" and text.strip():
-            state["line"] = text.strip()[:100]
+            state["line"] = escape(safe_line(text.strip(), 100))  # no escapes or markup reach the terminal
         status.update(f"[bold]{state['phase']}[/]  [dim]{state['line']}[/]")
 
     trial = Trial(target.engine, cand, trial_dir, settings, spec=target.spec, version=target.version,
@@ -124,7 +134,7 @@ def trial_cmd(
             outcome = trial.run()
     except Interrupted as e:
         err_console.print(f"[bold yellow]interrupted ({e}); the server was torn down.[/] Log: {trial_dir / 'server.log'}")
-        raise typer.Exit(130) from None
+        raise typer.Exit(e.exit_code) from None
     if json_out:
         print_json(outcome.model_dump())
     else:

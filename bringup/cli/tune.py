@@ -9,8 +9,15 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
+from bringup import secrets
 from bringup.cli import app
-from bringup.cli._common import err_console, out_console, print_json, runs_root, usage_error
+from bringup.cli._common import (
+    err_console,
+    out_console,
+    print_json,
+    usage_error,
+    writable_runs_root,
+)
 
 
 @app.command("tune")
@@ -67,7 +74,7 @@ def tune_cmd(
         raise usage_error(f"--objective {objective!r}: use goodput, throughput or pareto")
     if sampler not in ("tpe", "random", "grid"):
         raise usage_error(f"--sampler {sampler!r}: use tpe, random or grid")
-    root = runs_root(runs_dir)
+    root = writable_runs_root(runs_dir)
     journal = Journal(root / "journal.sqlite")
     try:
         slos = parse_slos(slo) if slo else []
@@ -150,12 +157,12 @@ def tune_cmd(
         sweep_pts = ev.sweep(best.knobs, sweep_list) if best and sweep_list else []
     except Interrupted as e:
         err_console.print(f"[bold yellow]interrupted ({e}); servers torn down.[/]")
-        raise typer.Exit(130) from None
+        raise typer.Exit(e.exit_code) from None
     result = to_result(tuner, tune_id, run_dir, target, base, cfg, sweep_pts, t0)
     result.reference = ref_why
     if ref is not None and result.best is not None:
         result.reference_verdict = ev.verdicts.get(result.best.trial_dir or "", "not probed")
-    (tune_dir / "tune.json").write_text(result.model_dump_json(indent=2))
+    secrets.write_text(tune_dir / "tune.json", result.model_dump_json(indent=2))
     html = _write_html(run_dir)
     if json_out:
         print_json(json.loads(result.model_dump_json()) | ({"report_html": str(html)} if html else {}))

@@ -18,6 +18,7 @@ from urllib.parse import quote
 import jinja2
 
 import bringup.htmlreport.svg as svg
+from bringup import secrets
 from bringup.engines.base import display_name
 from bringup.knowledge_files import classes
 from bringup.outcome import Outcome, OverrideRecord, ProbeResult
@@ -522,7 +523,7 @@ def write_html(run_dir: Path, result: RunResult | None, tunes: list[TuneResult])
     run_dir = Path(run_dir)
     path = run_dir / REPORT_NAME
     tmp = path.with_suffix(".html.tmp")
-    tmp.write_text(render_html(run_dir, result, tunes), encoding="utf-8")
+    secrets.write_text(tmp, render_html(run_dir, result, tunes), encoding="utf-8")
     tmp.replace(path)  # a browser open on the old report never sees half a page
     return path
 

@@ -71,8 +71,9 @@ class Lanes:
     client library as vllm bench serve, the two agree.
     """
 
-    def __init__(self, timeout_s: float) -> None:
+    def __init__(self, timeout_s: float, headers: dict[str, str] | None = None) -> None:
         self._timeout_s = timeout_s
+        self._headers = dict(headers or {})  # Authorization for a server started with --api-key
         self._session: aiohttp.ClientSession | None = None
 
     def session(self) -> aiohttp.ClientSession:
@@ -81,7 +82,7 @@ class Lanes:
             # benchmark must not go through a proxy picked up from the environment.
             self._session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=300, keepalive_timeout=60),
-                timeout=aiohttp.ClientTimeout(total=None, sock_connect=10), trust_env=False,
+                timeout=aiohttp.ClientTimeout(total=None, sock_connect=10), trust_env=False, headers=self._headers,
                 auto_decompress=True)
         return self._session
 

@@ -112,6 +112,7 @@ class BenchConfig(BaseModel):
     model_config = ConfigDict(ser_json_inf_nan="strings")
 
     url: str
+    api_key: str | None = Field(default=None, exclude=True, repr=False)  # Bearer token; never serialised
     model: str | None = None  # None: the first id the server lists at /v1/models
     endpoint: Literal["completions", "chat"] = "completions"
 

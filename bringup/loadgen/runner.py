@@ -19,6 +19,7 @@ from bringup.loadgen.client import Lanes, RequestRecord, build_body, send
 from bringup.loadgen.config import SLO, BenchConfig, BenchError
 from bringup.loadgen.metrics import BenchSummary, summarize
 from bringup.loadgen.workload import Prompt, build_prompts
+from bringup.secrets import auth_headers
 
 # A stop hook sees the summary of the requests finished so far. Return True (or a reason
 # string) to stop: nothing new is sent, requests in flight are cancelled and recorded as such.
@@ -77,7 +78,8 @@ def arrival_times(n: int, rate: float, burstiness: float, seed: int) -> np.ndarr
 
 def _client(cfg: BenchConfig) -> httpx.AsyncClient:
     """For setup calls only (models, tokenizer); the measured requests go through `Lanes`."""
-    return httpx.AsyncClient(timeout=httpx.Timeout(cfg.request_timeout_s, connect=10.0), trust_env=False)
+    return httpx.AsyncClient(timeout=httpx.Timeout(cfg.request_timeout_s, connect=10.0), trust_env=False,
+                             headers=auth_headers(cfg.api_key))
 
 
 async def resolve_model(client: httpx.AsyncClient, cfg: BenchConfig) -> str:
@@ -90,6 +92,9 @@ async def resolve_model(client: httpx.AsyncClient, cfg: BenchConfig) -> str:
         raise BenchError(f"{cfg.url} did not answer /v1/models within 10 s") from e
     except httpx.HTTPError as e:
         raise BenchError(f"cannot reach {cfg.url}: {type(e).__name__}: {e}") from e
+    if r.status_code == 401:
+        raise BenchError(f"{cfg.url} answers 401 Unauthorized: it was started with an API key; pass the same key "
+                         "with --api-key (or VLLM_API_KEY)")
     if cfg.model:
         return cfg.model
     try:
@@ -119,7 +124,7 @@ async def _run_point(cfg: BenchConfig, model: str, prompts: Sequence[Prompt], to
     bodies = [build_body(p, model, cfg.endpoint, cfg.ignore_eos, cfg.extra_body) for p in prompts]
     started_at = datetime.now(UTC).isoformat(timespec="seconds")
     n = len(prompts)
-    lanes = Lanes(cfg.request_timeout_s)
+    lanes = Lanes(cfg.request_timeout_s, auth_headers(cfg.api_key))
     # Freeze the heap as vllm bench serve does: in a big process (the tuner's, or one that has
     # imported torch) a full collection walks millions of objects and stalls the client for
     # 100+ ms mid-run, which shows up as server latency. Unfrozen again at the end.

@@ -15,6 +15,7 @@ from pydantic import ValidationError
 
 from bringup.conditions import ConditionError, as_number, compile_condition
 from bringup.helptext import HelpOption, HelpSpec, bundled_versions
+from bringup.limits import SCENARIO_MAX, InputError, read_text_limited
 from bringup.scenario.engine_args import help_for, type_for
 from bringup.scenario.schema import Scenario
 
@@ -105,10 +106,10 @@ def load_scenario(path: str | Path) -> Scenario:
     """Read, validate and compile a scenario (conditions resolved against the engine's help)."""
     path = Path(path)
     try:
-        raw = yaml.safe_load(path.read_text())
-    except FileNotFoundError:
-        raise ScenarioError(f"{path}: file not found") from None
-    except yaml.YAMLError as e:
+        raw = yaml.safe_load(read_text_limited(path, SCENARIO_MAX, "scenario file"))
+    except InputError as e:
+        raise ScenarioError(str(e)) from None
+    except (yaml.YAMLError, RecursionError) as e:
         raise ScenarioError(f"{path}: not valid YAML: {e}") from None
     if not isinstance(raw, dict):
         raise ScenarioError(f"{path}: expected a mapping of scenario fields at the top level")

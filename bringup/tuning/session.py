@@ -19,6 +19,7 @@ from bringup.journal import Journal
 from bringup.loadgen import BenchConfig, bench
 from bringup.loadgen.config import SLO
 from bringup.probes import ProbeConfig
+from bringup.secrets import api_key_of
 from bringup.targets import Target
 from bringup.trial import Trial, TrialSettings
 from bringup.tuning.knobs import as_changes
@@ -73,7 +74,10 @@ class LaunchEvaluator:
         slos = [SLO(metric=x.metric, stat=x.stat, target_s=x.target_s * self.time_scale)
                 for x in self.bench_cfg.slos]
         sup = self.target.engine.info.probes  # what the engine's API offers (engines.yaml)
-        update: dict = {"url": url, "slos": slos, "ignore_eos": self.bench_cfg.ignore_eos and sup.ignore_eos}
+        # The key the launched server expects (from the base's --api-key or VLLM_API_KEY).
+        key = self.bench_cfg.api_key or api_key_of(self.base.flag_dict, self.base.env_dict)
+        update: dict = {"url": url, "slos": slos, "api_key": key,
+                        "ignore_eos": self.bench_cfg.ignore_eos and sup.ignore_eos}
         if not sup.list_models and not self.bench_cfg.model:
             update["model"] = self.target.model  # its /v1/models does not list the served model
         return self.bench_cfg.model_copy(update=update)

@@ -1,0 +1,246 @@
+"""Generated malformed inputs (Hypothesis): flags, baselines, scenario and knowledge files, logs,
+model folders, journals, secrets. Each gives a clear error (a specific exception type naming the
+problem) or a correct answer, never another exception, and loses nothing already recorded.
+
+Kept fast for the fast tier: a fixed example budget per property, no deadline (the machine is
+shared), no example database writes outside the test's own temp folders.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+import struct
+import tempfile
+from contextlib import closing
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from bringup import secrets
+from bringup.candidate import FlagError, parse_command, parse_env, parse_flags
+from bringup.explain import explain_file
+from bringup.helptext import bundled_help, bundled_versions
+from bringup.journal import Journal, JournalDamaged
+from bringup.knowledge_files import KnowledgeFileError, load_yaml
+from bringup.logread import select_lines
+from bringup.preflight import model_problems
+from bringup.safetext import safe_line
+from bringup.scenario.loader import ScenarioError, load_scenario
+from bringup.signatures import default_signatures
+
+FAST = settings(max_examples=int(os.environ.get("BRINGUP_FUZZ_EXAMPLES", "25")), deadline=None, database=None,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+SPEC = bundled_help("vllm", bundled_versions("vllm")[-1])
+FLAG_NAMES = [o.name for o in SPEC.options][:200]
+CONTROL = set(chr(c) for c in [*range(0, 9), *range(10, 32), 0x7F])
+
+tokens = st.one_of(st.sampled_from(FLAG_NAMES), st.text(max_size=12), st.sampled_from(["--", "-", "=", "'", '"', "\\"]),
+                   st.from_regex(r"--[a-z-]{1,12}(=[^\s]{0,6})?", fullmatch=True))
+
+
+def _tmp() -> Path:
+    return Path(tempfile.mkdtemp(prefix="bringup-fuzz-"))
+
+
+# ---- flags and baselines -------------------------------------------------------------------------
+@FAST
+@given(st.lists(tokens, max_size=8))
+def test_flag_lists_parse_or_raise_flag_error(toks):
+    try:
+        out = parse_flags(toks, SPEC)
+    except FlagError as e:
+        assert str(e)
+        return
+    assert all(SPEC.get(k) is not None for k in out)
+
+
+@FAST
+@given(st.text(max_size=80))
+def test_baseline_strings_parse_or_raise_flag_error(text):
+    try:
+        parse_command(text, SPEC)
+    except FlagError as e:
+        assert str(e)
+
+
+@FAST
+@given(st.lists(st.text(max_size=20), max_size=4))
+def test_env_items_parse_or_raise_flag_error(items):
+    try:
+        env = parse_env(items)
+    except FlagError:
+        return
+    assert all("=" in it for it in items) and len(env) <= len(items)
+
+
+# ---- scenario and knowledge files ----------------------------------------------------------------
+yaml_docs = st.one_of(
+    st.binary(max_size=300),
+    st.text(max_size=300).map(str.encode),
+    st.recursive(st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=10)),
+                 lambda c: st.one_of(st.lists(c, max_size=4), st.dictionaries(st.text(max_size=8), c, max_size=4)),
+                 max_leaves=12).map(lambda d: json.dumps(d).encode()),
+    st.sampled_from([b"a: &a [*a]", b"x: !!python/object:os.system ls", b"\xff\xfe\x00", b"- [" * 50,
+                     b"name: x\nengine: vllm\nengine_version: 9.9.9\n", b"engine: [1, 2]\n"]),
+)
+
+
+@FAST
+@given(yaml_docs)
+def test_scenario_files_load_or_raise_scenario_error(data):
+    d = _tmp()
+    try:
+        f = d / "s.yaml"
+        f.write_bytes(data)
+        try:
+            load_scenario(f)
+        except ScenarioError as e:
+            assert str(f) in str(e)
+    finally:
+        shutil.rmtree(d)
+
+
+@FAST
+@given(yaml_docs)
+def test_knowledge_files_load_or_raise_knowledge_file_error(data):
+    d = _tmp()
+    try:
+        f = d / "k.yaml"
+        f.write_bytes(data)
+        try:
+            load_yaml(f)
+        except KnowledgeFileError as e:
+            assert str(f) in str(e)
+    finally:
+        shutil.rmtree(d)
+
+
+# ---- logs ------------------------------------------------------------------------------------------
+log_lines = st.lists(st.one_of(
+    st.binary(max_size=120),
+    st.text(max_size=120).map(lambda s: s.encode("utf-8", "surrogatepass")),
+    st.sampled_from([b"\x1b]0;pwned\x07\x1b[2J", b"Traceback (most recent call last):",
+                     b"torch.OutOfMemoryError: CUDA out of memory.", b"\x00" * 40, b"\r" * 10,
+                     b"INFO Application startup complete."]),
+), max_size=30)
+
+
+@FAST
+@given(log_lines)
+def test_any_log_explains_without_error_and_escapes_control_characters(lines):
+    d = _tmp()
+    try:
+        f = d / "server.log"
+        f.write_bytes(b"\n".join(lines))
+        out = explain_file(f)
+        assert out.status in ("works", "fails") and out.failure_class != ""
+        for text in [*out.evidence, *(out.hint or "").splitlines()]:
+            assert not (set(text) & CONTROL), repr(text)
+        sel = select_lines(f)
+        assert sel.kept_lines <= sel.total_lines
+    finally:
+        shutil.rmtree(d)
+
+
+@FAST
+@given(st.text(max_size=200))
+def test_safe_line_leaves_no_control_character(text):
+    out = safe_line(text, 100)
+    assert not (set(out) & CONTROL) and len(out) <= 100 * 6 + 10
+
+
+# ---- model folders ---------------------------------------------------------------------------------
+def _safetensors(header: bytes, n: int | None = None, tail: bytes = b"") -> bytes:
+    return struct.pack("<Q", len(header) if n is None else n) + header + tail
+
+
+model_files = st.fixed_dictionaries({}, optional={
+    "config.json": st.one_of(st.binary(max_size=60), st.just(b'{"model_type": "llama"}'), st.just(b"[]")),
+    "model.safetensors": st.one_of(
+        st.binary(max_size=40),
+        st.binary(max_size=40).map(_safetensors),
+        st.tuples(st.binary(max_size=20), st.integers(0, 2**64 - 1)).map(lambda t: _safetensors(t[0], t[1])),
+        st.just(_safetensors(b'{"a": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}}', tail=b"\0" * 8)),
+    ),
+    "model.safetensors.index.json": st.one_of(
+        st.binary(max_size=40),
+        st.dictionaries(st.text(max_size=5), st.text(max_size=12), max_size=3).map(
+            lambda m: json.dumps({"weight_map": m}).encode())),
+})
+
+
+@FAST
+@given(model_files)
+def test_model_folders_are_judged_without_error(files):
+    d = _tmp()
+    try:
+        m = d / "model"
+        m.mkdir()
+        for name, data in files.items():
+            (m / name).write_bytes(data)
+        problems = model_problems(m)
+        assert all(isinstance(p, str) and str(m) in p for p in problems)
+        if "config.json" not in files:
+            assert any("no config.json" in p for p in problems)
+    finally:
+        shutil.rmtree(d)
+
+
+# ---- journals --------------------------------------------------------------------------------------
+@FAST
+@given(st.binary(max_size=2000), st.booleans())
+def test_a_damaged_journal_is_moved_aside_untouched(data, magic):
+    d = _tmp()
+    try:
+        j = d / "journal.sqlite"
+        body = (b"SQLite format 3\x00" + data) if magic else data
+        j.write_bytes(body)
+        try:
+            Journal(j)
+        except JournalDamaged as e:
+            aside = [p for p in d.glob("journal.sqlite.damaged-*") if not p.name.endswith(("-wal", "-shm"))]
+            assert len(aside) == 1 and aside[0].read_bytes() == body and str(aside[0]) in str(e)
+            return
+        assert not body.strip(b"\0") or body[:16] == b"SQLite format 3\x00"
+    finally:
+        shutil.rmtree(d)
+
+
+def test_a_good_journal_cut_anywhere_is_detected_or_still_reads():
+    d = _tmp()
+    try:
+        j = d / "journal.sqlite"
+        Journal(j).create_run("r1", "vllm", "0", "m", "hw", {"x": 1}, d)
+        with closing(sqlite3.connect(j)) as db:
+            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        good = j.read_bytes()
+        for cut in range(0, len(good), max(1, len(good) // 12)):
+            (d / "c").mkdir()
+            c = d / "c" / "journal.sqlite"
+            c.write_bytes(good[:cut])
+            try:
+                row = Journal(c).run("r1")
+                assert row is None or row["id"] == "r1"
+            except JournalDamaged:
+                assert any(p.read_bytes() == good[:cut] for p in (d / "c").glob("journal.sqlite.damaged-*"))
+            shutil.rmtree(d / "c")
+    finally:
+        shutil.rmtree(d)
+
+
+# ---- secrets ---------------------------------------------------------------------------------------
+@FAST
+@given(st.text(alphabet=st.characters(min_codepoint=33, max_codepoint=126), min_size=6, max_size=24),
+       st.text(max_size=60), st.text(max_size=60))
+def test_a_registered_secret_never_survives_scrubbing(secret, before, after):
+    secrets.register("--api-key", secret)
+    text = before + secret + after
+    assert secret not in secrets.scrub_text(text)
+
+
+def test_signatures_all_have_sources():
+    assert all(s.source for s in default_signatures())

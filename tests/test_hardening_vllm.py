@@ -1,0 +1,88 @@
+"""Hardening on the real vLLM CPU build: an --api-key server works and leaves its key nowhere on
+disk; kill -9 of bringup while EngineCore starts leaves no process of the trial alive."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from conftest import MEM, ROOT, bringup, group_alive
+
+pytestmark = pytest.mark.engine
+
+
+def test_api_key_server_works_and_the_key_is_on_no_disk(tiny_model, tmp_path):
+    key = "sk-test-Hq27vllmsecret"
+    rc, o, out, err = bringup("trial", "--engine", "vllm", "--model", str(tiny_model), "--runs-dir", str(tmp_path),
+                              "--json", "--timeout", "300", "--hang-timeout", "120", "--",
+                              "--gpu-memory-utilization", MEM, "--api-key", key)
+    assert rc == 0 and o["status"] == "works", (o or {}).get("evidence")
+    files = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert any(p.name == "server.log" for p in files)
+    for p in files:
+        assert key.encode() not in p.read_bytes(), p
+    assert key not in out and key not in err
+
+
+def _engine_core_started(pgid: int) -> bool:
+    for p in psutil.process_iter(["pid", "cmdline"]):
+        try:
+            if os.getpgid(p.pid) == pgid and any("spawn_main" in a or "EngineCore" in a for a in p.info["cmdline"] or []):
+                return True
+        except (ProcessLookupError, psutil.Error):
+            continue
+    return False
+
+
+def _log_has(runs: Path, text: str) -> bool:
+    return any(text in f.read_text(errors="replace") for f in runs.rglob("server.log"))
+
+
+# Every phase of a real trial: just launched (the API server parses its arguments), EngineCore
+# spawned (spawn_main, loading), and ready (the probes are running).
+PHASES = {
+    "launched": lambda runs, pgid: True,
+    "engine-core": lambda runs, pgid: _engine_core_started(pgid),
+    "ready": lambda runs, pgid: _log_has(runs, "Application startup complete"),
+}
+
+
+@pytest.mark.parametrize("phase", list(PHASES))
+def test_kill9_at_every_phase_leaves_no_process(tiny_model, tmp_path, phase):
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "BRINGUP_STATE_DIR": str(tmp_path / "state")}
+    runs = tmp_path / "runs"
+    p = subprocess.Popen([sys.executable, "-m", "bringup", "trial", "--engine", "vllm", "--model", str(tiny_model),
+                          "--runs-dir", str(runs), "--timeout", "600", "--",
+                          "--gpu-memory-utilization", MEM], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         cwd=ROOT, env=env, start_new_session=True)
+    pgid = None
+    try:
+        end = time.monotonic() + 180
+        while time.monotonic() < end and pgid is None:
+            f = list(runs.rglob("server.pid"))
+            pgid = int(f[0].read_text().split()[0]) if f else None
+            time.sleep(0.1)
+        assert pgid is not None, "the trial never launched"
+        end = time.monotonic() + 420  # a shared 2-core machine can take minutes to start vLLM
+        while time.monotonic() < end and not PHASES[phase](runs, pgid):
+            time.sleep(0.1)
+        assert PHASES[phase](runs, pgid), f"never reached {phase}"
+        os.kill(p.pid, signal.SIGKILL)
+        p.wait(timeout=10)
+        end = time.monotonic() + 15
+        while time.monotonic() < end and group_alive(pgid):
+            time.sleep(0.2)
+        assert group_alive(pgid) == [], f"survivors of group {pgid}"
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        if pgid is not None:  # never leave our own trial behind, even when the test fails
+            for pid in group_alive(pgid):
+                os.kill(pid, signal.SIGKILL)
