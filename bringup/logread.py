@@ -35,6 +35,8 @@ class LogSelection:
     notes: list[str] = field(default_factory=list)
 
 
+_COLOUR = re.compile(r"\x1b\[[0-9;]*m")
+
 def _raw_lines(path: Path, max_line: int):
     """Lines as bytes, each at most max_line bytes (the rest of a longer line is skipped)."""
     with open(path, "rb") as f:
@@ -74,7 +76,9 @@ def select_lines(path: Path, notable: Callable[[str], bool] | None = None, head:
         if is_binary(text):
             sel.binary_lines += 1
             continue
-        text = safe_line(text, max_line)
+        # Colour codes are formatting (vLLM colours its process tags): dropped, so the traceback
+        # parser still sees the tags; every other escape sequence is escaped, never passed on.
+        text = safe_line(_COLOUR.sub("", text), max_line)
         last.append((i, text))
         if i < head:
             kept[i] = text

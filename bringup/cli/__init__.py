@@ -41,20 +41,21 @@ def main() -> None:
     import errno
     import sys
 
-    from bringup.journal import JournalDamaged
-    from bringup.knowledge_files import KnowledgeFileError
-    from bringup.limits import InputError
-    from bringup.preflight import PreflightError
-
     try:
         app()
-    except (JournalDamaged, PreflightError, InputError, KnowledgeFileError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        sys.exit(2)
-    except OSError as e:
-        if e.errno not in (errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC, errno.EDQUOT):
-            raise
-        where = f" {e.filename}" if e.filename else ""
-        print(f"error: cannot write{where}: {e.strerror or e}. Nothing recorded so far was changed; "
-              "free space or give a writable --runs-dir.", file=sys.stderr)
-        sys.exit(2)
+    except Exception as e:
+        # the classes load only when something went wrong: `bringup --help` stays light
+        from bringup.journal import JournalDamaged
+        from bringup.knowledge_files import KnowledgeFileError
+        from bringup.limits import InputError
+        from bringup.preflight import PreflightError
+
+        if isinstance(e, (JournalDamaged, PreflightError, InputError, KnowledgeFileError)):
+            print(f"error: {e}", file=sys.stderr)
+            sys.exit(2)
+        if isinstance(e, OSError) and e.errno in (errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC, errno.EDQUOT):
+            where = f" {e.filename}" if e.filename else ""
+            print(f"error: cannot write{where}: {e.strerror or e}. Nothing recorded so far was changed; "
+                  "free space or give a writable --runs-dir.", file=sys.stderr)
+            sys.exit(2)
+        raise

@@ -13,9 +13,6 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from bringup import secrets
-from bringup.safetext import safe_line
-
 if TYPE_CHECKING:  # every command module imports this one: keep `bringup --help` free of pydantic
     from bringup.outcome import Outcome
 
@@ -58,11 +55,16 @@ def new_trial_dir(root: Path, engine: str, key: str) -> Path:
 
 
 def print_json(obj: object) -> None:
+    from bringup import secrets
+
     sys.stdout.write(secrets.scrub_text(json.dumps(obj, indent=2, default=str)) + "\n")
     sys.stdout.flush()
 
 
 def render_outcome(o: Outcome, console: Console = out_console) -> None:
+    from bringup import secrets
+    from bringup.safetext import safe_line
+
     style = STATUS_STYLE.get(o.status, "bold")
     head = Text(o.status.upper(), style=style)
     if o.failure_class:

@@ -6,7 +6,6 @@ from pathlib import Path
 
 import typer
 
-from bringup import secrets
 from bringup.cli import app
 from bringup.cli._common import err_console, out_console, print_json, runs_root, usage_error
 
@@ -51,6 +50,8 @@ def report_cmd(
     else:
         text = render_markdown(result)
         try:  # a read-only runs folder still gets its report on the terminal
+            from bringup import secrets
+
             secrets.write_text(d / "FINDINGS.md", text)
         except OSError as e:
             err_console.print(f"FINDINGS.md not rewritten ({e.strerror or e}); printing the report only")

@@ -18,7 +18,6 @@ from bringup.cli._common import (
     usage_error,
     writable_runs_root,
 )
-from bringup.safetext import safe_line
 
 if TYPE_CHECKING:
     from bringup.probes import KnownAnswer
@@ -121,6 +120,7 @@ def trial_cmd(
         if kind == "phase":
             state["phase"] = text
         elif kind == "line" and text.strip():
+            from bringup.safetext import safe_line
             state["line"] = escape(safe_line(text.strip(), 100))  # no escapes or markup reach the terminal
         status.update(f"[bold]{state['phase']}[/]  [dim]{state['line']}[/]")
 

@@ -9,7 +9,6 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from bringup import secrets
 from bringup.cli import app
 from bringup.cli._common import (
     err_console,
@@ -162,6 +161,8 @@ def tune_cmd(
     result.reference = ref_why
     if ref is not None and result.best is not None:
         result.reference_verdict = ev.verdicts.get(result.best.trial_dir or "", "not probed")
+    from bringup import secrets
+
     secrets.write_text(tune_dir / "tune.json", result.model_dump_json(indent=2))
     html = _write_html(run_dir)
     if json_out:
