@@ -90,7 +90,11 @@ class EnvFactors:
                 out.append(EnvProposal(f, advised[0] if advised and m.action == "set" else None,
                                        f"named by the log: {m.text.strip()[:160]}", True))
         pool = {**common_vars(), **self.registry.variables}  # NCCL_P2P_DISABLE is NCCL's, not the engine's
-        ranked = rank(pool.values(), outcome, device=self.device)
+        # The root exception's frames name components its line does not ("in flashinfer_sample
+        # (vllm/v1/sample/ops/topk_topp_sampler.py)"): they count as the failure's own words.
+        failure = {"failure_class": outcome.failure_class, "implicates": outcome.implicates, "hint": outcome.hint,
+                   "evidence": [*outcome.evidence, *([outcome.root_exception] if outcome.root_exception else [])]}
+        ranked = rank(pool.values(), failure, device=self.device)
         added = 0
         for r in ranked:
             if added >= RANKED_PER_FAILURE or r.score < MIN_RANK_SCORE:

@@ -157,6 +157,10 @@ class Strategy:
         named: list[Factor] = []
         ranked: list[Factor] = []
         for prop in self.env.after_failure(outcome, self.space.names):
+            if prop.named and prop.factor.p_unset is None:
+                # The failure's own words name this variable's component: its default is as
+                # suspect as any flag's (a variable merely in the space rarely is).
+                prop.factor.p_unset = P_UNSET
             self.add_factor(prop.factor)
             if prop.advised is not None:
                 key = (prop.factor.name, normalise(prop.advised))
@@ -323,11 +327,18 @@ class Strategy:
         text = " ".join(outcome.evidence)
         mentioned = [f.name for f in self.space.factors if not f.is_env
                      and (f.dest + "=" in text or f.dest + ":" in text or f.name + " " in text)]
+        named_by_line = bool(mentioned)
         # A variable the failure's lines name comes right after the flags they name; those the
         # failure implicates by its nature come after the signature's own suspects.
         # A factor whose level loads the code the traceback failed in (its frames, bringup/data/
         # rootcause.yaml modules) is named by the evidence as surely as by a line.
-        mentioned += [n for n in outcome.implicated_levels if n not in mentioned]
+        # (only where this launch ran such a level: trtllm kernels live inside flashinfer's package,
+        # which does not make --attention-backend flashinfer a suspect of a launch that ran nsa).
+        for n, lvs in outcome.implicated_levels.items():
+            g = self._factor_for(n)
+            if g is not None and g.name not in mentioned and \
+                    self.eff(g, g.level_in(flags, cand.env_dict)) in {normalise(x) for x in lvs}:
+                mentioned.append(g.name)
         mentioned += [f.name for f in env_named]
         for name in [*mentioned, *outcome.implicates, *(f.name for f in env_ranked)]:
             f = self._factor_for(name)
@@ -352,7 +363,7 @@ class Strategy:
             return obs
         # Signatures name their suspects strongest first: the k-th gets 1/k of the weight. A failure
         # the probes found (no log line, no signature) says nothing about which kernel: equal weights.
-        ranked = outcome.signature is not None or bool(mentioned)
+        ranked = outcome.signature is not None or named_by_line
         # Variables the failure implicates only by its nature come last, always weighed by rank.
         ps = [self.p_bad(f, lv) / (rank + 1 if ranked or f in env_ranked else 1)
               for rank, (f, lv) in enumerate(suspects)]
