@@ -107,7 +107,7 @@ class EnvFactors:
                 continue
             # A component the failure's own lines name (sampler, nccl, p2p) in the variable's name
             # makes it a first suspect, as a named flag is.
-            strong = r.score >= W_EVIDENCE * W_IN_NAME
+            strong = r.score >= 2 * W_EVIDENCE * W_IN_NAME  # two such components, or one and the class's own
             out.append(EnvProposal(f, None, f"implicated by the failure ({'; '.join(r.reasons[:2])})", strong))
             added += 1
         return out

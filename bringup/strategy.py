@@ -334,7 +334,10 @@ class Strategy:
         # rootcause.yaml modules) is named by the evidence as surely as by a line.
         # (only where this launch ran such a level: trtllm kernels live inside flashinfer's package,
         # which does not make --attention-backend flashinfer a suspect of a launch that ran nsa).
-        for n, lvs in outcome.implicated_levels.items():
+        # Only when no specific signature spoke: a signature's own suspects know better than the
+        # package a frame lives in (TRT-LLM's kernels live in flashinfer's package too).
+        generic = not outcome.signature or outcome.signature.startswith("rootcause-")
+        for n, lvs in (outcome.implicated_levels.items() if generic else ()):
             g = self._factor_for(n)
             if g is not None and g.name not in mentioned and \
                     self.eff(g, g.level_in(flags, cand.env_dict)) in {normalise(x) for x in lvs}:
