@@ -21,6 +21,7 @@ from typing import Any
 import httpx
 
 from bringup.outcome import ProbeResult
+from bringup.reference import common_prefix
 from bringup.secrets import auth_headers
 
 REFERENCE_PROMPT = "The quick brown fox"
@@ -365,16 +366,6 @@ class ProbeRunner:
 # of this many tokens (or characters, when the engine returns text without tokens).
 NEAR_TIE_AFTER_TOKENS = 4
 NEAR_TIE_AFTER_CHARS = 12  # about 4 tokens of 3 characters
-
-
-def common_prefix(a: list[str] | str, b: list[str] | str) -> int:
-    """How many leading tokens (or characters) two greedy outputs share."""
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
 
 
 def near_tie_divergence(reference: list[str] | str, agree: int) -> bool:

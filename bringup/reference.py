@@ -97,6 +97,17 @@ class Step:
         return t in (self.token, self.raw) or ("\ufffd" in self.token and t.startswith("bytes:"))
 
 
+
+def common_prefix(a: list[str] | str, b: list[str] | str) -> int:
+    """How many leading tokens (or characters) two greedy outputs share."""
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
 @dataclass
 class PromptReference:
     prompt: str
@@ -370,9 +381,7 @@ def compare_prompt(ref: PromptReference, got: ServerOutput, tol: Tolerance, eos_
     text, want = got.text, ref.text
     if text == want:
         return Verdict(True, f"{ref.prompt!r}: text matches ({len(ref.steps)} tokens)")
-    common = 0
-    while common < min(len(text), len(want)) and text[common] == want[common]:
-        common += 1
+    common = common_prefix(text, want)
     ends, acc = [], 0
     for st in ref.steps:
         acc = st.end or acc + len(st.token)

@@ -60,3 +60,15 @@ def assert_nothing_left(trial_dir: Path) -> None:
     pid, port = (trial_dir / "server.pid").read_text().split()
     assert group_alive(int(pid)) == [], f"server group {pid} still has processes"
     assert port_is_free(int(port)), f"port {port} is still held"
+
+
+def wait_until(cond, limit: float) -> bool:
+    """Poll `cond` every 0.1 s for up to `limit` seconds; its last answer."""
+    import time
+
+    end = time.monotonic() + limit
+    while time.monotonic() < end:
+        if cond():
+            return True
+        time.sleep(0.1)
+    return cond()

@@ -11,18 +11,11 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, bringup, group_alive
+from conftest import ROOT, bringup, group_alive, wait_until
 
 SEED = ROOT / "bringup" / "data" / "scenarios" / "glm5-nvfp4-sm120.yaml"
 
 
-def _wait(cond, limit: float) -> bool:
-    end = time.monotonic() + limit
-    while time.monotonic() < end:
-        if cond():
-            return True
-        time.sleep(0.1)
-    return cond()
 
 
 @pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
@@ -33,7 +26,7 @@ def test_signal_exit_codes_follow_convention(tmp_path, sig, code):
                          stderr=subprocess.PIPE, text=True, cwd=ROOT,
                          env={**os.environ, "BRINGUP_STATE_DIR": str(tmp_path / "state")}, start_new_session=True)
     try:
-        assert _wait(lambda: bool(list(runs.rglob("server.pid"))), 30)
+        assert wait_until(lambda: bool(list(runs.rglob("server.pid"))), 30)
         pgid = int(next(runs.rglob("server.pid")).read_text().split()[0])
         time.sleep(0.5)
         os.kill(p.pid, sig)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from conftest import ROOT, group_alive
+from conftest import ROOT, group_alive, wait_until
 
 from bringup import watchdog
 
@@ -51,13 +51,6 @@ def _env(tmp_path: Path) -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(ROOT), "BRINGUP_STATE_DIR": str(tmp_path / "state")}
 
 
-def _wait(cond, limit: float) -> bool:
-    end = time.monotonic() + limit
-    while time.monotonic() < end:
-        if cond():
-            return True
-        time.sleep(0.1)
-    return cond()
 
 
 def test_kill9_of_bringup_kills_spawned_workers_that_ignore_sigterm(tmp_path):
@@ -69,11 +62,11 @@ def test_kill9_of_bringup_kills_spawned_workers_that_ignore_sigterm(tmp_path):
         first = holder.stdout.readline().split() if holder.stdout else []
         assert first[:1] == ["pgid"], first
         pgid, tag = int(first[1]), first[3]
-        assert _wait(lambda: len(watchdog.tagged_pids(tag)) >= 3, 30), "the two workers never started"
+        assert wait_until(lambda: len(watchdog.tagged_pids(tag)) >= 3, 30), "the two workers never started"
         workers = watchdog.tagged_pids(tag)
         os.kill(holder.pid, signal.SIGKILL)  # no teardown, no atexit, no handler
         holder.wait(timeout=5)
-        assert _wait(lambda: not watchdog.tagged_pids(tag), 10), f"orphans: {watchdog.tagged_pids(tag)}"
+        assert wait_until(lambda: not watchdog.tagged_pids(tag), 10), f"orphans: {watchdog.tagged_pids(tag)}"
         assert group_alive(pgid) == []
         assert not any(psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE for p in workers)
     finally:
@@ -91,7 +84,7 @@ def test_next_bringup_cleans_leftovers_of_a_dead_one(tmp_path, monkeypatch):
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
     try:
-        assert _wait(lambda: left.pid in watchdog.tagged_pids(tag), 5)
+        assert wait_until(lambda: left.pid in watchdog.tagged_pids(tag), 5)
         rec = watchdog.record(tag, left.pid)
         assert rec is not None
         rec.write_text(rec.read_text().replace(f'"owner": {os.getpid()}', f'"owner": {dead.pid}'))
@@ -116,13 +109,13 @@ def test_kill9_of_bringup_trial_on_a_scenario_server_leaves_nothing(tmp_path):
                          start_new_session=True)
     try:
         pidfiles = lambda: list((tmp_path / "runs").rglob("server.pid"))  # noqa: E731
-        assert _wait(lambda: bool(pidfiles()), 30), "the trial never launched"
+        assert wait_until(lambda: bool(pidfiles()), 30), "the trial never launched"
         pgid = int(pidfiles()[0].read_text().split()[0])
-        assert _wait(lambda: bool(group_alive(pgid)), 10)
+        assert wait_until(lambda: bool(group_alive(pgid)), 10)
         time.sleep(1.0)
         os.kill(p.pid, signal.SIGKILL)
         p.wait(timeout=5)
-        assert _wait(lambda: not group_alive(pgid), 10), f"survivors in group {pgid}: {group_alive(pgid)}"
+        assert wait_until(lambda: not group_alive(pgid), 10), f"survivors in group {pgid}: {group_alive(pgid)}"
     finally:
         if p.poll() is None:
             p.kill()
