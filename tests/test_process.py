@@ -21,12 +21,12 @@ SERVER = textwrap.dedent("""
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         if os.fork() == 0:
             os.setsid()
-            print("grandchild", os.getpid(), flush=True)
+            os.write(1, f"grandchild {os.getpid()}\\n".encode())  # one write: lines never interleave
             time.sleep(600)
-        print("worker", os.getpid(), flush=True)
+        os.write(1, f"worker {os.getpid()}\\n".encode())
         time.sleep(600)
-    print("secret is", os.environ.get("HF_TOKEN"), flush=True)
-    print("ready", flush=True)
+    os.write(1, f"secret is {os.environ.get('HF_TOKEN')}\\n".encode())
+    os.write(1, b"ready\\n")
     time.sleep(600)
 """)
 
@@ -42,7 +42,7 @@ def test_terminate_kills_group_strays_and_frees_port(tmp_path):
     env = {**os.environ, "HF_TOKEN": "hf_supersecretvalue123"}
     server = ServerProcess([sys.executable, str(script), str(port)], tmp_path / "server.log", env=env,
                            redactor=Redactor(env))
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 30  # three Python processes start on two busy cores
     while time.monotonic() < deadline and not (_pids(server, "grandchild") and _pids(server, "worker")
                                                and any(ln.text == "ready" for ln in server.all_lines)):
         time.sleep(0.05)
