@@ -110,13 +110,15 @@ def test_timings_match_injected_delays(fake_server: Callable[..., str]) -> None:
     for r in res.requests:
         assert r.output_tokens == 10 and r.output_tokens_source == "usage" and r.input_tokens == 16
         assert len(r.itl_s) == 9 and r.chunks == 10
-        assert 0.100 <= r.ttft_s < 0.125
-        assert 0.280 <= r.e2e_s < 0.310  # 0.1 + 9 x 0.02
-    assert 17 < s.itl_ms.p50 < 23 and 19 < s.itl_ms.mean < 21.5
-    assert 19.5 < s.tpot_ms.mean < 21.5
+        # Lower bounds are exact (a timer may not read less than the injected delay); upper bounds
+        # leave room for a busy 2-core CI machine's scheduling (seen: a few ms over, once).
+        assert 0.100 <= r.ttft_s < 0.150
+        assert 0.280 <= r.e2e_s < 0.340  # 0.1 + 9 x 0.02
+    assert 17 < s.itl_ms.p50 < 25 and 19 < s.itl_ms.mean < 23
+    assert 19.5 < s.tpot_ms.mean < 23
     assert s.output_tokens == 60 and s.mean_tokens_per_chunk == 1.0
     # two in flight, 0.28 s each, three rounds
-    assert 0.84 <= s.duration_s < 1.0
+    assert 0.84 <= s.duration_s < 1.1
     assert s.request_throughput == pytest.approx(6 / s.duration_s)
     assert s.output_throughput == pytest.approx(60 / s.duration_s)
     assert s.total_token_throughput == pytest.approx((60 + 96) / s.duration_s)
