@@ -753,6 +753,9 @@ def user_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
 
 
 # Where a launch runs, not how: set per slot by bringup (the target's GPUs), never part of a candidate.
+# Where things are, not how the engine runs (vLLM's registry reads LD_LIBRARY_PATH and CUDA_HOME too):
+# never part of a candidate, never searched (seen: a search that dropped LD_LIBRARY_PATH).
+_PLUMBING = re.compile(r"(PATH|_HOME|_DIR|_ROOT|PRELOAD|_CACHE|_VERSION)$")
 _PLACEMENT = frozenset({"CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER"})
 
 
@@ -766,4 +769,4 @@ def launch_environment(registry: Registry, environ: Mapping[str, str] | None = N
     the engine through the inherited environment, but never a file)."""
     keep = (KNOWN, DEPRECATED, IGNORED, COMMON)
     return {k: v for k, v in user_env(environ).items()
-            if not is_secret_name(k) and registry.status(k) in keep and k not in _PLACEMENT}
+            if not is_secret_name(k) and registry.status(k) in keep and k not in _PLACEMENT and not _PLUMBING.search(k)}

@@ -546,7 +546,9 @@ class Strategy:
             if p >= P_INCOMPATIBLE - 1e-9:
                 continue  # incompatible by knowledge, or certainly bad after a failure
             changed = normalise(level) != normalise(base) if level is not None and base is not None else level is not base
-            preferred = p <= P_PREFERRED + 1e-9
+            # Knowledge's preference waives the cost of a change; a merely low prior (a flag whose
+            # default rarely breaks) does not: leaving the baseline's value is still a change.
+            preferred = any(v.kind == "preferred" for v in self.verdicts(f, level))
             cost = -math.log(max(1e-6, 1 - p)) + (self.change_cost if changed and not preferred else 0.0)
             cost += f.level_cost(level)
             why = self._why(f, level, p)

@@ -280,3 +280,27 @@ def test_a_missing_package_rules_out_every_level_that_loads_it():
                             implicated_levels={"--quantization": ["bnb-4bit", "bnb-8bit"]}))
     nxt = s.propose().candidate
     assert nxt.flag_dict.get("--quantization") not in ("bnb-4bit", "bnb-8bit")
+
+
+def test_the_first_launch_keeps_the_baselines_own_rarely_suspect_settings():
+    """A flag or variable whose default rarely breaks has a low prior for "unset"; that must not make
+    dropping the baseline's own value look free (seen: a run that dropped the user's variables)."""
+    from bringup.envfactors import EnvFactors
+    from bringup.envvars import load_registry
+
+    base = Candidate.make("vllm", "m", parse_flags("--max-num-seqs 64", VL), {"VLLM_USE_FLASHINFER_SAMPLER": "0"})
+    env = EnvFactors(load_registry("vllm", version="0.32.0", installed=False), device="cuda")
+    space = build_space("vllm", VL, base)
+    for f in env.initial(base.env_dict):
+        space.factors.append(f)
+    s = Strategy(space, base, Knowledge({"device": "cuda"}, "vllm", "0.32.0", enabled=False), VL, env=env)
+    assert s.propose().candidate.key() == base.key()
+
+
+def test_plumbing_variables_never_join_a_candidate():
+    from bringup.envvars import launch_environment, load_registry
+
+    reg = load_registry("vllm", version="0.32.0", installed=False)
+    env = {"LD_LIBRARY_PATH": "/usr/lib", "CUDA_HOME": "/usr/local/cuda", "VLLM_USE_FLASHINFER_SAMPLER": "0",
+           "CUDA_VISIBLE_DEVICES": "0", "HF_TOKEN": "secret", "NCCL_P2P_DISABLE": "1"}
+    assert launch_environment(reg, env) == {"VLLM_USE_FLASHINFER_SAMPLER": "0", "NCCL_P2P_DISABLE": "1"}
