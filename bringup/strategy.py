@@ -156,7 +156,12 @@ class Strategy:
             return [], []
         named: list[Factor] = []
         ranked: list[Factor] = []
+        # A signature that names only what no launch changes (the model's head size) is not
+        # second-guessed by variables that merely share its words; a variable the log names is.
+        outside_only = bool(outcome.implicates) and all(self._factor_for(i) is None for i in outcome.implicates)
         for prop in self.env.after_failure(outcome, self.space.names):
+            if outside_only and prop.factor.origin != "log":
+                continue
             if prop.named and prop.factor.p_unset is None:
                 # The failure's own words name this variable's component: its default is as
                 # suspect as any flag's (a variable merely in the space rarely is).

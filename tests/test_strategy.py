@@ -304,3 +304,16 @@ def test_plumbing_variables_never_join_a_candidate():
     env = {"LD_LIBRARY_PATH": "/usr/lib", "CUDA_HOME": "/usr/local/cuda", "VLLM_USE_FLASHINFER_SAMPLER": "0",
            "CUDA_VISIBLE_DEVICES": "0", "HF_TOKEN": "secret", "NCCL_P2P_DISABLE": "1"}
     assert launch_environment(reg, env) == {"VLLM_USE_FLASHINFER_SAMPLER": "0", "NCCL_P2P_DISABLE": "1"}
+
+
+def test_a_failure_of_the_model_itself_brings_no_guessed_variables():
+    """vLLM CPU's head_dim=16 (real, tests/data/logs): the signature implicates model.head_dim only;
+    the search must stop saying so, not try variables whose names share a word with the log."""
+    s = _with_env(facts={"device": "cpu"})
+    base = s.propose().candidate
+    s.observe(base, outcome(cls="unsupported-hardware", phase="first-request", implicates=["model.head_dim"],
+                            signature="vllm-cpu-unsupported-attention",
+                            evidence=["RuntimeError: Unsupported CPU attention configuration: head_dim=16"]))
+    assert not [f for f in s.space.factors if f.origin == "ranked"]
+    assert s.next_launch([], [], set()).candidate is None
+    assert "model.head_dim" in s.explain_stop()
