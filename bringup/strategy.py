@@ -158,7 +158,8 @@ class Strategy:
         ranked: list[Factor] = []
         # A signature that names only what no launch changes (the model's head size) is not
         # second-guessed by variables that merely share its words; a variable the log names is.
-        outside_only = bool(outcome.implicates) and all(self._factor_for(i) is None for i in outcome.implicates)
+        outside_only = bool(outcome.implicates) and all(
+            (g := self._factor_for(i)) is None or g.name in self.frozen for i in outcome.implicates)
         for prop in self.env.after_failure(outcome, self.space.names):
             if outside_only and prop.factor.origin != "log":
                 continue
