@@ -20,6 +20,7 @@ import csv
 import io
 import os
 import shutil
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -180,9 +181,12 @@ class GpuWatch:
         self.sleep = sleep
         self.clock = clock
         self.announced = False
-        self.before: dict[int, int] | None = None
+        self.before: dict[int, int] | None = None  # the last launch's reading (one trial at a time)
         self.held: Held | None = None
         self.no_gpu: dict[str, str] | None = None
+        # Trials that run at once (on disjoint GPUs) share this watch: a hold is kept per GPU, and
+        # each trial passes its own pre-launch reading back to after_teardown.
+        self._lock = threading.Lock()
 
     def before_launch(self, indices: list[int] | None) -> tuple[list[str], Held | None, dict[str, Any]]:
         """(messages, a hold that must stop this launch, the record for the outcome)."""
@@ -194,37 +198,61 @@ class GpuWatch:
             self.no_gpu = {"gpus": "none", "note": r.why_none()}
             return [r.why_none()], None, dict(self.no_gpu)
         msgs: list[str] = []
-        if not self.announced:
-            self.announced = True
-            msgs.extend(describe_busy(r, indices))
-        used = r.used(indices)
-        if self.held is not None:
-            still = {i: (b, used.get(i, 0)) for i, (b, _) in self.held.gpus.items()
-                     if used.get(i, 0) > b + self.tolerance}
-            if still:
-                held = Held(still, [p for p in r.processes(list(still))])
-                return msgs, held, {"source": r.source, "used_mib_before": used, "held": held.evidence()}
-            self.held = None
-            msgs.append("the GPU memory held after the last teardown is back")
-        self.before = used
+        with self._lock:
+            if not self.announced:
+                self.announced = True
+                msgs.extend(describe_busy(r, indices))
+            used = r.used(indices)
+            if self.held is not None:
+                mine = {i: v for i, v in self.held.gpus.items() if indices is None or i in indices}
+                still = {i: (b, used.get(i, 0)) for i, (b, _) in mine.items() if used.get(i, 0) > b + self.tolerance}
+                if still:
+                    held = Held(still, [p for p in r.processes(list(still))])
+                    return msgs, held, {"source": r.source, "used_mib_before": used, "held": held.evidence()}
+                if mine:
+                    rest = {i: v for i, v in self.held.gpus.items() if i not in mine}
+                    self.held = Held(rest, self.held.processes) if rest else None
+                    msgs.append("the GPU memory held after the last teardown is back")
+            self.before = used
         return msgs, None, {"source": r.source, "used_mib_before": used}
 
-    def after_teardown(self, indices: list[int] | None) -> tuple[list[str], dict[str, Any]]:
-        """Wait (bounded) until the memory in use is back to the pre-launch reading."""
-        if self.before is None:
+    def is_back(self, indices: list[int]) -> bool:
+        """A fresh reading: is the memory held on these GPUs back (their hold then cleared)?"""
+        with self._lock:
+            if self.held is None or not any(i in self.held.gpus for i in indices):
+                return True
+        used = self.reader().used(indices)
+        with self._lock:
+            if self.held is None:
+                return True
+            still = {i for i in indices if i in self.held.gpus and used.get(i, 0) > self.held.gpus[i][0] + self.tolerance}
+            if still:
+                return False
+            rest = {i: v for i, v in self.held.gpus.items() if i not in indices}
+            self.held = Held(rest, self.held.processes) if rest else None
+            return True
+
+    def after_teardown(self, indices: list[int] | None, before: dict[int, int] | None = None
+                       ) -> tuple[list[str], dict[str, Any]]:
+        """Wait (bounded) until the memory in use is back to the pre-launch reading (``before``:
+        this trial's own reading, given back by the caller when trials run at once)."""
+        before = before if before is not None else self.before
+        if before is None:
             return [], {}
         t0 = self.clock()
         while True:
             r = self.reader()
             used = r.used(indices)
-            over = {i: (b, used.get(i, 0)) for i, b in self.before.items() if used.get(i, 0) > b + self.tolerance}
+            over = {i: (b, used.get(i, 0)) for i, b in before.items() if used.get(i, 0) > b + self.tolerance}
             if not over:
                 return [], {"used_mib_after": used, "returned_s": round(self.clock() - t0, 2)}
             if self.clock() - t0 >= self.settle_timeout:
-                self.held = Held(over, r.processes(list(over)))
-                msgs = [f"GPU memory not given back {self.settle_timeout:.0f} s after teardown:",
-                        *self.held.evidence()]
-                return msgs, {"used_mib_after": used, "held": self.held.evidence()}
+                mine = Held(over, r.processes(list(over)))
+                with self._lock:
+                    gpus = {**(self.held.gpus if self.held else {}), **over}
+                    self.held = Held(gpus, [*(self.held.processes if self.held else []), *mine.processes])
+                msgs = [f"GPU memory not given back {self.settle_timeout:.0f} s after teardown:", *mine.evidence()]
+                return msgs, {"used_mib_after": used, "held": mine.evidence()}
             self.sleep(self.poll)
 
 

@@ -32,6 +32,12 @@ class Attempt(BaseModel):
     overrides: list[OverrideRecord] = Field(default_factory=list)
     hint: str | None = None
     signature: str | None = None
+    # Trials at once (bringup/executor.py): where it ran, and its span on the run's clock
+    # (simulated seconds for a double); empty when trials ran one at a time.
+    gpus: list[str] = Field(default_factory=list)
+    where: str = ""
+    clock_start_s: float | None = None
+    clock_end_s: float | None = None
 
     @field_validator("purpose", mode="before")
     @classmethod
@@ -75,6 +81,8 @@ class RunResult(BaseModel):
     launches: int
     screening_launches: int
     minimize_launches: int
+    parallel: int = 1  # trials at once, at most (bringup run --parallel)
+    lost_trials: list[str] = Field(default_factory=list)  # trials lost with their node, run again
     simulated_hours: float | None
     wall_seconds: float
     final_command: str | None

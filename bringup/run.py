@@ -10,6 +10,7 @@ identities in `bringup.identity`: this module is only the loop.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from dataclasses import dataclass, field
@@ -22,6 +23,8 @@ from bringup import secrets
 from bringup.candidate import Candidate, FlagError, change_tokens, parse_command
 from bringup.envfactors import EnvFactors
 from bringup.envvars import launch_environment
+from bringup.executor import Done, Executor, Job, LocalExecutor, TrialRun
+from bringup.gpus import default_watch, visible_indices
 from bringup.identity import gather_facts, hardware_fingerprint, model_identity
 from bringup.journal import Journal, TrialRecord
 from bringup.knowledge import Knowledge, memory_model_for
@@ -30,7 +33,8 @@ from bringup.outcome import Outcome
 from bringup.plan_check import record_kv
 from bringup.probes import KnownAnswer, ProbeConfig
 from bringup.results import Attempt, Prediction, Purpose, RunResult
-from bringup.screening import ScreeningPolicy, screen_flags
+from bringup.screening import ScreeningPolicy, one_gpu_screen, screen_flags
+from bringup.slots import GpuSlots, SlotError, parallel_width, parse_gpus
 from bringup.space import Space, build_space
 from bringup.strategy import Strategy
 from bringup.targets import Target, resolve_target
@@ -68,6 +72,10 @@ class RunSettings(BaseModel):
     # The reference-differential probe: a file from `bringup reference`, "auto" (in-process with
     # transformers when the model is a local folder that fits) or "none" (bringup/reference.py).
     reference: str = "auto"
+    # Trials at once: "1" (one after another), a number, or "auto" (as many as the GPUs hold with
+    # the baseline's need); each on its own GPUs and port (bringup/slots.py, bringup/executor.py).
+    parallel: str = "1"
+    gpus: str | None = None  # the GPUs the run may use (CUDA_VISIBLE_DEVICES entries); None: all
 
 
 class RunObserver(Protocol):
@@ -116,7 +124,7 @@ class Run:
     def _prepare(self, journal: bool) -> None:
         s = self.settings
         self.target = resolve_target(engine=s.engine, model=s.model, scenario=Path(s.scenario) if s.scenario else None,
-                                     python=s.python, time_scale=s.time_scale)
+                                     python=s.python, time_scale=s.time_scale, gpus=s.gpus)
         t = self.target
         baseline = s.baseline or t.engine.default_baseline()  # a scenario's user starts from its command
         try:
@@ -153,6 +161,37 @@ class Run:
                                  env=self.env)
         self.answers = [KnownAnswer(p, e) for p, e in s.answers] + list(t.answers)
         self.reference, self.reference_why = self._reference(journal)
+        self.slots = self._slots()
+
+    def _slots(self) -> tuple[GpuSlots, int]:
+        """The run's GPUs and how many trials run at once on them."""
+        s, t = self.settings, self.target
+        try:
+            gpus = parse_gpus(s.gpus, int(self.facts.get("gpu.count") or 0))
+            width = parallel_width(s.parallel, len(gpus))
+        except SlotError as e:
+            raise RunError(str(e)) from None
+        # Screens run on one GPU each where their few layers fit, so they run side by side.
+        self.screen_shrink = (one_gpu_screen(self.facts, s.screen_layers, t.engine.parallel_flags(t.spec))
+                              if width > 1 and self.screening.flags else {})
+        self.screening.beside = bool(self.screen_shrink) and self.weights_big()
+        return GpuSlots(gpus), width
+
+    def weights_big(self) -> bool:
+        from bringup.screening import BIG_MODEL_GIB
+
+        return self.screening.weights_gib >= BIG_MODEL_GIB
+
+    def _need(self, cand: Candidate, screen: bool) -> int:
+        """GPUs a launch of ``cand`` takes (as a screen or in full), at most the run's."""
+        total = len(self.slots[0].gpus)
+        launch = self._as_launched(cand, screen)
+        return min(total, self.target.engine.gpus_needed(launch, self.target.spec, total))
+
+    def _as_launched(self, cand: Candidate, screen: bool) -> Candidate:
+        if not screen:
+            return cand
+        return cand.with_changes({**(self.screening.flags or {}), **getattr(self, "screen_shrink", {})})
 
     def _reference(self, journal: bool):
         """The model's own output for the reference probe (None: not on the ladder), and why."""
@@ -166,34 +205,56 @@ class Run:
             raise RunError(f"--reference: {e}") from None
 
     # -- launching -----------------------------------------------------------------------------
-    def _trial(self, cand: Candidate, purpose: Purpose, seq: int, screen: bool = False
-               ) -> tuple[Outcome, Path, float, float]:
+    def _run_job(self, job: Job) -> TrialRun:
+        """Run one trial (in the executor's worker): the candidate on the job's GPUs and port."""
         s = self.settings
-        launch = cand.with_changes(self.screening.flags or {}) if screen else cand
+        launch = self._as_launched(job.cand, job.screen)
         probe = ProbeConfig(batch_size=s.batch, long_tokens=s.long_tokens,
-                            answers=[] if screen else self.answers,
-                            reference=None if screen else self.reference)
-        tdir = self.run_dir / "trials" / f"{seq:02d}-{purpose}-{cand.key()[:8]}"
+                            answers=[] if job.screen else self.answers,
+                            reference=None if job.screen else self.reference)
+        tdir = self.run_dir / "trials" / f"{job.seq:02d}-{job.purpose}-{job.cand.key()[:8]}"
         n = 1
         while tdir.exists():  # a trial killed before it finished leaves its folder: keep it
             n += 1
-            tdir = self.run_dir / "trials" / f"{seq:02d}-{purpose}-{cand.key()[:8]}-retry{n}"
-        settings = TrialSettings(timeout=s.timeout, hang_timeout=s.hang_timeout, probe=probe)
-        self.observer.launching(seq, purpose, cand.describe_diff(self.baseline), screen)
+            tdir = self.run_dir / "trials" / f"{job.seq:02d}-{job.purpose}-{job.cand.key()[:8]}-retry{n}"
+        settings = TrialSettings(timeout=s.timeout, hang_timeout=s.hang_timeout, probe=probe, port=job.port,
+                                 cancel=job.cancel)
+        engine = self.target.engine
+        if self.slots[1] > 1 and job.gpus:  # trials at once: each sees only its own GPUs
+            engine = dataclasses.replace(engine, gpus=",".join(job.gpus))
         started = time.time()
-        out = Trial(self.target.engine, launch, tdir, settings, spec=self.target.spec, version=self.target.version,
+        out = Trial(engine, launch, tdir, settings, spec=self.target.spec, version=self.target.version,
                     on_event=self.observer.trial_event).run()
-        ended = time.time()
-        assert self.journal is not None and self.run_id is not None
-        record_kv(out, tdir, self.target.engine.log_dialect, self.facts, self.fingerprint, self.journal, self.hw_fp,
-                  self.model_id, self.run_id, seq)
-        return out, tdir, started, ended
+        return TrialRun(out, tdir, started, time.time())
 
-    def _launch(self, cand: Candidate, purpose: Purpose, seq: int, extra: dict[str, Any],
-                screen: bool = False) -> Outcome:
-        out, tdir, started, ended = self._trial(cand, purpose, seq, screen=screen)
-        self._log(seq, purpose, cand, out, tdir, started, ended, extra)
-        return out
+    def _submit(self, ex: Executor, job: Job) -> None:
+        self.observer.launching(job.seq, job.purpose, job.cand.describe_diff(self.baseline), job.screen)
+        ex.submit(job)
+
+    def _record(self, d: Done) -> Outcome:
+        """A finished trial into the journal, the memory plan's record and the attempts."""
+        assert self.journal is not None and self.run_id is not None and d.run is not None
+        job, r = d.job, d.run
+        record_kv(r.outcome, r.tdir, self.target.engine.log_dialect, self.facts, self.fingerprint, self.journal,
+                  self.hw_fp, self.model_id, self.run_id, job.seq)
+        extra = dict(job.extra)
+        if self.slots[1] > 1 or job.where != "local":
+            extra.update(gpus=job.gpus, where=job.where, clock_start_s=job.sim_start, clock_end_s=d.clock)
+        self._log(job.seq, job.purpose, job.cand, r.outcome, r.tdir, r.started, r.ended, extra)
+        return r.outcome
+
+    def _job(self, seq: int, purpose: Purpose, cand: Candidate, extra: dict[str, Any], screen: bool = False) -> Job:
+        return Job(seq, purpose, cand, screen, extra, need=self._need(cand, screen))
+
+    def _launch(self, ex: Executor, job: Job) -> Outcome:
+        """One trial now, with nothing else in flight (minimizing is one question at a time)."""
+        self._submit(ex, job)
+        while True:
+            d = ex.wait()
+            if d.run is not None:
+                return self._record(d)
+            self.lost.append(f"#{d.job.seq} on {d.job.where}: {d.lost_why}")
+            self._submit(ex, d.job)  # a lost trial is the machine's failure: run it again
 
     # -- the run ---------------------------------------------------------------------------------
     def _new_run_id(self) -> str:
@@ -270,39 +331,31 @@ class Run:
         self.observer.started(self.run_id, self.run_dir, self.space, len(done))
         priors, known_good = self._learn_priors()
         self.attempts: list[Attempt] = []
+        self.lost: list[str] = []
         screened_ok: set[str] = set()
         seq, validated = self._replay(done, screened_ok)
+        self._replayed_s = sum(self.screening.cost_s(a) for a in self.attempts)
+        self.ex = ex = self._executor()
         status, stop_reason = "budget", ""
+        self._search_clock: float | None = None
         try:
+            self._follow: list[Job] = []  # trials lost with their node (Ray): they run again first
             while validated is None:
-                launches = sum(1 for a in self.attempts if a.purpose in ("search", "screen"))
-                if launches >= self.settings.max_launches:
-                    stop_reason = f"launch budget ({self.settings.max_launches}) spent"
+                stop, seq = self._fill(ex, seq, known_good, screened_ok)
+                if not ex.in_flight():
+                    status, stop_reason = stop or (status, stop_reason)
                     break
-                if self.settings.max_hours is not None and self._hours() >= self.settings.max_hours:
-                    stop_reason = f"time budget ({self.settings.max_hours} h) spent"
-                    break
-                d = self.strategy.next_launch(known_good, self.attempts, screened_ok)
-                if d.candidate is None:
-                    status = "no-working-config"
-                    stop_reason = self.strategy.explain_stop()
-                    break
-                cand, extra = d.candidate, {"p_success": d.p_success, "reasons": d.reasons}
-                if d.screen:
-                    seq += 1
-                    out = self._launch(cand, "screen", seq, extra, screen=True)
-                    if out.status != "works":
-                        self.strategy.observe(cand, out, source="screen")
-                        continue
-                    screened_ok.add(self.strategy.predicted_key(cand))
-                    if launches + 1 >= self.settings.max_launches:
-                        stop_reason = f"launch budget ({self.settings.max_launches}) spent"
-                        break
-                seq += 1
-                out = self._launch(cand, "search", seq, extra)
-                self.strategy.observe(cand, out)
-                if out.status == "works":
-                    validated = cand
+                d = ex.wait()
+                if d.run is None:
+                    self.lost.append(f"#{d.job.seq} on {d.job.where}: {d.lost_why}")
+                    self._follow.insert(0, d.job)  # lost with its node: run it again, not a failure
+                    continue
+                validated = self._deliver(d, screened_ok)
+            self._search_clock = ex.now()
+            while ex.in_flight():  # what was launched beside the winner still reports, for the record
+                d = ex.wait()
+                if d.run is not None:
+                    self._deliver(d, screened_ok)
             fix = MinimalFix([], False, validated) if validated is not None else None
             if validated is not None:
                 status, stop_reason = "validated", "a configuration passed every probe"
@@ -311,6 +364,8 @@ class Run:
         except BaseException:
             self.journal.set_status(self.run_id, "interrupted")
             raise
+        finally:
+            ex.close()
         result = self._result(status, stop_reason, validated, fix, t0, priors)
         self.journal.finish_run(self.run_id, status, result.model_dump())
         from bringup.htmlreport import load_tunes, write_html
@@ -321,8 +376,64 @@ class Run:
         self.observer.finished(result)
         return result
 
+    def _executor(self) -> Executor:
+        slots, width = self.slots
+        watch = default_watch()
+
+        def back(gpus: list[str]) -> bool:
+            idx = visible_indices(",".join(gpus))
+            return watch.is_back(idx) if idx is not None else True
+
+        return LocalExecutor(self._run_job, slots, width, simulated=self.target.engine.simulated, gpu_free=back)
+
+    def _fill(self, ex: Executor, seq: int, known_good: list[Candidate], screened_ok: set[str]
+              ) -> tuple[tuple[str, str] | None, int]:
+        """Start launches while slots are free; returns (why the search stops, if it does; seq)."""
+        s = self.settings
+        while len(ex.in_flight()) < ex.width:
+            flying = ex.in_flight()
+            launches = sum(1 for a in self.attempts if a.purpose in ("search", "screen")) + len(flying)
+            if launches >= s.max_launches:
+                return ("budget", f"launch budget ({s.max_launches}) spent"), seq
+            if self._follow:  # a trial lost with its node runs again first
+                if not ex.fits(self._follow[0]):
+                    break
+                self._submit(ex, self._follow.pop(0))
+                continue
+            if s.max_hours is not None and self._hours() >= s.max_hours:
+                return ("budget", f"time budget ({s.max_hours} h) spent"), seq
+            d = self.strategy.next_launch(known_good, self.attempts, screened_ok,
+                                          pending=[j.cand for j in flying])
+            if d.candidate is None:
+                if flying:
+                    break  # an answer in flight may open another way
+                return ("no-working-config", self.strategy.explain_stop()), seq
+            extra = {"p_success": d.p_success, "reasons": d.reasons}
+            job = self._job(seq + 1, "screen" if d.screen else "search", d.candidate, extra, screen=d.screen)
+            if not ex.fits(job):
+                break  # it waits for its GPUs; what is in flight reports first
+            seq += 1
+            self._submit(ex, job)
+        return None, seq
+
+    def _deliver(self, d: Done, screened_ok: set[str]) -> Candidate | None:
+        """An answer back to the strategy; the candidate when it validated."""
+        job = d.job
+        out = self._record(d)
+        if job.screen:
+            if out.status != "works":
+                self.strategy.observe(job.cand, out, source="screen")
+                return None
+            # A screen that passed: the strategy, asked again, launches it in full (it knows it was
+            # screened) unless an answer that came back meanwhile says otherwise.
+            screened_ok.add(self.strategy.predicted_key(job.cand))
+            return None
+        self.strategy.observe(job.cand, out)
+        return job.cand if out.status == "works" else None
+
     def _hours(self) -> float:
-        return sum(self.screening.cost_s(a) for a in self.attempts) / 3600
+        """The run's clock in hours: its earlier sessions' launches (resume), then this one's."""
+        return (self._replayed_s + self.ex.now()) / 3600
 
     def _log(self, seq: int, purpose: Purpose, cand: Candidate, out: Outcome, tdir: Path, started: float,
              ended: float, extra: dict) -> None:
@@ -340,7 +451,9 @@ class Run:
                        failure_class=out.failure_class, phase=out.phase, evidence=out.key_evidence()[:300],
                        wall_s=extra.get("wall_s", wall) or wall, simulated_s=out.timings.simulated,
                        p_success=extra.get("p_success"), reasons=extra.get("reasons", []), trial_dir=str(tdir),
-                       overrides=list(out.overrides), hint=out.hint, signature=out.signature)
+                       overrides=list(out.overrides), hint=out.hint, signature=out.signature,
+                       gpus=extra.get("gpus", []), where=extra.get("where", ""),
+                       clock_start_s=extra.get("clock_start_s"), clock_end_s=extra.get("clock_end_s"))
 
     # -- minimizing ------------------------------------------------------------------------------
     def _minimize(self, working: Candidate, seq: int) -> tuple[MinimalFix, int]:
@@ -355,7 +468,7 @@ class Run:
 
         def launch(cand: Candidate) -> Outcome:
             counter["seq"] += 1
-            return self._launch(cand, "minimize", counter["seq"], {})
+            return self._launch(self.ex, self._job(counter["seq"], "minimize", cand, {}))
 
         fix = minimal_fix(self.baseline, working, self.strategy.predicted_key, outcomes, launch,
                           self.settings.max_minimize_launches - launched, ignored=set(self.strategy.frozen))
@@ -365,7 +478,10 @@ class Run:
                 t0: float, priors: int) -> RunResult:
         eng = self.target.engine
         search = [a for a in self.attempts if a.purpose in ("search", "screen")]
-        sim_hours = (sum(a.simulated_s or 0.0 for a in search) / 3600) if eng.simulated else None
+        # The clock when the search ended: one trial at a time, the sum of its launches; at once,
+        # the time to the first validated configuration (launches beside it overlap).
+        clock = self._search_clock if self._search_clock is not None else self.ex.now()
+        sim_hours = (self._replayed_s + clock) / 3600 if eng.simulated else None
         probes, warnings = [], []
         ok = [a for a in self.attempts if a.purpose == "search" and a.status == "works"]
         if ok:
@@ -377,7 +493,7 @@ class Run:
         final = fix.final if fix else None
         minimal = fix.changes if fix else []
         return RunResult(
-            final_probes=probes, warnings=warnings,
+            final_probes=probes, warnings=warnings, parallel=self.slots[1], lost_trials=list(self.lost),
             run_id=self.run_id or "", run_dir=str(self.run_dir), status=status, validated=validated is not None,
             launches=len(search), screening_launches=sum(1 for a in search if a.purpose == "screen"),
             minimize_launches=sum(1 for a in self.attempts if a.purpose == "minimize"),

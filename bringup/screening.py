@@ -34,12 +34,30 @@ def screen_flags(spec: HelpSpec | None, layers: int) -> dict[str, Any] | None:
     return {"--load-format": "dummy"}
 
 
+def one_gpu_screen(facts: dict[str, Any], layers: int, parallel_flags: list[str]) -> dict[str, Any]:
+    """The parallel sizes that put a screen on one GPU, when its few layers fit there with room to
+    spare (dummy weights: the layers' share of the checkpoint), so that screens of a many-GPU launch
+    run side by side on a machine's GPUs. Empty: it does not fit, or the facts do not say. A
+    screen on one GPU cannot show a tensor-parallel failure (NCCL, custom all-reduce): the full
+    launch still does."""
+    try:
+        weights, total, mem = (float(facts[k]) for k in ("model.weights_gib", "model.layers", "gpu.memory_gib"))
+    except (KeyError, TypeError, ValueError):
+        return {}
+    if not parallel_flags or total <= 0 or weights * min(layers, total) / total > 0.5 * mem:
+        return {}
+    return {flag: 1 for flag in parallel_flags}
+
+
 @dataclass
 class ScreeningPolicy:
     mode: ScreenMode
     flags: dict[str, Any] | None  # None: this engine cannot screen
     weights_gib: float
     simulated: bool  # launch costs are the engine's simulated seconds
+    # Screens run beside other trials on a GPU or so each while a full launch takes the machine:
+    # then a screen costs a sliver of a full launch, and it pays before any full launch.
+    beside: bool = False
 
     def cost_s(self, a: Attempt) -> float:
         """What a launch cost: the engine's simulated seconds, or the real ones."""
@@ -56,6 +74,8 @@ class ScreeningPolicy:
         full = [a for a in history if a.purpose == "search"]
         if any(a.failure_class == "wrong-output" for a in full):
             return False  # dummy weights cannot check known answers: a screen would pass blindly
+        if self.beside:
+            return not only_numeric  # a screen cannot judge memory; anything else, it finds cheaply
         if only_numeric and max((self.cost_s(a) for a in full), default=0.0) < LONG_LAUNCH_S:
             # Memory fractions and batch sizes: a screen (fewer layers, less memory) passes them
             # blindly and only catches a kernel failure the change did not cause; worth a launch

@@ -53,6 +53,10 @@ P_ADVISED = 0.1  # a value the failure's own log line advises ("set X=0"): likel
 MIN_P_SUCCESS = 0.01  # below this, launching is a waste: say that nothing left is likely to work
 P_KNOWN_GOOD = 0.95  # a configuration validated before on this machine, engine version and model
 OUTSIDE = 0.8  # this sure that what fails lies outside the space: stop and say so
+# Trials in flight (parallel runs): the next proposal assumes each of them fails, with the levels it
+# changes this likely bad, so that a batch tests different hypotheses (the "constant liar" of
+# batch Bayesian optimisation), not k variants of one guess.
+P_PENDING = 0.6
 
 
 @dataclass
@@ -107,6 +111,7 @@ class Strategy:
     moved: dict[str, list[str]] = field(default_factory=dict)
     refusals: dict[str, list[str]] = field(default_factory=dict)  # factor -> launches that refused all its levels  # signature -> numeric factors it moved
     best_left: Proposal | None = None  # the untried candidate judged too unlikely to launch, if that ended it
+    _pending_moves: list[frozenset[tuple[str, str]]] = field(default_factory=list)  # see _next_beside
 
     def __post_init__(self) -> None:
         for f in self.space.factors:
@@ -507,19 +512,69 @@ class Strategy:
 
     # -- deciding the next launch ------------------------------------------------------------------
     def next_launch(self, known_good: list[Candidate], history: list[Attempt],
-                    screened_ok: set[str]) -> Decision:
+                    screened_ok: set[str], pending: list[Candidate] | None = None) -> Decision:
         """The next launch of a run: a configuration validated here before (journal) first, then
         the best proposal, screened first where the screening policy says it pays; none when the
-        evidence points outside the space or nothing left is likely enough to work."""
-        decision = self._next_candidate(known_good)
+        evidence points outside the space or nothing left is likely enough to work.
+
+        ``pending``: candidates launched and not yet answered (trials that run at once). The
+        proposal then assumes each of them fails, so it tests another hypothesis, and says so;
+        none (wait for them) when nothing else is likely enough to be worth a slot."""
+        decision = self._next_beside(known_good, pending) if pending else self._next_candidate(known_good)
         if decision.candidate is not None and self.screening is not None:
             key = self.predicted_key(decision.candidate)
             decision.screen = key not in screened_ok and self.screening.worth_it(
                 decision.p_success, self._only_numeric_changes(decision.candidate), history)
         return decision
 
-    def _next_candidate(self, known_good: list[Candidate]) -> Decision:
-        tried = {o.key for o in self.observations if o.source != "journal"}
+    def _next_beside(self, known_good: list[Candidate], pending: list[Candidate]) -> Decision:
+        """The best launch beside those in flight, as if each of them failed (nothing is learnt:
+        the assumption is undone before the answer comes back)."""
+        saved = (dict(self.p), self.blocked, self.best_left)
+        keys = {self.predicted_key(c) for c in pending}
+        changed: list[str] = []
+        try:
+            for c in pending:
+                flags, env = c.flag_dict, c.env_dict
+                for f in self.space.factors:
+                    level, base = f.level_in(flags, env), self.base_level(f)
+                    if normalise(level) == normalise(base):
+                        continue
+                    k = (f.name, self.eff(f, level))
+                    self.p[k] = max(self.p.get(k, self.prior(f, level)), P_PENDING)
+                    changed.append(f"{f.name} {f.describe_level(level)}")
+            # A candidate that makes every change of one in flight, and more, is a variant of that
+            # guess, not another hypothesis (a number moved to another value counts as the same
+            # move: "less memory"): it waits for the answer.
+            self._pending_moves = [m for c in pending if (m := self._moves(c))]
+            decision = self._next_candidate(known_good, exclude=keys)
+        finally:
+            self.p, self.blocked, self.best_left = saved
+            self._pending_moves = []
+        if decision.candidate is not None:
+            what = ", ".join(dict.fromkeys(changed)) or "the baseline"
+            decision.reasons.append(f"launched beside {len(pending)} in flight, assuming they fail ({what}); "
+                                    "spent for nothing if one of them works")
+        return decision
+
+    def _moves(self, cand: Candidate) -> frozenset[tuple[str, str]]:
+        """A candidate's hypothesis: the choices it changes, and which numbers it moves."""
+        flags, env = cand.flag_dict, cand.env_dict
+        out = set()
+        for f in self.space.factors:
+            level = f.level_in(flags, env)
+            if normalise(level) != normalise(self.base_level(f)):
+                out.add((f.name, "moved" if f.kind == "number" else self.eff(f, level)))
+        return frozenset(out)
+
+    def _variant_of_pending(self, cand: Candidate) -> bool:
+        if not self._pending_moves:
+            return False
+        mine = self._moves(cand)
+        return any(m <= mine for m in self._pending_moves)
+
+    def _next_candidate(self, known_good: list[Candidate], exclude: set[str] | None = None) -> Decision:
+        tried = {o.key for o in self.observations if o.source != "journal"} | (exclude or set())
         for cand in known_good:  # a configuration that worked here before: confirm it first
             if self.predicted_key(cand) not in tried:
                 return Decision(cand, P_KNOWN_GOOD, ["validated before on this machine, engine version and model (journal)"])
@@ -527,7 +582,7 @@ class Strategy:
             return Decision(None)  # the evidence says no level of a factor can work here
         if self.outside >= OUTSIDE:
             return Decision(None)  # the evidence points outside what the search can change
-        prop = self.propose()
+        prop = self.propose(exclude=exclude)
         if prop is not None and prop.p_success < MIN_P_SUCCESS:
             self.best_left = prop
             return Decision(None)
@@ -595,7 +650,7 @@ class Strategy:
             pops += 1
             cand, p_success, reasons, predicted = self._compose(options, idx)
             key = self.predicted_key(cand)
-            if key not in tried and self._combination_ok(cand):
+            if key not in tried and self._combination_ok(cand) and not self._variant_of_pending(cand):
                 return Proposal(cand, p_success, reasons, predicted, key)
             for i in range(len(idx)):
                 if idx[i] + 1 < len(options[i]):

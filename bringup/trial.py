@@ -61,6 +61,9 @@ class TrialSettings:
     poll: float = 0.05
     probes_deadline: float = 1800.0
     gpu_watch: GpuWatch | None = None  # None: the process-wide one (bringup/gpus.py)
+    # Set by whoever runs trials at once (bringup/executor.py) to stop this one: the server is torn
+    # down as on any other end, and the trial's outcome says it was cancelled.
+    cancel: threading.Event | None = None
 
 
 Event = Callable[[str, str], None]  # (kind, text): kind in phase | line | status | gpu
@@ -240,6 +243,9 @@ class Trial:
                         t_event = now
                         status = "fails"
                         break
+                    if self._cancelled():
+                        status = "timeout"
+                        break
                     if now - last_check > 0.25:
                         last_check = now
                         if self._ready(client, seen_ready_line):
@@ -268,7 +274,7 @@ class Trial:
             teardown = server.terminate(grace=self.s.grace if healthy else self.s.fail_grace,
                                         port=port, host=host)
         t_end = time.monotonic()
-        gpu_msgs, after = watch.after_teardown(gpus)
+        gpu_msgs, after = watch.after_teardown(gpus, self._gpu.get("used_mib_before"))
         self._gpu.update(after)
         for m in gpu_msgs:
             self.emit("gpu", m)
@@ -280,6 +286,9 @@ class Trial:
         out.warnings = gpu_msgs
         return self._finish(out, server, status or "fails", runner, probe_results, t_start, t_launch,
                             t_ready, t_event, t_end, probe_t, teardown)
+
+    def _cancelled(self) -> bool:
+        return self.s.cancel is not None and self.s.cancel.is_set()
 
     def _probe(self, server: ServerProcess, base_url: str):
         stop = threading.Event()
@@ -316,8 +325,8 @@ class Trial:
                 status = "fails"
                 stop.set()
                 break
-            if time.monotonic() - t0 > self.s.probes_deadline:
-                status = "hang"
+            if time.monotonic() - t0 > self.s.probes_deadline or self._cancelled():
+                status = "timeout" if self._cancelled() else "hang"
                 stop.set()
                 break
             if len(runner.results) != progress[0]:

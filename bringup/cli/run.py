@@ -72,6 +72,10 @@ def run_cmd(
     answer: list[str] = typer.Option([], help="Known answer 'PROMPT=EXPECTED' (repeatable)."),
     reference: str = typer.Option("auto", help="Reference for the reference probe: a file from `bringup reference`, "
                                   "auto (in-process when the model is a local folder that fits), or none."),
+    parallel: str = typer.Option("1", help="Trials at once, each on its own GPUs and port: a number, or auto "
+                                  "(as many as the GPUs hold with the baseline's need)."),
+    gpus: str = typer.Option(None, help="The GPUs the run may use (CUDA_VISIBLE_DEVICES entries, e.g. 0,1; "
+                             "default: every GPU doctor sees)."),
     runs_dir: Path = typer.Option(None, help="Runs folder with the journal (default ./bringup-runs)."),
     json_out: bool = typer.Option(False, "--json", help="Print the result as one JSON object."),
 ) -> None:
@@ -112,7 +116,7 @@ def run_cmd(
             max_launches=max_launches, max_hours=max_hours, minimize=minimize,
             max_minimize_launches=max_minimize_launches, retry_known=retry_known, timeout=timeout,
             hang_timeout=hang_timeout, answers=[(a.prompt, a.expected) for a in parse_answers(answer)],
-            reference=reference,
+            reference=reference, parallel=parallel, gpus=gpus,
         )
     live = Live(_table([]), console=err_console, refresh_per_second=4, transient=False) if not json_out else None
     r = Run(settings, root, run_id=rid, observer=LiveTable(live) if live else QuietObserver())
@@ -151,6 +155,8 @@ class LiveTable:
 
     def launching(self, seq: int, purpose: Purpose, changes: str, screen: bool) -> None:
         self.live.update(_table(self.attempts))
+        # Trials at once: say what starts, since the table only grows when one ends.
+        err_console.print(f"#{seq} {purpose}: {changes[:100]}", markup=False, style="dim")
 
     def trial_event(self, kind: str, text: str) -> None:
         if kind == "gpu":  # GPU hygiene messages (bringup/gpus.py)

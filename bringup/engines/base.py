@@ -58,6 +58,18 @@ class ProbeSupport(BaseModel):
     source: str = ""
 
 
+class GpuNeed(BaseModel):
+    """How many GPUs one launch takes, read from its flags: trials that run at once get disjoint
+    GPUs (bringup/slots.py), so a candidate must say how many it needs before it is placed."""
+
+    model_config = ConfigDict(extra="forbid")
+    product: list[str] = Field(default_factory=list)  # flags whose values multiply (tp x pp x dp)
+    # A flag (or its default, when absent) at one of these values spreads the model over every
+    # visible GPU (transformers' device_map "auto"): such a launch takes the whole machine.
+    all_when: dict[str, list[str]] = Field(default_factory=dict)
+    source: str = ""
+
+
 class EngineInfo(BaseModel):
     model_config = ConfigDict(extra="forbid")
     module: str
@@ -81,6 +93,7 @@ class EngineInfo(BaseModel):
     implementation_log: list[str] = Field(default_factory=lambda: [
         r"\bUsing\b.{1,80}?\b(backend|kernel|sampler|sampling|GEMM|attention|MoE|all-?reduce)\b"])
     log_marker: str | None = None  # a regex that tells this engine's log apart (bringup explain)
+    gpus: GpuNeed = Field(default_factory=GpuNeed)
 
 
 @lru_cache(maxsize=1)
@@ -150,6 +163,38 @@ class Engine:
             env["CUDA_VISIBLE_DEVICES"] = self.gpus
         env.setdefault("PYTHONUNBUFFERED", "1")  # log lines must stream, not sit in a buffer
         return env
+
+    def parallel_flags(self, spec: HelpSpec | None) -> list[str]:
+        """The flags whose product is a launch's GPU count, by their canonical names."""
+        out = []
+        for name in self.info.gpus.product:
+            opt = spec.get(name) if spec is not None else None
+            out.append(opt.name if opt is not None else name)
+        return out
+
+    def gpus_needed(self, cand: Candidate, spec: HelpSpec | None, machine_gpus: int) -> int:
+        """GPUs one launch of ``cand`` takes on a machine with ``machine_gpus`` (0: none needed)."""
+        if machine_gpus <= 0:
+            return 0
+        need = self.info.gpus
+        flags = cand.flag_dict
+
+        def value(name: str) -> FlagValue | None:
+            opt = spec.get(name) if spec is not None else None
+            key = opt.name if opt is not None else name
+            v = flags.get(key, flags.get(name))
+            return v if v is not None else (opt.default if opt is not None else None)
+
+        for name, spread in need.all_when.items():
+            if str(value(name)) in spread:
+                return machine_gpus
+        n = 1
+        for name in need.product:
+            try:
+                n *= max(1, int(str(value(name) or 1)))
+            except ValueError:
+                pass  # the engine rejects a non-number itself, on one GPU's worth of launch
+        return n
 
     def probe_config(self, cfg: ProbeConfig, cand: Candidate) -> ProbeConfig:
         """The probe settings for this engine's server: what its API lacks is not asked for."""

@@ -1,0 +1,199 @@
+"""Where trials run: the narrow interface between a run's loop and the machines.
+
+A run submits jobs (a candidate, launched as a screen or in full) and waits for the next one to
+finish; the executor decides where each runs. `LocalExecutor` runs them on this machine, at
+most ``width`` at once, each on its own GPUs and port (`bringup.slots`); one at a time it is the
+plain sequential loop. A Ray executor (`bringup.rayexec`) runs them on a cluster behind the same
+interface, so the strategy, the journal and the report never know where a trial ran.
+
+The run's clock: on a real engine, seconds since the run started; on a double that replays a
+slow machine, the simulated seconds that its launches stand for. Trials that overlap in real time
+overlap on the simulated clock too: each starts at the simulated time it was submitted and ends
+its launch's simulated seconds later; finished trials are handed back in order of their
+simulated end, so that what the strategy has seen at each decision is what it would have seen
+on the real machine, whatever the real scheduling noise.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from bringup.candidate import Candidate
+from bringup.outcome import Outcome
+from bringup.results import Purpose
+from bringup.slots import GpuSlots, PortPool
+
+
+@dataclass
+class Job:
+    """One trial to run: what the strategy decided, and where it runs once placed."""
+
+    seq: int
+    purpose: Purpose
+    cand: Candidate  # as the strategy sees it
+    screen: bool
+    extra: dict[str, Any]
+    need: int = 0  # GPUs
+    gpus: list[str] = field(default_factory=list)  # placed: the trial's CUDA_VISIBLE_DEVICES
+    port: int | None = None
+    where: str = "local"  # the node a trial ran on (Ray), for the report
+    sim_start: float = 0.0  # the run's clock when it was submitted
+    cancel: threading.Event = field(default_factory=threading.Event)
+    port_tries: int = 0
+
+
+@dataclass
+class TrialRun:
+    """What running a job gave: the outcome, its folder and its real start and end."""
+
+    outcome: Outcome
+    tdir: Path
+    started: float
+    ended: float
+
+
+@dataclass
+class Done:
+    job: Job
+    run: TrialRun | None  # None: the trial was lost (its node died), not failed
+    clock: float  # the run's clock at its end
+    lost_why: str = ""
+
+
+RunTrial = Callable[[Job], TrialRun]
+
+
+class Executor(Protocol):
+    """Runs jobs; the run's loop only submits, waits and asks what is in flight."""
+
+    width: int  # trials at once, at most
+
+    def fits(self, job: Job) -> bool:
+        """Could this job start now (a free slot and enough free GPUs)?"""
+        ...
+
+    def ever_fits(self, job: Job) -> bool:
+        """Could it start at all on what this executor has?"""
+        ...
+
+    def submit(self, job: Job) -> None: ...
+
+    def wait(self) -> Done:
+        """The next job to finish (blocks)."""
+        ...
+
+    def in_flight(self) -> list[Job]: ...
+
+    def now(self) -> float:
+        """The run's clock: seconds (simulated for a double) since the run started."""
+        ...
+
+    def close(self) -> None:
+        """Stop what is in flight (each trial tears its server down) and wait for it."""
+        ...
+
+
+class LocalExecutor:
+    """Trials on this machine, ``width`` at once, on disjoint GPUs and ports."""
+
+    def __init__(self, run_trial: RunTrial, slots: GpuSlots, width: int = 1, simulated: bool = False,
+                 ports: PortPool | None = None, gpu_free: Callable[[list[str]], bool] | None = None) -> None:
+        self.run_trial = run_trial
+        self.slots = slots
+        self.width = max(1, width)
+        self.simulated = simulated
+        self.ports = ports or PortPool()
+        self.gpu_free = gpu_free  # a fresh reading: is a held GPU's memory back? (None: never recheck)
+        self._pool = ThreadPoolExecutor(max_workers=self.width, thread_name_prefix="trial")
+        self._running: dict[Future[TrialRun], Job] = {}
+        self._finished: list[tuple[float, int, Job, TrialRun | BaseException]] = []
+        self._clock = 0.0
+        self._t0 = time.monotonic()
+
+    # -- placing -------------------------------------------------------------------------------
+    def _slots_free(self) -> int:
+        return self.width - len(self._running) - len(self._finished)
+
+    def fits(self, job: Job) -> bool:
+        if self._slots_free() <= 0:
+            return False
+        if not self.slots.fits(job.need) and self.slots.held and self.gpu_free is not None:
+            back = [g for g in sorted(self.slots.held) if self.gpu_free([g])]
+            self.slots.unhold(back)
+        return self.slots.fits(job.need)
+
+    def ever_fits(self, job: Job) -> bool:
+        return job.need == 0 or self.slots.ever_fits(job.need)
+
+    def submit(self, job: Job) -> None:
+        job.gpus = self.slots.acquire(job.need) if job.need else []
+        job.port = self.ports.take()
+        job.sim_start = self.now()
+        self._running[self._pool.submit(self.run_trial, job)] = job
+
+    def in_flight(self) -> list[Job]:
+        return [*self._running.values(), *(j for _, _, j, _ in self._finished)]
+
+    def now(self) -> float:
+        return self._clock if self.simulated else time.monotonic() - self._t0
+
+    # -- waiting -------------------------------------------------------------------------------
+    def _collect(self, futures: set[Future[TrialRun]]) -> None:
+        for fut in futures:
+            job = self._running.pop(fut)
+            err = fut.exception()
+            res: TrialRun | BaseException = err if err is not None else fut.result()
+            if self.simulated:
+                sim = res.outcome.timings.simulated if isinstance(res, TrialRun) else None
+                end = job.sim_start + (sim or 0.0)
+            else:
+                end = time.monotonic() - self._t0
+            self._finished.append((end, job.seq, job, res))
+
+    def wait(self) -> Done:
+        if not self._running and not self._finished:
+            raise RuntimeError("nothing in flight")
+        if self.simulated:
+            # Every trial in flight must finish before the earliest simulated end is known.
+            if self._running:
+                self._collect(set(wait(list(self._running)).done))
+        elif not self._finished:
+            self._collect(set(wait(list(self._running), return_when=FIRST_COMPLETED).done))
+        self._finished.sort(key=lambda t: (t[0], t[1]))
+        end, _, job, res = self._finished.pop(0)
+        if self.simulated:
+            self._clock = max(self._clock, end)
+        if job.port is not None:
+            self.ports.give(job.port)
+        if isinstance(res, TrialRun) and res.outcome.failure_class == "port-in-use" and job.port_tries < 3:
+            # Someone else took the port between the pick and the launch: the machine's race, not
+            # the candidate's failure. Again on another port, on the same GPUs.
+            job.port_tries += 1
+            job.port = self.ports.take()
+            self._running[self._pool.submit(self.run_trial, job)] = job
+            return self.wait()
+        if isinstance(res, BaseException):
+            self.slots.release(job.gpus)
+            raise res
+        held = job.gpus if res.outcome.failure_class == "gpu-memory-held" or _left_memory(res.outcome) else []
+        self.slots.release(job.gpus, held=held)
+        return Done(job, res, self.now())
+
+    def close(self) -> None:
+        for job in self.in_flight():
+            job.cancel.set()
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        for job in list(self._running.values()):
+            self.slots.release(job.gpus)
+        self._running.clear()
+
+
+def _left_memory(out: Outcome) -> bool:
+    """The trial's teardown left GPU memory held (its record says so)."""
+    return bool(out.gpu.get("held")) if isinstance(out.gpu, dict) else False

@@ -1,0 +1,215 @@
+"""Trials at once: GPU slots, the local executor's clock and placement, batches of hypotheses.
+
+In-process, with a fake trial function (the executor's only dependency on the engines), so the
+placement and the order of answers are checked exactly; the scenario and real-engine runs that
+use them are in tests/test_parallel_runs.py.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from bringup.candidate import Candidate
+from bringup.executor import Job, LocalExecutor, TrialRun
+from bringup.outcome import Outcome, Timings
+from bringup.slots import GpuSlots, PortPool, SlotError, parallel_width, parse_gpus
+from tests.test_strategy import make, outcome
+
+
+def cand(label: str) -> Candidate:
+    return Candidate.make("vllm", "m", {"--max-num-seqs": len(label)}, {}, label=label)
+
+
+def job(seq: int, need: int, sim: float) -> Job:
+    return Job(seq, "search", cand("x" * seq), False, {"sim": sim}, need=need)
+
+
+class FakeTrials:
+    """Records where each job ran and, at the same time, what else was running."""
+
+    def __init__(self, real_s: float = 0.0, status: str = "fails", cls: str | None = None):
+        self.real_s, self.status, self.cls = real_s, status, cls
+        self.running: dict[int, list[str]] = {}
+        self.overlaps: list[tuple[list[str], list[str]]] = []
+        self.lock = threading.Lock()
+        self.ports: list[int | None] = []
+
+    def __call__(self, j: Job) -> TrialRun:
+        with self.lock:
+            for other in self.running.values():
+                self.overlaps.append((list(j.gpus), other))
+            self.running[j.seq] = list(j.gpus)
+            self.ports.append(j.port)
+        time.sleep(self.real_s)
+        with self.lock:
+            del self.running[j.seq]
+        out = Outcome(status=self.status, failure_class=self.cls, timings=Timings(simulated=j.extra["sim"]))
+        return TrialRun(out, Path("."), 0.0, 0.0)
+
+
+def test_parse_gpus_and_width():
+    assert parse_gpus("0, 2,3", 8) == ["0", "2", "3"]
+    assert parse_gpus(None, 4) == ["0", "1", "2", "3"]
+    assert parse_gpus(None, 0) == []
+    with pytest.raises(SlotError, match="twice"):
+        parse_gpus("1,1", 8)
+    assert parallel_width("auto", 8) == 8  # one per GPU; a tp-8 launch takes all eight slots' GPUs
+    assert parallel_width("auto", 0) == 1  # no GPU: one at a time
+    assert parallel_width("3", 0) == 3  # a CPU engine may still run several
+    with pytest.raises(SlotError, match="number of trials"):
+        parallel_width("many", 8)
+    with pytest.raises(SlotError, match="at least one"):
+        parallel_width("0", 8)
+
+
+def test_slots_are_disjoint_and_held_gpus_stay_out():
+    s = GpuSlots(["0", "1", "2", "3"])
+    a = s.acquire(2)
+    b = s.acquire(1)
+    assert a == ["0", "1"] and b == ["2"] and not s.fits(2) and s.fits(1)
+    s.release(a, held=["1"])
+    assert s.free() == ["0", "3"]
+    s.unhold(["1"])
+    assert s.free() == ["0", "1", "3"]
+    with pytest.raises(SlotError):
+        s.acquire(4)
+
+
+def test_port_pool_never_hands_one_port_twice():
+    pool = PortPool()
+    ports = [pool.take() for _ in range(20)]
+    assert len(set(ports)) == 20
+    pool.give(ports[0])
+    assert ports[0] not in pool.taken
+
+
+def test_simulated_clock_answers_in_order_of_simulated_end():
+    trials = FakeTrials()
+    ex = LocalExecutor(trials, GpuSlots(["0", "1", "2"]), width=3, simulated=True)
+    for j in (job(1, 1, 300.0), job(2, 1, 100.0), job(3, 1, 200.0)):
+        assert ex.fits(j)
+        ex.submit(j)
+    assert not ex.fits(job(4, 1, 1.0))  # three slots, three in flight
+    got = []
+    j4 = job(4, 1, 50.0)
+    while ex.in_flight():
+        d = ex.wait()
+        got.append((d.job.seq, d.clock))
+        if d.job.seq == 2:  # a slot frees at t=100: the next starts there, ends at 150
+            assert ex.fits(j4)
+            ex.submit(j4)
+    ex.close()
+    assert got == [(2, 100.0), (4, 150.0), (3, 200.0), (1, 300.0)]
+    assert len({p for p in trials.ports}) == 4
+
+
+def test_one_slot_is_the_sequential_sum():
+    ex = LocalExecutor(FakeTrials(), GpuSlots(["0"]), width=1, simulated=True)
+    for i, sim in enumerate((30.0, 70.0, 5.0), start=1):
+        ex.submit(job(i, 1, sim))
+        assert ex.wait().clock == pytest.approx(sum((30.0, 70.0, 5.0)[:i]))
+    ex.close()
+
+
+def test_real_trials_overlap_on_disjoint_gpus_and_a_big_one_waits():
+    trials = FakeTrials(real_s=0.3)
+    ex = LocalExecutor(trials, GpuSlots(["0", "1", "2", "3"]), width=4)
+    small = [job(i, 1, 0.0) for i in range(1, 4)]
+    for j in small:
+        ex.submit(j)
+    big = job(9, 4, 0.0)
+    assert not ex.fits(big)  # three GPUs taken: the 4-GPU candidate waits for its GPUs
+    t0 = time.monotonic()
+    while ex.in_flight():
+        ex.wait()
+    assert time.monotonic() - t0 < 0.85  # three 0.3 s trials ran at once, not one after another
+    assert ex.fits(big)
+    ex.submit(big)
+    assert ex.wait().job.gpus == ["0", "1", "2", "3"]
+    ex.close()
+    for mine, other in trials.overlaps:
+        assert not set(mine) & set(other), "two trials at once shared a GPU"
+    assert len(trials.overlaps) >= 3
+
+
+def test_a_gpu_left_full_is_not_reused_until_a_reading_shows_it_back():
+    readings = {"back": False}
+    trials = FakeTrials(cls="gpu-memory-held")
+    ex = LocalExecutor(trials, GpuSlots(["0", "1"]), width=2, gpu_free=lambda g: readings["back"])
+    ex.submit(job(1, 1, 0.0))
+    ex.wait()
+    assert ex.slots.held == {"0"}
+    assert ex.fits(job(2, 1, 0.0)) and not ex.fits(job(3, 2, 0.0))
+    readings["back"] = True
+    assert ex.fits(job(3, 2, 0.0)) and not ex.slots.held
+    ex.close()
+
+
+def test_a_failing_trial_function_frees_its_gpus_and_raises():
+    def boom(j: Job) -> TrialRun:
+        raise RuntimeError("engine adapter bug")
+
+    ex = LocalExecutor(boom, GpuSlots(["0"]), width=1)
+    ex.submit(job(1, 1, 0.0))
+    with pytest.raises(RuntimeError, match="adapter bug"):
+        ex.wait()
+    assert ex.slots.free() == ["0"]
+    ex.close()
+
+
+def test_close_cancels_what_is_in_flight():
+    seen: list[bool] = []
+
+    def waits(j: Job) -> TrialRun:
+        seen.append(j.cancel.wait(timeout=5))
+        return TrialRun(Outcome(status="fails"), Path("."), 0.0, 0.0)
+
+    ex = LocalExecutor(waits, GpuSlots([]), width=2)
+    ex.submit(job(1, 0, 0.0))
+    ex.submit(job(2, 0, 0.0))
+    t0 = time.monotonic()
+    ex.close()
+    assert seen == [True, True] and time.monotonic() - t0 < 2
+
+
+# -- batches of hypotheses ---------------------------------------------------------------------------
+def _after_nan(s):
+    base = s.propose().candidate
+    s.observe(base, outcome(cls="nan-output", phase="decode",
+                            effective={"nsa_decode_backend": "flashmla_kv", "attention_backend": "nsa"},
+                            implicates=["--nsa-decode-backend", "--attention-backend", "--kv-cache-dtype",
+                                        "--sampling-backend"], signature="nan-probability"))
+
+
+def test_a_batch_tests_different_hypotheses_and_learns_nothing_from_the_assumption():
+    s = make()
+    _after_nan(s)
+    first = s.next_launch([], [], set()).candidate
+    p_before = dict(s.p)
+    second = s.next_launch([], [], set(), pending=[first])
+    assert second.candidate is not None
+    assert s.predicted_key(second.candidate) != s.predicted_key(first)
+    # another hypothesis: not the first one's changed level again
+    changed1 = {c.flag: c.after for c in first.diff(s.baseline)}
+    changed2 = {c.flag: c.after for c in second.candidate.diff(s.baseline)}
+    assert changed1 != changed2
+    assert not any(k in changed2 and changed2[k] == v for k, v in changed1.items()), (changed1, changed2)
+    assert any("assuming they fail" in r for r in second.reasons)
+    assert s.p == p_before  # the assumption is undone: only real answers move the beliefs
+    # without anything in flight the strategy proposes the first again
+    assert s.predicted_key(s.next_launch([], [], set()).candidate) == s.predicted_key(first)
+
+
+def test_when_everything_left_is_in_flight_the_strategy_says_wait_not_stop():
+    s = make(vary=["--disable-cuda-graph"])
+    first = s.next_launch([], [], set()).candidate
+    second = s.next_launch([], [], set(), pending=[first]).candidate
+    assert second is not None and s.predicted_key(second) != s.predicted_key(first)
+    third = s.next_launch([], [], set(), pending=[first, second])
+    assert third.candidate is None  # both levels are in flight: nothing to add
+    assert s.blocked is None and s.best_left is None  # and nothing about the search changed
+    assert s.predicted_key(s.next_launch([], [], set()).candidate) == s.predicted_key(first)
