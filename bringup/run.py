@@ -339,7 +339,7 @@ class Run:
         status, stop_reason = "budget", ""
         self._search_clock: float | None = None
         try:
-            self._follow: list[Job] = []  # trials lost with their node (Ray): they run again first
+            self._follow: list[Job] = []  # full launches of screens that passed; trials lost with their node
             while validated is None:
                 stop, seq = self._fill(ex, seq, known_good, screened_ok)
                 if not ex.in_flight():
@@ -395,10 +395,19 @@ class Run:
             launches = sum(1 for a in self.attempts if a.purpose in ("search", "screen")) + len(flying)
             if launches >= s.max_launches:
                 return ("budget", f"launch budget ({s.max_launches}) spent"), seq
-            if self._follow:  # a trial lost with its node runs again first
-                if not ex.fits(self._follow[0]):
-                    break
-                self._submit(ex, self._follow.pop(0))
+            if self._follow:  # a screened candidate's full launch, or a trial lost with its node
+                job = self._follow[0]
+                if job.seq == 0 and not self.strategy.still_worth(job.cand, job.extra.get("p_then", 0.0)):
+                    self._follow.pop(0)  # an answer that came back since its screen rules it out
+                    continue
+                if not ex.fits(job):
+                    break  # it waits for its GPUs; no new trial takes them meanwhile
+                self._follow.pop(0)
+                job.extra.pop("p_then", None)
+                if job.seq == 0:
+                    seq += 1
+                    job.seq = seq
+                self._submit(ex, job)
                 continue
             if s.max_hours is not None and self._hours() >= s.max_hours:
                 return ("budget", f"time budget ({s.max_hours} h) spent"), seq
@@ -424,9 +433,12 @@ class Run:
             if out.status != "works":
                 self.strategy.observe(job.cand, out, source="screen")
                 return None
-            # A screen that passed: the strategy, asked again, launches it in full (it knows it was
-            # screened) unless an answer that came back meanwhile says otherwise.
+            # A screen that passed: its full launch goes next, as soon as its GPUs are free (trials
+            # at once: unless an answer that comes back meanwhile makes it unlikely, see _fill).
             screened_ok.add(self.strategy.predicted_key(job.cand))
+            follow = self._job(0, "search", job.cand, job.extra)
+            follow.extra = {**job.extra, "p_then": self.strategy.success_probability(job.cand)}
+            self._follow.append(follow)
             return None
         self.strategy.observe(job.cand, out)
         return job.cand if out.status == "works" else None

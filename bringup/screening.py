@@ -18,6 +18,7 @@ ScreenMode = Literal["auto", "always", "never"]
 LONG_LAUNCH_S = 300  # a full launch this long makes even a memory-only change worth a screen
 BIG_MODEL_GIB = 20
 GAMBLE = 0.6  # below this chance of success, a full launch is a gamble worth screening
+SURE = 0.9  # screens beside other trials cost a sliver of a launch: worth it short of this sure
 
 
 def screen_flags(spec: HelpSpec | None, layers: int) -> dict[str, Any] | None:
@@ -74,8 +75,8 @@ class ScreeningPolicy:
         full = [a for a in history if a.purpose == "search"]
         if any(a.failure_class == "wrong-output" for a in full):
             return False  # dummy weights cannot check known answers: a screen would pass blindly
-        if self.beside:
-            return not only_numeric  # a screen cannot judge memory; anything else, it finds cheaply
+        if self.beside:  # a screen cannot judge memory; a kernel that fails, it finds cheaply
+            return not only_numeric and p_success < SURE
         if only_numeric and max((self.cost_s(a) for a in full), default=0.0) < LONG_LAUNCH_S:
             # Memory fractions and batch sizes: a screen (fewer layers, less memory) passes them
             # blindly and only catches a kernel failure the change did not cause; worth a launch

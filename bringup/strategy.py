@@ -590,6 +590,13 @@ class Strategy:
             return Decision(None)
         return Decision(prop.candidate, prop.p_success, prop.reasons)
 
+    def still_worth(self, cand: Candidate, p_then: float) -> bool:
+        """A candidate decided earlier (its screen passed, judged ``p_then`` likely by this
+        measure): is it still untried, and not made much less likely by the answers that came back
+        since? (Trials at once answer out of order.)"""
+        tried = {o.key for o in self.observations if o.source != "screen"}
+        return self.predicted_key(cand) not in tried and self.success_probability(cand) >= 0.5 * p_then
+
     def _only_numeric_changes(self, cand: Candidate) -> bool:
         kinds = [f.kind if (f := self.space.get(c.flag)) is not None else "other" for c in cand.diff(self.baseline)]
         return bool(kinds) and all(k == "number" for k in kinds)
