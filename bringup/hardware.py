@@ -239,11 +239,12 @@ def read_nvml(nvml: Any = None, processes: bool = False, errors: list[str] | Non
     """
     if nvml is None:
         try:
-            import pynvml as nvml  # noqa: PLC0415
+            import pynvml
         except ImportError:
             if errors is not None:
                 errors.append("NVML: the pynvml module (nvidia-ml-py) is not installed")
             return None
+        nvml = pynvml
     try:
         nvml.nvmlInit()
     except Exception as e:  # noqa: BLE001  (NVMLError_LibraryNotFound, DriverNotLoaded, ...)
@@ -360,7 +361,7 @@ def parse_query_gpu_csv(text: str) -> list[GPU]:
     if not rows:
         return []
     header = [re.sub(r"\s*\[.*\]$", "", h.strip()) for h in rows[0]]
-    gpus = []
+    gpus: list[GPU] = []
     for row in rows[1:]:
         if not row or not any(c.strip() for c in row):
             continue

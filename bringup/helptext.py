@@ -24,7 +24,9 @@ _DEFAULT = re.compile(r"\(default:\s*(.*?)\)\s*$", re.S)
 
 def _split_depth0(s: str, sep: str) -> list[str]:
     """Split on sep where not inside braces (choice lists contain commas)."""
-    parts, depth, cur, i = [], 0, [], 0
+    parts: list[str] = []
+    cur: list[str] = []
+    depth, i = 0, 0
     while i < len(s):
         c = s[i]
         depth += c == "{"
