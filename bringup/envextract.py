@@ -176,7 +176,7 @@ class _Evaluator:
         except Exception:  # any construct or value it cannot handle: the default is not static
             return _UNKNOWN
 
-    def ev(self, node: ast.AST) -> Any:  # noqa: C901 - one branch per node type
+    def ev(self, node: ast.AST) -> Any:  # one branch per node type
         if isinstance(node, ast.Constant):
             return node.value
         if isinstance(node, (ast.Tuple, ast.List, ast.Set)):

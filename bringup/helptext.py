@@ -80,7 +80,7 @@ def _parse_option_strings(spec: str) -> tuple[list[str], str | None, list[str] |
 def parse_help(text: str) -> HelpSpec:
     """Parse an engine's help: argparse (SGLang, vLLM) or click/Typer (transformers serve)."""
     if is_click_help(text):
-        from bringup.helptext_click import parse_click_help  # noqa: PLC0415
+        from bringup.helptext_click import parse_click_help
 
         return parse_click_help(text)
     return parse_argparse_help(text)

@@ -770,7 +770,7 @@ def report_lines(fp: Fingerprint, kv_dtypes: tuple[str, ...] = ("bfloat16", "fp8
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m bringup.modelinfo MODEL_DIR [--json]``: no CLI dependencies."""
-    import argparse  # noqa: PLC0415
+    import argparse
 
     ap = argparse.ArgumentParser(prog="python -m bringup.modelinfo")
     ap.add_argument("model_dir")

@@ -57,7 +57,7 @@ def model_folder(model: str) -> Path | None:
         from huggingface_hub import try_to_load_from_cache
 
         hit = try_to_load_from_cache(model, "config.json")
-    except Exception:  # noqa: BLE001 - no hub library or a malformed id: no local folder
+    except Exception:  # no hub library or a malformed id: no local folder
         return None
     return Path(hit).parent if isinstance(hit, str) else None
 
