@@ -1,5 +1,5 @@
 # The two commands of the README. Each installs what it needs first (scripts/setup.sh).
-.PHONY: run test test-fast setup lint bench
+.PHONY: run test test-fast setup lint check bench
 
 setup:
 	./scripts/setup.sh
@@ -25,4 +25,9 @@ test-fast: setup
 	$(call tier,$(FAST))
 
 lint: setup
-	.venv/bin/ruff check bringup tests benchmarks
+	.venv/bin/ruff check bringup tests benchmarks scripts
+
+# What CI runs before the tests (scripts/check): ruff check, ruff format --check, mypy on the
+# package, and the complexity ceiling (complexity-ceiling.txt, scripts/complexity.py).
+check: setup
+	./scripts/check

@@ -11,6 +11,7 @@ import hashlib
 import json
 import re
 import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Union
 
@@ -200,7 +201,7 @@ class Candidate:
     def argv_flags(self) -> list[str]:
         return render_flags(self.flag_dict)
 
-    def with_changes(self, changes: dict[str, FlagValue | None], label: str = "") -> Candidate:
+    def with_changes(self, changes: Mapping[str, FlagValue | None], label: str = "") -> Candidate:
         """Set (value), or remove (None) flags and env vars ("env:NAME")."""
         flags, env = self.flag_dict, self.env_dict
         for k, v in changes.items():

@@ -176,7 +176,7 @@ class _Evaluator:
         except Exception:  # any construct or value it cannot handle: the default is not static
             return _UNKNOWN
 
-    def ev(self, node: ast.AST) -> Any:  # noqa: C901 - one branch per node type
+    def ev(self, node: ast.AST) -> Any:  # one branch per node type
         if isinstance(node, ast.Constant):
             return node.value
         if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
@@ -212,7 +212,7 @@ class _Evaluator:
             return _BINOPS[type(node.op)](self.ev(node.left), self.ev(node.right))
         if isinstance(node, ast.BoolOp):
             if isinstance(node.op, ast.And):
-                v: Any = True
+                v = True  # Any, as every value ev returns
                 for e in node.values:
                     v = self.ev(e)
                     if not v:
@@ -327,8 +327,10 @@ def extract_dict_of_getters(source: str, dict_name: str = "environment_variables
     annotations = _type_checking_annotations(tree)
     table: ast.Dict | None = None
     for node in ast.walk(tree):
+        if not isinstance(node, (ast.AnnAssign, ast.Assign)):
+            continue
         target = node.target if isinstance(node, ast.AnnAssign) else (
-            node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None)
+            node.targets[0] if len(node.targets) == 1 else None)
         if isinstance(target, ast.Name) and target.id == dict_name and isinstance(node.value, ast.Dict):
             table = node.value
             break
@@ -411,7 +413,8 @@ def extract_class_fields(source: str, class_name: str = "Envs",
     cls = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == class_name), None)
     if cls is None:
         raise ValueError(f"no `class {class_name}` in the file")
-    variables, deprecated = [], []
+    variables: list[dict[str, Any]] = []
+    deprecated: list[dict[str, Any]] = []
     for stmt in cls.body:
         if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
                 and isinstance(stmt.value, ast.Call)):
@@ -429,9 +432,10 @@ def extract_class_fields(source: str, class_name: str = "Envs",
             if enum:
                 choices = [str(v) for v in enum.values()]
         kw = {k.arg: k.value for k in stmt.value.keywords if k.arg}
-        secret = isinstance(kw.get("secret"), ast.Constant) and kw["secret"].value is True
-        if alias and isinstance(kw.get("deprecated_name"), ast.Constant):
-            old = kw["deprecated_name"].value
+        secret_node, old_node = kw.get("secret"), kw.get("deprecated_name")
+        secret = isinstance(secret_node, ast.Constant) and secret_node.value is True
+        if alias and isinstance(old_node, ast.Constant):
+            old = old_node.value
             deprecated.append({"name": old, "replacement": name, "note": "alias read when the new name is unset"})
         variables.append(_entry(name, type_, default, ast.unparse(default_node) if default_node is not None else "",
                                 choices, _description_above(comments, stmt.lineno, lines),

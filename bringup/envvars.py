@@ -695,8 +695,8 @@ def rank(variables: Iterable[EnvVar], failure: Any, known: Iterable[str] | None 
     for c in _components_in(" ".join(lines)):
         weight[c] = W_EVIDENCE
     implicated_env = [f[4:] for f in implicates if f.startswith("env:")]
-    for m in [*found, *elsewhere.values()]:
-        pool.setdefault(m.name, common_vars().get(m.name) or EnvVar(m.name, owner="log"))
+    for mention in [*found, *elsewhere.values()]:
+        pool.setdefault(mention.name, common_vars().get(mention.name) or EnvVar(mention.name, owner="log"))
     for name in implicated_env:
         pool.setdefault(name, common_vars().get(name) or EnvVar(name, owner="knowledge"))
     first_for_class = cls.get("variables", ())

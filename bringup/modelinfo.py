@@ -625,7 +625,7 @@ def resolve_kv_dtype(fp: Fingerprint, kv_dtype: str = "auto", engine: str = "sgl
     """What ``--kv-cache-dtype auto`` becomes.
 
     SGLang forces DSA models (DeepSeek-V3.2, GLM-5) to fp8_e4m3 on compute capability >= 10 and
-    bfloat16 below (FACTS.md; server_args.py _set_default_nsa_kv_cache_dtype). Otherwise auto
+    bfloat16 below (docs/facts.md; server_args.py _set_default_nsa_kv_cache_dtype). Otherwise auto
     means the model's dtype.
     """
     kv = kv_dtype.lower()
@@ -770,7 +770,7 @@ def report_lines(fp: Fingerprint, kv_dtypes: tuple[str, ...] = ("bfloat16", "fp8
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m bringup.modelinfo MODEL_DIR [--json]``: no CLI dependencies."""
-    import argparse  # noqa: PLC0415
+    import argparse
 
     ap = argparse.ArgumentParser(prog="python -m bringup.modelinfo")
     ap.add_argument("model_dir")

@@ -174,7 +174,10 @@ class ProbeRunner:
                 "temperature": 0, "stream": True, "stream_options": {"include_usage": True}}
         if self.cfg.logprobs:
             body["logprobs"] = 1
-        text, tokens, lps, usage = [], [], [], {}
+        text: list[str] = []
+        tokens: list[str] = []
+        lps: list[float | None] = []
+        usage: dict[str, Any] = {}
         try:
             with client.stream("POST", "/v1/completions", json=body) as r:
                 if r.status_code >= 500:
@@ -315,8 +318,8 @@ class ProbeRunner:
         return "same greedy tokens alone, in a batch, and repeated"
 
     def ladder(self) -> list[tuple[str, Callable[[httpx.Client], str]]]:
-        steps = [("health", self.probe_health), ("completion", self.probe_completion),
-                 ("chat", self.probe_chat)]
+        steps: list[tuple[str, Callable[[httpx.Client], str]]] = [
+            ("health", self.probe_health), ("completion", self.probe_completion), ("chat", self.probe_chat)]
         if self.cfg.answers:
             steps.append(("known-answers", self.probe_known_answers))
         if self.cfg.reference is not None:
@@ -351,7 +354,7 @@ class ProbeRunner:
                                                     seconds=time.monotonic() - t0, phase=self.phase, kind=e.kind))
                     if name in ("health",):
                         break
-                except Exception as e:  # noqa: BLE001 - a probe's own bug must not read as "all passed"
+                except Exception as e:  # a probe's own bug must not read as "all passed"
                     self.results.append(ProbeResult(name=name, passed=False, seconds=time.monotonic() - t0,
                                                     detail=f"the probe itself failed: {type(e).__name__}: {e}",
                                                     phase=self.phase, kind="disagree"))

@@ -57,7 +57,7 @@ def model_folder(model: str) -> Path | None:
         from huggingface_hub import try_to_load_from_cache
 
         hit = try_to_load_from_cache(model, "config.json")
-    except Exception:  # noqa: BLE001 - no hub library or a malformed id: no local folder
+    except Exception:  # no hub library or a malformed id: no local folder
         return None
     return Path(hit).parent if isinstance(hit, str) else None
 
@@ -209,8 +209,11 @@ def compute_reference(model: str, prompts: list[str] | None = None, tokens: int 
 
     folder = model_folder(model)
     ident = identity_of(folder) if folder else None
-    tok = AutoTokenizer.from_pretrained(str(folder or model))
-    m = AutoModelForCausalLM.from_pretrained(str(folder or model), dtype=getattr(torch, dtype)).to(device).eval()
+    # Any: transformers' annotations are wider than these calls (decode of an id list is a str,
+    # not `str | list[str]`; a model's `.to` takes a device string).
+    tok: Any = AutoTokenizer.from_pretrained(str(folder or model))
+    m: Any = AutoModelForCausalLM.from_pretrained(str(folder or model), dtype=getattr(torch, dtype))
+    m = m.to(device).eval()
     if ident is None:
         ident = identity_of(Path(m.config.name_or_path)) if Path(m.config.name_or_path).is_dir() else \
             ModelIdentity(hashlib.sha256(m.config.to_json_string().encode()).hexdigest(),
@@ -233,7 +236,7 @@ def compute_reference(model: str, prompts: list[str] | None = None, tokens: int 
                 lp = torch.log_softmax(o.logits[0, -1].float(), dim=-1)
                 vals, idx = torch.topk(lp, top_k)
                 nxt = int(idx[0])
-                top = {}
+                top: dict[str, float] = {}
                 for v, i in zip(vals.tolist(), idx.tolist(), strict=True):
                     top.setdefault(tok.decode([i]), v)
                 chosen.append(nxt)

@@ -12,6 +12,7 @@ from pathlib import Path
 from bringup import secrets
 from bringup.engines.base import display_name
 from bringup.knowledge_files import classes
+from bringup.outcome import OverrideRecord
 from bringup.results import RunResult
 
 
@@ -119,7 +120,7 @@ def render_markdown(r: RunResult) -> str:
             hint = group[0].hint or ""
             L.append(f"- {head} {text} {hint}".rstrip())
             L.append(f"  Evidence: `{_md(group[0].evidence)[:300]}`" + (f" (signature `{sig}`)" if sig else ""))
-    ov = {}
+    ov: dict[str, OverrideRecord] = {}
     for a in r.attempts:
         for o in a.overrides:
             ov.setdefault(o.flag, o)
@@ -161,9 +162,9 @@ def render_markdown(r: RunResult) -> str:
         L.append("")
         L.append(", ".join(f"{p.name} ({'passed' if p.passed else 'FAILED'})" for p in r.final_probes)
                  + (": all passed." if all(p.passed for p in r.final_probes) else "."))
-        for p in r.final_probes:
-            if p.name in ("known-answers", "reference", "long-decode", "batch-invariance"):
-                L.append(f"- {p.name}: {_md(p.detail)[:200]}")
+        for probe in r.final_probes:
+            if probe.name in ("known-answers", "reference", "long-decode", "batch-invariance"):
+                L.append(f"- {probe.name}: {_md(probe.detail)[:200]}")
     notes = r.strategy_state.notes
     if notes:
         L.append("")

@@ -15,7 +15,7 @@ import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, cast
 
 from pydantic import BaseModel, Field
 
@@ -286,7 +286,7 @@ class Run:
 
     def _learn_priors(self) -> tuple[int, list[Candidate]]:
         """What other runs on this machine, engine version and model already know."""
-        assert self.journal is not None
+        assert self.journal is not None and self.run_id is not None
         priors = [] if self.settings.retry_known else self.journal.prior_trials(
             self.hw_fp, self.target.engine.log_dialect, self.target.version, self.model_id, self.run_id)
         known_good: list[Candidate] = []
@@ -306,7 +306,8 @@ class Run:
         seq, validated = 0, None
         for rec in done:
             seq = max(seq, rec.seq)
-            self.attempts.append(self._attempt(rec.seq, rec.purpose, rec.candidate, rec.outcome, Path(rec.trial_dir),
+            purpose = cast(Purpose, rec.purpose)  # a run's own trials: search, screen or minimize
+            self.attempts.append(self._attempt(rec.seq, purpose, rec.candidate, rec.outcome, Path(rec.trial_dir),
                                                rec.extra.get("wall_s", 0.0), rec.extra))
             if rec.purpose == "minimize":
                 continue

@@ -23,7 +23,7 @@ import os
 import re
 import threading
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, TypeVar, cast
 
 REDACTED = "***"
 MIN_VALUE_LEN = 4  # shorter values are not replaced in free text (they would mangle every log)
@@ -60,7 +60,7 @@ def is_secret_flag(flag: str) -> bool:
 
 def learn_from_help(options: Iterable[Any]) -> set[str]:
     """Mark the flags whose help text describes a key, token or password (any engine's --help)."""
-    found = set()
+    found: set[str] = set()
     for opt in options:
         if getattr(opt, "takes_value", True) and _HELP_MARKS.search(getattr(opt, "help", "") or ""):
             found.update(getattr(opt, "all_names", [getattr(opt, "name", "")]))
@@ -192,15 +192,24 @@ def redact_argv(argv: list[str]) -> list[str]:
     return out
 
 
-def restore(flags: Mapping[str, object], env: Mapping[str, str]) -> tuple[dict[str, object], dict[str, str]]:
+_V = TypeVar("_V")
+
+
+def _restored(name: str, v: _V) -> _V:
+    """One value read back from disk, with the secret this process knows for its name. It keeps
+    its kind: ``***`` becomes the known string, a redacted tuple the known tuple of strings (so a
+    candidate's ``FlagValue`` stays one)."""
+    if v == REDACTED:
+        return cast(_V, known_value(name) or v)
+    if isinstance(v, (list, tuple)) and REDACTED in v and known_value(name):
+        vals = sorted({x for k, x in _values.items() if k.startswith(name + "#")})
+        return cast(_V, tuple(vals)) if vals else v
+    return v
+
+
+def restore(flags: Mapping[str, _V], env: Mapping[str, str]) -> tuple[dict[str, _V], dict[str, str]]:
     """Flags and variables read back from disk (``***``) with the values this process knows."""
-    def back(name: str, v: object) -> object:
-        if v == REDACTED:
-            return known_value(name) or v
-        if isinstance(v, (list, tuple)) and REDACTED in v and known_value(name):
-            vals = sorted({x for k, x in _values.items() if k.startswith(name + "#")})
-            return tuple(vals) if vals else v
-        return v
+    back = _restored
 
     return ({k: back(k, v) for k, v in flags.items()}, {k: str(back(k, v)) for k, v in env.items()})
 

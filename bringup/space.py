@@ -180,9 +180,9 @@ def build_space(engine: str, helpspec: HelpSpec | None, baseline: Candidate,
     # The baseline's own values are levels too (a model card may use a value the list lacks).
     base, base_env = baseline.flag_dict, baseline.env_dict
     for f in factors:
-        v = f.level_in(base, base_env)
-        if v is not None and not any(normalise(v) == normalise(lv) for lv in f.levels):
-            f.levels.insert(0, v)
+        own = f.level_in(base, base_env)
+        if own is not None and not any(normalise(own) == normalise(lv) for lv in f.levels):
+            f.levels.insert(0, own)
     return Space(engine, factors, fixed)
 
 
@@ -215,7 +215,7 @@ def _read_space_file(path: Path) -> tuple[list[FactorSpec], dict[str, FlagValue]
     for s in sf.factors:
         if s.env is None and s.levels == "choices" and s.kind == "number":
             raise SpaceError(f"{path}: factor {s.flag}: a number factor needs a list of levels")
-    fix = {k: (v if isinstance(v, bool) else str(v)) for k, v in sf.fix.items()}
+    fix: dict[str, FlagValue] = {k: (v if isinstance(v, bool) else str(v)) for k, v in sf.fix.items()}
     return sf.factors, fix
 
 

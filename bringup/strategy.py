@@ -267,6 +267,7 @@ class Strategy:
             return Observation(cand, outcome, self.predicted_key(cand), "port")
         # 1. What the engine really used: overrides freeze a factor, defaults name "unset".
         flags = cand.flag_dict
+        f: Factor | None  # the loops below look factors up by name (None: not in the space)
         for f in self.space.factors:
             if f.is_env or f.dest not in outcome.effective:
                 continue
@@ -312,13 +313,13 @@ class Strategy:
                         self.p[key] = max(self.p.get(key, 0.0), P_ADJUST_ALT)
                 b = self.bounds.setdefault(f.name, [None, None])
                 if adj.direction == "lower":
-                    b[1] = cur if b[1] is None else min(b[1], cur)
+                    b[1] = upper = cur if b[1] is None else min(b[1], cur)
                     if adj.limit:
                         for line in outcome.evidence:
                             m = sig.regex.search(line)
                             lim = eval_limit(adj.limit, m.groupdict()) if m else None
                             if lim is not None:
-                                b[1] = min(b[1], lim * 0.95)  # a margin: free memory moves
+                                b[1] = min(upper, lim * 0.95)  # a margin: free memory moves
                                 self.notes.append(f"{f.name} must stay below {lim:.2f} ({sig.id}: {line.strip()[:120]})")
                                 break
                         else:
@@ -730,8 +731,8 @@ class Strategy:
         if self.blocked:
             return f"no level of {self.blocked[0]} can work here: {self.blocked[1]}"
         classes: dict[str, int] = {}
-        for o in fails:
-            k = o.outcome.failure_class or o.outcome.status
+        for obs in fails:
+            k = obs.outcome.failure_class or obs.outcome.status
             classes[k] = classes.get(k, 0) + 1
         top = max(classes, key=lambda k: classes[k])
         if self.best_left is not None:

@@ -43,7 +43,7 @@ def resolve_target(engine: str | None = None, model: str | None = None, scenario
         if time_scale <= 0:
             raise TargetError("--time-scale must be positive")
         try:
-            eng = scenario_engine(Path(scenario), time_scale, python)
+            eng: Engine = scenario_engine(Path(scenario), time_scale, python)
         except ScenarioLoadError as e:
             raise TargetError(f"scenario {scenario}: {e}") from e
         if engine and engine != eng.log_dialect:

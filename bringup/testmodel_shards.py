@@ -60,7 +60,8 @@ def _bf16_bytes(name: str, shape: tuple[int, ...], seed: int) -> bytes:
 
 
 def _shards(shapes: list[tuple[str, tuple[int, ...]]], shard_bytes: int) -> Iterator[list[tuple[str, tuple[int, ...]]]]:
-    cur, size = [], 0
+    cur: list[tuple[str, tuple[int, ...]]] = []
+    size = 0
     for name, shape in shapes:
         b = int(np.prod(shape)) * 2
         if cur and size + b > shard_bytes:

@@ -244,8 +244,8 @@ def _parse_stream(stream: list[LogLine], tag: str | None) -> list[Chain]:
     cont_where: str | None = None
     for ln in stream:
         text = ln.text
-        if _TRACEBACK.search(text):
-            head = text[: _TRACEBACK.search(text).start()].strip()
+        if tb_match := _TRACEBACK.search(text):
+            head = text[: tb_match.start()].strip()
             if not chained or chain is None:
                 chain = Chain(tag)
                 chains.append(chain)

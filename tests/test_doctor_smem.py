@@ -11,7 +11,7 @@ from bringup import hardware
 
 
 class FakeTorch:
-    """torch.cuda as the H200 machine answers it (227 KiB opt-in, 132 SMs; FACTS.md)."""
+    """torch.cuda as the H200 machine answers it (227 KiB opt-in, 132 SMs; docs/facts.md)."""
 
     def __init__(self, n=2):
         self.calls = 0

@@ -1,4 +1,4 @@
-"""`bringup explain` on SGLang log lines built from FACTS.md and the seeds."""
+"""`bringup explain` on SGLang log lines built from docs/facts.md and the seeds."""
 
 from pathlib import Path
 

@@ -134,7 +134,7 @@ def test_h200_driver_api_and_torch_agree_on_shared_memory():
     lib = json.loads((H200 / "smem-libcuda.json").read_text())
     tor = json.loads((H200 / "smem-torch.json").read_text())
     assert lib == tor == [{"index": 0, "smem_per_block_optin": 232448, "multiprocessor_count": 132}]
-    # ... and the table's figure for 9.0 (FACTS.md) is the measured one.
+    # ... and the table's figure for 9.0 (docs/facts.md) is the measured one.
     assert hardware.SMEM_TABLE_KIB["9.0"][0] == 232448 // 1024
 
 

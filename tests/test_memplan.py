@@ -146,7 +146,7 @@ def test_vllm_without_graph_profiling_needs_room_outside():
                    cudagraph_profiled=False).verdict == "fits"
 
 
-# The vLLM CPU build on this project's machines, tiny random Llama (FACTS.md; 2 layers, 2 KV heads,
+# The vLLM CPU build on this project's machines, tiny random Llama (docs/facts.md; 2 layers, 2 KV heads,
 # head_dim 64, bf16 -> 2 x 2 x 2 x 64 x 2 = 1024 bytes a token).
 CPU_LINES = [
     "INFO 11-29 10:01:02 [cpu_worker.py:262] Auto set (1.8/8.46) GiB for KV cache on node 0, with 2.54 GiB requested "

@@ -368,8 +368,8 @@ def test_transformers_logs_are_recognised():
 # -- knowledge strings are not cut at " #" (YAML comments) --------------------------------
 
 def test_cut_values_finds_a_source_cut_by_a_comment():
-    text = "signatures:\n  - id: x\n    source: sglang #18870 (FACTS.md)\n    hint: 'quoted #1 is kept'\n"
-    assert cut_values(text) == [(3, "source", "sglang", "#18870 (FACTS.md)")]
+    text = "signatures:\n  - id: x\n    source: sglang #18870 (docs/facts.md)\n    hint: 'quoted #1 is kept'\n"
+    assert cut_values(text) == [(3, "source", "sglang", "#18870 (docs/facts.md)")]
 
 
 def test_no_knowledge_string_is_cut_by_a_comment():

@@ -20,7 +20,7 @@ def trial(*flags: str, scenario: Path = SEED, extra: tuple[str, ...] = (), scale
     return rc, d
 
 
-# The seeds' eight launches (../shared/seeds): what each did, as status, class, phase, evidence.
+# The seeds' eight launches (docs/seeds): what each did, as status, class, phase, evidence.
 SEEDS = [
     ("model card at 0.95", [*CARD, "--mem-fraction-static", "0.95"],
      "fails", "oom-graph-capture", "graph-capture", "Capture cuda graph failed: CUDA out of memory"),

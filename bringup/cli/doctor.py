@@ -149,7 +149,7 @@ def plan_cmd(
         raise typer.BadParameter(str(e)) from e
     if runs_dir is not None and (runs_dir / "journal.sqlite").is_file():
         from bringup.identity import hardware_fingerprint
-        from bringup.journal import Journal  # noqa: PLC0415
+        from bringup.journal import Journal
 
         hw_fp = hardware_fingerprint(hardware.facts(hardware.snapshot()), None)
         p = memplan.corrected(p, Journal(runs_dir / "journal.sqlite").plan_errors(hw_fp, engine))
@@ -179,10 +179,10 @@ def plan_cmd(
 
 def _host_available_gib() -> float | None:
     try:
-        import psutil  # noqa: PLC0415
+        import psutil
 
         from bringup.hardware import GIB
 
         return psutil.virtual_memory().available / GIB
-    except Exception:  # noqa: BLE001
+    except Exception:
         return None

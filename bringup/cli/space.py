@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.table import Table
@@ -40,7 +41,7 @@ def space_cmd(
     except (TargetError, RunError, SpaceError, KnowledgeFileError) as e:
         raise usage_error(str(e)) from None
     st = r.strategy
-    rows = []
+    rows: list[dict[str, Any]] = []  # JSON rows, as --json prints them
     for f in r.space.factors:
         base = st.base_level(f)
         if f.name in st.frozen:

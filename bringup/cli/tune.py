@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
+from typing import Literal, cast
 
 import typer
 from rich.table import Table
@@ -67,12 +68,14 @@ def tune_cmd(
         with_base_levels,
     )
     from bringup.tuning.session import LaunchEvaluator, to_result
-    from bringup.tuning.tuner import Tuner
+    from bringup.tuning.tuner import Objective, Tuner
 
     if objective not in ("goodput", "throughput", "pareto"):
         raise usage_error(f"--objective {objective!r}: use goodput, throughput or pareto")
     if sampler not in ("tpe", "random", "grid"):
         raise usage_error(f"--sampler {sampler!r}: use tpe, random or grid")
+    goal = cast(Objective, objective)  # checked just above (typer hands a str over)
+    how = cast(Literal["tpe", "random", "grid"], sampler)
     root = writable_runs_root(runs_dir)
     journal = Journal(root / "journal.sqlite")
     try:
@@ -109,7 +112,7 @@ def tune_cmd(
     knob_list = with_base_levels(knob_list, base.flag_dict)
     ref, ref_why = None, "no reference for a scenario"
     if not target.engine.simulated:
-        choice = reference if reference != "auto" or not run else (row["settings"].get("reference") or "auto")
+        choice = reference if reference != "auto" or not run or row is None else (row["settings"].get("reference") or "auto")
         try:
             ref, ref_why = reference_for(target.model, choice, cache_dir=root / "references")
         except ReferenceError as e:
@@ -130,7 +133,7 @@ def tune_cmd(
                       tokenizer=target.engine.tokenizer_kind)
     ts = time_scale if target.engine.simulated else 1.0
     ev = LaunchEvaluator(target, base, cfg, tune_dir, journal, run_id, hw_fp, model_id, time_scale=ts,
-                         timeout=timeout, objective=objective if objective != "pareto" else "throughput",
+                         timeout=timeout, objective=goal if goal != "pareto" else "throughput",
                          reference=ref)
     table = Table(box=None, header_style="bold")
     for c in ("#", "knobs", "status", "objective", "output tok/s", "p99 e2e s", "note"):
@@ -145,7 +148,7 @@ def tune_cmd(
                           + (f" objective {p.objective:.3g}" if p.objective is not None else "")
                           + (f" ({note})" if note else ""))
 
-    tuner = Tuner(knob_list, ev, objective=objective, budget=trials, seed=seed, sampler=sampler, on_point=on_point,
+    tuner = Tuner(knob_list, ev, objective=goal, budget=trials, seed=seed, sampler=how, on_point=on_point,
                   predicted_infeasible=parallel_check(facts, base.flag_dict), start=start_point(knob_list, base.flag_dict))
     t0 = time.time()
     err_console.print(f"tuning {len(knob_list)} knobs ({tuner.grid_size} grid points) with {sampler}, "

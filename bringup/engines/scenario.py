@@ -46,7 +46,7 @@ class ScenarioEngine(Engine):
     def launch_argv(self, cand: Candidate, host: str, port: int) -> list[str]:
         from bringup.scenario import serve_argv
 
-        flags = [self.info.model_flag, cand.model, "--host", host, "--port", str(port), *cand.argv_flags()]
+        flags = [*self.model_args(cand.model), "--host", host, "--port", str(port), *cand.argv_flags()]
         argv = serve_argv(self.scenario_path, flags, self.time_scale, self.python)
         if self.extra_args:
             cut = argv.index("--")
@@ -57,7 +57,8 @@ class ScenarioEngine(Engine):
         return self.scenario.engine_version if self.scenario is not None else None
 
     def help_spec(self, version: str | None = None) -> HelpSpec | None:
-        return bundled_help(self.dialect, version or self.version())
+        v = version or self.version()
+        return bundled_help(self.dialect, v) if v is not None else None  # no scenario loaded: no help
 
     def machine_facts(self) -> dict[str, Any] | None:
         facts = dict(self.scenario.facts())

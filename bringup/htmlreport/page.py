@@ -286,7 +286,7 @@ def _timeline(r: RunResult) -> svg.Chart | None:
     if not r.attempts:
         return None
     simulated = all(a.simulated_s is not None for a in r.attempts)
-    lengths = [float(a.simulated_s if simulated else a.wall_s) for a in r.attempts]
+    lengths = [float(a.simulated_s if simulated and a.simulated_s is not None else a.wall_s) for a in r.attempts]
     minutes = sum(lengths) > 180
     div = 60.0 if minutes else 1.0
     unit = ("simulated " if simulated else "") + ("minutes" if minutes else "seconds")

@@ -194,7 +194,7 @@ async def send(
         raise
     except TimeoutError:
         rec.error = f"timed out after {timeout_s:g} s"
-    except Exception as e:  # noqa: BLE001 - any failure of one request is data, not a crash
+    except Exception as e:  # any failure of one request is data, not a crash
         rec.error = _one_line(e)
     finally:
         rec.chunks, rec.ttft_s, rec.itl_s = chunks, ttft, itl

@@ -36,7 +36,7 @@ def _stat_ok(stat: str) -> bool:
     if stat in ("mean", "max", "median"):
         return True
     m = re.fullmatch(r"p(\d+(?:\.\d+)?)", stat)
-    return bool(m) and 0 < float(m.group(1)) <= 100
+    return m is not None and 0 < float(m.group(1)) <= 100
 
 
 class SLO(BaseModel):
@@ -83,7 +83,7 @@ def parse_slos(text: str | None) -> list[SLO]:
         metric = _METRIC_ALIASES.get(metric, metric)
         if metric not in METRICS:
             raise ValueError(f"bad SLO metric {metric!r}: use one of {', '.join(METRICS)}")
-        out.append(SLO(metric=metric, stat=stat or "p99", target_s=parse_duration(val)))  # type: ignore[arg-type]
+        out.append(SLO(metric=metric, stat=stat or "p99", target_s=parse_duration(val)))
     return out
 
 

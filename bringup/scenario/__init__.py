@@ -17,15 +17,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # what the lazy names below are, for readers and type checkers
-    from bringup.scenario.loader import (  # noqa: F401
+    from bringup.scenario.loader import (
         SCENARIO_DIR,
         ScenarioError,
         bundled_scenarios,
         load_scenario,
         scenario_path,
     )
-    from bringup.scenario.logfmt import CLOCK_PREFIX, CLOCK_RE, parse_clock  # noqa: F401
-    from bringup.scenario.schema import Scenario  # noqa: F401
+    from bringup.scenario.logfmt import CLOCK_PREFIX, CLOCK_RE, parse_clock
+    from bringup.scenario.schema import Scenario
 
 __all__ = [
     "CLOCK_PREFIX", "CLOCK_RE", "SCENARIO_DIR", "Scenario", "ScenarioError", "bundled_scenarios", "load_scenario",

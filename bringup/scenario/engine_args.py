@@ -89,7 +89,7 @@ def type_for(opt: HelpOption, engine: str):
 
 
 def _usage_block(text: str) -> str:
-    out = []
+    out: list[str] = []
     for line in text.splitlines():
         if out and line and not line.startswith(" "):
             break

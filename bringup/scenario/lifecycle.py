@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from bringup.scenario.config import EffectiveConfig, template_values
 from bringup.scenario.enginelog import Dialect, dialect_for
@@ -38,7 +38,7 @@ class _Server:
 
         class Quiet(uvicorn.Server):
             @contextlib.contextmanager
-            def capture_signals(self):  # type: ignore[override]  # uvicorn >= 0.29
+            def capture_signals(self) -> Iterator[None]:  # uvicorn >= 0.29
                 yield
 
             def install_signal_handlers(self) -> None:  # older uvicorn

@@ -362,6 +362,7 @@ class Oracle:
                     clock.t += seconds * FAIL_AT
                 return self._struck(startup_action, strike, clock.t, label)
             clock.t += seconds
+        assert self.probe is not None  # __post_init__ sets it
         probe = self.probe if not screen else ProbeConfig(
             batch_size=self.probe.batch_size, short_tokens=self.probe.short_tokens,
             long_tokens=self.probe.long_tokens, answers=[])

@@ -115,8 +115,8 @@ class StepModel:
         seed = perf.seed
         for flag, v in cfg.requested.items():  # the engine's own seed flag, when the command gives it
             opt = cfg.spec.get(flag)
-            if opt is not None and opt.dest in ("random_seed", "seed") and as_number(v) is not None:
-                seed = int(as_number(v))
+            if opt is not None and opt.dest in ("random_seed", "seed") and (n := as_number(v)) is not None:
+                seed = int(n)
         return cls(
             perf=perf,
             kv_capacity=size.kv_tokens,

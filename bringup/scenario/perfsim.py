@@ -72,7 +72,7 @@ def flags_argv(sc: Scenario, flags: Flags) -> list[str]:
     model_flag = "--model-path" if sc.engine == "sglang" else "--model"
     spec = help_for(sc.engine, sc.engine_version)[0]
     given = {o.name for o in (spec.resolve(t.split("=", 1)[0]) for t in argv if t.startswith("--")) if o}
-    if spec.get(model_flag) is not None and spec.get(model_flag).name not in given:
+    if (opt := spec.get(model_flag)) is not None and opt.name not in given:
         argv = [model_flag, sc.model.name, *argv]
     return argv
 

@@ -14,6 +14,7 @@ import signal
 import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import NoReturn
 
 from bringup.scenario.config import EffectiveConfig, template_values
 from bringup.scenario.enginelog import Dialect
@@ -32,7 +33,7 @@ SERVING_PHASES = ("first-request", "decode")
 OnToken = Callable[[int, Plan], Awaitable[None]]
 
 
-def terminate(code: int) -> None:
+def terminate(code: int) -> NoReturn:
     """Leave now: flush the log, then exit with `code`, or die by signal -code (SGLang's SIGKILL)."""
     for stream in (sys.stdout, sys.stderr):
         try:

@@ -123,8 +123,7 @@ class LaunchEvaluator:
         metrics = metrics_from_summary(flat, self.time_scale) if out.works and flat else {}
         cmd = cand.shell_command(self.target.engine.command_prefix(cand))
         if out.works and flat:
-            status = "pruned" if (flat.get("stopped_early") and stopped) else "ok"
-            ev = Evaluation(status, metrics, launch_s=t1 - t0, simulated_s=out.timings.simulated,
+            ev = Evaluation("pruned" if (flat.get("stopped_early") and stopped) else "ok", metrics, launch_s=t1 - t0, simulated_s=out.timings.simulated,
                             trial_dir=str(tdir), command=cmd, reason=stopped.get("why", ""))
         else:
             ev = Evaluation("infeasible", {}, out.failure_class or out.status, out.phase, out.key_evidence()[:300],

@@ -14,7 +14,7 @@ import math
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, cast
 
 import optuna
 
@@ -101,8 +101,8 @@ class Tuner:
         direction = "lower"
         if sig is not None and sig.adjust:
             direction = next(iter(sig.adjust.values())).direction
-        bounds = {k.flag: as_number(knobs[k.flag]) for k in self.knobs if k.monotone_memory}
-        bounds = {f: v for f, v in bounds.items() if v is not None}
+        numbers = {k.flag: as_number(knobs[k.flag]) for k in self.knobs if k.monotone_memory}
+        bounds = {f: v for f, v in numbers.items() if v is not None}
         # Other knobs (parallel sizes, batch limits) may be the real cause: the region only
         # covers points that share their values.
         same = {k.flag: knobs[k.flag] for k in self.knobs if not k.monotone_memory}
@@ -115,15 +115,16 @@ class Tuner:
             if any(knobs[f] != v for f, v in same.items()):
                 continue
             vals = {f: as_number(knobs[f]) for f in bounds}
-            if direction == "lower" and all(vals[f] is not None and vals[f] >= b for f, b in bounds.items()):
+            if direction == "lower" and all((v := vals[f]) is not None and v >= b for f, b in bounds.items()):
                 return f"needs at least the memory of a failed point ({why})"
-            if direction == "raise" and all(vals[f] is not None and vals[f] <= b for f, b in bounds.items()):
+            if direction == "raise" and all((v := vals[f]) is not None and v <= b for f, b in bounds.items()):
                 return f"leaves at most the memory of a failed point ({why})"
         return self.predicted(knobs) if self.predicted else None
 
     # -- the search ------------------------------------------------------------------------------
     def _study(self) -> optuna.Study:
         optuna.logging.set_verbosity(optuna.logging.WARNING)
+        sampler: optuna.samplers.BaseSampler
         if self.objective == "pareto":
             sampler = optuna.samplers.NSGAIISampler(seed=self.seed, population_size=max(4, min(10, self.budget // 2)))
             return optuna.create_study(directions=["maximize", "minimize"], sampler=sampler)
@@ -139,7 +140,7 @@ class Tuner:
 
     def best(self) -> Point | None:
         ok = [p for p in self.points if p.evaluation.status == "ok" and p.objective is not None]
-        return max(ok, key=lambda p: p.objective) if ok else None
+        return max(ok, key=lambda p: cast(float, p.objective)) if ok else None  # ok: objective is set
 
     def _visit(self, knobs: dict[str, str]) -> Point:
         """Evaluate one point, or rule it out without a launch; cached by knob values."""
@@ -174,7 +175,8 @@ class Tuner:
         # Knob levels are ordered (fractions, batch sizes, chunk sizes): give the sampler their
         # index as an integer, so it can model "more is better up to a point" instead of treating
         # each level as an unrelated category.
-        dists = {k.flag: optuna.distributions.IntDistribution(0, len(k.levels) - 1) for k in self.knobs}
+        dists: dict[str, optuna.distributions.BaseDistribution] = {
+            k.flag: optuna.distributions.IntDistribution(0, len(k.levels) - 1) for k in self.knobs}
         if self.start:
             study.enqueue_trial({k.flag: k.levels.index(self.start[k.flag]) for k in self.knobs})
         asks = 0

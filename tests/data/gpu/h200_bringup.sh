@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The real GPU bring-up of issue 11 on the lent H200 machine (run from the repo root with $OUT set;
 # the Python 3.12 wheels that `transformers serve` and the tuner need travel in .whl/, see
-# FACTS.md). Phases: `run` (doctor, an 8 B random-weight model, `bringup run` from a bad baseline),
+# docs/facts.md). Phases: `run` (doctor, an 8 B random-weight model, `bringup run` from a bad baseline),
 # `tune` (the model again, `bringup run` to validated, `bringup tune`, `bringup bench` against the
 # validated command). Everything that comes back is under $OUT.
 set -u
