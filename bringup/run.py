@@ -397,18 +397,9 @@ class Run:
             if launches >= s.max_launches:
                 return ("budget", f"launch budget ({s.max_launches}) spent"), seq
             if self._follow:  # a screened candidate's full launch, or a trial lost with its node
-                job = self._follow[0]
-                if job.seq == 0 and not self.strategy.still_worth(job.cand, job.extra.get("p_then", 0.0)):
-                    self._follow.pop(0)  # an answer that came back since its screen rules it out
-                    continue
-                if not ex.fits(job):
+                started, seq = self._follow_up(ex, seq)
+                if not started:
                     break  # it waits for its GPUs; no new trial takes them meanwhile
-                self._follow.pop(0)
-                job.extra.pop("p_then", None)
-                if job.seq == 0:
-                    seq += 1
-                    job.seq = seq
-                self._submit(ex, job)
                 continue
             if s.max_hours is not None and self._hours() >= s.max_hours:
                 return ("budget", f"time budget ({s.max_hours} h) spent"), seq
@@ -425,6 +416,23 @@ class Run:
             seq += 1
             self._submit(ex, job)
         return None, seq
+
+    def _follow_up(self, ex: Executor, seq: int) -> tuple[bool, int]:
+        """Start the first follow-up if its GPUs are free (or drop it: an answer that came back
+        since its screen makes it unlikely); (whether the loop may go on filling, seq)."""
+        job = self._follow[0]
+        if job.seq == 0 and not self.strategy.still_worth(job.cand, job.extra.get("p_then", 0.0)):
+            self._follow.pop(0)
+            return True, seq
+        if not ex.fits(job):
+            return False, seq
+        self._follow.pop(0)
+        job.extra.pop("p_then", None)
+        if job.seq == 0:
+            seq += 1
+            job.seq = seq
+        self._submit(ex, job)
+        return True, seq
 
     def _deliver(self, d: Done, screened_ok: set[str]) -> Candidate | None:
         """An answer back to the strategy; the candidate when it validated."""

@@ -239,12 +239,9 @@ class Trial:
                         t_event = fatal.t
                         status = "fails"
                         break
-                    if server.exited():
+                    if server.exited() or self._cancelled():
                         t_event = now
-                        status = "fails"
-                        break
-                    if self._cancelled():
-                        status = "timeout"
+                        status = "fails" if server.exited() else "timeout"
                         break
                     if now - last_check > 0.25:
                         last_check = now

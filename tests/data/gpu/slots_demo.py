@@ -32,6 +32,24 @@ def smi(query: str, kind: str = "gpu") -> list[list[str]]:
     return [[c.strip() for c in line.split(",")] for line in out.splitlines() if line.strip()]
 
 
+def strays(samples: list[dict], trials: list[dict]) -> list[dict]:
+    """Interference: memory on a GPU while no trial that was given that GPU runs, and a trial's
+    process seen on a GPU it was not given."""
+    stray = []
+    base = samples[0]["mem"] if samples else {}
+    for s in samples:
+        running = [t for t in trials if t["start_s"] <= s["t"] <= t["end_s"]]
+        for g, mib in s["mem"].items():
+            owners = [t for t in running if str(g) in t["gpus"]]
+            if running and not owners and mib > base.get(g, 0) + 512:
+                stray.append({"t": s["t"], "gpu": g, "mib": mib, "running": [t["label"] for t in running]})
+        for p in s["procs"]:
+            mine = [t for t in trials if t["pid"] == p["pid"]]
+            if mine and str(p["gpu"]) not in mine[0]["gpus"]:
+                stray.append({"t": s["t"], "pid": p["pid"], "gpu": p["gpu"], "trial": mine[0]["label"]})
+    return stray
+
+
 def main() -> None:
     model, out_dir = sys.argv[1], Path(sys.argv[2])
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -90,19 +108,7 @@ def main() -> None:
                        "status": r.outcome.status, "failure_class": r.outcome.failure_class,
                        "gpu": r.outcome.gpu, "timings": r.outcome.timings.model_dump(),
                        "evidence": r.outcome.evidence[:3]})
-    # Interference: memory on a GPU while no trial that was given that GPU is running.
-    stray = []
-    base = samples[0]["mem"] if samples else {}
-    for s in samples:
-        running = [t for t in trials if t["start_s"] <= s["t"] <= t["end_s"]]
-        for g, mib in s["mem"].items():
-            owners = [t for t in running if str(g) in t["gpus"]]
-            if not owners and mib > base.get(g, 0) + 512 and running:
-                stray.append({"t": s["t"], "gpu": g, "mib": mib, "running": [t["label"] for t in running]})
-        for p in s["procs"]:
-            mine = [t for t in trials if t["pid"] == p["pid"]]
-            if mine and str(p["gpu"]) not in mine[0]["gpus"]:
-                stray.append({"t": s["t"], "pid": p["pid"], "gpu": p["gpu"], "trial": mine[0]["label"]})
+    stray = strays(samples, trials)
     wall = max(t["end_s"] for t in trials)
     report = {"trials": trials, "wall_s": round(wall, 1), "stray": stray[:50], "stray_count": len(stray),
               "samples": samples}
