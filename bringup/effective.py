@@ -2,9 +2,9 @@
 
 Requested is not effective: engines override flags (vLLM CPU ignores FLASH_ATTN, SGLang forces
 an fp8 KV cache for DSA models on Blackwell). Engines print what they really use as Python
-reprs: SGLang ``server_args=ServerArgs(k=v, ...)``, vLLM ``non-default args: {...}`` and
-``Initializing a V1 LLM engine (...) with config: k=v, ...``. This module parses those reprs
-tolerantly (values that are not literals, like ``torch.bfloat16``, stay strings).
+reprs: SGLang ``server_args=ServerArgs(k=v, ...)`` (a dict literal ``server_args={...}`` in 0.5.23),
+vLLM ``non-default args: {...}`` and ``Initializing a V1 LLM engine (...) with config: k=v, ...``. This module parses those
+reprs tolerantly (values that are not literals, like ``torch.bfloat16``, stay strings).
 """
 
 from __future__ import annotations
@@ -81,12 +81,24 @@ def _balanced(s: str, start: int) -> str | None:
 
 
 def parse_server_args(line: str) -> dict[str, Any] | None:
-    """SGLang: ``server_args=ServerArgs(...)``."""
+    """SGLang: ``server_args=ServerArgs(...)`` (0.5.10 and before), or ``server_args={...}``, a
+    dict literal of the resolved arguments (0.5.23: ``entrypoints/engine.py`` logs
+    ``server_args.resolved_dict()``; seen on this project's machines)."""
     i = line.find("ServerArgs(")
+    if i >= 0:
+        body = _balanced(line, i + len("ServerArgs"))
+        return parse_kv_repr(body) if body is not None else None
+    i = line.find("server_args={")
     if i < 0:
         return None
-    body = _balanced(line, i + len("ServerArgs"))
-    return parse_kv_repr(body) if body is not None else None
+    j = i + len("server_args=")
+    body = _balanced(line, j)
+    if body is None:
+        return None
+    v = _value("{" + body + "}")
+    if isinstance(v, dict):
+        return {str(k): x for k, x in v.items()}
+    return _split_dict(body)
 
 
 def parse_non_default_args(line: str) -> dict[str, Any] | None:
@@ -103,7 +115,12 @@ def parse_non_default_args(line: str) -> dict[str, Any] | None:
     v = _value("{" + body + "}")
     if isinstance(v, dict):
         return v
-    # Dicts holding non-literal values (enums): fall back to splitting key: value pairs.
+    return _split_dict(body)
+
+
+def _split_dict(body: str) -> dict[str, Any]:
+    """A dict repr holding non-literal values (enums, ``torch.bfloat16``): its key: value pairs,
+    each value a literal where it is one, else its text."""
     out: dict[str, Any] = {}
     for part in _split_top(body):
         k, _, val = part.partition(":")

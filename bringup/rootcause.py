@@ -118,8 +118,13 @@ def rule_by_id(rule_id: str | None) -> RootRule | None:
 # -- facts read from one exception ------------------------------------------------------------
 
 def frames_phase(exc: PyException) -> str | None:
-    """The phase the innermost recognisable frame belongs to (graph capture, KV allocation, ...)."""
+    """The phase the innermost recognisable frame belongs to (graph capture, KV allocation, ...).
+    Module-level frames (``<module>``) are skipped: an import chain says where a package was
+    imported (SGLang 0.5.23 imports its model loader while resolving its arguments), not what
+    the engine was doing."""
     for fr in reversed(exc.frames):
+        if fr.func == "<module>":
+            continue
         text = f"{fr.module_path}:{fr.func}"
         for fp in knowledge().frame_phases:
             if re.search(fp.frames, text):

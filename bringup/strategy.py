@@ -361,8 +361,14 @@ class Strategy:
                 continue
             level = f.level_in(flags, cand.env_dict)
             suspects.append((f, level))
-        if not suspects and not certain and outcome.failure_class in ("missing-dependency", "unknown", "bad-flag"):
-            # The signature names nothing in the space: blame what this candidate changed.
+        machine_only = bool(outcome.implicates) and all(
+            i.split(".")[0] in ("model", "gpu", "host") for i in outcome.implicates)
+        if not suspects and not certain and not machine_only \
+                and outcome.failure_class in ("missing-dependency", "unknown", "bad-flag"):
+            # The signature names nothing in the space: blame what this candidate changed. (One that
+            # names only the machine or the model, e.g. sgl-kernel with no build for this host, is
+            # believed: real SGLang on CPU otherwise went back to the failure before; seen on this
+            # project's machines.)
             for c in cand.diff(self.baseline):
                 f = self._factor_for(c.flag)
                 if f is not None and f.name not in self.frozen:

@@ -115,6 +115,12 @@ class PyException:
             for c in self.continuation:
                 if c.text.strip() and not c.text.strip().startswith("For further information"):
                     return c
+        if not self.message.strip() and self.continuation:
+            # "ImportError:" with its message on the lines below (sgl_kernel's "[sgl_kernel] CRITICAL:
+            # Could not load any common_ops library!", seen on this project's machines)
+            for c in self.continuation:
+                if c.text.strip():
+                    return c
         if not self.message and not self.continuation and self.frames and self.frames[-1].source is not None:
             return self.frames[-1].source  # a bare AssertionError: the assert statement says what failed
         return self.line

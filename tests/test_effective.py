@@ -55,3 +55,33 @@ def test_sglang_override_detected_from_server_args():
     flags = {o.flag: (o.requested, o.effective) for o in eff.overrides}
     assert flags == {"--kv-cache-dtype": ("auto", "fp8_e4m3")}
     assert eff.values["nsa_decode_backend"] == "flashmla_kv"
+
+
+def test_sglang_0_5_23_server_args_dict_from_a_real_log():
+    """SGLang 0.5.23 prints ``server_args={...}`` (a dict literal of the resolved arguments), not
+    ``ServerArgs(...)``: the real line of a CPU launch (tests/data/logs/sglang-cpu-no-vllm.log)."""
+    spec = bundled_help("sglang", "0.5.23")
+    lines = (LOGS / "sglang-cpu-no-vllm.log").read_text().splitlines()
+    line = next(ln for ln in lines if "server_args={" in ln)
+    v = parse_server_args(line)
+    assert v is not None and len(v) > 500
+    assert v["attention_backend"] == "torch_native" and v["device"] == "cpu" and v["tp_size"] == 1
+    assert v["model_path"] == "/tmp/sgl-tiny" and v["mem_fraction_static"] == 0.716
+    requested = parse_flags("--device cpu --attention-backend torch_native", spec)
+    eff = get_engine("sglang").effective(lines, requested, spec)
+    assert eff.source_lines == [line.rstrip()]
+    assert eff.values["tensor_parallel_size"] == 1  # tp_size, under the CLI dest (config_aliases)
+    # --cuda-graph-backend-decode folds into cuda_graph_config.decode.backend: torch_native turned
+    # CUDA graphs off there while the flat field stayed None (engines.yaml config_paths).
+    assert eff.values["cuda_graph_backend_decode"] == "disabled"
+    assert eff.values["cuda_graph_backend_prefill"] == "disabled"
+    assert eff.overrides == []  # what was asked is what it used
+    asked_graphs = parse_flags("--device cpu --attention-backend torch_native --cuda-graph-backend-decode full", spec)
+    over = get_engine("sglang").effective(lines, asked_graphs, spec).overrides
+    assert [(o.flag, o.requested, o.effective) for o in over] == [("--cuda-graph-backend-decode", "full", "disabled")]
+    assert "cuda_graph_config.decode.backend='disabled'" in over[0].evidence
+
+
+def test_sglang_dict_with_non_literal_values_falls_back_to_pairs():
+    v = parse_server_args("server_args={'dtype': torch.bfloat16, 'tp_size': 2, 'x': [1, 2]}")
+    assert v == {"dtype": "torch.bfloat16", "tp_size": 2, "x": [1, 2]}

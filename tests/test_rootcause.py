@@ -333,6 +333,12 @@ CASES = [
     ("transformers-h200-flash-attention-2.log", "missing-dependency", "load-weights",
      "ImportError: FlashAttention2 has been toggled on", ["--attn-implementation"],
      {"--attn-implementation": ["flash_attention_2"]}),
+    # real SGLang 0.5.23 (the PyPI wheel, CUDA torch) on this CPU machine (tests/test_sglang_real.py)
+    ("sglang-cpu-no-vllm.log", "missing-dependency", "load-weights", "ModuleNotFoundError: No module named 'vllm'",
+     ["env:SGLANG_USE_CPU_ENGINE"], {}),
+    # "ImportError:" with its message on the next lines; raised while resolving the arguments
+    ("sglang-cpu-engine-no-sgl-kernel.log", "missing-dependency", "parse-args",
+     "[sgl_kernel] CRITICAL: Could not load any common_ops library!", ["host.sgl-kernel"], {}),
     # an ExceptionGroup (PEP 654 box drawing) around the real error, raised on the first request
     ("transformers-h200-flex-attention-continuous-batching.log", "bad-flag", "first-request",
      'ValueError: Specified `attn_implementation="paged|flex_attention"` is not supported', ["--attn-implementation"],
@@ -377,3 +383,14 @@ def test_no_knowledge_string_is_cut_by_a_comment():
     assert len(files) > 10
     cut = [(str(f.relative_to(ROOT)), *c) for f in files for c in cut_values(f.read_text())]
     assert cut == []
+
+
+def test_real_sglang_cpu_log_names_the_missing_package_and_its_way_out():
+    """The real SGLang 0.5.23 CPU failure: the root is the vLLM import in the rotary embedding, not
+    the scheduler's "Received sigquit" wrapper, and the hint names the variable SGLang's CPU path needs."""
+    out = explain_file(LOGS / "sglang-cpu-no-vllm.log")
+    assert out.engine == "sglang" and out.signature == "sglang-vllm-rope-off-cuda"
+    assert out.root_exception.endswith("in __init__ (sglang/srt/layers/rotary_embedding/base.py:138)")
+    assert "SGLANG_USE_CPU_ENGINE=1" in out.hint
+    kernel = explain_file(LOGS / "sglang-cpu-engine-no-sgl-kernel.log")
+    assert kernel.signature == "sglang-sgl-kernel-no-ops" and "sgl-kernel built for CPU" in kernel.hint

@@ -87,6 +87,10 @@ class EngineInfo(BaseModel):
     phases: list[PhaseMarker] = Field(default_factory=list)
     overrides: list[OverrideRule] = Field(default_factory=list)
     config_aliases: dict[str, str] = Field(default_factory=dict)
+    # CLI dests whose effective value sits nested in the printed config (dotted path): SGLang 0.5.23
+    # folds --cuda-graph-backend-decode into cuda_graph_config.decode.backend and prints both, the
+    # flat field as asked and the nested one as resolved. The nested value wins.
+    config_paths: dict[str, str] = Field(default_factory=dict)
     teardown_log: str | None = None
     # Lines where the engine says which implementation it picked ("Using FlashInfer for top-p &
     # top-k sampling."): evidence that names a component when output is silently wrong.
@@ -331,6 +335,11 @@ class Engine:
                     k = aliases.get(k, k)
                     values[k] = v
                     evidence[k] = line.rstrip()[:300]
+                for dest, path in self.info.config_paths.items():
+                    found, v = _at_path(parsed, path)
+                    if found:
+                        values[dest] = v
+                        evidence[dest] = f"{path}={v!r} in " + line.rstrip()[:260]
                 continue
             for rule in self.info.overrides:
                 m = re.search(rule.pattern, line)
@@ -341,6 +350,16 @@ class Engine:
                         evidence[rule.dest] = line.rstrip()
         overrides = find_overrides(requested, values, spec, evidence)
         return EffectiveConfig(values=values, source_lines=source, overrides=overrides)
+
+
+def _at_path(config: dict[str, Any], path: str) -> tuple[bool, Any]:
+    """(True, value) at a dotted path of nested dicts; (False, None) where the path is absent."""
+    node: Any = config
+    for key in path.split("."):
+        if not isinstance(node, dict) or key not in node:
+            return False, None
+        node = node[key]
+    return True, node
 
 
 def get_engine(name: str, python: str | None = None, gpus: str | None = None) -> Engine:
