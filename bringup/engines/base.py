@@ -324,11 +324,7 @@ class Engine:
         source: list[str] = []
         aliases = self.info.config_aliases
         for line in lines:
-            parsed = None
-            for parser in (parse_server_args, parse_non_default_args, parse_engine_config):
-                parsed = parser(line)
-                if parsed:
-                    break
+            parsed = _config_line(line)
             if parsed:
                 source.append(line.rstrip())
                 for k, v in parsed.items():
@@ -350,6 +346,16 @@ class Engine:
                         evidence[rule.dest] = line.rstrip()
         overrides = find_overrides(requested, values, spec, evidence)
         return EffectiveConfig(values=values, source_lines=source, overrides=overrides)
+
+
+def _config_line(line: str) -> dict[str, Any] | None:
+    """The configuration a line prints (SGLang's server_args, vLLM's non-default args or engine
+    config), or None."""
+    for parser in (parse_server_args, parse_non_default_args, parse_engine_config):
+        parsed = parser(line)
+        if parsed:
+            return parsed
+    return None
 
 
 def _at_path(config: dict[str, Any], path: str) -> tuple[bool, Any]:
