@@ -439,7 +439,13 @@ class Run:
         job = d.job
         out = self._record(d)
         if job.screen:
-            if out.status != "works":
+            if out.status != "works" and (out.failure_class or "").startswith("oom") and self.screen_shrink:
+                # A screen cannot judge memory, least of all one shrunk to a GPU: its few layers did
+                # not fit where the estimate said they would. Inconclusive, not evidence against the
+                # candidate: screens keep their parallel sizes from now on, and this one goes in full.
+                self.screen_shrink = {}
+                self.screening.beside = False
+            elif out.status != "works":
                 self.strategy.observe(job.cand, out, source="screen")
                 return None
             # A screen that passed: its full launch goes next, as soon as its GPUs are free (trials
