@@ -575,9 +575,13 @@ class Strategy:
         options = [self._options(f) for f in self.space.factors]
         for i, (f, o) in enumerate(zip(self.space.factors, options, strict=True)):
             if not o:
-                vs = [v for lv in [None, *f.levels] for v in self.verdicts(f, lv) if v.kind == "incompatible"]
-                if vs:  # knowledge rules out every level: nothing in the space can work
-                    self.blocked = (f.name, vs[0].reason)
+                # Knowledge rules out every level: nothing in the space can work. Only when it rules
+                # out each of them: a level that launched and failed says nothing about the others,
+                # and a plan that rules out the low memory fractions says nothing about the high ones
+                # that failed for another reason (a graph-capture OOM the batch limit cures).
+                vs = [[v for v in self.verdicts(f, lv) if v.kind == "incompatible"] for lv in [None, *f.levels]]
+                if all(vs):
+                    self.blocked = (f.name, vs[0][0].reason)
                     return None
                 # Every level failed, each under some launch: then this factor is not (alone) the
                 # cause, and giving up would leave untried what else the evidence implicates (a

@@ -317,3 +317,35 @@ def test_a_failure_of_the_model_itself_brings_no_guessed_variables():
     assert not [f for f in s.space.factors if f.origin == "ranked"]
     assert s.next_launch([], [], set()).candidate is None
     assert "model.head_dim" in s.explain_stop()
+
+
+def test_a_memory_plan_that_rules_out_low_fractions_does_not_block_after_the_high_ones_failed():
+    # 61 GiB of weights on a 95.6 GiB GPU: the plan rules out the low fractions (no room for the
+    # weights), the launches rule out the high ones (0.95: graph-capture OOM; 0.9 and the 0.92
+    # default: the KV cache cannot hold one request). Not every level is ruled out by knowledge,
+    # so nothing says no fraction can work: keep the baseline's and move what the capture OOM
+    # also implicates (the batch limit, the capture sizes).
+    from bringup.knowledge import memory_model_for
+
+    facts = {"device": "cuda", "gpu.compute_capability": 12.0, "gpu.count": 1, "gpu.memory_gib": 95.6,
+             "model.weights_gib": 61.0}
+    base = Candidate.make("vllm", "m", parse_flags("--max-model-len 131072 --gpu-memory-utilization 0.95", VL))
+    kn = Knowledge(facts, "vllm", "0.32.0", memory_model=memory_model_for(facts, "vllm"))
+    s = Strategy(build_space("vllm", VL, base), base, kn, VL)
+    f = s.space.get("--gpu-memory-utilization")
+    assert s.p_bad(f, "0.5") >= 0.97 and s.p_bad(f, "0.95") < 0.97  # the plan's verdicts
+    s.observe(base, outcome(cls="oom-graph-capture", phase="graph-capture", signature="rootcause-oom-graph-capture",
+                            effective={"gpu_memory_utilization": 0.95},
+                            implicates=["--max-num-seqs", "--max-cudagraph-capture-size", "--enforce-eager",
+                                        "--gpu-memory-utilization"]))
+    kv = outcome(cls="oom-kv-cache", phase="kv-alloc", signature="vllm-kv-too-small-for-max-len",
+                 implicates=["--max-model-len", "--gpu-memory-utilization"])
+    for frac in ("0.9", None):  # 0.9, then the engine's default (0.92)
+        p = s.propose()
+        assert p is not None and p.candidate.flag_dict.get("--gpu-memory-utilization") == frac
+        s.observe(p.candidate, kv)
+    d = s.next_launch([], [], set())
+    assert s.blocked is None and d.candidate is not None, s.explain_stop()
+    flags = d.candidate.flag_dict
+    assert flags["--gpu-memory-utilization"] == "0.95"
+    assert {"--max-num-seqs", "--max-cudagraph-capture-size", "--enforce-eager"} & set(flags)
