@@ -107,6 +107,7 @@ class Strategy:
     moved: dict[str, list[str]] = field(default_factory=dict)
     refusals: dict[str, list[str]] = field(default_factory=dict)  # factor -> launches that refused all its levels  # signature -> numeric factors it moved
     best_left: Proposal | None = None  # the untried candidate judged too unlikely to launch, if that ended it
+    refused_final: set[tuple[str, str]] = field(default_factory=set)  # (factor, level) refused for a reason no flag changes
 
     def __post_init__(self) -> None:
         for f in self.space.factors:
@@ -404,6 +405,7 @@ class Strategy:
                     if m and _REFUSAL.search(m.group(1)):
                         refused[normalise(lv)] = m.group(1).strip(" ,")[:120]
                 if len(refused) < 2:
+                    self._refused_alone(line, f)
                     continue
                 for e in refused:
                     self.p[(f.name, e)] = max(self.p.get((f.name, e), 0.0), CERTAIN)
@@ -412,13 +414,37 @@ class Strategy:
                 # forces fp8 KV whatever --kv-cache-dtype says).
                 seen = self.refusals.setdefault(f.name, [])
                 seen.append(self.predicted_key(self.observations[-1].candidate) if self.observations else "")
-                final = (not any(self._names_other_factor(r, f) for r in refused.values())
-                         or len(set(seen)) >= 2)
+                # A level refused before for a reason of its own (TRITON_MLA: compute capability) stays
+                # refused whatever this line's reason for it depends on.
+                for e, r in refused.items():
+                    if not self._names_other_factor(r, f):
+                        self.refused_final.add((f.name, e))
+                final = (all((f.name, e) in self.refused_final for e in refused) or len(set(seen)) >= 2)
                 if _NONE_VALID.search(line) and final and self.blocked is None:
                     self.blocked = (f.name, f"the engine refused every {f.name} it considered, for reasons no "
                                             f"launch flag in the space changes ({', '.join(sorted(refused))}): "
                                             f"{line.strip()[:400]}")
                     self.notes.append(f"{f.name}: refused here: {', '.join(sorted(refused))}")
+
+    def _refused_alone(self, line: str, f: Factor) -> None:
+        """One level refused with its reasons ("Selected backend AttentionBackendEnum.TRITON_MLA is
+        not valid for this configuration. Reason: ['compute capability not supported', ...]"): a
+        reason that depends on no other setting in the space (the GPU's compute capability) refuses
+        that level whatever else a launch changes, so it is ruled out here; one that names another
+        setting (kv_cache_dtype) is left to the Bayes update, which blames both."""
+        for lv in f.levels:
+            m = re.search(rf"(?<![\w-]){re.escape(str(lv))}(?![\w-]).{{0,80}}?\bReasons?:\s*\[([^\]]*)\]", line,
+                          re.IGNORECASE)
+            if m is None:
+                continue
+            reasons = [r.strip(" '\"") for r in m.group(1).split(",")]
+            final = [r for r in reasons if _REFUSAL.search(r) and not self._names_other_factor(r, f)]
+            if final:
+                key = (f.name, normalise(lv))
+                self.p[key] = max(self.p.get(key, 0.0), CERTAIN)
+                self.refused_final.add(key)
+                self.notes.append(f"{f.name} {lv}: refused here ({final[0]})")
+            return
 
     def _missing_package(self, outcome: Outcome) -> None:
         """A package that does not import fails every level that loads it (bitsandbytes: both

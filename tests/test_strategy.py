@@ -349,3 +349,39 @@ def test_a_memory_plan_that_rules_out_low_fractions_does_not_block_after_the_hig
     flags = d.candidate.flag_dict
     assert flags["--gpu-memory-utilization"] == "0.95"
     assert {"--max-num-seqs", "--max-cudagraph-capture-size", "--enforce-eager"} & set(flags)
+
+
+SELECTED_NOT_VALID = ("ValueError: Selected backend AttentionBackendEnum.TRITON_MLA is not valid for this configuration. "
+                      "Reason: ['compute capability not supported', 'kv_cache_dtype not supported', 'MLA not supported']")
+
+
+def test_one_level_refused_for_the_gpu_is_ruled_out_and_makes_a_later_refusal_final():
+    # vLLM refuses the one backend it was asked for, with reasons; one of them (compute capability)
+    # depends on nothing a launch changes: that level is out, whatever the KV dtype.
+    s = make("vllm", VL, "--kv-cache-dtype fp8 --attention-backend TRITON_MLA",
+             facts={"device": "cuda", "gpu.compute_capability": 12.0})
+    base = s.propose().candidate
+    s.observe(base, outcome(cls="incompatible-options", phase="load-weights", evidence=[SELECTED_NOT_VALID],
+                            implicates=["--kv-cache-dtype", "--attention-backend"]))
+    f = s.space.get("--attention-backend")
+    assert s.p_bad(f, "TRITON_MLA") > 0.99 and s.blocked is None
+    nxt = s.next_launch([], [], set()).candidate
+    assert nxt is not None and nxt.flag_dict.get("--attention-backend") != "TRITON_MLA"
+    # The engine then refuses every backend; TRITON_MLA "only" for the KV dtype this time, but it was
+    # refused for the GPU before: nothing in the space can work, and the search stops now.
+    line = NONE_VALID.replace("TRITON_MLA: [head_size not supported]", "TRITON_MLA: [kv_cache_dtype not supported]")
+    assert line != NONE_VALID
+    s.observe(nxt, outcome(cls="unsupported-hardware", phase="load-weights", evidence=[line],
+                           implicates=["--attention-backend", "--kv-cache-dtype"]))
+    assert s.next_launch([], [], set()).candidate is None
+    assert s.explain_stop().startswith("nothing in the space can work")
+
+
+def test_one_level_refused_for_another_setting_is_not_ruled_out():
+    line = "ValueError: Selected backend AttentionBackendEnum.TRITON_MLA is not valid for this configuration. " \
+           "Reason: ['kv_cache_dtype not supported']"
+    s = make("vllm", VL, "--kv-cache-dtype fp8 --attention-backend TRITON_MLA",
+             facts={"device": "cuda", "gpu.compute_capability": 12.0})
+    s.observe(s.propose().candidate, outcome(cls="incompatible-options", phase="load-weights", evidence=[line],
+                                             implicates=["--kv-cache-dtype", "--attention-backend"]))
+    assert s.p_bad(s.space.get("--attention-backend"), "TRITON_MLA") < 0.97
