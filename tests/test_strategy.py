@@ -385,3 +385,12 @@ def test_one_level_refused_for_another_setting_is_not_ruled_out():
     s.observe(s.propose().candidate, outcome(cls="incompatible-options", phase="load-weights", evidence=[line],
                                              implicates=["--kv-cache-dtype", "--attention-backend"]))
     assert s.p_bad(s.space.get("--attention-backend"), "TRITON_MLA") < 0.97
+
+
+def test_asking_vllm_for_its_default_capture_size_is_not_a_new_configuration():
+    facts = {"device": "cuda", "gpu.compute_capability": 12.0, "gpu.count": 1, "gpu.memory_gib": 95.6}
+    s = make("vllm", VL, "--max-model-len 131072", facts=facts, knowledge=True)
+    unset = s.baseline
+    asked = unset.with_changes({"--max-cudagraph-capture-size": "512"})
+    assert s.predicted_key(asked) == s.predicted_key(unset)
+    assert s.predicted_key(unset.with_changes({"--max-cudagraph-capture-size": "256"})) != s.predicted_key(unset)
