@@ -617,11 +617,19 @@ class Strategy:
                 options[i] = [(-math.log(1 - P_EXHAUSTED), base, P_EXHAUSTED,
                                "every level failed under some launch: kept at the baseline's")]
         start = tuple(0 for _ in options)
-        heap = [(sum(o[0][0] for o in options), start)]
+        # Equally likely candidates: the one that changes fewer environment variables first. A
+        # variable joins the space on weaker evidence than a flag (words its name shares with the
+        # failure); when the evidence cannot tell them apart, the flag is the likelier culprit.
+        env_at = [i for i, f in enumerate(self.space.factors) if f.is_env]
+
+        def env_changes(idx: tuple[int, ...]) -> int:
+            return sum(1 for i in env_at if idx[i])
+
+        heap = [(round(sum(o[0][0] for o in options), 9), 0, start)]
         seen = {start}
         pops = 0
         while heap and pops < max_pops:
-            cost, idx = heapq.heappop(heap)
+            cost, _, idx = heapq.heappop(heap)
             pops += 1
             cand, p_success, reasons, predicted = self._compose(options, idx)
             key = self.predicted_key(cand)
@@ -633,7 +641,7 @@ class Strategy:
                     if nxt not in seen:
                         seen.add(nxt)
                         delta = options[i][idx[i] + 1][0] - options[i][idx[i]][0]
-                        heapq.heappush(heap, (cost + delta, nxt))
+                        heapq.heappush(heap, (round(cost + delta, 9), env_changes(nxt), nxt))
         return None
 
     def _compose(self, options, idx) -> tuple[Candidate, float, list[str], dict[str, str]]:

@@ -394,3 +394,17 @@ def test_asking_vllm_for_its_default_capture_size_is_not_a_new_configuration():
     asked = unset.with_changes({"--max-cudagraph-capture-size": "512"})
     assert s.predicted_key(asked) == s.predicted_key(unset)
     assert s.predicted_key(unset.with_changes({"--max-cudagraph-capture-size": "256"})) != s.predicted_key(unset)
+
+
+def test_equally_suspect_flag_and_variable_change_the_flag_first():
+    from bringup.space import Factor
+
+    s = make("vllm", VL, "", facts={"device": "cuda", "gpu.compute_capability": 12.0})
+    s.add_factor(Factor("env:VLLM_SOME_KERNEL_SWITCH", "env", ["1"], "VLLM_SOME_KERNEL_SWITCH"))
+    att, var = s.space.get("--attention-backend"), s.space.get("env:VLLM_SOME_KERNEL_SWITCH")
+    s.observe(s.baseline, outcome(status="wrong-output", cls="wrong-output", phase="decode"))
+    for f in (att, var):  # the evidence cannot tell them apart
+        s.p[(f.name, s.eff(f, None))] = 0.3
+    assert s._options(att)[1][0] == s._options(var)[1][0]  # the same cost to change either
+    changed = {c.flag for c in s.propose().candidate.diff(s.baseline)}
+    assert changed == {"--attention-backend"}
