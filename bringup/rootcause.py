@@ -43,7 +43,9 @@ class ModuleEntry(BaseModel):
         return any(re.search(rf"(?<![\w-]){n}(?![\w])", text) for n in self.names)
 
     def raised_in(self, frames: str) -> bool:
-        return bool(self.frames and frames and re.search(self.frames, frames))
+        # One frame a line: "^" in a pattern ("(^|/)flash_attn/") is the start of a frame's path,
+        # not only of the first frame's.
+        return bool(self.frames and frames and re.search(self.frames, frames, re.MULTILINE))
 
 
 class FramePhase(BaseModel):

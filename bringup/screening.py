@@ -19,6 +19,10 @@ LONG_LAUNCH_S = 300  # a full launch this long makes even a memory-only change w
 BIG_MODEL_GIB = 20
 GAMBLE = 0.6  # below this chance of success, a full launch is a gamble worth screening
 SURE = 0.9  # screens beside other trials cost a sliver of a launch: worth it short of this sure
+# What a screen costs before one has been run here: it repeats the engine's start-up (spawn,
+# imports, distributed init, a dummy load, profiling a few layers), which takes 40-60 s in the
+# shipped scenarios' timing (taken from real logs) and as much on the vLLM CPU build here.
+SCREEN_COST_S = 60.0
 
 
 def screen_flags(spec: HelpSpec | None, layers: int) -> dict[str, Any] | None:
@@ -82,4 +86,15 @@ class ScreeningPolicy:
             # blindly and only catches a kernel failure the change did not cause; worth a launch
             # only where a full launch is long (the seeds' 400 GB model: 10 minutes and more).
             return False
-        return self.weights_gib >= BIG_MODEL_GIB and bool(full) and p_success < GAMBLE
+        if not (self.weights_gib >= BIG_MODEL_GIB and bool(full) and p_success < GAMBLE):
+            return False
+        # A screen saves what a failing full launch would have cost beyond the screen itself. The
+        # last full launch's failure is the measure of what the next one costs: one that failed
+        # within a screen's time (a hang in distributed start-up, a backend refused before the
+        # weights load) fails as cheaply as a screen, and a screen that passes costs a launch more.
+        failed = [a for a in full if a.status != "works"]
+        if not failed:
+            return True
+        screens = [self.cost_s(a) for a in history if a.purpose == "screen" and self.cost_s(a) > 0]
+        screen_cost = min(screens) if screens else SCREEN_COST_S
+        return (1 - p_success) * self.cost_s(failed[-1]) > screen_cost

@@ -112,6 +112,7 @@ class Strategy:
     refusals: dict[str, list[str]] = field(default_factory=dict)  # factor -> launches that refused all its levels  # signature -> numeric factors it moved
     best_left: Proposal | None = None  # the untried candidate judged too unlikely to launch, if that ended it
     _pending_moves: list[frozenset[tuple[str, str]]] = field(default_factory=list)  # see _next_beside
+    refused_final: set[tuple[str, str]] = field(default_factory=set)  # (factor, level) refused for a reason no flag changes
 
     def __post_init__(self) -> None:
         for f in self.space.factors:
@@ -416,6 +417,7 @@ class Strategy:
                     if m and _REFUSAL.search(m.group(1)):
                         refused[normalise(lv)] = m.group(1).strip(" ,")[:120]
                 if len(refused) < 2:
+                    self._refused_alone(line, f)
                     continue
                 for e in refused:
                     self.p[(f.name, e)] = max(self.p.get((f.name, e), 0.0), CERTAIN)
@@ -424,13 +426,37 @@ class Strategy:
                 # forces fp8 KV whatever --kv-cache-dtype says).
                 seen = self.refusals.setdefault(f.name, [])
                 seen.append(self.predicted_key(self.observations[-1].candidate) if self.observations else "")
-                final = (not any(self._names_other_factor(r, f) for r in refused.values())
-                         or len(set(seen)) >= 2)
+                # A level refused before for a reason of its own (TRITON_MLA: compute capability) stays
+                # refused whatever this line's reason for it depends on.
+                for e, r in refused.items():
+                    if not self._names_other_factor(r, f):
+                        self.refused_final.add((f.name, e))
+                final = (all((f.name, e) in self.refused_final for e in refused) or len(set(seen)) >= 2)
                 if _NONE_VALID.search(line) and final and self.blocked is None:
                     self.blocked = (f.name, f"the engine refused every {f.name} it considered, for reasons no "
                                             f"launch flag in the space changes ({', '.join(sorted(refused))}): "
                                             f"{line.strip()[:400]}")
                     self.notes.append(f"{f.name}: refused here: {', '.join(sorted(refused))}")
+
+    def _refused_alone(self, line: str, f: Factor) -> None:
+        """One level refused with its reasons ("Selected backend AttentionBackendEnum.TRITON_MLA is
+        not valid for this configuration. Reason: ['compute capability not supported', ...]"): a
+        reason that depends on no other setting in the space (the GPU's compute capability) refuses
+        that level whatever else a launch changes, so it is ruled out here; one that names another
+        setting (kv_cache_dtype) is left to the Bayes update, which blames both."""
+        for lv in f.levels:
+            m = re.search(rf"(?<![\w-]){re.escape(str(lv))}(?![\w-]).{{0,80}}?\bReasons?:\s*\[([^\]]*)\]", line,
+                          re.IGNORECASE)
+            if m is None:
+                continue
+            reasons = [r.strip(" '\"") for r in m.group(1).split(",")]
+            final = [r for r in reasons if _REFUSAL.search(r) and not self._names_other_factor(r, f)]
+            if final:
+                key = (f.name, normalise(lv))
+                self.p[key] = max(self.p.get(key, 0.0), CERTAIN)
+                self.refused_final.add(key)
+                self.notes.append(f"{f.name} {lv}: refused here ({final[0]})")
+            return
 
     def _missing_package(self, outcome: Outcome) -> None:
         """A package that does not import fails every level that loads it (bitsandbytes: both
@@ -644,9 +670,13 @@ class Strategy:
         options = [self._options(f) for f in self.space.factors]
         for i, (f, o) in enumerate(zip(self.space.factors, options, strict=True)):
             if not o:
-                vs = [v for lv in [None, *f.levels] for v in self.verdicts(f, lv) if v.kind == "incompatible"]
-                if vs:  # knowledge rules out every level: nothing in the space can work
-                    self.blocked = (f.name, vs[0].reason)
+                # Knowledge rules out every level: nothing in the space can work. Only when it rules
+                # out each of them: a level that launched and failed says nothing about the others,
+                # and a plan that rules out the low memory fractions says nothing about the high ones
+                # that failed for another reason (a graph-capture OOM the batch limit cures).
+                vs = [[v for v in self.verdicts(f, lv) if v.kind == "incompatible"] for lv in [None, *f.levels]]
+                if all(vs):
+                    self.blocked = (f.name, vs[0][0].reason)
                     return None
                 # Every level failed, each under some launch: then this factor is not (alone) the
                 # cause, and giving up would leave untried what else the evidence implicates (a
@@ -656,11 +686,19 @@ class Strategy:
                 options[i] = [(-math.log(1 - P_EXHAUSTED), base, P_EXHAUSTED,
                                "every level failed under some launch: kept at the baseline's")]
         start = tuple(0 for _ in options)
-        heap = [(sum(o[0][0] for o in options), start)]
+        # Equally likely candidates: the one that changes fewer environment variables first. A
+        # variable joins the space on weaker evidence than a flag (words its name shares with the
+        # failure); when the evidence cannot tell them apart, the flag is the likelier culprit.
+        env_at = [i for i, f in enumerate(self.space.factors) if f.is_env]
+
+        def env_changes(idx: tuple[int, ...]) -> int:
+            return sum(1 for i in env_at if idx[i])
+
+        heap = [(round(sum(o[0][0] for o in options), 9), 0, start)]
         seen = {start}
         pops = 0
         while heap and pops < max_pops:
-            cost, idx = heapq.heappop(heap)
+            cost, _, idx = heapq.heappop(heap)
             pops += 1
             cand, p_success, reasons, predicted = self._compose(options, idx)
             key = self.predicted_key(cand)
@@ -672,7 +710,7 @@ class Strategy:
                     if nxt not in seen:
                         seen.add(nxt)
                         delta = options[i][idx[i] + 1][0] - options[i][idx[i]][0]
-                        heapq.heappush(heap, (cost + delta, nxt))
+                        heapq.heappush(heap, (round(cost + delta, 9), env_changes(nxt), nxt))
         return None
 
     def _compose(self, options, idx) -> tuple[Candidate, float, list[str], dict[str, str]]:

@@ -212,6 +212,25 @@ def test_triton_shared_memory_names_the_numbers_and_the_kernel_path():
     assert c.implicated_levels == {}  # raised inside the MoE kernel: the factor, not a level
 
 
+def test_triton_kernels_frames_are_the_moe_path_even_below_other_frames():
+    # vLLM's MXFP4 MoE runs OpenAI's triton_kernels (fused_moe/gpt_oss_triton_kernels_moe.py imports
+    # triton_kernels.matmul_ogs); the frame is not the first one, so a "(^|/)" pattern must match
+    # at the start of any frame's path, not only of the whole text.
+    c = _one("triton.runtime.errors.OutOfResources: out of resource: shared memory, Required: 131072, "
+             "Hardware limit: 101376. Reducing block sizes or `num_stages` may help.",
+             '  File "/x/dist-packages/vllm/v1/worker/gpu_model_runner.py", line 3120, in profile_run',
+             '  File "/x/dist-packages/triton_kernels/matmul_ogs.py", line 477, in matmul_ogs',
+             '  File "/x/dist-packages/triton/compiler/compiler.py", line 483, in _init_handles')
+    assert c.implicates[0] == "--moe-backend" and "--attention-backend" in c.implicates
+
+
+def test_a_line_start_pattern_matches_a_frame_that_is_not_the_first():
+    c = _one("RuntimeError: CUDA error: an illegal memory access was encountered",
+             '  File "/x/dist-packages/vllm/v1/worker/gpu_model_runner.py", line 3120, in profile_run',
+             '  File "/x/dist-packages/flashinfer/prefill.py", line 100, in run')
+    assert "--attention-backend" in c.implicates and "FLASHINFER" in c.implicated_levels.get("--attention-backend", [])
+
+
 @pytest.mark.parametrize("msg", ["no kernel image is available for execution on the device",
                                  "FlashMLA requires SM 90 or SM 100", "TRTLLM MHA is only supported on Blackwell",
                                  "Unsupported architecture sm_120"])

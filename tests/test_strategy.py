@@ -317,3 +317,94 @@ def test_a_failure_of_the_model_itself_brings_no_guessed_variables():
     assert not [f for f in s.space.factors if f.origin == "ranked"]
     assert s.next_launch([], [], set()).candidate is None
     assert "model.head_dim" in s.explain_stop()
+
+
+def test_a_memory_plan_that_rules_out_low_fractions_does_not_block_after_the_high_ones_failed():
+    # 61 GiB of weights on a 95.6 GiB GPU: the plan rules out the low fractions (no room for the
+    # weights), the launches rule out the high ones (0.95: graph-capture OOM; 0.9 and the 0.92
+    # default: the KV cache cannot hold one request). Not every level is ruled out by knowledge,
+    # so nothing says no fraction can work: keep the baseline's and move what the capture OOM
+    # also implicates (the batch limit, the capture sizes).
+    from bringup.knowledge import memory_model_for
+
+    facts = {"device": "cuda", "gpu.compute_capability": 12.0, "gpu.count": 1, "gpu.memory_gib": 95.6,
+             "model.weights_gib": 61.0}
+    base = Candidate.make("vllm", "m", parse_flags("--max-model-len 131072 --gpu-memory-utilization 0.95", VL))
+    kn = Knowledge(facts, "vllm", "0.32.0", memory_model=memory_model_for(facts, "vllm"))
+    s = Strategy(build_space("vllm", VL, base), base, kn, VL)
+    f = s.space.get("--gpu-memory-utilization")
+    assert s.p_bad(f, "0.5") >= 0.97 and s.p_bad(f, "0.95") < 0.97  # the plan's verdicts
+    s.observe(base, outcome(cls="oom-graph-capture", phase="graph-capture", signature="rootcause-oom-graph-capture",
+                            effective={"gpu_memory_utilization": 0.95},
+                            implicates=["--max-num-seqs", "--max-cudagraph-capture-size", "--enforce-eager",
+                                        "--gpu-memory-utilization"]))
+    kv = outcome(cls="oom-kv-cache", phase="kv-alloc", signature="vllm-kv-too-small-for-max-len",
+                 implicates=["--max-model-len", "--gpu-memory-utilization"])
+    for frac in ("0.9", None):  # 0.9, then the engine's default (0.92)
+        p = s.propose()
+        assert p is not None and p.candidate.flag_dict.get("--gpu-memory-utilization") == frac
+        s.observe(p.candidate, kv)
+    d = s.next_launch([], [], set())
+    assert s.blocked is None and d.candidate is not None, s.explain_stop()
+    flags = d.candidate.flag_dict
+    assert flags["--gpu-memory-utilization"] == "0.95"
+    assert {"--max-num-seqs", "--max-cudagraph-capture-size", "--enforce-eager"} & set(flags)
+
+
+SELECTED_NOT_VALID = ("ValueError: Selected backend AttentionBackendEnum.TRITON_MLA is not valid for this configuration. "
+                      "Reason: ['compute capability not supported', 'kv_cache_dtype not supported', 'MLA not supported']")
+
+
+def test_one_level_refused_for_the_gpu_is_ruled_out_and_makes_a_later_refusal_final():
+    # vLLM refuses the one backend it was asked for, with reasons; one of them (compute capability)
+    # depends on nothing a launch changes: that level is out, whatever the KV dtype.
+    s = make("vllm", VL, "--kv-cache-dtype fp8 --attention-backend TRITON_MLA",
+             facts={"device": "cuda", "gpu.compute_capability": 12.0})
+    base = s.propose().candidate
+    s.observe(base, outcome(cls="incompatible-options", phase="load-weights", evidence=[SELECTED_NOT_VALID],
+                            implicates=["--kv-cache-dtype", "--attention-backend"]))
+    f = s.space.get("--attention-backend")
+    assert s.p_bad(f, "TRITON_MLA") > 0.99 and s.blocked is None
+    nxt = s.next_launch([], [], set()).candidate
+    assert nxt is not None and nxt.flag_dict.get("--attention-backend") != "TRITON_MLA"
+    # The engine then refuses every backend; TRITON_MLA "only" for the KV dtype this time, but it was
+    # refused for the GPU before: nothing in the space can work, and the search stops now.
+    line = NONE_VALID.replace("TRITON_MLA: [head_size not supported]", "TRITON_MLA: [kv_cache_dtype not supported]")
+    assert line != NONE_VALID
+    s.observe(nxt, outcome(cls="unsupported-hardware", phase="load-weights", evidence=[line],
+                           implicates=["--attention-backend", "--kv-cache-dtype"]))
+    assert s.next_launch([], [], set()).candidate is None
+    assert s.explain_stop().startswith("nothing in the space can work")
+
+
+def test_one_level_refused_for_another_setting_is_not_ruled_out():
+    line = "ValueError: Selected backend AttentionBackendEnum.TRITON_MLA is not valid for this configuration. " \
+           "Reason: ['kv_cache_dtype not supported']"
+    s = make("vllm", VL, "--kv-cache-dtype fp8 --attention-backend TRITON_MLA",
+             facts={"device": "cuda", "gpu.compute_capability": 12.0})
+    s.observe(s.propose().candidate, outcome(cls="incompatible-options", phase="load-weights", evidence=[line],
+                                             implicates=["--kv-cache-dtype", "--attention-backend"]))
+    assert s.p_bad(s.space.get("--attention-backend"), "TRITON_MLA") < 0.97
+
+
+def test_asking_vllm_for_its_default_capture_size_is_not_a_new_configuration():
+    facts = {"device": "cuda", "gpu.compute_capability": 12.0, "gpu.count": 1, "gpu.memory_gib": 95.6}
+    s = make("vllm", VL, "--max-model-len 131072", facts=facts, knowledge=True)
+    unset = s.baseline
+    asked = unset.with_changes({"--max-cudagraph-capture-size": "512"})
+    assert s.predicted_key(asked) == s.predicted_key(unset)
+    assert s.predicted_key(unset.with_changes({"--max-cudagraph-capture-size": "256"})) != s.predicted_key(unset)
+
+
+def test_equally_suspect_flag_and_variable_change_the_flag_first():
+    from bringup.space import Factor
+
+    s = make("vllm", VL, "", facts={"device": "cuda", "gpu.compute_capability": 12.0})
+    s.add_factor(Factor("env:VLLM_SOME_KERNEL_SWITCH", "env", ["1"], "VLLM_SOME_KERNEL_SWITCH"))
+    att, var = s.space.get("--attention-backend"), s.space.get("env:VLLM_SOME_KERNEL_SWITCH")
+    s.observe(s.baseline, outcome(status="wrong-output", cls="wrong-output", phase="decode"))
+    for f in (att, var):  # the evidence cannot tell them apart
+        s.p[(f.name, s.eff(f, None))] = 0.3
+    assert s._options(att)[1][0] == s._options(var)[1][0]  # the same cost to change either
+    changed = {c.flag for c in s.propose().candidate.diff(s.baseline)}
+    assert changed == {"--attention-backend"}

@@ -1,0 +1,40 @@
+"""When a screen (dummy weights, few layers) is worth a launch before a full one."""
+
+from __future__ import annotations
+
+from bringup.results import Attempt
+from bringup.screening import SCREEN_COST_S, ScreeningPolicy
+
+
+def _policy() -> ScreeningPolicy:
+    return ScreeningPolicy("auto", {"--load-format": "dummy"}, weights_gib=140.0, simulated=True)
+
+
+def _full(n: int, cost: float, status: str = "fails", phase: str = "graph-capture") -> Attempt:
+    return Attempt(number=n, purpose="search", changes="", status=status, phase=phase, simulated_s=cost)
+
+
+def test_a_long_failing_launch_makes_a_gamble_worth_screening():
+    assert _policy().worth_it(0.3, False, [_full(1, 700.0)])
+
+
+def test_a_failure_that_came_within_a_screens_time_is_not_screened_for():
+    # A hang in distributed start-up after 25 s, a backend refused before the weights load after
+    # 39 s: a full launch fails as cheaply as a screen, and a screen that passes is a launch more.
+    p = _policy()
+    assert not p.worth_it(0.3, False, [_full(1, 25.0, "timeout", "distributed-init")])
+    assert not p.worth_it(0.3, False, [_full(1, 39.0, phase="load-weights")])
+
+
+def test_the_cost_of_a_screen_run_here_replaces_the_assumed_one():
+    p = _policy()
+    failed = _full(1, 80.0)
+    assert 0.7 * 80.0 < SCREEN_COST_S and not p.worth_it(0.3, False, [failed])
+    screened = Attempt(number=2, purpose="screen", changes="", status="fails", simulated_s=10.0)
+    assert p.worth_it(0.3, False, [failed, screened])
+
+
+def test_small_models_and_likely_candidates_are_never_screened():
+    small = ScreeningPolicy("auto", {"--load-format": "dummy"}, weights_gib=8.0, simulated=True)
+    assert not small.worth_it(0.3, False, [_full(1, 700.0)])
+    assert not _policy().worth_it(0.9, False, [_full(1, 700.0)])
