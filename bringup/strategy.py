@@ -59,6 +59,18 @@ OUTSIDE = 0.8  # this sure that what fails lies outside the space: stop and say 
 P_PENDING = 0.6
 
 
+def _refused_levels(line: str, f: Factor) -> dict[str, str]:
+    """The levels of a choice factor that a line refuses ("FLASH_ATTN: [compute capability not
+    supported]"), each with its reason."""
+    refused: dict[str, str] = {}
+    for lv in f.levels:
+        m = re.search(rf"(?<![\w-]){re.escape(str(lv))}(?![\w-])['\"]?\s*[:=]\s*\[?([^\]\}}]*)", line,
+                      re.IGNORECASE)
+        if m and _REFUSAL.search(m.group(1)):
+            refused[normalise(lv)] = m.group(1).strip(" ,")[:120]
+    return refused
+
+
 @dataclass
 class Proposal:
     candidate: Candidate
@@ -409,13 +421,7 @@ class Strategy:
             for f in self.space.factors:
                 if f.kind != "choice":
                     continue
-                refused: dict[str, str] = {}
-                for lv in f.levels:
-                    name = str(lv)
-                    m = re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])['\"]?\s*[:=]\s*\[?([^\]\}}]*)", line,
-                                  re.IGNORECASE)
-                    if m and _REFUSAL.search(m.group(1)):
-                        refused[normalise(lv)] = m.group(1).strip(" ,")[:120]
+                refused = _refused_levels(line, f)
                 if len(refused) < 2:
                     self._refused_alone(line, f)
                     continue
