@@ -265,9 +265,13 @@ def domain_prompts(folder: Path | None, tok: Any, n: int = 2) -> list[str]:
 
 
 def reference_for(model: str, file: str | None, cache_dir: Path | None = None,
-                  fraction: float = 0.25, max_gib: float = 4.0) -> tuple[Reference | None, str]:
+                  fraction: float = 0.25, max_gib: float = 4.0, gpu: str | None = None,
+                  gpu_memory_gib: float | None = None) -> tuple[Reference | None, str]:
     """The reference a run or trial uses, and why: a file (`file`), none (`file` == "none"), or
-    ("auto", the default) computed in-process when the model is a local folder that fits."""
+    ("auto", the default) computed in-process when the model is a local folder that fits. Too big
+    for the host's quick float32 copy but given a free GPU (``gpu``, a CUDA_VISIBLE_DEVICES entry,
+    with ``gpu_memory_gib``): computed there, in a child process, so that bringup itself keeps no
+    CUDA context on a GPU its trials use."""
     if file and file not in ("auto", "none"):
         return load_reference(Path(file), model), f"reference file {file}"
     if file == "none":
@@ -276,8 +280,6 @@ def reference_for(model: str, file: str | None, cache_dir: Path | None = None,
     if folder is None:
         return None, "no reference: the model is not a local folder (record one with `bringup reference`)"
     ok, why = fits_in_process(folder, fraction, max_gib)
-    if not ok:
-        return None, f"no in-process reference: {why} (record one elsewhere with `bringup reference`)"
     ident = identity_of(folder)
     cached = (cache_dir / f"{ident.config_sha256[:16]}-{ident.tokenizer_sha256[:16]}.json") if cache_dir else None
     if cached is not None and cached.is_file():
@@ -285,6 +287,11 @@ def reference_for(model: str, file: str | None, cache_dir: Path | None = None,
             return load_reference(cached, model), f"in-process reference (cached {cached})"
         except ReferenceError:
             pass
+    if not ok:
+        fp32_gib = 2 * weights_bytes(folder) / 2**30
+        if gpu is not None and gpu_memory_gib and fp32_gib <= 0.5 * gpu_memory_gib and cached is not None:
+            return _on_gpu(folder, model, cached, gpu, why)
+        return None, f"no in-process reference: {why} (record one elsewhere with `bringup reference`)"
     try:
         ref = compute_reference(str(folder))
     except ImportError as e:
@@ -292,6 +299,24 @@ def reference_for(model: str, file: str | None, cache_dir: Path | None = None,
     if cached is not None:
         ref.save(cached)
     return ref, f"in-process reference ({why})"
+
+
+def _on_gpu(folder: Path, model: str, out: Path, gpu: str, why_not_cpu: str) -> tuple[Reference | None, str]:
+    """`bringup reference` in a child process on one GPU (its CUDA context goes with it)."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": gpu}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        proc = subprocess.run([sys.executable, "-m", "bringup", "reference", str(folder), "--out", str(out),
+                               "--device", "cuda"], env=env, capture_output=True, text=True, timeout=1800)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return None, f"no reference: computing it on GPU {gpu} failed ({type(e).__name__})"
+    if proc.returncode != 0 or not out.is_file():
+        last = (proc.stderr.strip().splitlines() or ["no output"])[-1][:200]
+        return None, f"no reference: computing it on GPU {gpu} failed: {last}"
+    return load_reference(out, model), f"reference computed on GPU {gpu} in float32 ({why_not_cpu} on the host)"
 
 
 # -- tolerances ---------------------------------------------------------------------------------------

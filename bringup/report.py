@@ -55,6 +55,21 @@ def describe_model(r: RunResult) -> str:
     return ", ".join(bits)
 
 
+def _probes(r: RunResult) -> list[str]:
+    """The final configuration's probes, and where the reference came from (or why none)."""
+    if not r.final_probes:
+        return []
+    L = ["", "## Probes on the final configuration", "",
+         ", ".join(f"{p.name} ({'passed' if p.passed else 'FAILED'})" for p in r.final_probes)
+         + (": all passed." if all(p.passed for p in r.final_probes) else ".")]
+    for probe in r.final_probes:
+        if probe.name in ("known-answers", "reference", "long-decode", "batch-invariance"):
+            L.append(f"- {probe.name}: {_md(probe.detail)[:200]}")
+    if r.reference and not any(p.name == "reference" for p in r.final_probes):
+        L.append(f"- reference: not on the ladder: {_md(r.reference)[:240]}")
+    return L
+
+
 def render_markdown(r: RunResult) -> str:
     L: list[str] = []
     engine = f"{display_name(r.engine)} {r.engine_version or ''}".strip()
@@ -156,15 +171,7 @@ def render_markdown(r: RunResult) -> str:
         L.append("")
         for w in r.warnings[:8]:
             L.append(f"- `{_md(w)[:240]}`")
-    if r.final_probes:
-        L.append("")
-        L.append("## Probes on the final configuration")
-        L.append("")
-        L.append(", ".join(f"{p.name} ({'passed' if p.passed else 'FAILED'})" for p in r.final_probes)
-                 + (": all passed." if all(p.passed for p in r.final_probes) else "."))
-        for probe in r.final_probes:
-            if probe.name in ("known-answers", "reference", "long-decode", "batch-invariance"):
-                L.append(f"- {probe.name}: {_md(probe.detail)[:200]}")
+    L += _probes(r)
     notes = r.strategy_state.notes
     if notes:
         L.append("")

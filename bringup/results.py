@@ -82,6 +82,7 @@ class RunResult(BaseModel):
     screening_launches: int
     minimize_launches: int
     parallel: int = 1  # trials at once, at most (bringup run --parallel)
+    reference: str = ""  # where the reference probe's answers came from, or why there was none
     lost_trials: list[str] = Field(default_factory=list)  # trials lost with their node, run again
     simulated_hours: float | None
     wall_seconds: float

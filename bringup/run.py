@@ -160,8 +160,8 @@ class Run:
         self.strategy = Strategy(self.space, self.baseline, self.knowledge, t.spec, screening=self.screening,
                                  env=self.env)
         self.answers = [KnownAnswer(p, e) for p, e in s.answers] + list(t.answers)
-        self.reference, self.reference_why = self._reference(journal)
         self.slots = self._slots()
+        self.reference, self.reference_why = self._reference(journal)
 
     def _slots(self) -> tuple[GpuSlots, int]:
         """The run's GPUs and how many trials run at once on them."""
@@ -200,7 +200,10 @@ class Run:
         if self.target.engine.simulated or not journal:
             return None, "no reference for a scenario or an offline plan"
         try:
-            return reference_for(self.target.model, self.settings.reference, cache_dir=self.root / "references")
+            gpus = self.slots[0].gpus
+            mem = self.facts.get("gpu.memory_gib")
+            return reference_for(self.target.model, self.settings.reference, cache_dir=self.root / "references",
+                                 gpu=gpus[0] if gpus else None, gpu_memory_gib=float(mem) if mem else None)
         except ReferenceError as e:
             raise RunError(f"--reference: {e}") from None
 
@@ -521,6 +524,7 @@ class Run:
         minimal = fix.changes if fix else []
         return RunResult(
             final_probes=probes, warnings=warnings, parallel=self.slots[1], lost_trials=list(self.lost),
+            reference=self.reference_why,
             run_id=self.run_id or "", run_dir=str(self.run_dir), status=status, validated=validated is not None,
             launches=len(search), screening_launches=sum(1 for a in search if a.purpose == "screen"),
             minimize_launches=sum(1 for a in self.attempts if a.purpose == "minimize"),

@@ -220,3 +220,26 @@ def test_tune_verdict_in_tune_json_and_the_report(tmp_path):
     assert back.reference_verdict == t.reference_verdict
     html = render_html(tmp_path, None, [back])
     assert "agrees: 4 prompts agree with the reference" in html and "in-process reference" in html
+
+
+def test_too_big_for_the_host_goes_to_a_free_gpu_in_a_child_process(tiny_model, tmp_path, monkeypatch):
+    """Too big for the quick host copy but given a GPU: `bringup reference --device cuda` runs in a
+    child process on that GPU alone. Here no GPU exists, so the child fails, and the run is told why;
+    a GPU too small for it is not tried at all."""
+    calls = []
+    import subprocess as sp
+
+    real_run = sp.run
+
+    def spy(argv, **kw):
+        calls.append((argv, kw.get("env", {}).get("CUDA_VISIBLE_DEVICES")))
+        return real_run(argv, **kw)
+
+    monkeypatch.setattr(sp, "run", spy)
+    got, why = reference_for(str(tiny_model), "auto", cache_dir=tmp_path, max_gib=1e-6, gpu="1", gpu_memory_gib=80)
+    assert got is None and "computing it on GPU 1 failed" in why
+    (argv, visible), = calls
+    assert argv[1:4] == ["-m", "bringup", "reference"] and argv[-2:] == ["--device", "cuda"] and visible == "1"
+    calls.clear()
+    got, why = reference_for(str(tiny_model), "auto", cache_dir=tmp_path, max_gib=1e-6, gpu="1", gpu_memory_gib=1e-9)
+    assert got is None and "in-process cap" in why and not calls
