@@ -18,7 +18,6 @@ ScreenMode = Literal["auto", "always", "never"]
 LONG_LAUNCH_S = 300  # a full launch this long makes even a memory-only change worth a screen
 BIG_MODEL_GIB = 20
 GAMBLE = 0.6  # below this chance of success, a full launch is a gamble worth screening
-SURE = 0.9  # screens beside other trials cost a sliver of a launch: worth it short of this sure
 # What a screen costs before one has been run here: it repeats the engine's start-up (spawn,
 # imports, distributed init, a dummy load, profiling a few layers), which takes 40-60 s in the
 # shipped scenarios' timing (taken from real logs) and as much on the vLLM CPU build here.
@@ -79,8 +78,8 @@ class ScreeningPolicy:
         full = [a for a in history if a.purpose == "search"]
         if any(a.failure_class == "wrong-output" for a in full):
             return False  # dummy weights cannot check known answers: a screen would pass blindly
-        if self.beside:  # a screen cannot judge memory; a kernel that fails, it finds cheaply
-            return not only_numeric and p_success < SURE
+        if self.beside:
+            return self._beside_worth_it(p_success, only_numeric, full, history)
         if only_numeric and max((self.cost_s(a) for a in full), default=0.0) < LONG_LAUNCH_S:
             # Memory fractions and batch sizes: a screen (fewer layers, less memory) passes them
             # blindly and only catches a kernel failure the change did not cause; worth a launch
@@ -95,6 +94,20 @@ class ScreeningPolicy:
         failed = [a for a in full if a.status != "works"]
         if not failed:
             return True
+        return (1 - p_success) * self.cost_s(failed[-1]) > self._screen_cost(history)
+
+    def _screen_cost(self, history: list[Attempt]) -> float:
         screens = [self.cost_s(a) for a in history if a.purpose == "screen" and self.cost_s(a) > 0]
-        screen_cost = min(screens) if screens else SCREEN_COST_S
-        return (1 - p_success) * self.cost_s(failed[-1]) > screen_cost
+        return min(screens) if screens else SCREEN_COST_S
+
+    def _beside_worth_it(self, p_success: float, only_numeric: bool, full: list[Attempt],
+                         history: list[Attempt]) -> bool:
+        """Screens on one GPU beside other trials: no full launch needs to have shown memory first
+        (a screen on a GPU of its own cannot judge it anyway), and the same price rule holds: a
+        gamble before any full launch has failed, then what a failing launch costs beyond a screen."""
+        if only_numeric:
+            return False
+        failed = [a for a in full if a.status != "works"]
+        if not failed:
+            return p_success < GAMBLE
+        return (1 - p_success) * self.cost_s(failed[-1]) > self._screen_cost(history)
