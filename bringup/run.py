@@ -530,6 +530,7 @@ class Run:
         minimal = fix.changes if fix else []
         return RunResult(
             final_probes=probes, warnings=warnings, parallel=self.slots[1], lost_trials=list(self.lost),
+            node_type=getattr(self.ex, "resource", None),
             run_id=self.run_id or "", run_dir=str(self.run_dir), status=status, validated=validated is not None,
             launches=len(search), screening_launches=sum(1 for a in search if a.purpose == "screen"),
             minimize_launches=sum(1 for a in self.attempts if a.purpose == "minimize"),

@@ -75,21 +75,26 @@ class LocalCluster:
         self.nodes.append(node)
         return node
 
-    def wait_nodes(self, n: int, timeout: float = 90.0) -> None:
+    def wait_nodes(self, n: int, timeout: float = 240.0) -> None:
         """Until ``n`` nodes are alive (asked through a short-lived driver of its own)."""
         code = (f"import ray; ray.init(address={self.address!r}, log_to_driver=False); "
                 "print(sum(1 for n in ray.nodes() if n['Alive']))")
         deadline = time.monotonic() + timeout
+        last = ""
         while time.monotonic() < deadline:
-            r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=self._env(),
-                               timeout=60)
+            try:
+                r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=self._env(),
+                                   timeout=90)
+            except subprocess.TimeoutExpired:
+                continue
+            last = r.stderr[-1500:]
             if r.returncode == 0 and r.stdout.strip().splitlines() and int(r.stdout.strip().splitlines()[-1]) >= n:
                 return
             for node in self.nodes:
                 if node.proc.poll() is not None:
                     raise RuntimeError(f"ray node {node.name} exited: {self.log(node.name)[-2000:]}")
             time.sleep(1.0)
-        raise TimeoutError(f"{n} ray nodes not alive after {timeout} s")
+        raise TimeoutError(f"{n} ray nodes not alive after {timeout} s: {last}")
 
     def log(self, name: str) -> str:
         return (self.tmp.parent / f"{name}.log").read_text(errors="replace")

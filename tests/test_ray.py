@@ -199,5 +199,8 @@ def test_a_node_lost_mid_trial_is_run_again_not_failed(cluster: LocalCluster, tm
     assert findings(res) == findings(local)  # no verdict from the lost trial; still validated
     assert res.status == "validated"
     assert all(a.where.split("/")[-1] != killed[0] for a in res.attempts)  # both ran on the other node
+    report = (Path(res.run_dir) / "FINDINGS.md").read_text()
+    assert "## Where trials ran" in report and "lost with its node" in report
+    assert res.node_type == hw_resource(SAMPLER) and res.node_type in report
     _, alive = psutil.wait_procs(servers, timeout=10)
     assert servers and not alive, "the lost node's server survived it"
