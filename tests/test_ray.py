@@ -9,6 +9,8 @@ cancelled trial, or one whose worker is killed, leaves no server behind.
 from __future__ import annotations
 
 import shutil
+import socket
+import time
 from pathlib import Path
 
 import psutil
@@ -163,12 +165,28 @@ def test_executor_without_a_node_fits_nothing_it_cannot_place(cluster: LocalClus
         ex.close()
 
 
+def test_cli_runs_on_the_cluster_as_wide_as_its_gpus(cluster: LocalCluster, tmp_path: Path):
+    """`bringup run --ray ADDRESS`: --parallel defaults to the cluster's width (two workers, one GPU each)."""
+    import json
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "bringup", "run", "--scenario", str(SAMPLER), "--ray", cluster.address,
+                          "--runs-dir", str(tmp_path), "--json"], capture_output=True, text=True, timeout=300,
+                         cwd=Path(__file__).resolve().parents[1])
+    assert out.returncode == 0, out.stderr[-2000:]
+    d = json.loads(out.stdout)
+    assert d["status"] == "validated" and d["parallel"] == 2 and d["node_type"] == hw_resource(SAMPLER)
+    assert all(a["where"].count("/") == 1 for a in d["attempts"])
+
+
 def test_a_node_lost_mid_trial_is_run_again_not_failed(cluster: LocalCluster, tmp_path: Path):
     import ray
 
     sc = _copy(SAMPLER, tmp_path)
     local = run(tmp_path / "local", sc)
     killed: list[str] = []
+    t_kill: list[float] = []
     servers: list[psutil.Process] = []
 
     class KillNode(QuietObserver):
@@ -188,6 +206,7 @@ def test_a_node_lost_mid_trial_is_run_again_not_failed(cluster: LocalCluster, tm
                     name = next(k[5:] for k in n["Resources"] if k.startswith("node-"))
                     next(x for x in cluster.nodes if x.name == name).kill()
                     killed.append(node_id)
+                    t_kill.append(time.monotonic())
 
     obs = KillNode()
     r = Run(RunSettings(scenario=str(sc), ray=cluster.address, parallel="1", time_scale=0.05), tmp_path / "ray",
@@ -195,7 +214,9 @@ def test_a_node_lost_mid_trial_is_run_again_not_failed(cluster: LocalCluster, tm
     obs.run = r
     res = r.execute()
     assert killed, "no node was killed mid-trial"
-    assert len(res.lost_trials) == 1 and res.lost_trials[0].startswith("#1 ")
+    assert len(res.lost_trials) == 1 and res.lost_trials[0].startswith(f"#1 on {socket.gethostname()}/{killed[0]}: ")
+    assert "Error" in res.lost_trials[0]  # the Ray exception that said so
+    print(f"lost: {res.lost_trials[0]}; run ended {time.monotonic() - t_kill[0]:.1f} s after the kill")
     assert findings(res) == findings(local)  # no verdict from the lost trial; still validated
     assert res.status == "validated"
     assert all(a.where.split("/")[-1] != killed[0] for a in res.attempts)  # both ran on the other node

@@ -88,6 +88,7 @@ def run_cmd(
     from bringup.journal import Journal  # heavy imports inside the command: `bringup --help` stays fast
     from bringup.knowledge_files import KnowledgeFileError
     from bringup.process import Interrupted
+    from bringup.rayexec import RayClusterError  # Ray itself is imported only with --ray
     from bringup.run import QuietObserver, Run, RunError, RunSettings
     from bringup.space import SpaceError, parse_fix
     from bringup.targets import TargetError
@@ -130,7 +131,7 @@ def run_cmd(
                 result = r.execute()
         else:
             result = r.execute()
-    except (TargetError, RunError, SpaceError, KnowledgeFileError) as e:
+    except (TargetError, RunError, SpaceError, KnowledgeFileError, RayClusterError) as e:
         raise usage_error(str(e)) from None
     except Interrupted as e:
         err_console.print(f"[bold yellow]interrupted ({e}); servers torn down.[/] Resume with: "
