@@ -56,9 +56,11 @@ class LocalCluster:
         env["RAY_USAGE_STATS_ENABLED"] = "0"
         return env
 
-    def start_node(self, name: str, resources: dict[str, float], head: bool = False, cpus: int = 1) -> Node:
+    def start_node(self, name: str, resources: dict[str, float], head: bool = False, cpus: int = 1,
+                   gpus: int = 0) -> Node:
+        """A node; ``gpus`` it declares to Ray (none need exist: Ray then only assigns their ids)."""
         p = self._ports
-        argv = [RAY, "start", "--block", "--disable-usage-stats", f"--num-cpus={cpus}", "--num-gpus=0",
+        argv = [RAY, "start", "--block", "--disable-usage-stats", f"--num-cpus={cpus}", f"--num-gpus={gpus}",
                 f"--resources={json.dumps(resources)}", "--object-store-memory=200000000",
                 f"--node-manager-port={p.take()}", f"--object-manager-port={p.take()}",
                 f"--metrics-export-port={p.take()}", f"--dashboard-agent-listen-port={p.take()}",

@@ -44,7 +44,8 @@ def cluster():
         c.start_node("head", {"head": 1}, head=True)  # the driver's node: runs the event sink, no trial
         c.wait_nodes(1)
         for n, name in enumerate(("a", "b"), start=2):  # one at a time: two cores start one node at a time
-            c.start_node(name, {res: 1, DOUBLE_GPU: 1, f"node-{name}": 1})
+            # b also declares a GPU to Ray (none exists): what a real engine's trial asks for
+            c.start_node(name, {res: 1, DOUBLE_GPU: 1, f"node-{name}": 1}, gpus=1 if name == "b" else 0)
             c.wait_nodes(n)
         yield c
     finally:
@@ -163,6 +164,37 @@ def test_executor_without_a_node_fits_nothing_it_cannot_place(cluster: LocalClus
         assert "bringup-hw-" in worker_command("hw:abc") and '"bringup-hw-abc": 1' in worker_command("hw:abc")
     finally:
         ex.close()
+
+
+def test_a_real_engines_trial_gets_the_gpus_ray_assigns(cluster: LocalCluster, tmp_path: Path):
+    """A real engine's need is Ray's GPUs: the task lands on the node that has one, and the trial
+    sees the GPU ids Ray gave it (the engine's CUDA_VISIBLE_DEVICES), recorded with the node."""
+    import dataclasses
+
+    import ray
+
+    r = Run(RunSettings(scenario=str(SAMPLER)), tmp_path)
+    r.prepare()
+    r._open()
+
+    def as_real(job: Job):
+        rt, tdir = r._remote_job(job)
+        return dataclasses.replace(rt, real_gpus=True), tdir
+
+    ex = RayExecutor(as_real, r.hw_fp, address=cluster.address, simulated=False)
+    try:
+        assert ex.total_gpus == 1 and ex.width == 1  # only b declares a GPU
+        job = Job(1, "search", r.baseline, False, {}, need=1)
+        assert ex.fits(job) and ex.ever_fits(job) and not ex.ever_fits(Job(2, "search", r.baseline, False, {}, need=2))
+        ex.submit(job)
+        assert not ex.fits(Job(3, "search", r.baseline, False, {}, need=1))  # its one GPU is taken
+        d = ex.wait()
+        b = next(n["NodeID"] for n in ray.nodes() if n["Alive"] and "node-b" in n["Resources"])
+    finally:
+        ex.close()
+    assert d.run is not None and d.run.outcome.status == "fails"  # the baseline fails on this machine
+    assert d.job.gpus == ["0"] and d.job.where.endswith("/" + b[:8])
+    assert (d.run.tdir / "server.log").read_text().strip()
 
 
 def test_cli_runs_on_the_cluster_as_wide_as_its_gpus(cluster: LocalCluster, tmp_path: Path):
