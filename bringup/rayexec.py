@@ -367,10 +367,16 @@ class RayExecutor:
         if self._running:
             left = list(self._running)
             if CANCEL_GRACE_S > 0:  # no grace: killed at once
-                ray.get(self._sink.cancel.remote([j.seq for j, _, _ in self._running.values()]))
-                _, left = ray.wait(left, num_returns=len(left), timeout=CANCEL_GRACE_S)
+                try:
+                    ray.get(self._sink.cancel.remote([j.seq for j, _, _ in self._running.values()]), timeout=10)
+                    _, left = ray.wait(left, num_returns=len(left), timeout=CANCEL_GRACE_S)
+                except ray.exceptions.RayError:  # the sink is gone (the driver's node): kill them
+                    pass
             for ref in left:
-                ray.cancel(ref, force=True)
+                try:
+                    ray.cancel(ref, force=True)
+                except ray.exceptions.RayError:  # its node is gone, and its server with it
+                    pass
             self._running.clear()
         self._finished.clear()
         try:
