@@ -119,6 +119,7 @@ def render_markdown(r: RunResult) -> str:
         ev = a.evidence if a.status != "works" else "all probes passed"
         L.append(f"| {a.number} | {_md(a.changes)} | {kind} | {a.status} | {a.failure_class or ''} | "
                  f"{a.phase or ''} | `{_md(ev)[:220]}` | {_duration(a)} |")
+    L.extend(_where(r))
     fails = [a for a in r.attempts if a.status != "works"]
     if fails:
         L.append("")
@@ -183,6 +184,26 @@ def render_markdown(r: RunResult) -> str:
     L.append(f"Run folder: `{r.run_dir}` (each attempt's log and outcome.json under `trials/`). "
              f"Run id `{r.run_id}`; resume with `bringup run --resume --run-id {r.run_id}`.")
     return "\n".join(L) + "\n"
+
+
+def _where(r: RunResult) -> list[str]:
+    """Which nodes ran the trials (a Ray cluster), and the trials lost with a node and run again."""
+    nodes: dict[str, list[int]] = {}
+    for a in r.attempts:
+        if a.where and a.where != "local":
+            nodes.setdefault(a.where, []).append(a.number)
+    if not nodes and not r.lost_trials:
+        return []
+    L = ["", "## Where trials ran", ""]
+    if r.node_type:
+        L.append(f"On a Ray cluster, on its nodes of this hardware (Ray resource `{r.node_type}`), "
+                 f"{r.parallel} trial{'s' if r.parallel != 1 else ''} at once at most.")
+        L.append("")
+    for where, nums in nodes.items():
+        L.append(f"- `{where}`: {', '.join(f'#{n}' for n in nums)}")
+    for lost in r.lost_trials:
+        L.append(f"- lost with its node and launched again (not a failure of the candidate): {_md(lost)}")
+    return L
 
 
 def write_report(r: RunResult, run_dir: Path) -> Path:

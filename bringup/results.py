@@ -84,6 +84,7 @@ class RunResult(BaseModel):
     parallel: int = 1  # trials at once, at most (bringup run --parallel)
     reference: str = ""  # where the reference probe's answers came from, or why there was none
     lost_trials: list[str] = Field(default_factory=list)  # trials lost with their node, run again
+    node_type: str | None = None  # on a Ray cluster: the Ray resource its nodes of this hardware declare
     simulated_hours: float | None
     wall_seconds: float
     final_command: str | None

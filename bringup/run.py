@@ -76,6 +76,10 @@ class RunSettings(BaseModel):
     # the baseline's need); each on its own GPUs and port (bringup/slots.py, bringup/executor.py).
     parallel: str = "1"
     gpus: str | None = None  # the GPUs the run may use (CUDA_VISIBLE_DEVICES entries); None: all
+    # Trials on a Ray cluster (bringup/rayexec.py): "auto" (the cluster running here, else a
+    # one-node one) or its address; None: on this machine. With it, parallel "auto" is as many
+    # trials as the cluster's nodes of this hardware have GPUs.
+    ray: str | None = None
 
 
 class RunObserver(Protocol):
@@ -208,8 +212,8 @@ class Run:
             raise RunError(f"--reference: {e}") from None
 
     # -- launching -----------------------------------------------------------------------------
-    def _run_job(self, job: Job) -> TrialRun:
-        """Run one trial (in the executor's worker): the candidate on the job's GPUs and port."""
+    def _trial_parts(self, job: Job) -> tuple[Candidate, Path, TrialSettings]:
+        """A job's launch (a screen's changes applied), its folder and its trial settings."""
         s = self.settings
         launch = self._as_launched(job.cand, job.screen)
         probe = ProbeConfig(batch_size=s.batch, long_tokens=s.long_tokens,
@@ -222,6 +226,11 @@ class Run:
             tdir = self.run_dir / "trials" / f"{job.seq:02d}-{job.purpose}-{job.cand.key()[:8]}-retry{n}"
         settings = TrialSettings(timeout=s.timeout, hang_timeout=s.hang_timeout, probe=probe, port=job.port,
                                  cancel=job.cancel)
+        return launch, tdir, settings
+
+    def _run_job(self, job: Job) -> TrialRun:
+        """Run one trial (in the executor's worker): the candidate on the job's GPUs and port."""
+        launch, tdir, settings = self._trial_parts(job)
         engine = self.target.engine
         if self.slots[1] > 1 and job.gpus:  # trials at once: each sees only its own GPUs
             engine = dataclasses.replace(engine, gpus=",".join(job.gpus))
@@ -229,6 +238,15 @@ class Run:
         out = Trial(engine, launch, tdir, settings, spec=self.target.spec, version=self.target.version,
                     on_event=self.observer.trial_event).run()
         return TrialRun(out, tdir, started, time.time())
+
+    def _remote_job(self, job: Job) -> tuple[Any, Path]:
+        """What a Ray node needs to run a job (bringup/rayexec.py), and the folder its files land in."""
+        from bringup.rayexec import RemoteTrial, settings_for_node
+
+        launch, tdir, settings = self._trial_parts(job)
+        t = self.target
+        return RemoteTrial(t.engine, launch, tdir.name, settings_for_node(settings), t.spec, t.version,
+                           real_gpus=not t.engine.simulated), tdir
 
     def _submit(self, ex: Executor, job: Job) -> None:
         self.observer.launching(job.seq, job.purpose, job.cand.describe_diff(self.baseline), job.screen)
@@ -382,6 +400,8 @@ class Run:
 
     def _executor(self) -> Executor:
         slots, width = self.slots
+        if self.settings.ray:
+            return self._ray_executor()
         watch = default_watch()
 
         def back(gpus: list[str]) -> bool:
@@ -389,6 +409,22 @@ class Run:
             return watch.is_back(idx) if idx is not None else True
 
         return LocalExecutor(self._run_job, slots, width, simulated=self.target.engine.simulated, gpu_free=back)
+
+    def _ray_executor(self) -> Executor:
+        """Trials on a Ray cluster's nodes of this machine's hardware (bringup/rayexec.py); as many
+        at once as their GPUs hold, or --parallel N."""
+        from bringup.rayexec import RayClusterError, RayExecutor, RayMissing
+
+        s, (slots, _) = self.settings, self.slots
+        width = None if s.parallel == "auto" else parallel_width(s.parallel, slots.total)
+        try:
+            ex = RayExecutor(self._remote_job, self.hw_fp, address=s.ray or "auto",
+                             simulated=self.target.engine.simulated, width=width,
+                             on_event=self.observer.trial_event, local_gpus=slots.total)
+        except (RayMissing, RayClusterError) as e:
+            raise RunError(str(e)) from None
+        self.slots = (slots, ex.width)
+        return ex
 
     def _fill(self, ex: Executor, seq: int, known_good: list[Candidate], screened_ok: set[str]
               ) -> tuple[tuple[str, str] | None, int]:
@@ -525,6 +561,7 @@ class Run:
         return RunResult(
             final_probes=probes, warnings=warnings, parallel=self.slots[1], lost_trials=list(self.lost),
             reference=self.reference_why,
+            node_type=getattr(self.ex, "resource", None),
             run_id=self.run_id or "", run_dir=str(self.run_dir), status=status, validated=validated is not None,
             launches=len(search), screening_launches=sum(1 for a in search if a.purpose == "screen"),
             minimize_launches=sum(1 for a in self.attempts if a.purpose == "minimize"),

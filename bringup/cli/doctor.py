@@ -29,6 +29,11 @@ def doctor_cmd(
     if as_json:
         d = snap.to_dict()
         d["facts"], d["fact_sources"] = f, src
+        from bringup.identity import hardware_fingerprint
+        from bringup.rayexec import resource_name
+
+        d["fingerprint"] = hardware_fingerprint(f, None)
+        d["ray_resource"] = resource_name(d["fingerprint"])
         typer.echo(json.dumps(d, indent=2))
         return
     if snap.gpus:
@@ -55,6 +60,12 @@ def doctor_cmd(
     console.print(pk)
     for n in snap.notes:
         console.print(f"note: {n}")
+    from bringup.identity import hardware_fingerprint
+    from bringup.rayexec import worker_command  # Ray itself is not imported
+
+    fp = hardware_fingerprint(f, None)
+    console.print(f"hardware fingerprint: {fp}; a Ray worker of this machine joins with: "
+                  f"{worker_command(fp)}", soft_wrap=True)
 
 
 def _model_cmd(model_dir: Path, as_json: bool, kv_dtype: list[str]) -> None:

@@ -72,8 +72,12 @@ def run_cmd(
     answer: list[str] = typer.Option([], help="Known answer 'PROMPT=EXPECTED' (repeatable)."),
     reference: str = typer.Option("auto", help="Reference for the reference probe: a file from `bringup reference`, "
                                   "auto (in-process when the model is a local folder that fits), or none."),
-    parallel: str = typer.Option("1", help="Trials at once, each on its own GPUs and port: a number, or auto "
-                                  "(as many as the GPUs hold with the baseline's need)."),
+    parallel: str = typer.Option(None, help="Trials at once, each on its own GPUs and port: a number, or auto "
+                                  "(as many as the GPUs hold with the baseline's need). Default 1; with --ray, auto."),
+    ray: str = typer.Option(None, "--ray", help="Run the trials on a Ray cluster: auto (the cluster running here, "
+                            "else a one-node one) or its address (HEAD:6379). Its nodes of this machine's hardware "
+                            "take the trials; `bringup doctor` prints how a worker declares it. Needs "
+                            "pip install 'bringup[ray]'."),
     gpus: str = typer.Option(None, help="The GPUs the run may use (CUDA_VISIBLE_DEVICES entries, e.g. 0,1; "
                              "default: every GPU doctor sees)."),
     runs_dir: Path = typer.Option(None, help="Runs folder with the journal (default ./bringup-runs)."),
@@ -84,6 +88,7 @@ def run_cmd(
     from bringup.journal import Journal  # heavy imports inside the command: `bringup --help` stays fast
     from bringup.knowledge_files import KnowledgeFileError
     from bringup.process import Interrupted
+    from bringup.rayexec import RayClusterError  # Ray itself is imported only with --ray
     from bringup.run import QuietObserver, Run, RunError, RunSettings
     from bringup.space import SpaceError, parse_fix
     from bringup.targets import TargetError
@@ -116,7 +121,7 @@ def run_cmd(
             max_launches=max_launches, max_hours=max_hours, minimize=minimize,
             max_minimize_launches=max_minimize_launches, retry_known=retry_known, timeout=timeout,
             hang_timeout=hang_timeout, answers=[(a.prompt, a.expected) for a in parse_answers(answer)],
-            reference=reference, parallel=parallel, gpus=gpus,
+            reference=reference, parallel=parallel or ("auto" if ray else "1"), gpus=gpus, ray=ray,
         )
     live = Live(_table([]), console=err_console, refresh_per_second=4, transient=False) if not json_out else None
     r = Run(settings, root, run_id=rid, observer=LiveTable(live) if live else QuietObserver())
@@ -126,7 +131,7 @@ def run_cmd(
                 result = r.execute()
         else:
             result = r.execute()
-    except (TargetError, RunError, SpaceError, KnowledgeFileError) as e:
+    except (TargetError, RunError, SpaceError, KnowledgeFileError, RayClusterError) as e:
         raise usage_error(str(e)) from None
     except Interrupted as e:
         err_console.print(f"[bold yellow]interrupted ({e}); servers torn down.[/] Resume with: "
