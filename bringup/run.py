@@ -186,16 +186,16 @@ class Run:
 
         return self.screening.weights_gib >= BIG_MODEL_GIB
 
-    def _need(self, cand: Candidate, screen: bool) -> int:
-        """GPUs a launch of ``cand`` takes (as a screen or in full), at most the run's."""
+    def _need(self, launch: Candidate) -> int:
+        """GPUs a launch takes, at most the run's."""
         total = len(self.slots[0].gpus)
-        launch = self._as_launched(cand, screen)
         return min(total, self.target.engine.gpus_needed(launch, self.target.spec, total))
 
-    def _as_launched(self, cand: Candidate, screen: bool) -> Candidate:
-        if not screen:
-            return cand
-        return cand.with_changes({**(self.screening.flags or {}), **getattr(self, "screen_shrink", {})})
+    def _as_launched(self, job: Job) -> Candidate:
+        """The candidate as launched: a screen's flags (and its shrink to one GPU) applied."""
+        if not job.screen:
+            return job.cand
+        return job.cand.with_changes({**(self.screening.flags or {}), **job.extra.get("shrunk", {})})
 
     def _reference(self, journal: bool):
         """The model's own output for the reference probe (None: not on the ladder), and why."""
@@ -215,7 +215,7 @@ class Run:
     def _trial_parts(self, job: Job) -> tuple[Candidate, Path, TrialSettings]:
         """A job's launch (a screen's changes applied), its folder and its trial settings."""
         s = self.settings
-        launch = self._as_launched(job.cand, job.screen)
+        launch = self._as_launched(job)
         probe = ProbeConfig(batch_size=s.batch, long_tokens=s.long_tokens,
                             answers=[] if job.screen else self.answers,
                             reference=None if job.screen else self.reference)
@@ -265,7 +265,11 @@ class Run:
         return r.outcome
 
     def _job(self, seq: int, purpose: Purpose, cand: Candidate, extra: dict[str, Any], screen: bool = False) -> Job:
-        return Job(seq, purpose, cand, screen, extra, need=self._need(cand, screen))
+        if screen and self.screen_shrink:  # this screen on one GPU (journaled with it)
+            extra = {**extra, "shrunk": dict(self.screen_shrink)}
+        job = Job(seq, purpose, cand, screen, extra)
+        job.need = self._need(self._as_launched(job))
+        return job
 
     def _launch(self, ex: Executor, job: Job) -> Outcome:
         """One trial now, with nothing else in flight (minimizing is one question at a time)."""
@@ -478,21 +482,25 @@ class Run:
         job = d.job
         out = self._record(d)
         if job.screen:
-            if out.status != "works" and (out.failure_class or "").startswith("oom") and self.screen_shrink:
+            if out.status != "works" and (out.failure_class or "").startswith("oom") and job.extra.get("shrunk"):
                 # A screen cannot judge memory, least of all one shrunk to a GPU: its few layers did
                 # not fit where the estimate said they would. Inconclusive, not evidence against the
-                # candidate: screens keep their parallel sizes from now on, and this one goes in full.
+                # candidate (the strategy may propose it again): screens keep their parallel sizes
+                # from now on.
                 self.screen_shrink = {}
                 self.screening.beside = False
-            elif out.status != "works":
+                return None
+            if out.status != "works":
                 self.strategy.observe(job.cand, out, source="screen")
                 return None
             # A screen that passed: its full launch goes next, as soon as its GPUs are free (trials
             # at once: unless an answer that comes back meanwhile makes it unlikely, see _fill).
             screened_ok.add(self.strategy.predicted_key(job.cand))
-            follow = self._job(0, "search", job.cand, job.extra)
-            follow.extra = {**job.extra, "p_then": self.strategy.success_probability(job.cand)}
+            extra = {k: v for k, v in job.extra.items() if k != "shrunk"}
+            follow = self._job(0, "search", job.cand, {**extra, "p_then": self.strategy.success_probability(job.cand)})
             self._follow.append(follow)
+            # The most likely first (answers arrive in any order); lost trials (seq given) stay ahead.
+            self._follow.sort(key=lambda j: (j.seq == 0, -j.extra.get("p_then", 0.0)))
             return None
         self.strategy.observe(job.cand, out)
         return job.cand if out.status == "works" else None

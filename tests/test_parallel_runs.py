@@ -78,3 +78,20 @@ def test_two_real_vllm_servers_at_once_keep_their_ports_logs_and_teardown(tiny_m
         assert_nothing_left(r.tdir)
         assert "max_num_seqs" in json.dumps(r.outcome.effective)
     assert a.outcome.effective.get("max_num_seqs") == 4 and b.outcome.effective.get("max_num_seqs") == 8
+
+
+@pytest.mark.slow
+def test_a_shrunk_screen_that_runs_out_of_memory_blames_nothing(tmp_path):
+    """DeepSeek-R1 on the replayed 8-GPU machine: its screens shrunk to one GPU run out of memory
+    (the double's weights rule ignores the layer override). That says nothing about the candidate,
+    so the search must not move memory flags for it, and it ends as one at a time does."""
+    scen = ROOT / "bringup" / "data" / "scenarios" / "deepseek-r1-nvfp4-no-backend-sm120-vllm.yaml"
+    one = Run(RunSettings(scenario=str(scen), knowledge=False, minimize=False), tmp_path / "a").execute()
+    par = Run(RunSettings(scenario=str(scen), knowledge=False, minimize=False, parallel="auto", max_launches=30),
+              tmp_path / "b").execute()
+    assert par.status == one.status == "no-working-config"
+    assert par.stop_reason.split(":")[0] == one.stop_reason.split(":")[0]
+    oom = [a for a in par.attempts if a.purpose == "screen" and a.failure_class == "oom-weights"]
+    assert oom and all(len(a.gpus) == 1 for a in oom)
+    moved = [a for a in par.attempts if a.purpose == "search" and "gpu-memory-utilization" in a.changes]
+    assert not moved, [a.changes for a in moved]
