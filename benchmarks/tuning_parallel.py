@@ -41,12 +41,19 @@ from bringup.tuning.knobs import Knob, start_point, with_base_levels
 from bringup.tuning.tuner import Tuner, grid
 
 SCENARIO = "tune-llama31-70b-fp8-h200-sglang"
-WORKLOAD = {"concurrency": 96, "input_len": 1536, "output_len": 512, "num_prompts": 400,
-            "slo": {"ttft_p99": 10.0, "itl_p99": 0.2}}
-KNOBS = [Knob("--mem-fraction-static", ["0.8", "0.85", "0.88", "0.92"], monotone_memory=True),
-         Knob("--max-running-requests", ["32", "64", "96", "128", "256"]),
-         Knob("--chunked-prefill-size", ["256", "512", "1024", "2048"]),
-         Knob("--cuda-graph-max-bs", ["64", "128", "256"], monotone_memory=True)]
+WORKLOAD = {
+    "concurrency": 96,
+    "input_len": 1536,
+    "output_len": 512,
+    "num_prompts": 400,
+    "slo": {"ttft_p99": 10.0, "itl_p99": 0.2},
+}
+KNOBS = [
+    Knob("--mem-fraction-static", ["0.8", "0.85", "0.88", "0.92"], monotone_memory=True),
+    Knob("--max-running-requests", ["32", "64", "96", "128", "256"]),
+    Knob("--chunked-prefill-size", ["256", "512", "1024", "2048"]),
+    Knob("--cuda-graph-max-bs", ["64", "128", "256"], monotone_memory=True),
+]
 
 
 def tune_once(sc, base, knobs, start, seed: int, slots: int, budget: int) -> Tuner:
@@ -77,12 +84,18 @@ def one_run(args: tuple[int, int, int]) -> tuple[int, int, float, int, float]:
     optimum = max(_value(truth, k) for k in grid(KNOBS))
     knobs = with_base_levels([Knob(x.flag, list(x.levels), x.monotone_memory) for x in KNOBS], base)
     t = tune_once(sc, base, knobs, start_point(knobs, base), seed, slots, budget)
-    good = [p for p in t.points if p.evaluation.launched and p.evaluation.status == "ok"
-            and _value(truth, p.knobs) >= 0.95 * optimum]
+    good = [
+        p
+        for p in t.points
+        if p.evaluation.launched and p.evaluation.status == "ok" and _value(truth, p.knobs) >= 0.95 * optimum
+    ]
     reach = min((p.clock_end_s for p in good if p.clock_end_s is not None), default=float("inf"))
     # launches that had started by then (those in flight beside it count: they were spent)
-    spent = sum(1 for p in t.points if p.evaluation.launched and p.clock_start_s is not None
-                and p.clock_start_s < reach)
+    spent = sum(
+        1
+        for p in t.points
+        if p.evaluation.launched and p.clock_start_s is not None and p.clock_start_s < reach
+    )
     return slots, seed, reach, spent, t.clock
 
 
@@ -103,7 +116,9 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=10)
     ap.add_argument("--slots", default="1,2,4,8")
     ap.add_argument("--budget", type=int, default=72)
-    ap.add_argument("--jobs", type=int, default=1, help="processes (each runs whole tunings; results do not change)")
+    ap.add_argument(
+        "--jobs", type=int, default=1, help="processes (each runs whole tunings; results do not change)"
+    )
     ap.add_argument("--json", type=Path)
     a = ap.parse_args()
     widths = [int(x) for x in a.slots.split(",")]
@@ -121,28 +136,50 @@ def main() -> None:
     for k in widths:
         mine = sorted((r for r in runs if r[0] == k), key=lambda r: r[1])
         times = [r[2] for r in mine]
-        rows.append({"slots": k, "median_s_to_95": statistics.median(times), "times_s": times,
-                     "median_launches_to_95": statistics.median(r[3] for r in mine),
-                     "reached": sum(1 for x in times if x != float("inf")),
-                     "median_end_s": statistics.median(r[4] for r in mine)})
+        rows.append(
+            {
+                "slots": k,
+                "median_s_to_95": statistics.median(times),
+                "times_s": times,
+                "median_launches_to_95": statistics.median(r[3] for r in mine),
+                "reached": sum(1 for x in times if x != float("inf")),
+                "median_end_s": statistics.median(r[4] for r in mine),
+            }
+        )
     one = next((r["median_s_to_95"] for r in rows if r["slots"] == 1), None)
     for r in rows:
         r["ratio"] = r["median_s_to_95"] / one if one else None
-        r["median_ratio_per_seed"] = (statistics.median(x / y for x, y in zip(r["times_s"], rows[0]["times_s"],
-                                                                              strict=True))
-                                      if rows[0]["slots"] == 1 else None)
+        r["median_ratio_per_seed"] = (
+            statistics.median(x / y for x, y in zip(r["times_s"], rows[0]["times_s"], strict=True))
+            if rows[0]["slots"] == 1
+            else None
+        )
 
     c = Console()
-    tab = Table(title=f"Tuning in parallel on {SCENARIO} ({len(grid(KNOBS))}-point grid, optimum {optimum:.3f} req/s "
-                      f"goodput; budget {a.budget} launches; median over {a.seeds} seeds; simulated clock)")
-    for col in ("slots", "time to 95% (min)", "launches by then", "seeds reaching 95%", "ratio to 1 slot",
-                "median per-seed ratio", f"all {a.budget} launches (min)"):
+    tab = Table(
+        title=f"Tuning in parallel on {SCENARIO} ({len(grid(KNOBS))}-point grid, optimum {optimum:.3f} req/s "
+        f"goodput; budget {a.budget} launches; median over {a.seeds} seeds; simulated clock)"
+    )
+    for col in (
+        "slots",
+        "time to 95% (min)",
+        "launches by then",
+        "seeds reaching 95%",
+        "ratio to 1 slot",
+        "median per-seed ratio",
+        f"all {a.budget} launches (min)",
+    ):
         tab.add_column(col)
     for r in rows:
-        tab.add_row(str(r["slots"]), f"{r['median_s_to_95'] / 60:.1f}", f"{r['median_launches_to_95']:.1f}",
-                    f"{r['reached']}/{a.seeds}", f"{r['ratio']:.2f}" if r["ratio"] is not None else "",
-                    f"{r['median_ratio_per_seed']:.2f}" if r["median_ratio_per_seed"] is not None else "",
-                    f"{r['median_end_s'] / 60:.1f}")
+        tab.add_row(
+            str(r["slots"]),
+            f"{r['median_s_to_95'] / 60:.1f}",
+            f"{r['median_launches_to_95']:.1f}",
+            f"{r['reached']}/{a.seeds}",
+            f"{r['ratio']:.2f}" if r["ratio"] is not None else "",
+            f"{r['median_ratio_per_seed']:.2f}" if r["median_ratio_per_seed"] is not None else "",
+            f"{r['median_end_s'] / 60:.1f}",
+        )
     c.print(tab)
     c.print(f"total {time.time() - t0:.0f} s")
     if a.json:

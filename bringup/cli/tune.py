@@ -157,17 +157,14 @@ def tune_cmd(
 
     tuner = Tuner(knob_list, ev, objective=goal, budget=trials, seed=seed, sampler=how, on_point=on_point,
                   predicted_infeasible=parallel_check(facts, base.flag_dict), start=start_point(knob_list, base.flag_dict),
-                  storage=_storage(tune_dir) if width > 1 else None, study_name=tune_id,
+                  storage=_storage(tune_dir, width), study_name=tune_id,
                   simulated=target.engine.simulated)
     t0 = time.time()
     err_console.print(f"tuning {len(knob_list)} knobs ({tuner.grid_size} grid points) with {sampler}, "
                       f"budget {trials} launches" + (f", {width} at once on GPUs {','.join(gpu_list)}" if width > 1 else "")
                       + f"; points go to {tune_dir}")
     try:
-        if width > 1:
-            tuner.run(_executor(ev, gpu_list, width, target.engine.simulated), ev.job)
-        else:
-            tuner.run()
+        _run_tuner(tuner, ev, gpu_list, width, target.engine.simulated)
         best = tuner.best()
         sweep_pts = ev.sweep(best.knobs, sweep_list) if best and sweep_list else []
     except Interrupted as e:
@@ -212,13 +209,24 @@ def tune_cmd(
     raise typer.Exit(0 if result.best else 1)
 
 
-def _storage(tune_dir: Path):
-    """The study in a journal file in the tune folder: Optuna's storage that several processes
-    (or Ray workers) can share, appended to as each point is asked and told."""
+def _storage(tune_dir: Path, width: int):
+    """Points at once: the study in a journal file in the tune folder, Optuna's storage that
+    several processes (or Ray workers) can share, appended to as each point is asked and told.
+    One at a time: in memory, as before."""
+    if width <= 1:
+        return None
     import optuna
     from optuna.storages.journal import JournalFileBackend
 
     return optuna.storages.JournalStorage(JournalFileBackend(str(tune_dir / "optuna.journal")))
+
+
+def _run_tuner(tuner, ev, gpus: list[str], width: int, simulated: bool) -> None:
+    """One point after another, or ``width`` at once through the local executor."""
+    if width > 1:
+        tuner.run(_executor(ev, gpus, width, simulated), ev.job)
+    else:
+        tuner.run()
 
 
 def _executor(ev, gpus: list[str], width: int, simulated: bool):

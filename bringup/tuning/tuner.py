@@ -22,14 +22,14 @@ import itertools
 import math
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
 import optuna
 
 from bringup.conditions import as_number
-from bringup.executor import Executor, Job
+from bringup.executor import Done, Executor, Job
 from bringup.signatures import signature_by_id
 from bringup.tuning.knobs import Knob
 
@@ -170,9 +170,8 @@ class Tuner:
                 # Several at once: points in flight count as already seen at the worst value so far
                 # (a constant liar), so the next ask goes elsewhere. One at a time, nothing is in
                 # flight at an ask and the sampler is the sequential one.
-                extra = {"constant_liar": True} if parallel else {}
                 sampler = optuna.samplers.TPESampler(seed=self.seed, n_startup_trials=max(3, min(6, self.budget // 4)),
-                                                     multivariate=True, group=True, **extra)
+                                                     multivariate=True, group=True, constant_liar=parallel)
         return optuna.create_study(direction="maximize", sampler=sampler, **where)
 
     def best(self) -> Point | None:
@@ -242,77 +241,97 @@ class Tuner:
 
     def _run_parallel(self, ex: Executor, job_of: JobOf) -> list[Point]:
         """Ask for a point whenever a slot is free, tell each result as it arrives."""
-        points_in_order = iter(grid(self.knobs)) if self.sampler == "grid" else None
-        study = None if points_in_order is not None else self._study(parallel=ex.width > 1)
-        dists = {k.flag: optuna.distributions.IntDistribution(0, len(k.levels) - 1) for k in self.knobs}
-        if study is not None and self.start:
-            study.enqueue_trial({k.flag: k.levels.index(self.start[k.flag]) for k in self.knobs})
-        flying: dict[tuple, tuple[optuna.trial.Trial | None, dict[str, str]]] = {}  # key -> (ask, knobs)
-        followers: dict[tuple, list[optuna.trial.Trial]] = {}  # asks for a point already in flight
-        waiting: tuple[optuna.trial.Trial | None, dict[str, str], Job] | None = None  # asked, no GPUs yet
-        asks, seq, exhausted = 0, 0, False
+        f = _Flight(ex, job_of)
+        if self.sampler == "grid":
+            f.order = iter(grid(self.knobs))
+        else:
+            f.study = self._study(parallel=ex.width > 1)
+            if self.start:
+                f.study.enqueue_trial({k.flag: k.levels.index(self.start[k.flag]) for k in self.knobs})
         try:
             while True:
-                while not exhausted and len(ex.in_flight()) < ex.width:
-                    if waiting is None:
-                        if (self.launches + len(flying) >= self.budget or len(self.cache) + len(flying) >= self.grid_size
-                                or (study is not None and asks >= self.budget * 30)):
-                            exhausted = True
-                            break
-                        t: optuna.trial.Trial | None = None
-                        if points_in_order is not None:
-                            knobs = next(points_in_order, None)
-                            if knobs is None:
-                                exhausted = True
-                                break
-                        else:
-                            assert study is not None
-                            t = study.ask(dists)
-                            knobs = {k.flag: k.levels[int(t.params[k.flag])] for k in self.knobs}
-                        asks += 1
-                        key = self._key(knobs)
-                        if key in self.cache:
-                            if t is not None:
-                                self._tell(study, t, self.cache[key])
-                            continue
-                        if key in flying:
-                            if t is not None:
-                                followers.setdefault(key, []).append(t)
-                            continue
-                        why = self._ruled_out(knobs)
-                        job = None if why else job_of(seq + 1, knobs, (b.objective if (b := self.best()) else None))
-                        if job is not None:
-                            job.extra["knobs"] = knobs
-                        if job is not None and not ex.ever_fits(job):
-                            why, job = f"needs {job.need} GPUs; this tuning has fewer", None
-                        if job is None:
-                            p = self._add(knobs, self._predicted(why or ""))
-                            if t is not None:
-                                self._tell(study, t, p)
-                            continue
-                        waiting = (t, knobs, job)
-                    t, knobs, job = waiting
-                    if not ex.fits(job):
-                        break  # it waits for its GPUs: what is in flight reports first
-                    waiting = None
-                    seq += 1
-                    flying[self._key(knobs)] = (t, knobs)
-                    ex.submit(job)
+                self._fill(f)
                 if not ex.in_flight():
                     break
-                d = ex.wait()
-                if d.run is None:  # lost with its node (Ray): the machine's failure, run it again
-                    ex.submit(d.job)
-                    continue
-                key = self._key(d.job.extra["knobs"])
-                t, knobs = flying.pop(key)
-                self.clock = max(self.clock, d.clock)
-                p = self._add(knobs, d.run.value, d.job.sim_start, d.clock)
-                for asked in [*([t] if t is not None else []), *followers.pop(key, [])]:
-                    self._tell(study, asked, p)
+                self._deliver(f, ex.wait())
         finally:
             ex.close()
         return self.points
+
+    def _fill(self, f: _Flight) -> None:
+        """Start points while slots are free; a point whose GPUs are taken waits for them."""
+        while not f.exhausted and len(f.ex.in_flight()) < f.ex.width:
+            if f.waiting is None:
+                f.waiting = self._next_job(f)
+                if f.waiting is None:
+                    continue  # answered without a launch, or nothing more to ask
+            t, knobs, job = f.waiting
+            if not f.ex.fits(job):
+                return  # what is in flight reports first
+            f.waiting = None
+            f.seq += 1
+            f.flying[self._key(knobs)] = (t, knobs)
+            f.ex.submit(job)
+
+    def _next_job(self, f: _Flight) -> tuple[optuna.trial.Trial | None, dict[str, str], Job] | None:
+        """The next point to launch, or None when an ask was answered without one (already
+        measured, in flight, ruled out) or the search is over (``f.exhausted``)."""
+        if (self.launches + len(f.flying) >= self.budget or len(self.cache) + len(f.flying) >= self.grid_size
+                or (f.study is not None and f.asks >= self.budget * 30)):
+            f.exhausted = True
+            return None
+        asked = self._ask(f)
+        if asked is None:
+            f.exhausted = True
+            return None
+        t, knobs = asked
+        key = self._key(knobs)
+        if key in self.cache:
+            self._tell_all(f, [t], self.cache[key])
+            return None
+        if key in f.flying:  # told the running point's result when it comes
+            f.followers.setdefault(key, []).extend([t] if t is not None else [])
+            return None
+        why = self._ruled_out(knobs)
+        job = None
+        if not why:
+            best = self.best()
+            job = f.job_of(f.seq + 1, knobs, best.objective if best else None)
+            job.extra["knobs"] = knobs
+            if not f.ex.ever_fits(job):
+                why = f"needs {job.need} GPUs; this tuning has fewer"
+        if why or job is None:
+            self._tell_all(f, [t], self._add(knobs, self._predicted(why or "")))
+            return None
+        return t, knobs, job
+
+    def _ask(self, f: _Flight) -> tuple[optuna.trial.Trial | None, dict[str, str]] | None:
+        """The sampler's next point (or the grid's); None when the grid is done."""
+        f.asks += 1
+        if f.order is not None:
+            knobs = next(f.order, None)
+            return (None, knobs) if knobs is not None else None
+        assert f.study is not None
+        dists: dict[str, optuna.distributions.BaseDistribution] = {
+            k.flag: optuna.distributions.IntDistribution(0, len(k.levels) - 1) for k in self.knobs}
+        t = f.study.ask(dists)
+        return t, {k.flag: k.levels[int(t.params[k.flag])] for k in self.knobs}
+
+    def _deliver(self, f: _Flight, d: Done) -> None:
+        """A finished point: recorded, and told to its ask and to every ask that waited on it."""
+        if d.run is None:  # lost with its node (Ray): the machine's failure, run it again
+            f.ex.submit(d.job)
+            return
+        key = self._key(d.job.extra["knobs"])
+        t, knobs = f.flying.pop(key)
+        self.clock = max(self.clock, d.clock)
+        p = self._add(knobs, d.run.value, d.job.sim_start, d.clock)
+        self._tell_all(f, [t, *f.followers.pop(key, [])], p)
+
+    def _tell_all(self, f: _Flight, asks: list[optuna.trial.Trial | None], p: Point) -> None:
+        for t in asks:
+            if t is not None:
+                self._tell(f.study, t, p)
 
     def _tell(self, study: optuna.Study | None, t: optuna.trial.Trial, p: Point) -> None:
         assert study is not None
@@ -344,3 +363,19 @@ class Tuner:
 def grid(knobs: list[Knob]) -> list[dict[str, str]]:
     return [dict(zip([k.flag for k in knobs], combo, strict=True)) for combo in
             itertools.product(*[k.levels for k in knobs])]
+
+
+@dataclass
+class _Flight:
+    """The batch loop's state: what is in flight, which asks wait on it, what waits for GPUs."""
+
+    ex: Executor
+    job_of: JobOf
+    study: optuna.Study | None = None
+    order: Iterator[dict[str, str]] | None = None  # the grid sampler's points, in order
+    flying: dict[tuple, tuple[optuna.trial.Trial | None, dict[str, str]]] = field(default_factory=dict)
+    followers: dict[tuple, list[optuna.trial.Trial]] = field(default_factory=dict)
+    waiting: tuple[optuna.trial.Trial | None, dict[str, str], Job] | None = None  # asked, no GPUs yet
+    asks: int = 0
+    seq: int = 0  # points launched
+    exhausted: bool = False
