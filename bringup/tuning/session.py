@@ -99,6 +99,10 @@ class LaunchEvaluator:
         else:
             self.seq = max(self.seq, seq)
         tdir = self.tune_dir / "trials" / f"{seq:03d}-{cand.key()[:8]}"
+        n = 1
+        while tdir.exists():  # the same point again (a port taken between pick and launch): keep both
+            n += 1
+            tdir = self.tune_dir / "trials" / f"{seq:03d}-{cand.key()[:8]}-retry{n}"
         probe = ProbeConfig(long_tokens=64, batch_size=4, reference=self.reference)
         settings = TrialSettings(timeout=self.timeout, hang_timeout=self.hang_timeout, probe=probe, port=port,
                                  cancel=cancel)
