@@ -56,6 +56,12 @@ class TrialRun:
     tdir: Path
     started: float
     ended: float
+    # What the job's run function made of the trial beyond its outcome (a tuning point's
+    # evaluation), for the loop that submitted it; the executor never reads it.
+    value: Any = None
+    # Simulated seconds the whole trial stands for when it is more than its launch (a tuning
+    # point's workload runs after the server is ready); None: the launch's own.
+    simulated_s: float | None = None
 
 
 @dataclass
@@ -150,7 +156,9 @@ class LocalExecutor:
             err = fut.exception()
             res: TrialRun | BaseException = err if err is not None else fut.result()
             if self.simulated:
-                sim = res.outcome.timings.simulated if isinstance(res, TrialRun) else None
+                sim = None
+                if isinstance(res, TrialRun):
+                    sim = res.simulated_s if res.simulated_s is not None else res.outcome.timings.simulated
                 end = job.sim_start + (sim or 0.0)
             else:
                 end = time.monotonic() - self._t0

@@ -44,6 +44,10 @@ def tune_cmd(
     timeout: float = typer.Option(1800.0, help="Seconds from launch to ready per point."),
     reference: str = typer.Option("auto", help="Reference the winner must agree with: a file from `bringup reference`, "
                                   "auto (the run's, or in-process when the model is a local folder that fits), none."),
+    parallel: str = typer.Option("1", help="Points at once, each on its own GPUs and port: a number, or auto "
+                                  "(one per GPU; a point that needs several GPUs takes several)."),
+    gpus: str = typer.Option(None, help="The GPUs the tuning may use (CUDA_VISIBLE_DEVICES entries, e.g. 0,1; "
+                             "default: every GPU the machine has)."),
     runs_dir: Path = typer.Option(None, help="Runs folder with the journal (default ./bringup-runs)."),
     json_out: bool = typer.Option(False, "--json", help="Print the result as one JSON object."),
 ) -> None:
@@ -58,6 +62,7 @@ def tune_cmd(
     from bringup.loadgen.config import parse_slos
     from bringup.process import Interrupted
     from bringup.reference import ReferenceError, reference_for
+    from bringup.slots import SlotError, parallel_width, parse_gpus
     from bringup.targets import TargetError, resolve_target
     from bringup.tuning.knobs import (
         KnobError,
@@ -93,19 +98,21 @@ def tune_cmd(
             s = row["settings"]
             target = resolve_target(engine=s.get("engine"), model=s.get("model"),
                                     scenario=Path(s["scenario"]) if s.get("scenario") else None,
-                                    python=s.get("python"), time_scale=time_scale)
+                                    python=s.get("python"), time_scale=time_scale, gpus=gpus)
             base = Candidate.from_json(row["result"]["final_candidate"])
             run_id, run_dir = row["id"], Path(row["run_dir"])
         else:
             target = resolve_target(engine=engine, model=model, scenario=scenario, python=python,
-                                    time_scale=time_scale)
+                                    time_scale=time_scale, gpus=gpus)
             base = Candidate.make(target.engine.log_dialect, target.model, parse_flags(config, target.spec))
             run_id = None
         facts, _ = gather_facts(target)
         knob_list = load_knobs(target.engine.log_dialect, target.spec, facts,
                                only=[k.strip() for k in knobs.split(",") if k.strip()] if knobs else None,
                                overrides=parse_knob_overrides(knob))
-    except (TargetError, KnowledgeFileError, KnobError) as e:
+        gpu_list = parse_gpus(gpus, int(facts.get("gpu.count") or 0))
+        width = parallel_width(parallel, len(gpu_list))
+    except (TargetError, KnowledgeFileError, KnobError, SlotError) as e:
         raise usage_error(str(e)) from None
     except FlagError as e:
         raise usage_error(f"--config: {e}") from None
@@ -134,7 +141,7 @@ def tune_cmd(
     ts = time_scale if target.engine.simulated else 1.0
     ev = LaunchEvaluator(target, base, cfg, tune_dir, journal, run_id, hw_fp, model_id, time_scale=ts,
                          timeout=timeout, objective=goal if goal != "pareto" else "throughput",
-                         reference=ref)
+                         reference=ref, machine_gpus=len(gpu_list))
     table = Table(box=None, header_style="bold")
     for c in ("#", "knobs", "status", "objective", "output tok/s", "p99 e2e s", "note"):
         table.add_column(c, overflow="fold")
@@ -149,18 +156,21 @@ def tune_cmd(
                           + (f" ({note})" if note else ""))
 
     tuner = Tuner(knob_list, ev, objective=goal, budget=trials, seed=seed, sampler=how, on_point=on_point,
-                  predicted_infeasible=parallel_check(facts, base.flag_dict), start=start_point(knob_list, base.flag_dict))
+                  predicted_infeasible=parallel_check(facts, base.flag_dict), start=start_point(knob_list, base.flag_dict),
+                  storage=_storage(tune_dir, width), study_name=tune_id,
+                  simulated=target.engine.simulated)
     t0 = time.time()
     err_console.print(f"tuning {len(knob_list)} knobs ({tuner.grid_size} grid points) with {sampler}, "
-                      f"budget {trials} launches; points go to {tune_dir}")
+                      f"budget {trials} launches" + (f", {width} at once on GPUs {','.join(gpu_list)}" if width > 1 else "")
+                      + f"; points go to {tune_dir}")
     try:
-        tuner.run()
+        _run_tuner(tuner, ev, gpu_list, width, target.engine.simulated)
         best = tuner.best()
         sweep_pts = ev.sweep(best.knobs, sweep_list) if best and sweep_list else []
     except Interrupted as e:
         err_console.print(f"[bold yellow]interrupted ({e}); servers torn down.[/]")
         raise typer.Exit(e.exit_code) from None
-    result = to_result(tuner, tune_id, run_dir, target, base, cfg, sweep_pts, t0)
+    result = to_result(tuner, tune_id, run_dir, target, base, cfg, sweep_pts, t0, parallel=width)
     result.reference = ref_why
     if ref is not None and result.best is not None:
         result.reference_verdict = ev.verdicts.get(result.best.trial_dir or "", "not probed")
@@ -197,6 +207,41 @@ def tune_cmd(
     out_console.print(f"{result.launches} launches of {result.grid_size} grid points; result: {tune_dir / 'tune.json'}"
                       + (f"; report: {html}" if html else ""))
     raise typer.Exit(0 if result.best else 1)
+
+
+def _storage(tune_dir: Path, width: int):
+    """Points at once: the study in a journal file in the tune folder, Optuna's storage that
+    several processes (or Ray workers) can share, appended to as each point is asked and told.
+    One at a time: in memory, as before."""
+    if width <= 1:
+        return None
+    import optuna
+    from optuna.storages.journal import JournalFileBackend
+
+    return optuna.storages.JournalStorage(JournalFileBackend(str(tune_dir / "optuna.journal")))
+
+
+def _run_tuner(tuner, ev, gpus: list[str], width: int, simulated: bool) -> None:
+    """One point after another, or ``width`` at once through the local executor."""
+    if width > 1:
+        tuner.run(_executor(ev, gpus, width, simulated), ev.job)
+    else:
+        tuner.run()
+
+
+def _executor(ev, gpus: list[str], width: int, simulated: bool):
+    """Points at once on this machine: disjoint GPUs and ports, the GPU hygiene of a run."""
+    from bringup.executor import LocalExecutor
+    from bringup.gpus import default_watch, visible_indices
+    from bringup.slots import GpuSlots
+
+    watch = default_watch()
+
+    def back(held: list[str]) -> bool:
+        idx = visible_indices(",".join(held))
+        return watch.is_back(idx) if idx is not None else True
+
+    return LocalExecutor(ev.run_job, GpuSlots(gpus), width, simulated=simulated, gpu_free=back)
 
 
 def _write_html(run_dir: Path) -> Path:

@@ -20,6 +20,12 @@ class TunePoint(BaseModel):
     simulated_s: float | None = None  # scenarios: simulated seconds of the launch
     trial_dir: str = ""
     command: str = ""
+    # The tuning's clock (simulated seconds on a scenario, wall seconds since the tuning started
+    # otherwise) when the point started and when its result came back: points that ran at once
+    # overlap on it. None: ruled out without a launch.
+    clock_start_s: float | None = None
+    clock_end_s: float | None = None
+    gpus: list[str] = Field(default_factory=list)  # its CUDA_VISIBLE_DEVICES when points ran at once
 
 
 class SweepPoint(BaseModel):
@@ -53,7 +59,10 @@ class TuneResult(BaseModel):
     launches: int = 0
     grid_size: int | None = None
     wall_seconds: float = 0.0
-    simulated_hours: float | None = None
+    simulated_hours: float | None = None  # the launches' simulated seconds, summed
+    parallel: int = 1  # points at once, at most
+    clock: Literal["simulated", "wall"] = "wall"  # what the points' clock_*_s count
+    clock_end_s: float | None = None  # the clock when the last point came back (before the sweep)
     # The winner's output against the model's own reference (bringup/reference.py): its trial ran
     # the reference probe, so a winner that disagreed would have been an infeasible point.
     reference: str | None = None  # where the reference came from, or why there is none

@@ -7,7 +7,9 @@ the measured real seconds are divided by its time scale, and SLOs are scaled the
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -15,9 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from bringup.candidate import Candidate
+from bringup.executor import Job, TrialRun
 from bringup.journal import Journal
 from bringup.loadgen import BenchConfig, bench
 from bringup.loadgen.config import SLO
+from bringup.outcome import Outcome
 from bringup.probes import ProbeConfig
 from bringup.secrets import api_key_of
 from bringup.targets import Target
@@ -67,6 +71,7 @@ class LaunchEvaluator:
     hang_timeout: float = 600.0
     objective: Objective = "goodput"
     seq: int = 0
+    machine_gpus: int = 0  # the GPUs points may take (a job's need is at most these)
     reference: Any = None  # bringup.reference.Reference: every point's trial runs the reference probe
     verdicts: dict[str, str] = field(default_factory=dict)  # trial dir -> the reference probe's verdict
 
@@ -82,13 +87,28 @@ class LaunchEvaluator:
             update["model"] = self.target.model  # its /v1/models does not list the served model
         return self.bench_cfg.model_copy(update=update)
 
-    def run_trial(self, cand: Candidate, workload: Callable[[str], dict], purpose: str) -> tuple:
-        self.seq += 1
-        tdir = self.tune_dir / "trials" / f"{self.seq:03d}-{cand.key()[:8]}"
+    def run_trial(self, cand: Candidate, workload: Callable[[str], dict], purpose: str, seq: int | None = None,
+                  gpus: list[str] | None = None, port: int | None = None,
+                  cancel: threading.Event | None = None) -> tuple:
+        """One launch with a workload. ``seq``, ``gpus``, ``port``: where a trial that runs beside
+        others goes (its own CUDA_VISIBLE_DEVICES and port); None: the next number, the target's
+        GPUs, a free port."""
+        if seq is None:
+            self.seq += 1
+            seq = self.seq
+        else:
+            self.seq = max(self.seq, seq)
+        tdir = self.tune_dir / "trials" / f"{seq:03d}-{cand.key()[:8]}"
+        n = 1
+        while tdir.exists():  # the same point again (a port taken between pick and launch): keep both
+            n += 1
+            tdir = self.tune_dir / "trials" / f"{seq:03d}-{cand.key()[:8]}-retry{n}"
         probe = ProbeConfig(long_tokens=64, batch_size=4, reference=self.reference)
-        settings = TrialSettings(timeout=self.timeout, hang_timeout=self.hang_timeout, probe=probe)
+        settings = TrialSettings(timeout=self.timeout, hang_timeout=self.hang_timeout, probe=probe, port=port,
+                                 cancel=cancel)
+        engine = dataclasses.replace(self.target.engine, gpus=",".join(gpus)) if gpus else self.target.engine
         t0 = time.time()
-        out = Trial(self.target.engine, cand, tdir, settings, spec=self.target.spec, version=self.target.version,
+        out = Trial(engine, cand, tdir, settings, spec=self.target.spec, version=self.target.version,
                     workload=workload).run()
         t1 = time.time()
         for r in out.probes:
@@ -97,6 +117,26 @@ class LaunchEvaluator:
         return out, tdir, t0, t1
 
     def __call__(self, knobs: dict[str, str], best: float | None) -> Evaluation:
+        return self._evaluate(knobs, best)[0]
+
+    def job(self, seq: int, knobs: dict[str, str], best: float | None) -> Job:
+        """A point as a job for an executor (bringup/executor.py), with the GPUs its launch takes
+        (tensor x pipeline x data parallel, from the engine's own flags) on ``machine_gpus``."""
+        cand = self.base.with_changes(as_changes(knobs))
+        return Job(seq, "search", cand, False, {"knobs": knobs, "best": best},
+                   need=self.target.engine.gpus_needed(cand, self.target.spec, self.machine_gpus))
+
+    def run_job(self, job: Job) -> TrialRun:
+        """The executor's run function: the point's trial and workload on the job's GPUs and port;
+        the evaluation rides along, and the trial's simulated seconds include the workload's."""
+        ev, out, t0, t1 = self._evaluate(job.extra["knobs"], job.extra.get("best"), job.seq, job.gpus, job.port,
+                                         job.cancel)
+        return TrialRun(out, Path(ev.trial_dir), t0, t1, value=ev, simulated_s=ev.trial_s)
+
+    def _evaluate(self, knobs: dict[str, str], best: float | None, seq: int | None = None,
+                  gpus: list[str] | None = None, port: int | None = None,
+                  cancel: threading.Event | None = None) -> tuple[Evaluation, Outcome, float, float]:
+        """The point's evaluation, and its trial's outcome and real start and end."""
         cand = self.base.with_changes(as_changes(knobs))
         stopped: dict[str, str] = {}
 
@@ -118,19 +158,25 @@ class LaunchEvaluator:
             res = bench(self._scaled_cfg(url), stop_when=stop_when)
             return res.summary.flat()
 
-        out, tdir, t0, t1 = self.run_trial(cand, workload, "tune")
+        out, tdir, t0, t1 = self.run_trial(cand, workload, "tune", seq, gpus, port, cancel)
         flat = out.bench or {}
         metrics = metrics_from_summary(flat, self.time_scale) if out.works and flat else {}
         cmd = cand.shell_command(self.target.engine.command_prefix(cand))
         if out.works and flat:
+            # the workload's simulated seconds: its real ones over the scenario's time scale
+            work = (float(flat.get("duration_s") or 0.0) / self.time_scale) if self.target.engine.simulated else None
             ev = Evaluation("pruned" if (flat.get("stopped_early") and stopped) else "ok", metrics, launch_s=t1 - t0, simulated_s=out.timings.simulated,
-                            trial_dir=str(tdir), command=cmd, reason=stopped.get("why", ""))
+                            trial_dir=str(tdir), command=cmd, reason=stopped.get("why", ""), workload_s=work,
+                            gpus=list(gpus or []))
         else:
             ev = Evaluation("infeasible", {}, out.failure_class or out.status, out.phase, out.key_evidence()[:300],
-                            out.signature, t1 - t0, out.timings.simulated, str(tdir), cmd)
-        self.journal.add_trial(self.run_id, self.seq, "tune", cand, cand.key(), out, tdir, t0, t1, self.hw_fp,
-                               self.model_id, {"knobs": knobs, "metrics": metrics, "status": ev.status})
-        return ev
+                            out.signature, t1 - t0, out.timings.simulated, str(tdir), cmd, gpus=list(gpus or []))
+        extra: dict[str, Any] = {"knobs": knobs, "metrics": metrics, "status": ev.status}
+        if gpus:
+            extra["gpus"] = gpus
+        self.journal.add_trial(self.run_id, seq if seq is not None else self.seq, "tune", cand, cand.key(), out, tdir,
+                               t0, t1, self.hw_fp, self.model_id, extra)
+        return ev, out, t0, t1
 
     def sweep(self, knobs: dict[str, str], concurrencies: list[int]) -> list[SweepPoint]:
         """Throughput against concurrency for one configuration (one launch)."""
@@ -156,14 +202,15 @@ class LaunchEvaluator:
 
 
 def to_result(tuner: Tuner, tune_id: str, run_dir: Path, target: Target, base: Candidate,
-              bench_cfg: BenchConfig, sweep: list[SweepPoint], t0: float) -> TuneResult:
+              bench_cfg: BenchConfig, sweep: list[SweepPoint], t0: float, parallel: int = 1) -> TuneResult:
     def tp(p: Point) -> TunePoint:
         ev = p.evaluation
         cmd = ev.command or base.with_changes(as_changes(p.knobs)).shell_command(target.engine.command_prefix(base))
         return TunePoint(number=p.number, knobs=p.knobs, status=ev.status, failure_class=ev.failure_class,
                          phase=ev.phase, evidence=ev.evidence or ev.reason or None, metrics=ev.metrics,
                          objective=p.objective, launch_s=ev.launch_s, simulated_s=ev.simulated_s,
-                         trial_dir=ev.trial_dir, command=cmd)
+                         trial_dir=ev.trial_dir, command=cmd, clock_start_s=p.clock_start_s,
+                         clock_end_s=p.clock_end_s, gpus=list(ev.gpus))
 
     best = tuner.best()
     sims = [p.evaluation.simulated_s for p in tuner.points if p.evaluation.simulated_s]
@@ -179,4 +226,6 @@ def to_result(tuner: Tuner, tune_id: str, run_dir: Path, target: Target, base: C
         pareto=[p.number for p in tuner.pareto()], sweep=sweep, launches=tuner.launches,
         grid_size=tuner.grid_size, wall_seconds=time.time() - t0,
         simulated_hours=(sum(sims) / 3600) if target.engine.simulated else None,
+        parallel=parallel, clock="simulated" if tuner.simulated else "wall",
+        clock_end_s=tuner.clock if tuner.points else None,
     )
