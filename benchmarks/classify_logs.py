@@ -36,13 +36,17 @@ def _cell(text: str, width: int = 150) -> str:
 
 
 def table() -> str:
-    rows = ["| log | engine | class | phase | decided by | root-cause line (evidence[0]) |",
-            "|---|---|---|---|---|---|"]
+    rows = [
+        "| log | engine | class | phase | decided by | root-cause line (evidence[0]) |",
+        "|---|---|---|---|---|---|",
+    ]
     for path in sorted(LOGS.glob("*.log")):
         out = explain_file(path)
         line = strip_prefix(out.evidence[0])[0] if out.evidence else ""
-        rows.append(f"| `{path.name}` | {out.engine} | {out.failure_class or out.status} | {out.phase or ''} "
-                    f"| {out.signature or '-'} | `{_cell(line)}` |")
+        rows.append(
+            f"| `{path.name}` | {out.engine} | {out.failure_class or out.status} | {out.phase or ''} "
+            f"| {out.signature or '-'} | `{_cell(line)}` |"
+        )
     return "\n".join(rows)
 
 

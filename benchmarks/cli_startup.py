@@ -74,7 +74,9 @@ def timed(argv: list[str], env: dict) -> tuple[float, float]:
 def loaded(argv: list[str], env: dict) -> str:
     if argv[1:3] != ["-m", "bringup"]:
         return ""
-    out = subprocess.run([sys.executable, "-c", PROBE, *argv[3:]], capture_output=True, text=True, env=env).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE, *argv[3:]], capture_output=True, text=True, env=env
+    ).stdout
     line = next((x for x in out.splitlines() if x.startswith("MODULES ")), "MODULES []")
     return ", ".join(json.loads(line[8:])) or "none"
 
@@ -82,11 +84,18 @@ def loaded(argv: list[str], env: dict) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=10)
-    ap.add_argument("--tree", type=Path, default=ROOT,
-                    help="the source tree to time (e.g. an older commit's `git archive`), default this one")
+    ap.add_argument(
+        "--tree",
+        type=Path,
+        default=ROOT,
+        help="the source tree to time (e.g. an older commit's `git archive`), default this one",
+    )
     args = ap.parse_args()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(args.tree), os.environ.get("PYTHONPATH", "")])}
-    table = Table(title=f"CLI start-up of {args.tree}, {args.repeat} runs each, {os.cpu_count()} CPUs", title_justify="left")
+    table = Table(
+        title=f"CLI start-up of {args.tree}, {args.repeat} runs each, {os.cpu_count()} CPUs",
+        title_justify="left",
+    )
     for c in ("command", "median s", "min s", "median CPU s", f"loaded of {', '.join(WATCH)}"):
         table.add_column(c, justify="left" if c == "command" or c.startswith("loaded") else "right")
     with tempfile.TemporaryDirectory() as cwd:
@@ -95,8 +104,13 @@ def main() -> None:
             timed(argv, env)  # warm the file cache
             runs = [timed(argv, env) for _ in range(args.repeat)]
             wall, cpu = [w for w, _ in runs], [c for _, c in runs]
-            table.add_row(name, f"{statistics.median(wall):.3f}", f"{min(wall):.3f}", f"{statistics.median(cpu):.3f}",
-                          loaded(argv, env))
+            table.add_row(
+                name,
+                f"{statistics.median(wall):.3f}",
+                f"{min(wall):.3f}",
+                f"{statistics.median(cpu):.3f}",
+                loaded(argv, env),
+            )
     Console(width=160).print(table)
 
 

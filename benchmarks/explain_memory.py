@@ -30,9 +30,13 @@ SEED_LOG = ROOT / "tests" / "data" / "logs" / "sglang-graph-oom.log"
 def explain(path: Path) -> tuple[dict | None, float, float, bytes]:
     """(JSON answer, seconds, peak RSS in MB, raw stdout) of one `bringup explain` process."""
     t0 = time.monotonic()
-    p = subprocess.Popen([sys.executable, "-m", "bringup", "explain", str(path), "--json"], cwd=ROOT,
-                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    p = subprocess.Popen(
+        [sys.executable, "-m", "bringup", "explain", str(path), "--json"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     out = p.stdout.read() if p.stdout else b""
     _, _, ru = os.wait4(p.pid, 0)
     p.returncode = 0
@@ -52,7 +56,8 @@ def big_log(dst: Path, size_mb: int) -> None:
         f"[2026-02-18 22:{rng.randrange(60):02d}:{rng.randrange(60):02d} TP0] Decode batch. #running-req: "
         f"{rng.randrange(64)}, #token: {rng.randrange(10**6)}, token usage: 0.{rng.randrange(100):02d}, "
         f"gen throughput (token/s): {rng.random() * 900:.2f}, #queue-req: {rng.randrange(9)}\n"
-        for _ in range(8000)).encode()
+        for _ in range(8000)
+    ).encode()
     with open(dst, "wb") as f:
         f.write("".join(head).encode())
         written = 0
@@ -65,7 +70,9 @@ def big_log(dst: Path, size_mb: int) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--size-mb", type=int, default=1024)
-    ap.add_argument("--keep", type=Path, default=None, help="write the generated logs here (default: a temp dir)")
+    ap.add_argument(
+        "--keep", type=Path, default=None, help="write the generated logs here (default: a temp dir)"
+    )
     a = ap.parse_args()
     tmp = a.keep or Path(tempfile.mkdtemp(prefix="bringup-explain-bench-"))
     tmp.mkdir(parents=True, exist_ok=True)
@@ -78,7 +85,9 @@ def main() -> None:
     rnd.write_bytes(random.Random(1).randbytes(50 << 20))
     cases.append(("50 MB of random bytes", rnd))
     esc = tmp / "escapes.log"
-    esc.write_bytes(SEED_LOG.read_bytes().replace(b"Exception: Capture", b"\x1b]0;pwned\x07\x1b[2JException: Capture"))
+    esc.write_bytes(
+        SEED_LOG.read_bytes().replace(b"Exception: Capture", b"\x1b]0;pwned\x07\x1b[2JException: Capture")
+    )
     cases.append(("escape sequences in lines", esc))
     rows = []
     ref = None

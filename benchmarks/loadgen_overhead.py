@@ -42,13 +42,22 @@ def _cpu_seconds(pid: int) -> float:
 
 # ---- workers: one measurement each, in a fresh process pinned to CLIENT_CPU ----------------------
 
+
 def worker_bringup(url: str, n: int, concurrency: int | None, rate: float | None) -> dict[str, float]:
     from bringup.loadgen import BenchConfig, prepare, run_bench
     from bringup.loadgen.runner import run_loop
 
-    cfg = BenchConfig(url=url, model="fake-model", tokenizer="words", input_len=INPUT_LEN,
-                      output_len=OUTPUT_LEN, num_prompts=n, concurrency=concurrency, request_rate=rate,
-                      warmup=min(concurrency or 8, 32))
+    cfg = BenchConfig(
+        url=url,
+        model="fake-model",
+        tokenizer="words",
+        input_len=INPUT_LEN,
+        output_len=OUTPUT_LEN,
+        num_prompts=n,
+        concurrency=concurrency,
+        request_rate=rate,
+        warmup=min(concurrency or 8, 32),
+    )
 
     async def go() -> tuple[Any, float, float]:
         _, prompts, _ = await prepare(cfg)
@@ -57,8 +66,13 @@ def worker_bringup(url: str, n: int, concurrency: int | None, rate: float | None
         return res.summary, time.process_time() - c0, time.perf_counter() - t0
 
     s, cpu, wall = run_loop(go())
-    return {"req_s": s.request_throughput, "failed": s.failed, "cpu_s": cpu, "wall_s": wall,
-            "ttft_p50_ms": s.ttft_ms.p50 or 0.0}
+    return {
+        "req_s": s.request_throughput,
+        "failed": s.failed,
+        "cpu_s": cpu,
+        "wall_s": wall,
+        "ttft_p50_ms": s.ttft_ms.p50 or 0.0,
+    }
 
 
 def worker_vllm(url: str, n: int, concurrency: int | None, rate: float | None, tok: str) -> dict[str, float]:
@@ -70,11 +84,30 @@ def worker_vllm(url: str, n: int, concurrency: int | None, rate: float | None, t
 
     parser = FlexibleArgumentParser()
     vs.add_cli_args(parser)
-    argv = ["--backend", "vllm", "--base-url", url, "--model", "fake-model", "--tokenizer", tok,
-            "--dataset-name", "random", "--random-input-len", str(INPUT_LEN), "--random-output-len",
-            str(OUTPUT_LEN), "--num-prompts", str(n), "--ignore-eos", "--disable-tqdm",
-            "--num-warmups", str(min(concurrency or 8, 32)),
-            "--request-rate", "inf" if rate is None else str(rate)]
+    argv = [
+        "--backend",
+        "vllm",
+        "--base-url",
+        url,
+        "--model",
+        "fake-model",
+        "--tokenizer",
+        tok,
+        "--dataset-name",
+        "random",
+        "--random-input-len",
+        str(INPUT_LEN),
+        "--random-output-len",
+        str(OUTPUT_LEN),
+        "--num-prompts",
+        str(n),
+        "--ignore-eos",
+        "--disable-tqdm",
+        "--num-warmups",
+        str(min(concurrency or 8, 32)),
+        "--request-rate",
+        "inf" if rate is None else str(rate),
+    ]
     if concurrency:
         argv += ["--max-concurrency", str(concurrency)]
     args = parser.parse_args(argv)
@@ -91,14 +124,21 @@ def worker_vllm(url: str, n: int, concurrency: int | None, rate: float | None, t
     vs.benchmark = timed
     with contextlib.redirect_stdout(io.StringIO()):
         r = vs.main(args)
-    return {"req_s": float(r["request_throughput"]), "failed": n - int(r["completed"]),
-            "cpu_s": phase["cpu_s"], "wall_s": phase["wall_s"], "ttft_p50_ms": float(r["median_ttft_ms"])}
+    return {
+        "req_s": float(r["request_throughput"]),
+        "failed": n - int(r["completed"]),
+        "cpu_s": phase["cpu_s"],
+        "wall_s": phase["wall_s"],
+        "ttft_p50_ms": float(r["median_ttft_ms"]),
+    }
 
 
 # ---- orchestration -------------------------------------------------------------------------------
 
-def measure(tool: str, url: str, tok: str, server_pid: int, n: int, concurrency: int | None,
-            rate: float | None) -> dict[str, float]:
+
+def measure(
+    tool: str, url: str, tok: str, server_pid: int, n: int, concurrency: int | None, rate: float | None
+) -> dict[str, float]:
     argv = [sys.executable, __file__, "--worker", tool, "--url", url, "--tok", tok, "-n", str(n)]
     if concurrency:
         argv += ["--concurrency", str(concurrency)]
@@ -140,8 +180,12 @@ def main() -> None:
         sys.exit("needs two CPUs: one for the server, one for the client")
     tmp = Path(tempfile.mkdtemp(prefix="lg-overhead-"))
     tok = str(write_test_model(tmp / "model", TestModelSpec()))  # vllm bench serve wants a tokenizer
-    server = subprocess.Popen([sys.executable, str(FAKE), "--port", "0", "--uvloop", "--no-log", "--no-tokenize"],
-                              stdout=subprocess.PIPE, text=True, start_new_session=True)
+    server = subprocess.Popen(
+        [sys.executable, str(FAKE), "--port", "0", "--uvloop", "--no-log", "--no-tokenize"],
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         os.sched_setaffinity(server.pid, {SERVER_CPU})
         line = server.stdout.readline() if server.stdout else ""
@@ -153,25 +197,33 @@ def main() -> None:
         if a.rates is not None:
             rates = [int(x) for x in a.rates.split(",") if x]
         n = 1000 if a.quick else 2000
-        print(f"fake server {url} on CPU {SERVER_CPU}; clients on CPU {CLIENT_CPU}; "
-              f"{INPUT_LEN} input words, {OUTPUT_LEN} streamed tokens per request, {n} requests per point\n")
+        print(
+            f"fake server {url} on CPU {SERVER_CPU}; clients on CPU {CLIENT_CPU}; "
+            f"{INPUT_LEN} input words, {OUTPUT_LEN} streamed tokens per request, {n} requests per point\n"
+        )
         hdr = f"{'mode':<16}{'tool':<10}{'req/s':>9}{'client CPU/req':>16}{'server CPU':>12}{'TTFT p50':>10}{'failed':>8}"
         print(hdr)
         print("-" * len(hdr))
         peaks: dict[str, float] = {}
-        for label, conc, rate in [(f"concurrency {c}", c, None) for c in concs] + \
-                                 [(f"rate {r}/s", None, float(r)) for r in rates]:
+        for label, conc, rate in [(f"concurrency {c}", c, None) for c in concs] + [
+            (f"rate {r}/s", None, float(r)) for r in rates
+        ]:
             for tool in ("bringup", "vllm"):
                 pts = n if conc else min(n, int(rate * 4))
                 m = measure(tool, url, tok, server.pid, pts, conc, rate)
                 kept = "" if conc else ("  kept" if m["req_s"] >= 0.95 * rate else "  NOT kept")
                 if conc:
                     peaks[tool] = max(peaks.get(tool, 0.0), m["req_s"])
-                print(f"{label:<16}{tool:<10}{m['req_s']:>9.0f}{1e3 * m['cpu_s'] / pts:>13.2f} ms"
-                      f"{100 * m['server_cpu_s'] / m['wall_s']:>11.0f}%{m['ttft_p50_ms']:>8.2f}ms"
-                      f"{int(m['failed']):>8}{kept}", flush=True)
-        print("\npeak closed-loop request rate on one client core: "
-              + ", ".join(f"{t} {v:.0f} req/s" for t, v in peaks.items()))
+                print(
+                    f"{label:<16}{tool:<10}{m['req_s']:>9.0f}{1e3 * m['cpu_s'] / pts:>13.2f} ms"
+                    f"{100 * m['server_cpu_s'] / m['wall_s']:>11.0f}%{m['ttft_p50_ms']:>8.2f}ms"
+                    f"{int(m['failed']):>8}{kept}",
+                    flush=True,
+                )
+        print(
+            "\npeak closed-loop request rate on one client core: "
+            + ", ".join(f"{t} {v:.0f} req/s" for t, v in peaks.items())
+        )
     finally:
         server.kill()
         server.wait(timeout=10)

@@ -41,16 +41,25 @@ class Cell:
 
 def measure(path: Path, knowledge: bool, parallel: str, budget: int, scale: float) -> Cell:
     with tempfile.TemporaryDirectory(prefix="bringup-par-") as root:
-        s = RunSettings(scenario=str(path), knowledge=knowledge, parallel=parallel, max_launches=budget,
-                        minimize=False, time_scale=scale)
+        s = RunSettings(
+            scenario=str(path),
+            knowledge=knowledge,
+            parallel=parallel,
+            max_launches=budget,
+            minimize=False,
+            time_scale=scale,
+        )
         r = Run(s, Path(root)).execute()
     return Cell(r.validated, r.launches, r.simulated_hours or 0.0, *spans(r))
 
 
 def spans(r: RunResult) -> tuple[int, float | None]:
     """(most trials at once, GPU utilisation) from the attempts' spans on the run's clock."""
-    spans = [(a.clock_start_s, a.clock_end_s, len(a.gpus)) for a in r.attempts
-             if a.clock_start_s is not None and a.clock_end_s is not None and a.purpose != "minimize"]
+    spans = [
+        (a.clock_start_s, a.clock_end_s, len(a.gpus))
+        for a in r.attempts
+        if a.clock_start_s is not None and a.clock_end_s is not None and a.purpose != "minimize"
+    ]
     if not spans:
         return 1, None
     most = max(sum(1 for s, e, _ in spans if s <= t < e) for t, _, _ in spans)
@@ -70,8 +79,10 @@ def main() -> None:
     a = ap.parse_args()
     names = a.scenario or sorted(p.stem for p in SCENARIOS.glob("*.yaml") if not p.stem.startswith("tune-"))
     modes = {"both": [True, False], "on": [True], "off": [False]}[a.knowledge]
-    rows = ["| scenario | knowledge | one at a time | --parallel auto | ratio | most at once | GPU use |",
-            "|---|---|---|---|---|---|---|"]
+    rows = [
+        "| scenario | knowledge | one at a time | --parallel auto | ratio | most at once | GPU use |",
+        "|---|---|---|---|---|---|---|",
+    ]
     print(rows[0])
     print(rows[1])
     for name in names:

@@ -78,13 +78,26 @@ def main() -> None:
 
     def row(name: str, s: list[tuple[float, float]]) -> list[str]:
         over = [a - b for a, b in s]
-        return [name, str(len(s)), f"{statistics.median(a for a, _ in s):.2f}",
-                f"{statistics.median(b for _, b in s):.2f}", f"{statistics.median(over):.3f}",
-                f"{max(over):.3f}"]
+        return [
+            name,
+            str(len(s)),
+            f"{statistics.median(a for a, _ in s):.2f}",
+            f"{statistics.median(b for _, b in s):.2f}",
+            f"{statistics.median(over):.3f}",
+            f"{max(over):.3f}",
+        ]
 
-    t = Table(title=f"bringup overhead per trial (scenario trial, one at a time; Ray {connect:.1f} s to connect)")
-    for col in ("executor", "trials", "driver span s (median)", "trial span s (median)",
-                "overhead s (median)", "overhead s (max)"):
+    t = Table(
+        title=f"bringup overhead per trial (scenario trial, one at a time; Ray {connect:.1f} s to connect)"
+    )
+    for col in (
+        "executor",
+        "trials",
+        "driver span s (median)",
+        "trial span s (median)",
+        "overhead s (median)",
+        "overhead s (max)",
+    ):
         t.add_column(col)
     t.add_row(*row("local", loc))
     t.add_row(*row("ray, first trial (cold worker)", ray_spans[:1]))

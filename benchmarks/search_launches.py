@@ -67,28 +67,60 @@ class Measure:
     spread: str = ""  # random order: the range over seeds
 
     def cell(self) -> str:
-        n = str(self.launches) if self.validated else (f">{self.cap}" if self.cap else f"none in {self.launches}")
+        n = (
+            str(self.launches)
+            if self.validated
+            else (f">{self.cap}" if self.cap else f"none in {self.launches}")
+        )
         if self.screening:
             n += f" ({self.screening} scr)"
         return f"{n} · {self.hours:.2f} h"
 
 
 # -- (a), (b): the real pipeline ----------------------------------------------------------------------
-def real_run(path: Path, baseline: str, knowledge: bool, screen: str, minimize: bool, scale: float,
-             budget: int) -> Measure:
+def real_run(
+    path: Path, baseline: str, knowledge: bool, screen: str, minimize: bool, scale: float, budget: int
+) -> Measure:
     """One bring-up run in a fresh journal (no priors from other runs)."""
     method = f"{'knowledge' if knowledge else 'no-knowledge'}, screen {screen}"
     with tempfile.TemporaryDirectory(prefix="bringup-bench-") as root:
-        settings = RunSettings(scenario=str(path), baseline=baseline, knowledge=knowledge, screen=screen,
-                               minimize=minimize, time_scale=scale, max_launches=budget)
+        settings = RunSettings(
+            scenario=str(path),
+            baseline=baseline,
+            knowledge=knowledge,
+            screen=screen,
+            minimize=minimize,
+            time_scale=scale,
+            max_launches=budget,
+        )
         res = Run(settings, Path(root)).execute()
-    attempts = [{"n": a.number, "purpose": a.purpose, "changes": a.changes, "status": a.status,
-                 "class": a.failure_class, "phase": a.phase, "sim_s": a.simulated_s, "p": a.p_success,
-                 "reasons": a.reasons} for a in res.attempts]
+    attempts = [
+        {
+            "n": a.number,
+            "purpose": a.purpose,
+            "changes": a.changes,
+            "status": a.status,
+            "class": a.failure_class,
+            "phase": a.phase,
+            "sim_s": a.simulated_s,
+            "p": a.p_success,
+            "reasons": a.reasons,
+        }
+        for a in res.attempts
+    ]
     # `>budget` only when the budget stopped it; a run that gave up says "none (N)".
     capped = not res.validated and res.stop_reason.startswith("launch budget")
-    return Measure(method, res.validated, res.launches, res.simulated_hours or 0.0, budget if capped else None,
-                   res.screening_launches, res.minimize_launches, res.stop_reason, attempts)
+    return Measure(
+        method,
+        res.validated,
+        res.launches,
+        res.simulated_hours or 0.0,
+        budget if capped else None,
+        res.screening_launches,
+        res.minimize_launches,
+        res.stop_reason,
+        attempts,
+    )
 
 
 # -- (c): one factor at a time ------------------------------------------------------------------------
@@ -113,8 +145,16 @@ def ofat(oracle: Oracle, baseline: Candidate, factors: list[Factor], cap: int = 
         seen.add(cand.key())
         out = oracle.candidate(cand)
         hours += out.simulated_s / 3600
-        attempts.append({"n": len(attempts) + 1, "changes": change, "status": out.status, "phase": out.phase,
-                         "rule": out.rule, "sim_s": round(out.simulated_s, 3)})
+        attempts.append(
+            {
+                "n": len(attempts) + 1,
+                "changes": change,
+                "status": out.status,
+                "phase": out.phase,
+                "rule": out.rule,
+                "sim_s": round(out.simulated_s, 3),
+            }
+        )
         return out
 
     current, cur = baseline, launch(baseline, "(baseline)")
@@ -132,15 +172,23 @@ def ofat(oracle: Oracle, baseline: Candidate, factors: list[Factor], cap: int = 
                 if cand.key() in seen:
                     continue
                 if len(attempts) >= cap:
-                    return Measure("one factor at a time", False, len(attempts), hours, cap, attempts=attempts)
+                    return Measure(
+                        "one factor at a time", False, len(attempts), hours, cap, attempts=attempts
+                    )
                 out = launch(cand, cand.describe_diff(baseline))
                 if out.validated:
                     return Measure("one factor at a time", True, len(attempts), hours, attempts=attempts)
                 if out.later_than(cur):
                     current, cur, kept = cand, out, True
                     break
-    return Measure("one factor at a time", False, len(attempts), hours, stop="every single change tried",
-                   attempts=attempts)
+    return Measure(
+        "one factor at a time",
+        False,
+        len(attempts),
+        hours,
+        stop="every single change tried",
+        attempts=attempts,
+    )
 
 
 def _level(cand: Candidate, f: Factor) -> FlagValue | None:
@@ -152,8 +200,9 @@ def _same(a: FlagValue | None, b: FlagValue | None) -> bool:
 
 
 # -- (d): random order ---------------------------------------------------------------------------------
-def random_order(oracle: Oracle, baseline: Candidate, factors: list[Factor], seed: int,
-                 cap: int = RANDOM_CAP) -> Measure:
+def random_order(
+    oracle: Oracle, baseline: Candidate, factors: list[Factor], seed: int, cap: int = RANDOM_CAP
+) -> Measure:
     """Configurations drawn uniformly from the space (each factor: one of its levels or unset; flags
     outside the space as in the baseline), never the same one twice, until one is validated."""
     rng = random.Random(seed)
@@ -171,8 +220,14 @@ def random_order(oracle: Oracle, baseline: Candidate, factors: list[Factor], see
         hours += out.simulated_s / 3600
         if out.validated:
             return Measure("random order", True, len(seen), hours)
-    return Measure("random order", False, len(seen), hours, cap if size > cap else None,
-                   stop="space exhausted" if size <= cap else "")
+    return Measure(
+        "random order",
+        False,
+        len(seen),
+        hours,
+        cap if size > cap else None,
+        stop="space exhausted" if size <= cap else "",
+    )
 
 
 def random_median(oracle: Oracle, baseline: Candidate, factors: list[Factor], seeds: int) -> Measure:
@@ -183,8 +238,14 @@ def random_median(oracle: Oracle, baseline: Candidate, factors: list[Factor], se
     found = sum(r.validated for r in runs)
     validated = n <= RANDOM_CAP
     lo, hi = min(r.launches for r in runs), max(r.launches for r in runs)
-    m = Measure(f"random order (median of {seeds})", validated, int(round(n)) if validated else RANDOM_CAP,
-                hours, None if validated else RANDOM_CAP, stop=f"{found}/{seeds} seeds found one")
+    m = Measure(
+        f"random order (median of {seeds})",
+        validated,
+        int(round(n)) if validated else RANDOM_CAP,
+        hours,
+        None if validated else RANDOM_CAP,
+        stop=f"{found}/{seeds} seeds found one",
+    )
     m.spread = f"{lo}-{hi}" + ("" if found == seeds else f", {seeds - found} seeds >{RANDOM_CAP}")
     return m
 
@@ -205,18 +266,36 @@ def scenario_measures(path: Path, args: argparse.Namespace, pool: ThreadPoolExec
     if not args.oracle_only:
         for label, knowledge, screen in REAL:
             # Default settings count minimize launches separately; the screen=never runs skip them.
-            futures[(label, screen)] = pool.submit(real_run, path, sc.baseline, knowledge, screen,
-                                                   screen == "auto" and not args.no_minimize, args.time_scale,
-                                                   args.budget)
+            futures[(label, screen)] = pool.submit(
+                real_run,
+                path,
+                sc.baseline,
+                knowledge,
+                screen,
+                screen == "auto" and not args.no_minimize,
+                args.time_scale,
+                args.budget,
+            )
     c = ofat(oracle, baseline, factors)
     d = random_median(oracle, baseline, factors, args.seeds)
-    return {"scenario": sc.name, "baseline": sc.baseline, "space": {f.name: [str(x) for x in f.levels] for f in factors},
-            "baseline_outcome": asdict(oracle.candidate(baseline)), "futures": futures, "c": c, "d": d}
+    return {
+        "scenario": sc.name,
+        "baseline": sc.baseline,
+        "space": {f.name: [str(x) for x in f.levels] for f in factors},
+        "baseline_outcome": asdict(oracle.candidate(baseline)),
+        "futures": futures,
+        "c": c,
+        "d": d,
+    }
 
 
 # -- output ------------------------------------------------------------------------------------------------
-COLUMNS = [("a", "auto", "(a) knowledge, screen auto"), ("a", "never", "(a) knowledge, screen never"),
-           ("b", "auto", "(b) no knowledge, screen auto"), ("b", "never", "(b) no knowledge, screen never")]
+COLUMNS = [
+    ("a", "auto", "(a) knowledge, screen auto"),
+    ("a", "never", "(a) knowledge, screen never"),
+    ("b", "auto", "(b) no knowledge, screen auto"),
+    ("b", "never", "(b) no knowledge, screen never"),
+]
 
 
 def build_rows(results: list[dict], oracle_only: bool) -> tuple[list[str], list[list[str]]]:
@@ -252,15 +331,35 @@ def targets(results: list[dict]) -> list[str]:
     return out
 
 
-def markdown(head: list[str], rows: list[list[str]], command: str, results: list[dict], elapsed: float,
-             skipped: list[str]) -> str:
-    lines = [BEGIN, "", f"Reproduce (about {round(elapsed)} s here):", "", "```", command, "```", "",
-             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+def markdown(
+    head: list[str],
+    rows: list[list[str]],
+    command: str,
+    results: list[dict],
+    elapsed: float,
+    skipped: list[str],
+) -> str:
+    lines = [
+        BEGIN,
+        "",
+        f"Reproduce (about {round(elapsed)} s here):",
+        "",
+        "```",
+        command,
+        "```",
+        "",
+        "| " + " | ".join(head) + " |",
+        "|" + "---|" * len(head),
+    ]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
-    lines += ["", "Cells: launches to the first validated configuration (screening launches among them) · "
-              "simulated hours of those launches; `+N minimize`: delta-debugging launches after it, not counted; "
-              f"`>N`: none within N launches; `none in N`: gave up after N. Random: median over seeds [range]. Targets: (a) <= {TARGET_KNOWLEDGE}, "
-              f"(b) <= {TARGET_NO_KNOWLEDGE}; the seeds' engineer needed {SEEDS_ENGINEER} on glm5-nvfp4-sm120.", ""]
+    lines += [
+        "",
+        "Cells: launches to the first validated configuration (screening launches among them) · "
+        "simulated hours of those launches; `+N minimize`: delta-debugging launches after it, not counted; "
+        f"`>N`: none within N launches; `none in N`: gave up after N. Random: median over seeds [range]. Targets: (a) <= {TARGET_KNOWLEDGE}, "
+        f"(b) <= {TARGET_NO_KNOWLEDGE}; the seeds' engineer needed {SEEDS_ENGINEER} on glm5-nvfp4-sm120.",
+        "",
+    ]
     if skipped:
         lines += [f"Not measured (no `baseline:` in the file): {', '.join(skipped)}.", ""]
     missed = targets(results)
@@ -284,12 +383,18 @@ def write_doc(block: str, doc: Path = DOC) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--scenario", action="append", help="a shipped scenario name or a file (default: all shipped)")
+    ap.add_argument(
+        "--scenario", action="append", help="a shipped scenario name or a file (default: all shipped)"
+    )
     ap.add_argument("--seeds", type=int, default=20, help="random-order seeds (median reported)")
     ap.add_argument("--time-scale", type=float, default=TIME_SCALE, help="real seconds per simulated second")
     ap.add_argument("--budget", type=int, default=OFAT_CAP, help="launch budget of the real runs")
-    ap.add_argument("--jobs", type=int, default=1,
-                    help="real runs in parallel (trials pick free ports independently: >1 can race for one)")
+    ap.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="real runs in parallel (trials pick free ports independently: >1 can race for one)",
+    )
     ap.add_argument("--no-minimize", action="store_true", help="skip delta debugging in the screen=auto runs")
     ap.add_argument("--oracle-only", action="store_true", help="only (c) and (d): no real launches")
     ap.add_argument("--json", type=Path, help="also write every figure and attempt here")
@@ -328,6 +433,7 @@ def main() -> None:
         argv.append(a)
     command = shlex.join([".venv/bin/python", "benchmarks/search_launches.py", *argv])
     if args.json:
+
         def enc(o):
             return asdict(o) if isinstance(o, Measure) else str(o)
 

@@ -36,13 +36,21 @@ def run(model: Path, flags: dict, out: Path, n: int) -> list:
     res = []
     for i in range(n):
         cand = Candidate.make("vllm", target.model, flags)
-        trial = Trial(target.engine, cand, out / f"{model.name}-{i}-{time.time_ns()}",
-                      TrialSettings(timeout=300, hang_timeout=120, probe=ProbeConfig()),
-                      spec=target.spec, version=target.version)
+        trial = Trial(
+            target.engine,
+            cand,
+            out / f"{model.name}-{i}-{time.time_ns()}",
+            TrialSettings(timeout=300, hang_timeout=120, probe=ProbeConfig()),
+            spec=target.spec,
+            version=target.version,
+        )
         o = trial.run()
         res.append(o)
-        print(f"  {model.name} {flags}: {o.status} {o.failure_class or ''} {o.phase or ''} "
-              f"fatal->teardown={o.timings.fatal_to_teardown}", file=sys.stderr)
+        print(
+            f"  {model.name} {flags}: {o.status} {o.failure_class or ''} {o.phase or ''} "
+            f"fatal->teardown={o.timings.fatal_to_teardown}",
+            file=sys.stderr,
+        )
     return [(o, resolve_s) for o in res]
 
 
@@ -64,31 +72,59 @@ def main() -> None:
     for col in ("failure", "trials", "median s", "max s", "class / phase"):
         t.add_column(col)
     all_ff = []
-    for name, rows in (("start-up: --gpu-memory-utilization 0.99", startup),
-                       ("serving: head_dim 16, first request", serving)):
+    for name, rows in (
+        ("start-up: --gpu-memory-utilization 0.99", startup),
+        ("serving: head_dim 16, first request", serving),
+    ):
         ff = [o.timings.fatal_to_teardown for o, _ in rows if o.timings.fatal_to_teardown is not None]
         all_ff += ff
         o = rows[0][0]
-        t.add_row(name, str(len(ff)), f"{statistics.median(ff):.2f}", f"{max(ff):.2f}",
-                  f"{o.failure_class} / {o.phase}")
-    t.add_row("all failing trials", str(len(all_ff)), f"{statistics.median(all_ff):.2f}", f"{max(all_ff):.2f}", "")
+        t.add_row(
+            name,
+            str(len(ff)),
+            f"{statistics.median(ff):.2f}",
+            f"{max(ff):.2f}",
+            f"{o.failure_class} / {o.phase}",
+        )
+    t.add_row(
+        "all failing trials", str(len(all_ff)), f"{statistics.median(all_ff):.2f}", f"{max(all_ff):.2f}", ""
+    )
     c.print(t)
 
     t2 = Table(title="Trial overhead per working trial (seconds, median)")
-    for col in ("engine to ready", "pre-launch", "ready lag", "probes", "teardown", "bringup total beyond ready"):
+    for col in (
+        "engine to ready",
+        "pre-launch",
+        "ready lag",
+        "probes",
+        "teardown",
+        "bringup total beyond ready",
+    ):
         t2.add_column(col)
     med = lambda xs: statistics.median(xs)  # noqa: E731
     tr = [o.timings for o, _ in working]
-    t2.add_row(f"{med([x.to_ready for x in tr]):.1f}", f"{med([x.overhead for x in tr]):.2f}",
-               f"{med([x.ready_lag for x in tr]):.2f}", f"{med([x.probes for x in tr]):.2f}",
-               f"{med([x.teardown for x in tr]):.2f}", f"{med([x.total - x.to_ready for x in tr]):.2f}")
+    t2.add_row(
+        f"{med([x.to_ready for x in tr]):.1f}",
+        f"{med([x.overhead for x in tr]):.2f}",
+        f"{med([x.ready_lag for x in tr]):.2f}",
+        f"{med([x.probes for x in tr]):.2f}",
+        f"{med([x.teardown for x in tr]):.2f}",
+        f"{med([x.total - x.to_ready for x in tr]):.2f}",
+    )
     c.print(t2)
     c.print(f"target resolution (engine version + cached --help): {working[0][1]:.2f} s once per command")
     if a.json:
-        a.json.write_text(json.dumps({
-            "fail_fast": all_ff, "startup": [o.timings.model_dump() for o, _ in startup],
-            "serving": [o.timings.model_dump() for o, _ in serving],
-            "working": [o.timings.model_dump() for o, _ in working]}, indent=2))
+        a.json.write_text(
+            json.dumps(
+                {
+                    "fail_fast": all_ff,
+                    "startup": [o.timings.model_dump() for o, _ in startup],
+                    "serving": [o.timings.model_dump() for o, _ in serving],
+                    "working": [o.timings.model_dump() for o, _ in working],
+                },
+                indent=2,
+            )
+        )
 
 
 if __name__ == "__main__":

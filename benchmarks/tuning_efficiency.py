@@ -36,12 +36,19 @@ from bringup.tuning.knobs import Knob, start_point, with_base_levels
 from bringup.tuning.tuner import Tuner, grid
 
 SCENARIO = "tune-llama31-70b-fp8-h200-sglang"
-WORKLOAD = {"concurrency": 96, "input_len": 1536, "output_len": 512, "num_prompts": 400,
-            "slo": {"ttft_p99": 10.0, "itl_p99": 0.2}}
-KNOBS = [Knob("--mem-fraction-static", ["0.8", "0.85", "0.88", "0.92"], monotone_memory=True),
-         Knob("--max-running-requests", ["32", "64", "96", "128", "256"]),
-         Knob("--chunked-prefill-size", ["256", "512", "1024", "2048"]),
-         Knob("--cuda-graph-max-bs", ["64", "128", "256"], monotone_memory=True)]
+WORKLOAD = {
+    "concurrency": 96,
+    "input_len": 1536,
+    "output_len": 512,
+    "num_prompts": 400,
+    "slo": {"ttft_p99": 10.0, "itl_p99": 0.2},
+}
+KNOBS = [
+    Knob("--mem-fraction-static", ["0.8", "0.85", "0.88", "0.92"], monotone_memory=True),
+    Knob("--max-running-requests", ["32", "64", "96", "128", "256"]),
+    Knob("--chunked-prefill-size", ["256", "512", "1024", "2048"]),
+    Knob("--cuda-graph-max-bs", ["64", "128", "256"], monotone_memory=True),
+]
 
 
 def main() -> None:
@@ -80,33 +87,81 @@ def main() -> None:
             fracs, reach = [], []
             for seed in range(a.seeds):
                 oracle = ScenarioOracle(sc, base, WORKLOAD, noise_seed=1000 * (seed + 1))
-                t = Tuner(knobs, oracle, budget=budget, seed=seed, sampler=method,
-                          start=start if method == "tpe" else None)
+                t = Tuner(
+                    knobs,
+                    oracle,
+                    budget=budget,
+                    seed=seed,
+                    sampler=method,
+                    start=start if method == "tpe" else None,
+                )
                 t.run()
                 best = t.best()
                 fracs.append(true_value(best.knobs) / optimum if best else 0.0)
                 launched = [p for p in t.points if p.evaluation.launched]
-                first = next((i + 1 for i, p in enumerate(launched) if p.evaluation.status == "ok"
-                              and true_value(p.knobs) >= 0.95 * optimum), None)
+                first = next(
+                    (
+                        i + 1
+                        for i, p in enumerate(launched)
+                        if p.evaluation.status == "ok" and true_value(p.knobs) >= 0.95 * optimum
+                    ),
+                    None,
+                )
                 reach.append(first if first is not None else budget + 1)
-            rows.append({"method": "bringup tune (TPE)" if method == "tpe" else "random search", "budget": budget,
-                         "share_of_grid": budget / len(grid(KNOBS)), "median_fraction": statistics.median(fracs),
-                         "min_fraction": min(fracs), "median_launches_to_95": statistics.median(reach),
-                         "hit_95": sum(1 for f in fracs if f >= 0.95)})
-    rows.append({"method": "full grid", "budget": len(grid(KNOBS)), "share_of_grid": 1.0, "median_fraction": 1.0,
-                 "min_fraction": 1.0, "median_launches_to_95": None, "hit_95": a.seeds})
+            rows.append(
+                {
+                    "method": "bringup tune (TPE)" if method == "tpe" else "random search",
+                    "budget": budget,
+                    "share_of_grid": budget / len(grid(KNOBS)),
+                    "median_fraction": statistics.median(fracs),
+                    "min_fraction": min(fracs),
+                    "median_launches_to_95": statistics.median(reach),
+                    "hit_95": sum(1 for f in fracs if f >= 0.95),
+                }
+            )
+    rows.append(
+        {
+            "method": "full grid",
+            "budget": len(grid(KNOBS)),
+            "share_of_grid": 1.0,
+            "median_fraction": 1.0,
+            "min_fraction": 1.0,
+            "median_launches_to_95": None,
+            "hit_95": a.seeds,
+        }
+    )
 
     c = Console()
-    tab = Table(title=f"Tuning efficiency on {SCENARIO} (grid {len(grid(KNOBS))} points, optimum "
-                      f"{optimum:.3f} req/s goodput at {dict(best_point)}; median over {a.seeds} seeds)")
-    for col in ("method", "launches", "share of grid", "fraction of optimum (median)", "worst seed",
-                "seeds >= 95%", "launches to 95% (median)"):
+    tab = Table(
+        title=f"Tuning efficiency on {SCENARIO} (grid {len(grid(KNOBS))} points, optimum "
+        f"{optimum:.3f} req/s goodput at {dict(best_point)}; median over {a.seeds} seeds)"
+    )
+    for col in (
+        "method",
+        "launches",
+        "share of grid",
+        "fraction of optimum (median)",
+        "worst seed",
+        "seeds >= 95%",
+        "launches to 95% (median)",
+    ):
         tab.add_column(col)
     for r in rows:
-        tab.add_row(r["method"], str(r["budget"]), f"{r['share_of_grid']:.0%}", f"{r['median_fraction']:.3f}",
-                    f"{r['min_fraction']:.3f}", f"{r['hit_95']}/{a.seeds}",
-                    "" if r["median_launches_to_95"] is None else
-                    (f"{r['median_launches_to_95']:.0f}" if r["median_launches_to_95"] <= r["budget"] else "not reached"))
+        tab.add_row(
+            r["method"],
+            str(r["budget"]),
+            f"{r['share_of_grid']:.0%}",
+            f"{r['median_fraction']:.3f}",
+            f"{r['min_fraction']:.3f}",
+            f"{r['hit_95']}/{a.seeds}",
+            ""
+            if r["median_launches_to_95"] is None
+            else (
+                f"{r['median_launches_to_95']:.0f}"
+                if r["median_launches_to_95"] <= r["budget"]
+                else "not reached"
+            ),
+        )
     c.print(tab)
     c.print(f"grid evaluated offline in {grid_s:.1f} s; total {time.time() - t0:.0f} s")
     if a.json:

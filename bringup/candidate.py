@@ -94,9 +94,7 @@ def parse_flags(argv: list[str] | str, spec: HelpSpec | None = None) -> dict[str
         if opt is not None and opt.choices and not opt.open_choices and isinstance(value, str):
             if value not in opt.choices:
                 choices = ", ".join(repr(c) for c in opt.choices)
-                raise FlagError(
-                    f"argument {name}: invalid choice: {value!r} (choose from {choices})", name
-                )
+                raise FlagError(f"argument {name}: invalid choice: {value!r} (choose from {choices})", name)
         out[canonical] = value
     return out
 
@@ -111,8 +109,10 @@ def parse_env(items: list[str]) -> dict[str, str]:
     for it in items:
         name, sep, value = it.partition("=")
         if not sep or not _ENV_NAME.match(name):
-            raise FlagError(f"{it!r} is not NAME=VALUE (an environment variable, e.g. VLLM_USE_FLASHINFER_SAMPLER=0)",
-                            name or it)
+            raise FlagError(
+                f"{it!r} is not NAME=VALUE (an environment variable, e.g. VLLM_USE_FLASHINFER_SAMPLER=0)",
+                name or it,
+            )
         out[name] = value
     return out
 
@@ -129,7 +129,9 @@ def split_env(argv: list[str] | str) -> tuple[dict[str, str], list[str]]:
     return env, tokens[i:]
 
 
-def parse_command(argv: list[str] | str, spec: HelpSpec | None = None) -> tuple[dict[str, FlagValue], dict[str, str]]:
+def parse_command(
+    argv: list[str] | str, spec: HelpSpec | None = None
+) -> tuple[dict[str, FlagValue], dict[str, str]]:
     """A command as a person writes it, `NAME=VALUE ... --flag x ...`: (flags, env)."""
     env, rest = split_env(argv)
     return parse_flags(rest, spec), env
@@ -182,8 +184,14 @@ class Candidate:
     label: str = field(default="", compare=False)
 
     @classmethod
-    def make(cls, engine: str, model: str, flags: dict[str, FlagValue] | None = None,
-             env: dict[str, str] | None = None, label: str = "") -> Candidate:
+    def make(
+        cls,
+        engine: str,
+        model: str,
+        flags: dict[str, FlagValue] | None = None,
+        env: dict[str, str] | None = None,
+        label: str = "",
+    ) -> Candidate:
         # Secrets: remember the real values (so writers can replace them), and put back the ones
         # a candidate read from disk lost (`***`), so a resumed run launches what the user gave.
         flags, env = secrets.restore(flags or {}, env or {})

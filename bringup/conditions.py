@@ -200,7 +200,9 @@ def compile_condition(raw: Any, resolve_key: Callable[[str], str], where: str) -
                 raise ConditionError(f"{where}[{i}]", f"expected a mapping of flag: test, got {m!r}")
             mappings.append((f"{where}[{i}]", m))
     else:
-        raise ConditionError(where, f"expected a mapping (all hold) or a list of mappings (any holds), got {raw!r}")
+        raise ConditionError(
+            where, f"expected a mapping (all hold) or a list of mappings (any holds), got {raw!r}"
+        )
     clauses = []
     for w, m in mappings:
         tests: list[Test] = []

@@ -165,8 +165,12 @@ class Override:
     evidence: str = ""
 
     def to_json(self) -> dict:
-        return {"flag": self.flag, "requested": self.requested, "effective": self.effective,
-                "evidence": self.evidence}
+        return {
+            "flag": self.flag,
+            "requested": self.requested,
+            "effective": self.effective,
+            "evidence": self.evidence,
+        }
 
 
 @dataclass
@@ -179,8 +183,9 @@ class EffectiveConfig:
         return self.values.get(dest, default)
 
 
-def find_overrides(requested: dict[str, FlagValue], values: dict[str, Any], spec: HelpSpec | None,
-                   evidence: dict[str, str]) -> list[Override]:
+def find_overrides(
+    requested: dict[str, FlagValue], values: dict[str, Any], spec: HelpSpec | None, evidence: dict[str, str]
+) -> list[Override]:
     """Flags whose effective value differs from what was asked."""
     out: list[Override] = []
     for flag, req in requested.items():

@@ -46,6 +46,7 @@ ENV_DATA = DATA / "env"
 
 # -- comments --------------------------------------------------------------------------------------
 
+
 def _comment_lines(source: str) -> dict[int, str]:
     """Line number -> comment text, for lines that hold nothing but a comment."""
     out: dict[int, str] = {}
@@ -54,8 +55,13 @@ def _comment_lines(source: str) -> dict[int, str]:
         for tok in tokenize.generate_tokens(io.StringIO(source).readline):
             if tok.type == tokenize.COMMENT:
                 out[tok.start[0]] = tok.string[1:].strip()
-            elif tok.type not in (tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
-                                  tokenize.ENDMARKER):
+            elif tok.type not in (
+                tokenize.NL,
+                tokenize.NEWLINE,
+                tokenize.INDENT,
+                tokenize.DEDENT,
+                tokenize.ENDMARKER,
+            ):
                 for ln in range(tok.start[0], tok.end[0] + 1):
                     code_lines.add(ln)
     except (tokenize.TokenError, IndentationError):
@@ -103,11 +109,22 @@ def _sections(comments: dict[int, str], lines: list[str] | None = None) -> list[
         m = _SEPARATOR.match(comments[ln])
         if m and m.group("title"):
             out.append((ln, m.group("title")))
-        elif m and (ln + 2) in comments and (ln + 1) in comments and _SEPARATOR.match(comments[ln + 2]) \
-                and not _SEPARATOR.match(comments[ln + 1]):
+        elif (
+            m
+            and (ln + 2) in comments
+            and (ln + 1) in comments
+            and _SEPARATOR.match(comments[ln + 2])
+            and not _SEPARATOR.match(comments[ln + 1])
+        ):
             out.append((ln + 1, comments[ln + 1]))
-        elif lines is not None and (ln - 1) not in comments and (ln + 1) not in comments \
-                and ln < len(lines) and lines[ln].strip() and _is_heading([comments[ln]], ln, lines):
+        elif (
+            lines is not None
+            and (ln - 1) not in comments
+            and (ln + 1) not in comments
+            and ln < len(lines)
+            and lines[ln].strip()
+            and _is_heading([comments[ln]], ln, lines)
+        ):
             out.append((ln, comments[ln]))
     return out
 
@@ -124,13 +141,41 @@ def _section_at(sections: list[tuple[int, str]], line: int) -> str:
 
 # -- static evaluation of a default -------------------------------------------------------------------
 
-_BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
-           ast.FloorDiv: operator.floordiv, ast.Pow: operator.pow, ast.Mod: operator.mod}
-_CMPOPS = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
-           ast.Gt: operator.gt, ast.GtE: operator.ge, ast.In: lambda a, b: a in b,
-           ast.NotIn: lambda a, b: a not in b, ast.Is: operator.is_, ast.IsNot: operator.is_not}
-_STR_METHODS = {"lower", "upper", "strip", "lstrip", "rstrip", "split", "casefold", "startswith", "endswith",
-                "replace", "get", "title"}
+_BINOPS = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+    ast.Pow: operator.pow,
+    ast.Mod: operator.mod,
+}
+_CMPOPS = {
+    ast.Eq: operator.eq,
+    ast.NotEq: operator.ne,
+    ast.Lt: operator.lt,
+    ast.LtE: operator.le,
+    ast.Gt: operator.gt,
+    ast.GtE: operator.ge,
+    ast.In: lambda a, b: a in b,
+    ast.NotIn: lambda a, b: a not in b,
+    ast.Is: operator.is_,
+    ast.IsNot: operator.is_not,
+}
+_STR_METHODS = {
+    "lower",
+    "upper",
+    "strip",
+    "lstrip",
+    "rstrip",
+    "split",
+    "casefold",
+    "startswith",
+    "endswith",
+    "replace",
+    "get",
+    "title",
+}
 
 
 def _bool_of(value: Any) -> bool:
@@ -144,9 +189,18 @@ def _int_of(value: Any) -> Any:
 
 # Calls the evaluator may run: type conversions, and the environment read with nothing set.
 _CALLS: dict[str, Any] = {
-    "bool": bool, "int": int, "float": float, "str": str, "tuple": tuple, "list": list, "set": set,
-    "dict": dict, "frozenset": frozenset, "len": len,
-    "maybe_convert_bool": _bool_of, "maybe_convert_int": _int_of,
+    "bool": bool,
+    "int": int,
+    "float": float,
+    "str": str,
+    "tuple": tuple,
+    "list": list,
+    "set": set,
+    "dict": dict,
+    "frozenset": frozenset,
+    "len": len,
+    "maybe_convert_bool": _bool_of,
+    "maybe_convert_int": _int_of,
 }
 
 
@@ -181,9 +235,15 @@ class _Evaluator:
             return node.value
         if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
             vals = [self.ev(e) for e in node.elts]
-            return tuple(vals) if isinstance(node, ast.Tuple) else (set(vals) if isinstance(node, ast.Set) else vals)
+            return (
+                tuple(vals)
+                if isinstance(node, ast.Tuple)
+                else (set(vals) if isinstance(node, ast.Set) else vals)
+            )
         if isinstance(node, ast.Dict):
-            return {self.ev(k): self.ev(v) for k, v in zip(node.keys, node.values, strict=True) if k is not None}
+            return {
+                self.ev(k): self.ev(v) for k, v in zip(node.keys, node.values, strict=True) if k is not None
+            }
         if isinstance(node, ast.Name):
             if node.id in self.names:
                 return self.names[node.id]
@@ -267,12 +327,22 @@ def _plain(value: Any) -> Any:
 
 # -- types ----------------------------------------------------------------------------------------------
 
+
 def type_of_annotation(text: str) -> tuple[str, list[str]]:
     """A TYPE_CHECKING annotation as (type, choices): ``Literal["a", "b"]`` gives choice."""
     if "Literal[" in text:
         return "choice", re.findall(r"""["']([^"']*)["']""", text.split("Literal[", 1)[1])
-    for word, kind in (("bool", "bool"), ("float", "float"), ("int", "int"), ("list", "list"), ("set", "list"),
-                       ("tuple", "list"), ("dict", "json"), ("str", "str"), ("Path", "str")):
+    for word, kind in (
+        ("bool", "bool"),
+        ("float", "float"),
+        ("int", "int"),
+        ("list", "list"),
+        ("set", "list"),
+        ("tuple", "list"),
+        ("dict", "json"),
+        ("str", "str"),
+        ("Path", "str"),
+    ):
         if re.search(rf"\b{word}\b", text):
             return kind, []
     return "unknown", []
@@ -281,15 +351,29 @@ def type_of_annotation(text: str) -> tuple[str, list[str]]:
 def _type_of_value(value: Any) -> str:
     if value is _UNKNOWN or value is None:
         return "unknown"
-    for t, kind in ((bool, "bool"), (int, "int"), (float, "float"), (str, "str"), ((list, tuple, set), "list"),
-                    (dict, "json")):
+    for t, kind in (
+        (bool, "bool"),
+        (int, "int"),
+        (float, "float"),
+        (str, "str"),
+        ((list, tuple, set), "list"),
+        (dict, "json"),
+    ):
         if isinstance(value, t):
             return kind
     return "unknown"
 
 
-def _entry(name: str, type_: str, default: Any, default_text: str, choices: list[str], description: str,
-           section: str, **extra: Any) -> dict[str, Any]:
+def _entry(
+    name: str,
+    type_: str,
+    default: Any,
+    default_text: str,
+    choices: list[str],
+    description: str,
+    section: str,
+    **extra: Any,
+) -> dict[str, Any]:
     e: dict[str, Any] = {"name": name, "type": type_}
     if default is not _UNKNOWN:
         e["default"] = _plain(default)
@@ -305,7 +389,11 @@ def _entry(name: str, type_: str, default: Any, default_text: str, choices: list
 
 # -- layout: dict of getters (vLLM) ------------------------------------------------------------------------
 
-_CHOICE_HELPERS = {"env_with_choices": "choice", "env_list_with_choices": "list", "env_set_with_choices": "list"}
+_CHOICE_HELPERS = {
+    "env_with_choices": "choice",
+    "env_list_with_choices": "list",
+    "env_set_with_choices": "list",
+}
 
 
 def _type_checking_annotations(tree: ast.Module) -> dict[str, str]:
@@ -329,8 +417,11 @@ def extract_dict_of_getters(source: str, dict_name: str = "environment_variables
     for node in ast.walk(tree):
         if not isinstance(node, (ast.AnnAssign, ast.Assign)):
             continue
-        target = node.target if isinstance(node, ast.AnnAssign) else (
-            node.targets[0] if len(node.targets) == 1 else None)
+        target = (
+            node.target
+            if isinstance(node, ast.AnnAssign)
+            else (node.targets[0] if len(node.targets) == 1 else None)
+        )
         if isinstance(target, ast.Name) and target.id == dict_name and isinstance(node.value, ast.Dict):
             table = node.value
             break
@@ -367,16 +458,31 @@ def extract_dict_of_getters(source: str, dict_name: str = "environment_variables
             type_, choices = ann_kind, (choices or ann_choices)
         else:
             type_ = _type_of_value(default)
-        variables.append(_entry(name, type_, default, default_text, choices,
-                                _description_above(comments, key.lineno, lines), _section_at(sections, key.lineno),
-                                annotation=annotation))
+        variables.append(
+            _entry(
+                name,
+                type_,
+                default,
+                default_text,
+                choices,
+                _description_above(comments, key.lineno, lines),
+                _section_at(sections, key.lineno),
+                annotation=annotation,
+            )
+        )
     return {"variables": variables, "deprecated": []}
 
 
 # -- layout: class fields (SGLang) -----------------------------------------------------------------------
 
-_FIELD_TYPES = {"EnvBool": "bool", "EnvInt": "int", "EnvFloat": "float", "EnvStr": "str", "EnvTuple": "list",
-                "EnvJSON": "json"}
+_FIELD_TYPES = {
+    "EnvBool": "bool",
+    "EnvInt": "int",
+    "EnvFloat": "float",
+    "EnvStr": "str",
+    "EnvTuple": "list",
+    "EnvJSON": "json",
+}
 
 
 def _int_enums(tree: ast.Module) -> dict[str, dict[str, int]]:
@@ -386,8 +492,12 @@ def _int_enums(tree: ast.Module) -> dict[str, dict[str, int]]:
         if isinstance(node, ast.ClassDef) and any(_dotted(b).endswith("IntEnum") for b in node.bases):
             members = {}
             for stmt in node.body:
-                if isinstance(stmt, ast.Assign) and isinstance(stmt.targets[0], ast.Name) \
-                        and isinstance(stmt.value, ast.Constant) and isinstance(stmt.value.value, int):
+                if (
+                    isinstance(stmt, ast.Assign)
+                    and isinstance(stmt.targets[0], ast.Name)
+                    and isinstance(stmt.value, ast.Constant)
+                    and isinstance(stmt.value.value, int)
+                ):
                     members[stmt.targets[0].id] = stmt.value.value
             out[node.name] = members
     return out
@@ -401,8 +511,9 @@ def _field_type(call: ast.Call) -> tuple[str, bool]:
     return _FIELD_TYPES.get(base, "unknown"), alias
 
 
-def extract_class_fields(source: str, class_name: str = "Envs",
-                         deprecations: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+def extract_class_fields(
+    source: str, class_name: str = "Envs", deprecations: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
     """Typed fields of a registry class (SGLang ``environ.py``) and its deprecated aliases."""
     tree = ast.parse(source)
     comments = _comment_lines(source)
@@ -416,15 +527,22 @@ def extract_class_fields(source: str, class_name: str = "Envs",
     variables: list[dict[str, Any]] = []
     deprecated: list[dict[str, Any]] = []
     for stmt in cls.body:
-        if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
-                and isinstance(stmt.value, ast.Call)):
+        if not (
+            isinstance(stmt, ast.Assign)
+            and len(stmt.targets) == 1
+            and isinstance(stmt.targets[0], ast.Name)
+            and isinstance(stmt.value, ast.Call)
+        ):
             continue
         type_, alias = _field_type(stmt.value)
         if type_ == "unknown" and not _dotted(stmt.value.func).startswith("Env"):
             continue
         name = stmt.targets[0].id
-        default_node = stmt.value.args[0] if stmt.value.args else next(
-            (k.value for k in stmt.value.keywords if k.arg == "default"), None)
+        default_node = (
+            stmt.value.args[0]
+            if stmt.value.args
+            else next((k.value for k in stmt.value.keywords if k.arg == "default"), None)
+        )
         default = _Evaluator(names)(default_node) if default_node is not None else _UNKNOWN
         choices: list[str] = []
         if default_node is not None and isinstance(default_node, ast.Attribute):
@@ -436,10 +554,21 @@ def extract_class_fields(source: str, class_name: str = "Envs",
         secret = isinstance(secret_node, ast.Constant) and secret_node.value is True
         if alias and isinstance(old_node, ast.Constant):
             old = old_node.value
-            deprecated.append({"name": old, "replacement": name, "note": "alias read when the new name is unset"})
-        variables.append(_entry(name, type_, default, ast.unparse(default_node) if default_node is not None else "",
-                                choices, _description_above(comments, stmt.lineno, lines),
-                                _section_at(sections, stmt.lineno), secret=secret or None))
+            deprecated.append(
+                {"name": old, "replacement": name, "note": "alias read when the new name is unset"}
+            )
+        variables.append(
+            _entry(
+                name,
+                type_,
+                default,
+                ast.unparse(default_node) if default_node is not None else "",
+                choices,
+                _description_above(comments, stmt.lineno, lines),
+                _section_at(sections, stmt.lineno),
+                secret=secret or None,
+            )
+        )
     deprecated += _deprecations(tree, deprecations or [])
     seen: dict[str, dict] = {}
     for d in deprecated:
@@ -477,12 +606,19 @@ def _deprecations(tree: ast.Module, specs: list[dict[str, Any]]) -> list[dict[st
                             continue
                         kws = {kw.arg: kw.value for kw in v.keywords} if isinstance(v, ast.Call) else {}
                         pos = v.args if isinstance(v, ast.Call) else []
-                        out.append({"name": old, "replacement": _const(kws.get("replacement") or (pos[0] if pos else None)),
-                                    "note": _const(kws.get("note")) or ""})
+                        out.append(
+                            {
+                                "name": old,
+                                "replacement": _const(kws.get("replacement") or (pos[0] if pos else None)),
+                                "note": _const(kws.get("note")) or "",
+                            }
+                        )
                 elif spec.get("dict_map") == target.id:
                     for k, v in zip(node.value.keys, node.value.values, strict=True):
                         if _const(k):
-                            out.append({"name": _const(k), "replacement": _const(v), "note": spec.get("note", "")})
+                            out.append(
+                                {"name": _const(k), "replacement": _const(v), "note": spec.get("note", "")}
+                            )
         elif isinstance(node, ast.Call):
             for spec in specs:
                 if spec.get("call") and _dotted(node.func) == spec["call"]:
@@ -490,14 +626,21 @@ def _deprecations(tree: ast.Module, specs: list[dict[str, Any]]) -> list[dict[st
 
                     def arg(i: int | None, args: list[ast.expr] = args) -> str | None:
                         return _const(args[i]) if i is not None and i < len(args) else None
+
                     old = arg(spec.get("old"))
                     if old:
-                        out.append({"name": old, "replacement": arg(spec.get("new")),
-                                    "note": arg(spec.get("note")) or spec.get("note_text", "")})
+                        out.append(
+                            {
+                                "name": old,
+                                "replacement": arg(spec.get("new")),
+                                "note": arg(spec.get("note")) or spec.get("note_text", ""),
+                            }
+                        )
     return [{k: v for k, v in d.items() if v is not None} for d in out]
 
 
 # -- names read directly, outside the registry ---------------------------------------------------------------
+
 
 def direct_reads(package_dir: Path, prefixes: list[str], exclude: set[str] | None = None) -> list[str]:
     """Names with one of ``prefixes`` that the package reads with ``os.getenv``/``os.environ`` itself.
@@ -520,6 +663,7 @@ def direct_reads(package_dir: Path, prefixes: list[str], exclude: set[str] | Non
 
 # -- one entry point ------------------------------------------------------------------------------------------
 
+
 def extract(source: str, options: dict[str, Any]) -> dict[str, Any]:
     """The registry in ``source`` (text of the file), read as ``options`` (an entry of
     ``registries.yaml``: ``layout`` and its names) say."""
@@ -531,8 +675,9 @@ def extract(source: str, options: dict[str, Any]) -> dict[str, Any]:
     raise ValueError(f"unknown registry layout {layout!r}")
 
 
-def snapshot(engine: str, version: str, path: Path, spec: dict[str, Any], origin: str,
-             package_dir: Path | None = None) -> dict[str, Any]:
+def snapshot(
+    engine: str, version: str, path: Path, spec: dict[str, Any], origin: str, package_dir: Path | None = None
+) -> dict[str, Any]:
     """A bundled snapshot document: the extracted registry and where it came from."""
     text = Path(path).read_text()
     doc = extract(text, spec)
@@ -542,14 +687,19 @@ def snapshot(engine: str, version: str, path: Path, spec: dict[str, Any], origin
     return {
         "engine": engine,
         "version": version,
-        "source": {"file": spec["file"], "origin": origin,
-                   "sha256": hashlib.sha256(text.encode()).hexdigest()},
+        "source": {
+            "file": spec["file"],
+            "origin": origin,
+            "sha256": hashlib.sha256(text.encode()).hexdigest(),
+        },
         "generated_by": "python -m bringup.envextract",
-        "counts": {"variables": len(doc["variables"]), "deprecated": len(doc["deprecated"]),
-                   "direct_reads": len(doc.get("direct_reads", []))},
+        "counts": {
+            "variables": len(doc["variables"]),
+            "deprecated": len(doc["deprecated"]),
+            "direct_reads": len(doc.get("direct_reads", [])),
+        },
         **doc,
     }
-
 
 
 @lru_cache(maxsize=1)
@@ -568,7 +718,9 @@ def registry_spec(engine: str) -> dict[str, Any]:
     """Where ``engine`` keeps its registry and how to read it (``registries.yaml``)."""
     specs = registries()
     if engine not in specs:
-        raise KnowledgeFileError(f"no environment-variable registry is described for {engine!r}; known: {', '.join(specs)}")
+        raise KnowledgeFileError(
+            f"no environment-variable registry is described for {engine!r}; known: {', '.join(specs)}"
+        )
     return specs[engine]
 
 
@@ -582,15 +734,23 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=main.__doc__)
     ap.add_argument("engine")
     ap.add_argument("version")
-    ap.add_argument("package_dir", type=Path, help="the engine's package directory (e.g. .../site-packages/vllm)")
-    ap.add_argument("--origin", required=True, help="where the package came from (wheel name and sha256, commit)")
+    ap.add_argument(
+        "package_dir", type=Path, help="the engine's package directory (e.g. .../site-packages/vllm)"
+    )
+    ap.add_argument(
+        "--origin", required=True, help="where the package came from (wheel name and sha256, commit)"
+    )
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args(argv)
     spec = registry_spec(args.engine)
-    doc = snapshot(args.engine, args.version, args.package_dir / spec["file"], spec, args.origin, args.package_dir)
+    doc = snapshot(
+        args.engine, args.version, args.package_dir / spec["file"], spec, args.origin, args.package_dir
+    )
     out = args.out or snapshot_path(args.engine, args.version)
-    header = (f"# {args.engine} {args.version}: environment-variable registry, generated from the engine's own\n"
-              f"# {spec['file']} by `python -m bringup.envextract` (do not edit; regenerate). Schema: docs/knowledge.md.\n")
+    header = (
+        f"# {args.engine} {args.version}: environment-variable registry, generated from the engine's own\n"
+        f"# {spec['file']} by `python -m bringup.envextract` (do not edit; regenerate). Schema: docs/knowledge.md.\n"
+    )
     out.write_text(header + yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=120))
     print(f"{out}: {doc['counts']}")
     return 0

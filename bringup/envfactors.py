@@ -80,20 +80,34 @@ class EnvFactors:
         lines = [*outcome.evidence, *([outcome.hint] if outcome.hint else [])]
         found = mentions_in_lines(lines, list(self.registry.variables))
         for m in found:
-            if m.action == "unset" or "env:" + m.name in have or any(p.factor.name == "env:" + m.name for p in out):
+            if (
+                m.action == "unset"
+                or "env:" + m.name in have
+                or any(p.factor.name == "env:" + m.name for p in out)
+            ):
                 continue
             advised = suggested_values(found, m.name)
             f = as_factor(self.var(m.name), advised, origin="log")
             if f is None and advised:
                 f = Factor("env:" + m.name, "env", list(advised), m.name, {}, None, "log")
             if f is not None:
-                out.append(EnvProposal(f, advised[0] if advised and m.action == "set" else None,
-                                       f"named by the log: {m.text.strip()[:160]}", True))
+                out.append(
+                    EnvProposal(
+                        f,
+                        advised[0] if advised and m.action == "set" else None,
+                        f"named by the log: {m.text.strip()[:160]}",
+                        True,
+                    )
+                )
         pool = {**common_vars(), **self.registry.variables}  # NCCL_P2P_DISABLE is NCCL's, not the engine's
         # The root exception's frames name components its line does not ("in flashinfer_sample
         # (vllm/v1/sample/ops/topk_topp_sampler.py)"): they count as the failure's own words.
-        failure = {"failure_class": outcome.failure_class, "implicates": outcome.implicates, "hint": outcome.hint,
-                   "evidence": [*outcome.evidence, *([outcome.root_exception] if outcome.root_exception else [])]}
+        failure = {
+            "failure_class": outcome.failure_class,
+            "implicates": outcome.implicates,
+            "hint": outcome.hint,
+            "evidence": [*outcome.evidence, *([outcome.root_exception] if outcome.root_exception else [])],
+        }
         ranked = rank(pool.values(), failure, device=self.device)
         added = 0
         for r in ranked:
@@ -108,6 +122,8 @@ class EnvFactors:
             # A component the failure's own lines name (sampler, nccl, p2p) in the variable's name
             # makes it a first suspect, as a named flag is.
             strong = r.score >= 2 * W_EVIDENCE * W_IN_NAME  # two such components, or one and the class's own
-            out.append(EnvProposal(f, None, f"implicated by the failure ({'; '.join(r.reasons[:2])})", strong))
+            out.append(
+                EnvProposal(f, None, f"implicated by the failure ({'; '.join(r.reasons[:2])})", strong)
+            )
             added += 1
         return out

@@ -45,10 +45,18 @@ from bringup.outcome import OverrideRecord
 from bringup.secrets import is_secret_name, redact_env
 
 # What Registry.status answers.
-KNOWN, DEPRECATED, IGNORED, COMMON, FOREIGN, UNKNOWN = "known", "deprecated", "ignored", "common", "foreign", "unknown"
+KNOWN, DEPRECATED, IGNORED, COMMON, FOREIGN, UNKNOWN = (
+    "known",
+    "deprecated",
+    "ignored",
+    "common",
+    "foreign",
+    "unknown",
+)
 
 
 # -- the model ---------------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class EnvVar:
@@ -149,7 +157,9 @@ class Registry:
         if name in self.variables:
             return self.variables[name]
         if name in self.direct_reads:
-            return EnvVar(name, owner=self.engine, source=f"read with os.getenv in {self.engine} {self.version}")
+            return EnvVar(
+                name, owner=self.engine, source=f"read with os.getenv in {self.engine} {self.version}"
+            )
         return common_vars().get(name)
 
     def replacement(self, name: str) -> str | None:
@@ -159,7 +169,7 @@ class Registry:
             return dep.replacement
         for old, new in self.renamed_prefixes.items():
             if name.startswith(old):
-                return new + name[len(old):]
+                return new + name[len(old) :]
         return None
 
     def status(self, name: str) -> str:
@@ -190,11 +200,15 @@ class Registry:
             return f"{name} is read by {who}."
         if st == DEPRECATED:
             note = self.deprecated[name].note if name in self.deprecated else ""
-            return f"{name} is deprecated in {who}, which reads {self.replacement(name)} instead." + (f" {note}" if note else "")
+            return f"{name} is deprecated in {who}, which reads {self.replacement(name)} instead." + (
+                f" {note}" if note else ""
+            )
         if st == IGNORED:
             dep = self.deprecated.get(name)
             if dep is not None:
-                return f"{name} is deprecated and has no effect in {who}." + (f" {dep.note}" if dep.note else "")
+                return f"{name} is deprecated and has no effect in {who}." + (
+                    f" {dep.note}" if dep.note else ""
+                )
             line = self.unknown_warning.format(name=name) if self.unknown_warning else "nothing is logged"
             return f"{name} is not read by {who} ({self.origin} registry of {len(self)} variables); it logs: {line}."
         if st == COMMON:
@@ -206,6 +220,7 @@ class Registry:
 
 # -- data files ----------------------------------------------------------------------------------------------
 
+
 def _as_env_value(value: Any) -> str:
     if isinstance(value, bool):
         return "1" if value else "0"
@@ -214,10 +229,9 @@ def _as_env_value(value: Any) -> str:
     return str(value)
 
 
-
 def bundled_versions(engine: str) -> list[str]:
     """Versions of ``engine`` whose registry is bundled as a snapshot."""
-    return sorted(p.stem[len(engine) + 1:] for p in ENV_DATA.glob(f"{engine}-*.yaml"))
+    return sorted(p.stem[len(engine) + 1 :] for p in ENV_DATA.glob(f"{engine}-*.yaml"))
 
 
 def _var_from_entry(entry: Mapping[str, Any], owner: str, source: str = "") -> EnvVar:
@@ -251,23 +265,42 @@ def common_vars() -> dict[str, EnvVar]:
     return {e["name"]: _var_from_entry(e, "common") for e in _common_doc().get("variables") or []}
 
 
-def _registry_from_doc(engine: str, version: str | None, doc: Mapping[str, Any], origin: str, location: str,
-                       spec: Mapping[str, Any]) -> Registry:
+def _registry_from_doc(
+    engine: str,
+    version: str | None,
+    doc: Mapping[str, Any],
+    origin: str,
+    location: str,
+    spec: Mapping[str, Any],
+) -> Registry:
     src = f"{engine} {version or ''} {spec.get('file', '')}".strip()
     variables = {e["name"]: _var_from_entry(e, engine, src) for e in doc.get("variables") or []}
-    deprecated = {d["name"]: Deprecation(d["name"], d.get("replacement"), d.get("note", "") or "")
-                  for d in doc.get("deprecated") or []}
+    deprecated = {
+        d["name"]: Deprecation(d["name"], d.get("replacement"), d.get("note", "") or "")
+        for d in doc.get("deprecated") or []
+    }
     unknown = spec.get("unknown") or {}
-    return Registry(engine, version, variables, deprecated, origin, location, tuple(spec.get("prefixes") or ()),
-                    dict(spec.get("renamed_prefixes") or {}), unknown.get("warning"),
-                    frozenset(doc.get("direct_reads") or ()))
+    return Registry(
+        engine,
+        version,
+        variables,
+        deprecated,
+        origin,
+        location,
+        tuple(spec.get("prefixes") or ()),
+        dict(spec.get("renamed_prefixes") or {}),
+        unknown.get("warning"),
+        frozenset(doc.get("direct_reads") or ()),
+    )
 
 
 # -- finding the installed engine ------------------------------------------------------------------------------
 
-_FIND_SPEC = ("import importlib.util, sys\n"
-              "s = importlib.util.find_spec(sys.argv[1])\n"
-              "print(s.submodule_search_locations[0] if s and s.submodule_search_locations else '')\n")
+_FIND_SPEC = (
+    "import importlib.util, sys\n"
+    "s = importlib.util.find_spec(sys.argv[1])\n"
+    "print(s.submodule_search_locations[0] if s and s.submodule_search_locations else '')\n"
+)
 
 
 @lru_cache(maxsize=32)
@@ -335,8 +368,13 @@ def _snapshot_for(engine: str, version: str) -> Path | None:
     return None
 
 
-def load_registry(engine: str, python: str | None = None, version: str | None = None,
-                  package_dir: Path | None = None, installed: bool = True) -> Registry:
+def load_registry(
+    engine: str,
+    python: str | None = None,
+    version: str | None = None,
+    package_dir: Path | None = None,
+    installed: bool = True,
+) -> Registry:
     """The registry of ``engine``: installed source first, then the bundled snapshot, then none.
 
     ``python`` is the engine's interpreter (default: this one); ``version`` asks for a given
@@ -356,7 +394,9 @@ def load_registry(engine: str, python: str | None = None, version: str | None = 
         if version is None or have is None or have == version:
             path = Path(pkg) / spec["file"]
             try:
-                doc = _parse_installed(engine, str(path), path.stat().st_mtime, bool(spec.get("scan_direct_reads")))
+                doc = _parse_installed(
+                    engine, str(path), path.stat().st_mtime, bool(spec.get("scan_direct_reads"))
+                )
                 return _registry_from_doc(engine, have or version, doc, "installed", str(path), spec)
             except (SyntaxError, ValueError, UnicodeDecodeError) as e:
                 problem = f"{path}: cannot read the registry ({type(e).__name__}: {e})"
@@ -368,8 +408,17 @@ def load_registry(engine: str, python: str | None = None, version: str | None = 
         reg = _registry_from_doc(engine, version, load_yaml(snap) or {}, "snapshot", str(snap), spec)
     else:
         unknown = spec.get("unknown") or {}
-        reg = Registry(engine, version, {}, {}, "none", "", tuple(spec.get("prefixes") or ()),
-                       dict(spec.get("renamed_prefixes") or {}), unknown.get("warning"))
+        reg = Registry(
+            engine,
+            version,
+            {},
+            {},
+            "none",
+            "",
+            tuple(spec.get("prefixes") or ()),
+            dict(spec.get("renamed_prefixes") or {}),
+            unknown.get("warning"),
+        )
     reg.problem = problem
     return reg
 
@@ -384,9 +433,14 @@ def env_overrides(registry: Registry, env: Mapping[str, str]) -> list[OverrideRe
     out = []
     for name in sorted(env):
         if registry.is_ignored(name):
-            evidence = (registry.unknown_warning.format(name=name)
-                        if registry.unknown_warning and name not in registry.deprecated else registry.explain(name))
-            out.append(OverrideRecord(flag="env:" + name, requested=env[name], effective=None, evidence=evidence))
+            evidence = (
+                registry.unknown_warning.format(name=name)
+                if registry.unknown_warning and name not in registry.deprecated
+                else registry.explain(name)
+            )
+            out.append(
+                OverrideRecord(flag="env:" + name, requested=env[name], effective=None, evidence=evidence)
+            )
     return out
 
 
@@ -395,11 +449,15 @@ def env_overrides(registry: Registry, env: Mapping[str, str]) -> list[OverrideRe
 _NAME = r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+"
 _Q = r"[`'\"]?"
 _ASSIGN = re.compile(rf"(?<![\w.])(?P<name>{_NAME}){_Q}\s*=\s*(?P<q>[`'\"]?)(?P<value>[^\s`'\",;)\]]+)")
-_TO = re.compile(rf"(?<![\w.]){_Q}(?P<name>{_NAME}){_Q}(?:\s+(?:environment\s+)?variable)?\s+to\s+"
-                 rf"(?P<q>[`'\"]?)(?P<value>[\w.:+\-/]+)(?P=q)")
+_TO = re.compile(
+    rf"(?<![\w.]){_Q}(?P<name>{_NAME}){_Q}(?:\s+(?:environment\s+)?variable)?\s+to\s+"
+    rf"(?P<q>[`'\"]?)(?P<value>[\w.:+\-/]+)(?P=q)"
+)
 _BARE = re.compile(rf"(?<![\w./-])(?P<name>{_NAME})(?![\w(])")
 _ADVICE = re.compile(r"\b(?P<verb>unset|set|export|setting|passing|pass|launch(?:ing)? with|add|use)\b", re.I)
-_ADVICE_SETTING = re.compile(r"\b(?:try|consider|by|please|recommend(?:ed)?|you can|you may|could)\s+(?:\w+\s+){0,2}setting\b", re.I)
+_ADVICE_SETTING = re.compile(
+    r"\b(?:try|consider|by|please|recommend(?:ed)?|you can|you may|could)\s+(?:\w+\s+){0,2}setting\b", re.I
+)
 _VALUEISH = re.compile(r"^(?:-?\d+(?:\.\d+)?|true|false|on|off|yes|no|none)$", re.I)
 _ENV_PREFIX_WORDS = re.compile(r"environment\s+variables?\s*[`'\"]?$", re.I)
 _METAVAR = re.compile(r"--[\w-]+[ =]\[?$")  # argparse usage: "[--hf-token [HF_TOKEN]]" is no variable
@@ -440,13 +498,19 @@ def mentions(line: str, known: Iterable[str] | None = None) -> list[Mention]:
     seen: set[str] = set()
 
     def recognised(name: str, start: int, advised: bool) -> bool:
-        return (name in known_set or name.startswith(prefixes) or advised
-                or bool(_ENV_PREFIX_WORDS.search(line[:start])))
+        return (
+            name in known_set
+            or name.startswith(prefixes)
+            or advised
+            or bool(_ENV_PREFIX_WORDS.search(line[:start]))
+        )
 
     for rx in (_ASSIGN, _TO):
         for m in rx.finditer(line):
             name, value = m.group("name"), m.group("value")
-            if rx is _TO and not (m.group("q") or _VALUEISH.match(value) or re.search(r"[\d:_.]|^[A-Z]+$", value)):
+            if rx is _TO and not (
+                m.group("q") or _VALUEISH.match(value) or re.search(r"[\d:_.]|^[A-Z]+$", value)
+            ):
                 continue  # "Set X to increase this limit": not a value
             value = value.rstrip(".") or value
             action = _advice(line[: m.start()])
@@ -529,6 +593,7 @@ def names_in_knowledge() -> dict[str, tuple[str, ...]]:
 
 # -- levels ----------------------------------------------------------------------------------------------
 
+
 def levels(var: EnvVar, suggested: Iterable[str] = ()) -> list[str]:
     """The levels worth trying for a variable, as environment strings ("unset" is not included).
 
@@ -589,8 +654,7 @@ def check_value(var: EnvVar, value: str) -> str | None:
     return None
 
 
-def as_factor(var: EnvVar, suggested: Iterable[str] = (), origin: str = "envvars",
-              group: str | None = None):
+def as_factor(var: EnvVar, suggested: Iterable[str] = (), origin: str = "envvars", group: str | None = None):
     """A search-space factor (``bringup.space.Factor``, name ``env:NAME``) for ``var``, with
     :func:`levels` that pass :func:`check_value`; None when there is no level worth trying."""
     from bringup.space import Factor
@@ -611,21 +675,30 @@ W_IN_NAME, W_IN_TEXT = 3, 1
 
 
 @lru_cache(maxsize=1)
-def _relevance() -> tuple[dict[str, tuple[str, ...]], dict[str, dict[str, tuple[str, ...]]],
-                          dict[str, tuple[str, ...]]]:
+def _relevance() -> tuple[
+    dict[str, tuple[str, ...]], dict[str, dict[str, tuple[str, ...]]], dict[str, tuple[str, ...]]
+]:
     path = ENV_DATA / "relevance.yaml"
     doc = load_yaml(path) or {}
-    comps = {c: tuple(_norm(s).strip() for s in spellings) for c, spellings in (doc.get("components") or {}).items()}
+    comps = {
+        c: tuple(_norm(s).strip() for s in spellings)
+        for c, spellings in (doc.get("components") or {}).items()
+    }
     classes: dict[str, dict[str, tuple[str, ...]]] = {}
     for k, v in (doc.get("classes") or {}).items():
         v = v or {}
         extra = set(v) - {"components", "variables"}
         unknown = [c for c in v.get("components") or () if c not in comps]
         if extra or unknown:
-            raise KnowledgeFileError(f"{path}: classes.{k}: unknown keys {sorted(extra)} or components {unknown}")
+            raise KnowledgeFileError(
+                f"{path}: classes.{k}: unknown keys {sorted(extra)} or components {unknown}"
+            )
         if v.get("variables") and k not in (doc.get("sources") or {}):
             raise KnowledgeFileError(f"{path}: classes.{k}: variables need a `sources.{k}` entry")
-        classes[k] = {"components": tuple(v.get("components") or ()), "variables": tuple(v.get("variables") or ())}
+        classes[k] = {
+            "components": tuple(v.get("components") or ()),
+            "variables": tuple(v.get("variables") or ()),
+        }
     platforms = {k: tuple(v or ()) for k, v in (doc.get("other_platforms") or {}).items()}
     return comps, classes, platforms
 
@@ -654,8 +727,14 @@ def _field(failure: Any, name: str, default: Any) -> Any:
     return getattr(failure, name, default)
 
 
-def rank(variables: Iterable[EnvVar], failure: Any, known: Iterable[str] | None = None,
-         limit: int | None = None, device: str | None = None, log_lines: Iterable[str] = ()) -> list[Ranked]:
+def rank(
+    variables: Iterable[EnvVar],
+    failure: Any,
+    known: Iterable[str] | None = None,
+    limit: int | None = None,
+    device: str | None = None,
+    log_lines: Iterable[str] = (),
+) -> list[Ranked]:
     """The variables a failure implicates, most implicated first (only those with a reason).
 
     ``failure`` is an :class:`~bringup.outcome.Outcome` (or anything with ``failure_class``,
@@ -738,6 +817,7 @@ def rank(variables: Iterable[EnvVar], failure: Any, known: Iterable[str] | None 
 
 # -- the user's environment -----------------------------------------------------------------------------------
 
+
 def user_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """The engine-relevant variables of an environment (default: this process's), secrets redacted.
 
@@ -756,7 +836,9 @@ def user_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
 # Where things are, not how the engine runs (vLLM's registry reads LD_LIBRARY_PATH and CUDA_HOME too):
 # never part of a candidate, never searched (seen: a search that dropped LD_LIBRARY_PATH).
 _PLUMBING = re.compile(r"(PATH|_HOME|_DIR|_ROOT|PRELOAD|_CACHE|_VERSION)$")
-_PLACEMENT = frozenset({"CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER"})
+_PLACEMENT = frozenset(
+    {"CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER"}
+)
 
 
 def launch_environment(registry: Registry, environ: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -768,5 +850,11 @@ def launch_environment(registry: Registry, environ: Mapping[str, str] | None = N
     on the H200 machine) and plumbing (PYTHONPATH) do not. Secrets are left out (they still reach
     the engine through the inherited environment, but never a file)."""
     keep = (KNOWN, DEPRECATED, IGNORED, COMMON)
-    return {k: v for k, v in user_env(environ).items()
-            if not is_secret_name(k) and registry.status(k) in keep and k not in _PLACEMENT and not _PLUMBING.search(k)}
+    return {
+        k: v
+        for k, v in user_env(environ).items()
+        if not is_secret_name(k)
+        and registry.status(k) in keep
+        and k not in _PLACEMENT
+        and not _PLUMBING.search(k)
+    }

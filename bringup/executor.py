@@ -108,8 +108,15 @@ class Executor(Protocol):
 class LocalExecutor:
     """Trials on this machine, ``width`` at once, on disjoint GPUs and ports."""
 
-    def __init__(self, run_trial: RunTrial, slots: GpuSlots, width: int = 1, simulated: bool = False,
-                 ports: PortPool | None = None, gpu_free: Callable[[list[str]], bool] | None = None) -> None:
+    def __init__(
+        self,
+        run_trial: RunTrial,
+        slots: GpuSlots,
+        width: int = 1,
+        simulated: bool = False,
+        ports: PortPool | None = None,
+        gpu_free: Callable[[list[str]], bool] | None = None,
+    ) -> None:
         self.run_trial = run_trial
         self.slots = slots
         self.width = max(1, width)

@@ -13,7 +13,9 @@ from bringup.signatures import Matcher, classify
 
 _HTTP_500 = re.compile(r'"(POST|GET) \S+ HTTP/[\d.]+" 5\d\d')
 _REQUEST = re.compile(r'"POST /v1/(chat/)?completions HTTP/[\d.]+" (\d{3})')
-_READY = re.compile(r"Application startup complete|The server is fired up and ready to roll|Starting vLLM server on")
+_READY = re.compile(
+    r"Application startup complete|The server is fired up and ready to roll|Starting vLLM server on"
+)
 
 
 def detect_engine(lines: list[str]) -> str:
@@ -75,20 +77,34 @@ def explain_lines(lines: list[str], engine: str | None = None) -> Outcome:
     eff_values = eff.values if eff else {}
     for rule_dest, value in eff_values.items():
         if rule_dest in requested and str(requested[rule_dest]) != str(value):
-            overrides.append(OverrideRecord(flag="--" + rule_dest.replace("_", "-"), requested=requested[rule_dest],
-                                            effective=str(value)))
+            overrides.append(
+                OverrideRecord(
+                    flag="--" + rule_dest.replace("_", "-"),
+                    requested=requested[rule_dest],
+                    effective=str(value),
+                )
+            )
     fatal_hit = any(h.signature.fatal for h in cls.hits)
     crashed = any("Traceback (most recent call last)" in ln or _HTTP_500.search(ln) for ln in lines)
     failed = fatal_hit or crashed or not ready
     return Outcome(
-        status="fails" if failed else "works", failure_class=cls.failure_class if failed else None,
-        phase=cls.phase if failed else None, evidence=cls.evidence if failed else [],
-        hint=cls.hint if failed else None, implicates=cls.implicates, signature=cls.signature_id,
+        status="fails" if failed else "works",
+        failure_class=cls.failure_class if failed else None,
+        phase=cls.phase if failed else None,
+        evidence=cls.evidence if failed else [],
+        hint=cls.hint if failed else None,
+        implicates=cls.implicates,
+        signature=cls.signature_id,
         implicated_levels=cls.implicated_levels if failed else {},
         root_exception=cls.root_exception if failed else None,
         requested={k: str(v) for k, v in requested.items()},
-        effective={k: (v if isinstance(v, (str, int, float, bool)) or v is None else str(v)) for k, v in eff_values.items()},
-        overrides=overrides, engine=engine, launched=True,
+        effective={
+            k: (v if isinstance(v, (str, int, float, bool)) or v is None else str(v))
+            for k, v in eff_values.items()
+        },
+        overrides=overrides,
+        engine=engine,
+        launched=True,
     )
 
 

@@ -72,7 +72,11 @@ class GpuReading:
         return [p for g in self.gpus if indices is None or g.index in indices for p in g.processes]
 
     def why_none(self) -> str:
-        return "no NVIDIA GPU here (" + "; ".join(self.problems or ["nothing answered"]) + "): GPU checks are off"
+        return (
+            "no NVIDIA GPU here ("
+            + "; ".join(self.problems or ["nothing answered"])
+            + "): GPU checks are off"
+        )
 
 
 def _process_name(pid: int) -> str:
@@ -91,14 +95,30 @@ def _from_nvml(raw: dict[str, Any], name_of: Callable[[int], str]) -> list[GpuUs
     out = []
     for g in raw.get("gpus", []):
         idx = int(g["index"])
-        procs = [GpuProcess(int(p["pid"]), idx, int(p["used_bytes"]) // MIB if p.get("used_bytes") is not None else None,
-                            name_of(int(p["pid"]))) for p in g.get("processes") or []]
-        out.append(GpuUse(idx, str(g["name"]), int(g["memory_total"]) // MIB, int(g.get("memory_used") or 0) // MIB,
-                          procs))
+        procs = [
+            GpuProcess(
+                int(p["pid"]),
+                idx,
+                int(p["used_bytes"]) // MIB if p.get("used_bytes") is not None else None,
+                name_of(int(p["pid"])),
+            )
+            for p in g.get("processes") or []
+        ]
+        out.append(
+            GpuUse(
+                idx,
+                str(g["name"]),
+                int(g["memory_total"]) // MIB,
+                int(g.get("memory_used") or 0) // MIB,
+                procs,
+            )
+        )
     return out
 
 
-def parse_compute_apps(text: str, uuid_to_index: dict[str, int], name_of: Callable[[int], str]) -> list[GpuProcess]:
+def parse_compute_apps(
+    text: str, uuid_to_index: dict[str, int], name_of: Callable[[int], str]
+) -> list[GpuProcess]:
     """``nvidia-smi --query-compute-apps=gpu_uuid,pid,process_name,used_memory --format=csv``."""
     rows = list(csv.reader(io.StringIO(text.strip())))
     out = []
@@ -112,9 +132,12 @@ def parse_compute_apps(text: str, uuid_to_index: dict[str, int], name_of: Callab
     return out
 
 
-def read_usage(nvml: Any = None, run: Callable[[list[str]], str | None] | None = None,
-               which: Callable[[str], str | None] = shutil.which,
-               name_of: Callable[[int], str] = _process_name) -> GpuReading:
+def read_usage(
+    nvml: Any = None,
+    run: Callable[[list[str]], str | None] | None = None,
+    which: Callable[[str], str | None] = shutil.which,
+    name_of: Callable[[int], str] = _process_name,
+) -> GpuReading:
     """Memory in use and processes per GPU: NVML first, nvidia-smi when NVML does not answer."""
     problems: list[str] = []
     raw = hardware.read_nvml(nvml, processes=True, errors=problems)
@@ -160,10 +183,14 @@ class Held:
     processes: list[GpuProcess]
 
     def evidence(self) -> list[str]:
-        lines = [f"GPU {i}: {now} MiB in use, {before} MiB before the last launch" for i, (before, now)
-                 in sorted(self.gpus.items())]
-        lines += [p.describe() for p in self.processes] or ["no process is listed on these GPUs (a driver-held "
-                                                            "context, or processes in another PID namespace)"]
+        lines = [
+            f"GPU {i}: {now} MiB in use, {before} MiB before the last launch"
+            for i, (before, now) in sorted(self.gpus.items())
+        ]
+        lines += [p.describe() for p in self.processes] or [
+            "no process is listed on these GPUs (a driver-held "
+            "context, or processes in another PID namespace)"
+        ]
         return lines
 
 
@@ -171,9 +198,15 @@ class GpuWatch:
     """Readings around each launch. One per process (``default_watch``), so that ``bringup run``'s
     trials share it: a hold found after one trial's teardown stops the next launch."""
 
-    def __init__(self, reader: Callable[[], GpuReading] = read_usage, settle_timeout: float = 30.0,
-                 poll: float = 0.5, tolerance_mib: int = TOLERANCE_MIB, sleep: Callable[[float], None] = time.sleep,
-                 clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        reader: Callable[[], GpuReading] = read_usage,
+        settle_timeout: float = 30.0,
+        poll: float = 0.5,
+        tolerance_mib: int = TOLERANCE_MIB,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self.reader = reader
         self.settle_timeout = settle_timeout
         self.poll = poll
@@ -205,7 +238,11 @@ class GpuWatch:
             used = r.used(indices)
             if self.held is not None:
                 mine = {i: v for i, v in self.held.gpus.items() if indices is None or i in indices}
-                still = {i: (b, used.get(i, 0)) for i, (b, _) in mine.items() if used.get(i, 0) > b + self.tolerance}
+                still = {
+                    i: (b, used.get(i, 0))
+                    for i, (b, _) in mine.items()
+                    if used.get(i, 0) > b + self.tolerance
+                }
                 if still:
                     held = Held(still, [p for p in r.processes(list(still))])
                     return msgs, held, {"source": r.source, "used_mib_before": used, "held": held.evidence()}
@@ -225,15 +262,20 @@ class GpuWatch:
         with self._lock:
             if self.held is None:
                 return True
-            still = {i for i in indices if i in self.held.gpus and used.get(i, 0) > self.held.gpus[i][0] + self.tolerance}
+            still = {
+                i
+                for i in indices
+                if i in self.held.gpus and used.get(i, 0) > self.held.gpus[i][0] + self.tolerance
+            }
             if still:
                 return False
             rest = {i: v for i, v in self.held.gpus.items() if i not in indices}
             self.held = Held(rest, self.held.processes) if rest else None
             return True
 
-    def after_teardown(self, indices: list[int] | None, before: dict[int, int] | None = None
-                       ) -> tuple[list[str], dict[str, Any]]:
+    def after_teardown(
+        self, indices: list[int] | None, before: dict[int, int] | None = None
+    ) -> tuple[list[str], dict[str, Any]]:
         """Wait (bounded) until the memory in use is back to the pre-launch reading (``before``:
         this trial's own reading, given back by the caller when trials run at once)."""
         before = before if before is not None else self.before
@@ -251,7 +293,10 @@ class GpuWatch:
                 with self._lock:
                     gpus = {**(self.held.gpus if self.held else {}), **over}
                     self.held = Held(gpus, [*(self.held.processes if self.held else []), *mine.processes])
-                msgs = [f"GPU memory not given back {self.settle_timeout:.0f} s after teardown:", *mine.evidence()]
+                msgs = [
+                    f"GPU memory not given back {self.settle_timeout:.0f} s after teardown:",
+                    *mine.evidence(),
+                ]
                 return msgs, {"used_mib_after": used, "held": mine.evidence()}
             self.sleep(self.poll)
 

@@ -62,12 +62,23 @@ SMEM_TABLE_KIB: dict[str, tuple[int, str]] = {
     "8.9": (99, "CUDA programming guide, compute-capabilities table (Ada)"),
     "9.0": (227, "measured on an H200 (cuDeviceGetAttribute 97); CUTLASS arch.h sm90_smem_capacity_bytes"),
     "10.0": (227, "CUTLASS 4.2 arch.h (B200/GB200)"),
-    "12.0": (99, "CUTLASS 4.2 arch.h sm120_smem_capacity_bytes; FlashInfer PR #3568 (RTX PRO 6000, RTX 5090)"),
+    "12.0": (
+        99,
+        "CUTLASS 4.2 arch.h sm120_smem_capacity_bytes; FlashInfer PR #3568 (RTX PRO 6000, RTX 5090)",
+    ),
 }
 
 # nvidia-smi fields asked for; compute_cap needs a recent driver, so a second query drops it.
-QUERY_FIELDS = ("index", "name", "uuid", "pci.bus_id", "driver_version", "memory.total", "memory.used",
-                "compute_cap")
+QUERY_FIELDS = (
+    "index",
+    "name",
+    "uuid",
+    "pci.bus_id",
+    "driver_version",
+    "memory.total",
+    "memory.used",
+    "compute_cap",
+)
 
 
 @dataclass
@@ -230,7 +241,9 @@ def _host_memory_bytes() -> int | None:
 # NVML: one raw read (machine), one pure parse (tests replay the raw dict)
 
 
-def read_nvml(nvml: Any = None, processes: bool = False, errors: list[str] | None = None) -> dict[str, Any] | None:
+def read_nvml(
+    nvml: Any = None, processes: bool = False, errors: list[str] | None = None
+) -> dict[str, Any] | None:
     """Raw NVML answers as plain data, or None when NVML is not there (no driver, no pynvml).
 
     ``processes``: also list each GPU's compute and graphics processes (pid, used bytes), for the
@@ -304,7 +317,9 @@ def _nvml_processes(nvml: Any, handle: Any) -> list[dict[str, Any]]:
             continue
         for p in procs or []:
             used = getattr(p, "usedGpuMemory", None)
-            seen.setdefault(int(p.pid), {"pid": int(p.pid), "used_bytes": int(used) if used is not None else None})
+            seen.setdefault(
+                int(p.pid), {"pid": int(p.pid), "used_bytes": int(used) if used is not None else None}
+            )
     return list(seen.values())
 
 
@@ -331,16 +346,18 @@ def parse_nvml(raw: dict[str, Any]) -> tuple[list[GPU], str | None, str | None]:
     gpus = []
     for g in raw.get("gpus", []):
         cc = g.get("compute_capability")
-        gpus.append(GPU(
-            index=int(g["index"]),
-            name=str(g["name"]),
-            memory_total_mib=int(g["memory_total"]) // MIB,
-            memory_used_mib=int(g["memory_used"]) // MIB if g.get("memory_used") is not None else None,
-            compute_capability=f"{cc[0]}.{cc[1]}" if cc else None,
-            uuid=g.get("uuid"),
-            pci_bus_id=g.get("pci_bus_id"),
-            nvlink_active_links=g.get("nvlink_active_links"),
-        ))
+        gpus.append(
+            GPU(
+                index=int(g["index"]),
+                name=str(g["name"]),
+                memory_total_mib=int(g["memory_total"]) // MIB,
+                memory_used_mib=int(g["memory_used"]) // MIB if g.get("memory_used") is not None else None,
+                compute_capability=f"{cc[0]}.{cc[1]}" if cc else None,
+                uuid=g.get("uuid"),
+                pci_bus_id=g.get("pci_bus_id"),
+                nvlink_active_links=g.get("nvlink_active_links"),
+            )
+        )
     return gpus, raw.get("driver"), cuda_from_int(raw.get("cuda_driver_version"))
 
 
@@ -367,15 +384,17 @@ def parse_query_gpu_csv(text: str) -> list[GPU]:
             continue
         rec = {h: c.strip() for h, c in zip(header, row, strict=False)}
         cc = rec.get("compute_cap")
-        gpus.append(GPU(
-            index=_int_or_none(rec.get("index")) or len(gpus),
-            name=rec.get("name", "?"),
-            memory_total_mib=_int_or_none(rec.get("memory.total")) or 0,
-            memory_used_mib=_int_or_none(rec.get("memory.used")),
-            compute_capability=cc if cc and re.fullmatch(r"\d+\.\d+", cc) else None,
-            uuid=rec.get("uuid"),
-            pci_bus_id=rec.get("pci.bus_id"),
-        ))
+        gpus.append(
+            GPU(
+                index=_int_or_none(rec.get("index")) or len(gpus),
+                name=rec.get("name", "?"),
+                memory_total_mib=_int_or_none(rec.get("memory.total")) or 0,
+                memory_used_mib=_int_or_none(rec.get("memory.used")),
+                compute_capability=cc if cc and re.fullmatch(r"\d+\.\d+", cc) else None,
+                uuid=rec.get("uuid"),
+                pci_bus_id=rec.get("pci.bus_id"),
+            )
+        )
     return gpus
 
 
@@ -402,7 +421,7 @@ def parse_topo(text: str) -> Topology:
     cols = re.split(r"\t+|\s{2,}", lines[header_idx].strip())
     gpu_cols = [c for c in cols if re.fullmatch(r"GPU\d+", c)]
     pairs: dict[str, str] = {}
-    for ln in lines[header_idx + 1:]:
+    for ln in lines[header_idx + 1 :]:
         m = re.match(r"^\s*(GPU\d+)\s+(.*)$", ln)
         if not m:
             if re.match(r"^(NIC|mlx|Legend)", ln.strip()):
@@ -414,8 +433,12 @@ def parse_topo(text: str) -> Topology:
             col = int(col_name[3:])
             if col > row:
                 pairs[f"{row}-{col}"] = cell
-    return Topology(link=_summarise_links(pairs.values(), len(gpu_cols)), source="nvidia-smi topo -m",
-                    pairs=pairs, raw=text)
+    return Topology(
+        link=_summarise_links(pairs.values(), len(gpu_cols)),
+        source="nvidia-smi topo -m",
+        pairs=pairs,
+        raw=text,
+    )
 
 
 def _summarise_links(cells: Any, n_gpus: int) -> str:
@@ -488,8 +511,13 @@ def smem_via_torch(torch: Any = None) -> list[dict[str, int]] | None:
     out = []
     for i in range(torch.cuda.device_count()):
         p = torch.cuda.get_device_properties(i)
-        out.append({"index": i, "smem_per_block_optin": int(p.shared_memory_per_block_optin),
-                    "multiprocessor_count": int(p.multi_processor_count)})
+        out.append(
+            {
+                "index": i,
+                "smem_per_block_optin": int(p.shared_memory_per_block_optin),
+                "multiprocessor_count": int(p.multi_processor_count),
+            }
+        )
     return out
 
 
@@ -537,8 +565,10 @@ def snapshot(smem: bool | None = False, nvml: Any = None, torch: Any = None) -> 
         else:
             snap.sources["gpus"] = "none"
     if not snap.gpus:
-        snap.notes.append("No NVIDIA GPU found (no NVML, no nvidia-smi answer): "
-                          "CPU targets only, such as the vLLM CPU build.")
+        snap.notes.append(
+            "No NVIDIA GPU found (no NVML, no nvidia-smi answer): "
+            "CPU targets only, such as the vLLM CPU build."
+        )
 
     if len(snap.gpus) > 1:
         topo_text = _run(["nvidia-smi", "topo", "-m"])
@@ -552,7 +582,9 @@ def snapshot(smem: bool | None = False, nvml: Any = None, torch: Any = None) -> 
         smem = has_torch
     if smem and snap.gpus:
         readers: list[tuple[str, Callable[[], list[dict[str, int]] | None]]] = [
-            ("libcuda", smem_via_libcuda), ("torch", lambda: smem_via_torch(torch))]
+            ("libcuda", smem_via_libcuda),
+            ("torch", lambda: smem_via_torch(torch)),
+        ]
         if has_torch:
             readers.reverse()
         for name, read in readers:
@@ -705,8 +737,13 @@ def facts_with_sources(snap: Snapshot) -> tuple[dict[str, Any], dict[str, str]]:
     f["gpu.link"] = snap.topology.link if gpus else "none"
     src["gpu.link"] = "measured" if snap.topology.link != "unknown" else "unknown"
     if not gpus:
-        for k in ("gpu.name", "gpu.compute_capability", "gpu.memory_gib", "gpu.smem_per_block_kib",
-                  "gpu.multiprocessor_count"):
+        for k in (
+            "gpu.name",
+            "gpu.compute_capability",
+            "gpu.memory_gib",
+            "gpu.smem_per_block_kib",
+            "gpu.multiprocessor_count",
+        ):
             f[k] = None
             src[k] = "unknown"
         return f, src
@@ -754,21 +791,30 @@ def report_lines(snap: Snapshot) -> list[str]:
     if snap.gpus:
         out.append(f"GPUs: {len(snap.gpus)} x {f['gpu.name']}  (via {snap.sources.get('gpus')})")
         for g in snap.gpus:
-            smem = (f"{g.smem_per_block_optin // 1024} KiB smem/block (measured, {g.smem_source})"
-                    if g.smem_per_block_optin else "")
+            smem = (
+                f"{g.smem_per_block_optin // 1024} KiB smem/block (measured, {g.smem_source})"
+                if g.smem_per_block_optin
+                else ""
+            )
             sms = f", {g.multiprocessor_count} SMs" if g.multiprocessor_count else ""
-            out.append(f"  [{g.index}] {g.name}  cc {g.compute_capability or '?'}  "
-                       f"{g.memory_gib:.1f} GiB{sms}  {smem}".rstrip())
+            out.append(
+                f"  [{g.index}] {g.name}  cc {g.compute_capability or '?'}  "
+                f"{g.memory_gib:.1f} GiB{sms}  {smem}".rstrip()
+            )
         out.append(f"driver {snap.driver or '?'}, CUDA {snap.cuda or '?'}")
         out.append(f"link: {snap.topology.link} (via {snap.topology.source})")
         if src.get("gpu.smem_per_block_kib") == "table":
-            out.append(f"shared memory per block: {f['gpu.smem_per_block_kib']} KiB "
-                       "(looked up by compute capability; --smem measures it)")
+            out.append(
+                f"shared memory per block: {f['gpu.smem_per_block_kib']} KiB "
+                "(looked up by compute capability; --smem measures it)"
+            )
     else:
         out.append("GPUs: none. This machine can only run CPU targets (such as the vLLM CPU build).")
     h = snap.host
-    out.append(f"host: {f['cpu.count']} CPUs, {f['host.memory_gib']} GiB memory, "
-               f"{h.get('machine', '?')}, Python {h.get('python', '?')}")
+    out.append(
+        f"host: {f['cpu.count']} CPUs, {f['host.memory_gib']} GiB memory, "
+        f"{h.get('machine', '?')}, Python {h.get('python', '?')}"
+    )
     shown = []
     for k, v in snap.packages.items():
         if v:
@@ -793,7 +839,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     ap.add_argument("--smem", action="store_true", help="measure shared memory per block (CUDA driver/torch)")
     ap.add_argument("--record", metavar="DIR", help="write raw outputs (nvml, nvidia-smi, topo) into DIR")
-    ap.add_argument("--from", dest="from_dir", metavar="DIR", help="read a recorded folder instead of this machine")
+    ap.add_argument(
+        "--from", dest="from_dir", metavar="DIR", help="read a recorded folder instead of this machine"
+    )
     a = ap.parse_args(argv)
     if a.record:
         print("\n".join(record(a.record)))

@@ -70,7 +70,7 @@ def _parse_option_strings(spec: str) -> tuple[list[str], str | None, list[str] |
         if rest.startswith("{"):
             close = rest.index("}")
             choices = [c for c in rest[1:close].split(",") if c]
-            open_choices = open_choices or rest[close + 1:].strip().startswith("or ")
+            open_choices = open_choices or rest[close + 1 :].strip().startswith("or ")
         else:
             metavar = rest.split(" ")[0]
         many = many or "..." in rest
@@ -98,7 +98,7 @@ def parse_argparse_help(text: str) -> HelpSpec:
     # Join the usage block to find the program name and positionals.
     usage_prog = ""
     if lines and lines[0].startswith("usage:"):
-        usage_prog = lines[0][len("usage:"):].strip().split(" [")[0].split(" --")[0]
+        usage_prog = lines[0][len("usage:") :].strip().split(" [")[0].split(" --")[0]
     options: list[HelpOption] = []
     positionals: list[str] = []
     section = ""
@@ -181,6 +181,6 @@ def bundled_help(engine: str, version: str) -> HelpSpec:
 def bundled_versions(engine: str) -> list[str]:
     out = []
     for p in sorted(DATA_HELP.glob(f"{engine}-*.txt")):
-        v = p.stem[len(engine) + 1:]
+        v = p.stem[len(engine) + 1 :]
         out.append(v.removesuffix("-cpu"))
     return out

@@ -35,9 +35,20 @@ _PLAIN_SECTION = re.compile(r"^([A-Z][A-Za-z ]*):\s*$")
 _DEFAULT = re.compile(r"\[default:\s*(?P<v>[^\]]*)\]")
 # click's ParamType names and Typer's <type> spellings
 _TYPES = {
-    "TEXT": "str", "STR": "str", "INTEGER": "int", "INT": "int", "FLOAT": "float", "BOOLEAN": "bool",
-    "BOOL": "bool", "PATH": "path", "FILE": "path", "FILENAME": "path", "DIRECTORY": "path", "UUID": "str",
-    "INTEGER RANGE": "int", "FLOAT RANGE": "float",
+    "TEXT": "str",
+    "STR": "str",
+    "INTEGER": "int",
+    "INT": "int",
+    "FLOAT": "float",
+    "BOOLEAN": "bool",
+    "BOOL": "bool",
+    "PATH": "path",
+    "FILE": "path",
+    "FILENAME": "path",
+    "DIRECTORY": "path",
+    "UUID": "str",
+    "INTEGER RANGE": "int",
+    "FLOAT RANGE": "float",
 }
 
 
@@ -146,14 +157,23 @@ def _box_rows(lines: list[str]) -> tuple[list[_Row], list[str]]:
             if m and not content.startswith("   " * 5):
                 positionals.append(m.group(1).lower())
             continue
-        m = re.match(r"^(?:\*\s+)?(-{1,2}[A-Za-z0-9])", content)  # an option starts the row; help text is indented
+        m = re.match(
+            r"^(?:\*\s+)?(-{1,2}[A-Za-z0-9])", content
+        )  # an option starts the row; help text is indented
         if m:
             cells = [c for c in re.split(r"\s{2,}", content.lstrip("* ")) if c]
             name_cells = [c for c in cells if c.startswith("-")]
-            rest = cells[len(name_cells):]
+            rest = cells[len(name_cells) :]
             names, metavar = _split_names(name_cells)
-            if rest and metavar is None and re.fullmatch(r"(<[^>]+>|\[[^\]]*\|[^\]]*\]|[A-Z][A-Z ]*[A-Z]|[A-Z]+)"
-                                                         r"( \[[^\]|]*\])?", rest[0]):
+            if (
+                rest
+                and metavar is None
+                and re.fullmatch(
+                    r"(<[^>]+>|\[[^\]]*\|[^\]]*\]|[A-Z][A-Z ]*[A-Z]|[A-Z]+)"
+                    r"( \[[^\]|]*\])?",
+                    rest[0],
+                )
+            ):
                 metavar, rest = rest[0], rest[1:]
             first = "  ".join(rest)
             if rest:
@@ -187,11 +207,24 @@ def _option(row: _Row) -> HelpOption:
     if dm:
         default = dm[-1].group("v").strip()
         if negatable:  # click prints the switch's default as the option string that is on
-            default = "False" if default == "no-" + canonical[2:] else "True" if default == canonical[2:] else default
+            default = (
+                "False"
+                if default == "no-" + canonical[2:]
+                else "True"
+                if default == canonical[2:]
+                else default
+            )
     return HelpOption(
-        name=canonical, aliases=[n for n in names if n != canonical], metavar=metavar if value_type != "choice" else None,
-        choices=choices, default=default, help=help_text, section=row.section.strip() or "Options",
-        negatable=negatable, nargs_many=bool(metavar and metavar.endswith("...")), value_type=value_type,
+        name=canonical,
+        aliases=[n for n in names if n != canonical],
+        metavar=metavar if value_type != "choice" else None,
+        choices=choices,
+        default=default,
+        help=help_text,
+        section=row.section.strip() or "Options",
+        negatable=negatable,
+        nargs_many=bool(metavar and metavar.endswith("...")),
+        value_type=value_type,
     )
 
 
@@ -199,10 +232,15 @@ def parse_click_help(text: str) -> HelpSpec:
     """Parse click's plain help or Typer's Rich-boxed help into a ``HelpSpec``."""
     lines = [_ANSI.sub("", ln).rstrip("\r") for ln in text.splitlines()]
     usage = next((ln.strip() for ln in lines if ln.strip().startswith("Usage:")), "")
-    usage_prog = re.split(r" \[| [A-Z_]{3,}\b", usage[len("Usage:"):].strip())[0] if usage else ""
+    usage_prog = re.split(r" \[| [A-Z_]{3,}\b", usage[len("Usage:") :].strip())[0] if usage else ""
     boxed = any(_BOX_TOP.match(ln) for ln in lines)
     rows, positionals = _box_rows(lines) if boxed else _plain_rows(lines)
     options = [_option(r) for r in rows if r.names]
     options = [o for o in options if o.name not in ("--help", "-h")]
-    return HelpSpec(options=options, usage_prog=usage_prog, positionals=positionals, allow_abbrev=False,
-                    style="rich" if boxed else "click")
+    return HelpSpec(
+        options=options,
+        usage_prog=usage_prog,
+        positionals=positionals,
+        allow_abbrev=False,
+        style="rich" if boxed else "click",
+    )

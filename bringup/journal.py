@@ -147,7 +147,8 @@ class Journal:
                 f"the journal {self.path} is damaged: {problem}. It was moved aside, untouched, to {where}. "
                 f"Run the same command again to start a new journal (trial folders and reports under "
                 f"{self.path.parent} are kept; runs recorded in the damaged journal cannot be resumed); "
-                f"or restore a good copy to {self.path} and resume.")
+                f"or restore a good copy to {self.path} and resume."
+            )
         if readonly:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -169,18 +170,41 @@ class Journal:
         return db
 
     # -- runs ------------------------------------------------------------------------------------
-    def create_run(self, run_id: str, engine: str, engine_version: str | None, model_id: str,
-                   hardware_fp: str, settings: dict, run_dir: Path) -> None:
+    def create_run(
+        self,
+        run_id: str,
+        engine: str,
+        engine_version: str | None,
+        model_id: str,
+        hardware_fp: str,
+        settings: dict,
+        run_dir: Path,
+    ) -> None:
         now = time.time()
         with closing(self._connect()) as db, db:
-            db.execute("INSERT INTO runs VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-                       (run_id, now, now, "running", engine, engine_version, model_id, hardware_fp,
-                        secrets.scrub_text(json.dumps(secrets.scrub(settings), default=str)), None, str(run_dir)))
+            db.execute(
+                "INSERT INTO runs VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                (
+                    run_id,
+                    now,
+                    now,
+                    "running",
+                    engine,
+                    engine_version,
+                    model_id,
+                    hardware_fp,
+                    secrets.scrub_text(json.dumps(secrets.scrub(settings), default=str)),
+                    None,
+                    str(run_dir),
+                ),
+            )
 
     def finish_run(self, run_id: str, status: str, result: dict) -> None:
         with closing(self._connect()) as db, db:
-            db.execute("UPDATE runs SET status=?, result=?, updated=? WHERE id=?",
-                       (status, secrets.scrub_text(json.dumps(result, default=str)), time.time(), run_id))
+            db.execute(
+                "UPDATE runs SET status=?, result=?, updated=? WHERE id=?",
+                (status, secrets.scrub_text(json.dumps(result, default=str)), time.time(), run_id),
+            )
 
     def set_status(self, run_id: str, status: str) -> None:
         with closing(self._connect()) as db, db:
@@ -201,51 +225,110 @@ class Journal:
             return [_run_row(r) for r in db.execute("SELECT * FROM runs ORDER BY created")]
 
     # -- trials ----------------------------------------------------------------------------------
-    def add_trial(self, run_id: str, seq: int, purpose: str, candidate: Candidate, effective_key: str,
-                  outcome: Outcome, trial_dir: Path, started: float, ended: float, hardware_fp: str,
-                  model_id: str, extra: dict | None = None) -> None:
+    def add_trial(
+        self,
+        run_id: str,
+        seq: int,
+        purpose: str,
+        candidate: Candidate,
+        effective_key: str,
+        outcome: Outcome,
+        trial_dir: Path,
+        started: float,
+        ended: float,
+        hardware_fp: str,
+        model_id: str,
+        extra: dict | None = None,
+    ) -> None:
         with closing(self._connect()) as db, db:
             db.execute(
                 "INSERT INTO trials (run_id, seq, purpose, candidate_key, effective_key, candidate, outcome, "
                 "status, failure_class, phase, started, ended, simulated_s, trial_dir, hardware_fp, engine, "
                 "engine_version, model_id, extra) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                (run_id, seq, purpose, candidate.key(), effective_key, secrets.scrub_text(json.dumps(candidate.to_json(), default=str)),
-                 secrets.scrub_text(outcome.model_dump_json()), outcome.status, outcome.failure_class, outcome.phase, started, ended,
-                 outcome.timings.simulated, str(trial_dir), hardware_fp, outcome.engine, outcome.engine_version,
-                 model_id, secrets.scrub_text(json.dumps(extra or {}, default=str))))
+                (
+                    run_id,
+                    seq,
+                    purpose,
+                    candidate.key(),
+                    effective_key,
+                    secrets.scrub_text(json.dumps(candidate.to_json(), default=str)),
+                    secrets.scrub_text(outcome.model_dump_json()),
+                    outcome.status,
+                    outcome.failure_class,
+                    outcome.phase,
+                    started,
+                    ended,
+                    outcome.timings.simulated,
+                    str(trial_dir),
+                    hardware_fp,
+                    outcome.engine,
+                    outcome.engine_version,
+                    model_id,
+                    secrets.scrub_text(json.dumps(extra or {}, default=str)),
+                ),
+            )
             db.execute("UPDATE runs SET updated=? WHERE id=?", (time.time(), run_id))
 
     def trials(self, run_id: str, purpose: str | None = None) -> list[TrialRecord]:
         names = _PURPOSE_NAMES.get(purpose, (purpose,)) if purpose else ()
-        q = ("SELECT * FROM trials WHERE run_id=?" + (f" AND purpose IN ({','.join('?' * len(names))})" if names else "")
-             + " ORDER BY seq")
+        q = (
+            "SELECT * FROM trials WHERE run_id=?"
+            + (f" AND purpose IN ({','.join('?' * len(names))})" if names else "")
+            + " ORDER BY seq"
+        )
         args = (run_id, *names)
         with closing(self._connect()) as db:
             return [_trial_row(r) for r in db.execute(q, args)]
 
-    def prior_trials(self, hardware_fp: str, engine: str, engine_version: str | None, model_id: str,
-                     exclude_run: str) -> list[TrialRecord]:
+    def prior_trials(
+        self, hardware_fp: str, engine: str, engine_version: str | None, model_id: str, exclude_run: str
+    ) -> list[TrialRecord]:
         """Finished trials of other runs on the same machine, engine version and model."""
         with closing(self._connect()) as db:
             rows = db.execute(
                 "SELECT t.* FROM trials t WHERE t.hardware_fp=? AND t.engine=? AND t.engine_version IS ? "
                 "AND t.model_id=? AND t.run_id != ? AND t.purpose IN ('search', 'screen', 'minimize', 'explain') "
-                "ORDER BY t.ended", (hardware_fp, engine, engine_version, model_id, exclude_run)).fetchall()
+                "ORDER BY t.ended",
+                (hardware_fp, engine, engine_version, model_id, exclude_run),
+            ).fetchall()
         return [_trial_row(r) for r in rows]
 
     # -- memory plan errors (issue: plans corrected by what engines reported here) ----------------
-    def add_plan_error(self, hardware_fp: str, engine: str, model_id: str, run_id: str | None, seq: int | None,
-                       predicted: dict, reported: dict, rel_error: float | None) -> None:
+    def add_plan_error(
+        self,
+        hardware_fp: str,
+        engine: str,
+        model_id: str,
+        run_id: str | None,
+        seq: int | None,
+        predicted: dict,
+        reported: dict,
+        rel_error: float | None,
+    ) -> None:
         with closing(self._connect()) as db, db:
-            db.execute("INSERT INTO plan_errors (created, hardware_fp, engine, model_id, run_id, trial_seq, "
-                       "predicted, reported, rel_error) VALUES (?,?,?,?,?,?,?,?,?)",
-                       (time.time(), hardware_fp, engine, model_id, run_id, seq, json.dumps(predicted, default=str),
-                        json.dumps(reported, default=str), rel_error))
+            db.execute(
+                "INSERT INTO plan_errors (created, hardware_fp, engine, model_id, run_id, trial_seq, "
+                "predicted, reported, rel_error) VALUES (?,?,?,?,?,?,?,?,?)",
+                (
+                    time.time(),
+                    hardware_fp,
+                    engine,
+                    model_id,
+                    run_id,
+                    seq,
+                    json.dumps(predicted, default=str),
+                    json.dumps(reported, default=str),
+                    rel_error,
+                ),
+            )
 
     def plan_errors(self, hardware_fp: str, engine: str) -> list[float]:
         with closing(self._connect()) as db:
-            rows = db.execute("SELECT rel_error FROM plan_errors WHERE hardware_fp=? AND engine=? AND "
-                              "rel_error IS NOT NULL ORDER BY created", (hardware_fp, engine)).fetchall()
+            rows = db.execute(
+                "SELECT rel_error FROM plan_errors WHERE hardware_fp=? AND engine=? AND "
+                "rel_error IS NOT NULL ORDER BY created",
+                (hardware_fp, engine),
+            ).fetchall()
         return [r[0] for r in rows]
 
 
@@ -258,8 +341,12 @@ def _run_row(row: sqlite3.Row) -> dict:
 
 def _trial_row(row: sqlite3.Row) -> TrialRecord:
     return TrialRecord(
-        run_id=row["run_id"], seq=row["seq"], purpose=_RENAMED.get(row["purpose"], row["purpose"]),
-        candidate=Candidate.from_json(json.loads(row["candidate"])), effective_key=row["effective_key"],
-        outcome=Outcome.model_validate_json(row["outcome"]), trial_dir=row["trial_dir"],
+        run_id=row["run_id"],
+        seq=row["seq"],
+        purpose=_RENAMED.get(row["purpose"], row["purpose"]),
+        candidate=Candidate.from_json(json.loads(row["candidate"])),
+        effective_key=row["effective_key"],
+        outcome=Outcome.model_validate_json(row["outcome"]),
+        trial_dir=row["trial_dir"],
         extra=json.loads(row["extra"] or "{}"),
     )

@@ -118,8 +118,14 @@ class Verdict:
     value: Any = None
 
     def to_json(self) -> dict:
-        return {"verdict": self.kind, "reason": self.reason, "source": self.source, "rule": self.rule_id,
-                "facts": self.facts_used, **({"value": self.value} if self.value is not None else {})}
+        return {
+            "verdict": self.kind,
+            "reason": self.reason,
+            "source": self.source,
+            "rule": self.rule_id,
+            "facts": self.facts_used,
+            **({"value": self.value} if self.value is not None else {}),
+        }
 
 
 def _version_ok(spec: str | None, version: str | None) -> bool:
@@ -136,26 +142,41 @@ def _version_ok(spec: str | None, version: str | None) -> bool:
 class Knowledge:
     """The rules that apply to one machine, model and engine version."""
 
-    def __init__(self, facts: Mapping[str, Any], engine: str, version: str | None,
-                 rules: tuple[CompiledRule, ...] | list[CompiledRule] | None = None, enabled: bool = True,
-                 memory_model: Any = None):
+    def __init__(
+        self,
+        facts: Mapping[str, Any],
+        engine: str,
+        version: str | None,
+        rules: tuple[CompiledRule, ...] | list[CompiledRule] | None = None,
+        enabled: bool = True,
+        memory_model: Any = None,
+    ):
         self.facts = dict(facts)
         self.engine = engine
         self.version = version
         self.enabled = enabled
         rules = default_rules() if rules is None else rules
         lookup = self.facts.get
-        self.rules = [r for r in rules if enabled
-                      and (r.rule.engines is None or engine in r.rule.engines)
-                      and _version_ok(r.rule.versions, version)
-                      and r.when.holds(lookup)] if enabled else []
+        self.rules = (
+            [
+                r
+                for r in rules
+                if enabled
+                and (r.rule.engines is None or engine in r.rule.engines)
+                and _version_ok(r.rule.versions, version)
+                and r.when.holds(lookup)
+            ]
+            if enabled
+            else []
+        )
         self.memory_model = memory_model if enabled else None
 
     def _facts_used(self, r: CompiledRule) -> dict[str, Any]:
         return {k: self.facts.get(k) for k in sorted(r.when.targets)}
 
-    def verdicts(self, flag: str, level: FlagValue | None,
-                 others: Mapping[str, FlagValue] | None = None) -> list[Verdict]:
+    def verdicts(
+        self, flag: str, level: FlagValue | None, others: Mapping[str, FlagValue] | None = None
+    ) -> list[Verdict]:
         """Verdicts on one level of a flag (None: the flag is not given)."""
         out: list[Verdict] = []
         others = others or {}
@@ -177,16 +198,27 @@ class Knowledge:
         """A forced or default effective value for a flag, if a rule predicts one."""
         for r in self.rules:
             if flag in r.rule.flags and r.rule.verdict == kind:
-                return Verdict(kind, r.rule.reason, r.rule.source, r.rule.id, self._facts_used(r), r.rule.value)
+                return Verdict(
+                    kind, r.rule.reason, r.rule.source, r.rule.id, self._facts_used(r), r.rule.value
+                )
         return None
 
     def applicable(self) -> list[dict]:
-        return [{"id": r.rule.id, "verdict": r.rule.verdict, "flags": r.rule.flags, "levels": r.rule.levels,
-                 "facts": self._facts_used(r)} for r in self.rules]
+        return [
+            {
+                "id": r.rule.id,
+                "verdict": r.rule.verdict,
+                "flags": r.rule.flags,
+                "levels": r.rule.levels,
+                "facts": self._facts_used(r),
+            }
+            for r in self.rules
+        ]
 
 
-def memory_model_for(facts: Mapping[str, Any], engine: str, fingerprint: Any = None,
-                     history_errors: list[float] | None = None):
+def memory_model_for(
+    facts: Mapping[str, Any], engine: str, fingerprint: Any = None, history_errors: list[float] | None = None
+):
     """A function giving the memory plan's verdict on a memory-fraction level, or None when the
     facts do not allow a plan (no GPU memory size, no weights). Past errors of the plan on this
     machine (from the journal) correct it."""
@@ -210,14 +242,21 @@ def memory_model_for(facts: Mapping[str, Any], engine: str, fingerprint: Any = N
                     tp = int(others[name])  # type: ignore[arg-type]
                 except (TypeError, ValueError):
                     pass
-        kw: dict[str, Any] = {"gpu_mem_gib": float(gpu_mem), "tp": tp, "mem_fraction": frac,
-                              "engine": engine, "gpus": facts.get("gpu.count"),
-                              "compute_capability": facts.get("gpu.compute_capability"),
-                              "disable_cuda_graph": bool(others.get("--disable-cuda-graph") or others.get("--enforce-eager"))}
+        kw: dict[str, Any] = {
+            "gpu_mem_gib": float(gpu_mem),
+            "tp": tp,
+            "mem_fraction": frac,
+            "engine": engine,
+            "gpus": facts.get("gpu.count"),
+            "compute_capability": facts.get("gpu.compute_capability"),
+            "disable_cuda_graph": bool(others.get("--disable-cuda-graph") or others.get("--enforce-eager")),
+        }
         if fingerprint is not None:
             kw["fp"] = fingerprint
         else:
-            assert weights_total is not None  # no fingerprint: the guard above returned unless weights are known
+            assert (
+                weights_total is not None
+            )  # no fingerprint: the guard above returned unless weights are known
             kw["weights_gib"] = (float(weights_total) - replicated) / tp + replicated
         try:
             p = memplan.plan(**kw)
@@ -231,14 +270,22 @@ def memory_model_for(facts: Mapping[str, Any], engine: str, fingerprint: Any = N
         if p.verdict == "does-not-fit":
             return Verdict("incompatible", f"memory plan: does not fit ({reason})", src, "memory-plan", used)
         if p.verdict == "graph-capture-risk":
-            return Verdict("risky", f"memory plan: CUDA-graph capture at risk ({reason})", src, "memory-plan", used)
+            return Verdict(
+                "risky", f"memory plan: CUDA-graph capture at risk ({reason})", src, "memory-plan", used
+            )
         free = getattr(p, "free_after_pools_gib", None)
         if p.verdict == "tight" and free is not None and free < 0.5 * p.reserve_engine_gib:
             # Less than half of what the engine's own sizing keeps outside the pools: the seeds'
             # 0.95 on 96 GB left ~4.7 GiB there and died in graph capture.
-            return Verdict("risky", f"memory plan: only {free:.1f} GiB left outside the pools, under half of "
-                           f"the {p.reserve_engine_gib:.1f} GiB the engine's default sizing keeps for activations "
-                           "and CUDA graphs", src, "memory-plan", used)
+            return Verdict(
+                "risky",
+                f"memory plan: only {free:.1f} GiB left outside the pools, under half of "
+                f"the {p.reserve_engine_gib:.1f} GiB the engine's default sizing keeps for activations "
+                "and CUDA graphs",
+                src,
+                "memory-plan",
+                used,
+            )
         return None
 
     return verdict

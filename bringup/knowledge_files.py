@@ -101,13 +101,17 @@ def cut_values(text: str, keys: tuple[str, ...] = KNOWLEDGE_TEXT_KEYS) -> list[t
     tokens = list(yaml.scan(text, Loader=yaml.SafeLoader))
     for i in range(3, len(tokens)):
         key_tok, key, value_tok, val = tokens[i - 3], tokens[i - 2], tokens[i - 1], tokens[i]
-        if not (isinstance(key_tok, yaml.KeyToken) and isinstance(key, yaml.ScalarToken)
-                and isinstance(value_tok, yaml.ValueToken) and isinstance(val, yaml.ScalarToken)):
+        if not (
+            isinstance(key_tok, yaml.KeyToken)
+            and isinstance(key, yaml.ScalarToken)
+            and isinstance(value_tok, yaml.ValueToken)
+            and isinstance(val, yaml.ScalarToken)
+        ):
             continue
         if key.value not in keys or not val.plain:
             continue
         row = val.end_mark.line
-        rest = lines[row][val.end_mark.column:] if row < len(lines) else ""
+        rest = lines[row][val.end_mark.column :] if row < len(lines) else ""
         if rest.lstrip().startswith("#") and rest[:1].isspace():
             out.append((row + 1, key.value, val.value, rest.strip()))
     return out

@@ -28,8 +28,10 @@ def read_text_limited(path: Path, limit: int, what: str = "file") -> str:
         if path.is_dir():
             raise InputError(f"{path}: is a folder, not a {what}")
         if size > limit:
-            raise InputError(f"{path}: {size / 2**20:.1f} MB is over the {limit / 2**20:.0f} MB limit for a {what}; "
-                             f"is this the right file?")
+            raise InputError(
+                f"{path}: {size / 2**20:.1f} MB is over the {limit / 2**20:.0f} MB limit for a {what}; "
+                f"is this the right file?"
+            )
         with open(path, "rb") as f:
             data = f.read(limit + 1)  # a file that grows while read is still bounded
         if len(data) > limit:

@@ -19,9 +19,12 @@ from pathlib import Path
 from bringup.safetext import is_binary, safe_line
 
 _DIGITS = re.compile(r"\d+(\.\d+)?")
-_NOTABLE = re.compile(r"(Error|Exception|error:|FAILED|Traceback|Assertion|assert|fatal|Killed|"
-                      r"out of memory|nan|Application startup complete|fired up|Starting vLLM|"
-                      r"non-default args|shutdown|Shutting down)", re.I)
+_NOTABLE = re.compile(
+    r"(Error|Exception|error:|FAILED|Traceback|Assertion|assert|fatal|Killed|"
+    r"out of memory|nan|Application startup complete|fired up|Starting vLLM|"
+    r"non-default args|shutdown|Shutting down)",
+    re.I,
+)
 _READ = 1 << 16  # one bounded read: a line is never held whole beyond this
 
 
@@ -36,6 +39,7 @@ class LogSelection:
 
 
 _COLOUR = re.compile(r"\x1b\[[0-9;]*m")
+
 
 def _raw_lines(path: Path, max_line: int):
     """Lines as bytes, each at most max_line bytes (the rest of a longer line is skipped)."""
@@ -58,9 +62,16 @@ def _raw_lines(path: Path, max_line: int):
             yield raw.rstrip(b"\r\n"), cut
 
 
-def select_lines(path: Path, notable: Callable[[str], bool] | None = None, head: int = 400,
-                 max_distinct: int = 30000, max_notable: int = 20000, tail: int = 3000,
-                 max_line: int = 4000, repeats: int = 3) -> LogSelection:
+def select_lines(
+    path: Path,
+    notable: Callable[[str], bool] | None = None,
+    head: int = 400,
+    max_distinct: int = 30000,
+    max_notable: int = 20000,
+    tail: int = 3000,
+    max_line: int = 4000,
+    repeats: int = 3,
+) -> LogSelection:
     """The lines worth classifying, in file order, with memory bounded whatever the file."""
     check = notable or (lambda s: bool(_NOTABLE.search(s)))
     kept: dict[int, str] = {}

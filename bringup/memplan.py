@@ -152,9 +152,19 @@ def plan(
         if pp > 1:
             kv = KVCost(kv.kv_dtype, kv.budget_bytes / pp, kv.alloc_bytes / pp, kv.layout + f", / pp {pp}")
     ctx = context_len or (fp.max_context if fp else None)
-    common = dict(engine=engine, device=device, gpus=gpus, tp=tp, ep=ep, mem_fraction=mem_fraction, gpu_mem_gib=gpu_mem_gib,
-                  weights_per_gpu_gib=weights, weights_source=wsrc,
-                  kv_dtype=kv.kv_dtype if kv else None, kv_bytes_per_token=kv.alloc_bytes if kv else None)
+    common = dict(
+        engine=engine,
+        device=device,
+        gpus=gpus,
+        tp=tp,
+        ep=ep,
+        mem_fraction=mem_fraction,
+        gpu_mem_gib=gpu_mem_gib,
+        weights_per_gpu_gib=weights,
+        weights_source=wsrc,
+        kv_dtype=kv.kv_dtype if kv else None,
+        kv_bytes_per_token=kv.alloc_bytes if kv else None,
+    )
 
     if device == "cpu":
         return _plan_vllm_cpu(common, kv, ctx, host_available_gib)
@@ -162,14 +172,38 @@ def plan(
     comm = COMM_INIT_GIB if tp * pp > 1 else 0.0
     if engine == "sglang":
         # SGLang reads free memory after torch.distributed and NCCL are up: both come first.
-        return _plan_sglang(common, kv, ctx, context + comm, tp, pp, max_running_requests, cuda_graph_max_bs,
-                            chunked_prefill_size, disable_cuda_graph, fp)
-    return _plan_vllm_gpu(common, kv, ctx, context, comm, tp, fp, max_running_requests, cuda_graph_max_bs,
-                          max_num_batched_tokens, disable_cuda_graph, cudagraph_profiled)
+        return _plan_sglang(
+            common,
+            kv,
+            ctx,
+            context + comm,
+            tp,
+            pp,
+            max_running_requests,
+            cuda_graph_max_bs,
+            chunked_prefill_size,
+            disable_cuda_graph,
+            fp,
+        )
+    return _plan_vllm_gpu(
+        common,
+        kv,
+        ctx,
+        context,
+        comm,
+        tp,
+        fp,
+        max_running_requests,
+        cuda_graph_max_bs,
+        max_num_batched_tokens,
+        disable_cuda_graph,
+        cudagraph_profiled,
+    )
 
 
-def _weights_per_gpu(fp: Fingerprint | None, weights_gib: float | None, tp: int, ep: int,
-                     pp: int) -> tuple[float, str]:
+def _weights_per_gpu(
+    fp: Fingerprint | None, weights_gib: float | None, tp: int, ep: int, pp: int
+) -> tuple[float, str]:
     if weights_gib is not None:
         return float(weights_gib), "override"
     if fp is not None and fp.weights is not None:
@@ -177,8 +211,16 @@ def _weights_per_gpu(fp: Fingerprint | None, weights_gib: float | None, tp: int,
         return (b or 0) / pp / GIB, "headers"
     if fp is not None and fp.params_b:
         # No weights on disk: parameters x bytes per parameter of the checkpoint's format.
-        bpp = {"nvfp4": 0.5625, "mxfp4": 0.53, "fp4": 0.5625, "awq": 0.53, "gptq": 0.53, "int4": 0.53,
-               "fp8": 1.0, "int8": 1.0}.get(fp.quantization.method, 2.0)
+        bpp = {
+            "nvfp4": 0.5625,
+            "mxfp4": 0.53,
+            "fp4": 0.5625,
+            "awq": 0.53,
+            "gptq": 0.53,
+            "int4": 0.53,
+            "fp8": 1.0,
+            "int8": 1.0,
+        }.get(fp.quantization.method, 2.0)
         return fp.params_b * 1e9 * bpp / tp / pp / GIB, "config-estimate"
     raise ValueError("need the model's weights (a folder with safetensors) or a weights-per-GPU figure")
 
@@ -187,9 +229,19 @@ def _finish(common: dict[str, Any], **kw: Any) -> Plan:
     return Plan(**common, **kw)
 
 
-def _plan_sglang(common: dict[str, Any], kv: KVCost | None, ctx: int | None, overhead: float, tp: int, pp: int,
-                 max_running_requests: int | None, cuda_graph_max_bs: int | None, chunked_prefill_size: int | None,
-                 disable_cuda_graph: bool, fp: Fingerprint | None) -> Plan:
+def _plan_sglang(
+    common: dict[str, Any],
+    kv: KVCost | None,
+    ctx: int | None,
+    overhead: float,
+    tp: int,
+    pp: int,
+    max_running_requests: int | None,
+    cuda_graph_max_bs: int | None,
+    chunked_prefill_size: int | None,
+    disable_cuda_graph: bool,
+    fp: Fingerprint | None,
+) -> Plan:
     f = common["mem_fraction"]
     gpu = common["gpu_mem_gib"]
     weights = common["weights_per_gpu_gib"]
@@ -208,18 +260,37 @@ def _plan_sglang(common: dict[str, Any], kv: KVCost | None, ctx: int | None, ove
     reserve_engine = meta + max(chunk, 2048) * SGL_PREFILL_MB_PER_TOKEN / 1024 + graphs + comm
     if gpu * 1024 > 60 * 1024:
         reserve_engine = max(reserve_engine, 10.0)
-    assumptions = {"startup_overhead_gib": overhead, "total_gpu_memory_gib": round(total, 3),
-                   "chunked_prefill_size": chunk, "cuda_graph_max_bs": graph_bs,
-                   "reserve_terms_gib": {"metadata": meta, "cuda_graphs": round(graphs, 3), "comm": comm,
-                                         "prefill_activations": round(max(chunk, 2048) * SGL_PREFILL_MB_PER_TOKEN / 1024, 3)}}
+    assumptions = {
+        "startup_overhead_gib": overhead,
+        "total_gpu_memory_gib": round(total, 3),
+        "chunked_prefill_size": chunk,
+        "cuda_graph_max_bs": graph_bs,
+        "reserve_terms_gib": {
+            "metadata": meta,
+            "cuda_graphs": round(graphs, 3),
+            "comm": comm,
+            "prefill_activations": round(max(chunk, 2048) * SGL_PREFILL_MB_PER_TOKEN / 1024, 3),
+        },
+    }
     reasons: list[str] = []
     if budget <= 0:
-        reasons.append(f"weights {weights:.1f} GiB exceed {f} x {total:.1f} GiB = {total * f:.1f} GiB: SGLang "
-                       "stops with 'Not enough memory. Please try to increase --mem-fraction-static.'")
-        return _finish(common, kv_budget_gib=round(budget, 3), kv_gib=None, kv_tokens=None, outside_fraction_gib=round(outside, 3),
-                       free_after_pools_gib=None, reserve_min_gib=round(reserve_min, 3),
-                       reserve_engine_gib=round(reserve_engine, 3), verdict="does-not-fit", reasons=reasons,
-                       assumptions=assumptions)
+        reasons.append(
+            f"weights {weights:.1f} GiB exceed {f} x {total:.1f} GiB = {total * f:.1f} GiB: SGLang "
+            "stops with 'Not enough memory. Please try to increase --mem-fraction-static.'"
+        )
+        return _finish(
+            common,
+            kv_budget_gib=round(budget, 3),
+            kv_gib=None,
+            kv_tokens=None,
+            outside_fraction_gib=round(outside, 3),
+            free_after_pools_gib=None,
+            reserve_min_gib=round(reserve_min, 3),
+            reserve_engine_gib=round(reserve_engine, 3),
+            verdict="does-not-fit",
+            reasons=reasons,
+            assumptions=assumptions,
+        )
     tokens = kv_gib = None
     overshoot = 0.0
     if kv is not None:
@@ -228,8 +299,10 @@ def _plan_sglang(common: dict[str, Any], kv: KVCost | None, ctx: int | None, ove
         kv_gib = tokens * kv.alloc_bytes / GIB
         overshoot = kv_gib - budget
         if overshoot > 0.01:
-            reasons.append(f"the DSA pool allocates {kv.alloc_bytes / kv.budget_bytes:.3f}x its budget "
-                           f"({kv_gib:.2f} vs {budget:.2f} GiB): the extra comes out of the memory outside the fraction")
+            reasons.append(
+                f"the DSA pool allocates {kv.alloc_bytes / kv.budget_bytes:.3f}x its budget "
+                f"({kv_gib:.2f} vs {budget:.2f} GiB): the extra comes out of the memory outside the fraction"
+            )
     mrr = max_running_requests
     if mrr is None and tokens and ctx:
         mrr = min(max(int(tokens / ctx * 512), 2048), 4096)  # model_runner max_num_reqs default
@@ -238,32 +311,62 @@ def _plan_sglang(common: dict[str, Any], kv: KVCost | None, ctx: int | None, ove
     assumptions["req_to_token_gib"] = round(req_to_token, 3)
     free_after = outside - max(0.0, overshoot) - req_to_token
     verdict = _verdict(free_after, reserve_min, reserve_engine, reasons, graph_bs, "SGLang")
-    return _finish(common, kv_budget_gib=round(budget, 3), kv_gib=round(kv_gib, 3) if kv_gib is not None else None,
-                   kv_tokens=tokens, outside_fraction_gib=round(outside, 3), free_after_pools_gib=round(free_after, 3),
-                   reserve_min_gib=round(reserve_min, 3), reserve_engine_gib=round(reserve_engine, 3),
-                   verdict=verdict, reasons=reasons, assumptions=assumptions)
+    return _finish(
+        common,
+        kv_budget_gib=round(budget, 3),
+        kv_gib=round(kv_gib, 3) if kv_gib is not None else None,
+        kv_tokens=tokens,
+        outside_fraction_gib=round(outside, 3),
+        free_after_pools_gib=round(free_after, 3),
+        reserve_min_gib=round(reserve_min, 3),
+        reserve_engine_gib=round(reserve_engine, 3),
+        verdict=verdict,
+        reasons=reasons,
+        assumptions=assumptions,
+    )
 
 
-def _verdict(free_after: float, reserve_min: float, reserve_engine: float, reasons: list[str], graph_bs: int,
-             engine: str) -> str:
+def _verdict(
+    free_after: float,
+    reserve_min: float,
+    reserve_engine: float,
+    reasons: list[str],
+    graph_bs: int,
+    engine: str,
+) -> str:
     if free_after < reserve_min:
-        reasons.append(f"only {free_after:.2f} GiB would be left outside the pools, under the {reserve_min:.2f} GiB "
-                       f"that CUDA-graph capture (batch sizes up to {graph_bs}), attention metadata and "
-                       "communication buffers need: expect an out-of-memory error during graph capture. "
-                       "Lower the memory fraction, cap the graph batch size (or --max-running-requests), "
-                       "or disable CUDA graphs.")
+        reasons.append(
+            f"only {free_after:.2f} GiB would be left outside the pools, under the {reserve_min:.2f} GiB "
+            f"that CUDA-graph capture (batch sizes up to {graph_bs}), attention metadata and "
+            "communication buffers need: expect an out-of-memory error during graph capture. "
+            "Lower the memory fraction, cap the graph batch size (or --max-running-requests), "
+            "or disable CUDA graphs."
+        )
         return "graph-capture-risk"
     if free_after < reserve_engine:
-        reasons.append(f"{free_after:.2f} GiB left outside the pools is less than the {reserve_engine:.2f} GiB "
-                       f"{engine}'s default sizing keeps for prefill activations and graphs: startup should "
-                       "pass, but long prompts may run out of memory (lower --chunked-prefill-size if so).")
+        reasons.append(
+            f"{free_after:.2f} GiB left outside the pools is less than the {reserve_engine:.2f} GiB "
+            f"{engine}'s default sizing keeps for prefill activations and graphs: startup should "
+            "pass, but long prompts may run out of memory (lower --chunked-prefill-size if so)."
+        )
         return "tight"
     return "fits"
 
 
-def _plan_vllm_gpu(common: dict[str, Any], kv: KVCost | None, ctx: int | None, context: float, comm: float, tp: int,
-                   fp: Fingerprint | None, max_num_seqs: int | None, graph_max: int | None,
-                   max_num_batched_tokens: int | None, disable_cuda_graph: bool, cudagraph_profiled: bool) -> Plan:
+def _plan_vllm_gpu(
+    common: dict[str, Any],
+    kv: KVCost | None,
+    ctx: int | None,
+    context: float,
+    comm: float,
+    tp: int,
+    fp: Fingerprint | None,
+    max_num_seqs: int | None,
+    graph_max: int | None,
+    max_num_batched_tokens: int | None,
+    disable_cuda_graph: bool,
+    cudagraph_profiled: bool,
+) -> Plan:
     # vLLM takes its baseline snapshot with the CUDA context already there, so the context is
     # outside the requested budget, and what grows after it (NCCL, workspaces) is inside it as
     # "non-torch memory".
@@ -281,20 +384,30 @@ def _plan_vllm_gpu(common: dict[str, Any], kv: KVCost | None, ctx: int | None, c
     in_budget_graphs = graphs if cudagraph_profiled else 0.0
     budget = requested - weights - activ - comm - in_budget_graphs
     reserve_min = 0.0 if cudagraph_profiled else graphs
-    assumptions = {"startup_overhead_gib": context, "comm_gib": comm, "requested_gib": round(requested, 3),
-                   "activation_peak_gib": round(activ, 3), "cudagraph_gib": round(graphs, 3),
-                   "cudagraph_profiled": cudagraph_profiled, "max_num_seqs": seqs,
-                   "max_num_batched_tokens": batched}
+    assumptions = {
+        "startup_overhead_gib": context,
+        "comm_gib": comm,
+        "requested_gib": round(requested, 3),
+        "activation_peak_gib": round(activ, 3),
+        "cudagraph_gib": round(graphs, 3),
+        "cudagraph_profiled": cudagraph_profiled,
+        "max_num_seqs": seqs,
+        "max_num_batched_tokens": batched,
+    }
     reasons: list[str] = []
     if outside < 0:
-        reasons.append(f"--gpu-memory-utilization {u} asks for {requested:.1f} GiB but only about {free_start:.1f} GiB "
-                       "is free at startup: vLLM stops with 'Free memory on device ... is less than desired GPU "
-                       "memory utilization'.")
+        reasons.append(
+            f"--gpu-memory-utilization {u} asks for {requested:.1f} GiB but only about {free_start:.1f} GiB "
+            "is free at startup: vLLM stops with 'Free memory on device ... is less than desired GPU "
+            "memory utilization'."
+        )
         verdict = "does-not-fit"
     elif budget <= 0:
-        reasons.append(f"weights {weights:.1f} GiB + activations {activ:.1f} GiB + other {comm + in_budget_graphs:.1f} GiB "
-                       f"exceed the {requested:.1f} GiB requested: vLLM stops with 'No available memory for the "
-                       "cache blocks. Try increasing `gpu_memory_utilization`'.")
+        reasons.append(
+            f"weights {weights:.1f} GiB + activations {activ:.1f} GiB + other {comm + in_budget_graphs:.1f} GiB "
+            f"exceed the {requested:.1f} GiB requested: vLLM stops with 'No available memory for the "
+            "cache blocks. Try increasing `gpu_memory_utilization`'."
+        )
         verdict = "does-not-fit"
     else:
         verdict = ""
@@ -303,16 +416,27 @@ def _plan_vllm_gpu(common: dict[str, Any], kv: KVCost | None, ctx: int | None, c
         tokens = int(budget * GIB // kv.alloc_bytes)
         kv_gib = tokens * kv.alloc_bytes / GIB
         if ctx and tokens < ctx:
-            reasons.append(f"{tokens} KV tokens hold less than one request of the model's max length {ctx}: vLLM "
-                           "stops with 'To serve at least one request with the models's max seq len ...'; "
-                           "lower --max-model-len or raise --gpu-memory-utilization.")
+            reasons.append(
+                f"{tokens} KV tokens hold less than one request of the model's max length {ctx}: vLLM "
+                "stops with 'To serve at least one request with the models's max seq len ...'; "
+                "lower --max-model-len or raise --gpu-memory-utilization."
+            )
             verdict = "does-not-fit"
     if not verdict:
         verdict = _verdict(outside, reserve_min, reserve_min, reasons, graph_bs, "vLLM")
-    return _finish(common, kv_budget_gib=round(budget, 3), kv_gib=round(kv_gib, 3) if kv_gib is not None else None,
-                   kv_tokens=tokens, outside_fraction_gib=round(outside, 3), free_after_pools_gib=round(outside, 3),
-                   reserve_min_gib=round(reserve_min, 3), reserve_engine_gib=round(reserve_min, 3), verdict=verdict,
-                   reasons=reasons, assumptions=assumptions)
+    return _finish(
+        common,
+        kv_budget_gib=round(budget, 3),
+        kv_gib=round(kv_gib, 3) if kv_gib is not None else None,
+        kv_tokens=tokens,
+        outside_fraction_gib=round(outside, 3),
+        free_after_pools_gib=round(outside, 3),
+        reserve_min_gib=round(reserve_min, 3),
+        reserve_engine_gib=round(reserve_min, 3),
+        verdict=verdict,
+        reasons=reasons,
+        assumptions=assumptions,
+    )
 
 
 def _activation_estimate_gib(fp: Fingerprint | None, tokens: int, seqs: int, tp: int) -> float:
@@ -332,8 +456,9 @@ def _activation_estimate_gib(fp: Fingerprint | None, tokens: int, seqs: int, tp:
     return (tokens * per_token + logits) / GIB
 
 
-def _plan_vllm_cpu(common: dict[str, Any], kv: KVCost | None, ctx: int | None,
-                   host_available_gib: float | None) -> Plan:
+def _plan_vllm_cpu(
+    common: dict[str, Any], kv: KVCost | None, ctx: int | None, host_available_gib: float | None
+) -> Plan:
     u = common["mem_fraction"]
     total = common["gpu_mem_gib"]  # host memory of the NUMA node for the CPU build
     weights = common["weights_per_gpu_gib"]
@@ -342,26 +467,40 @@ def _plan_vllm_cpu(common: dict[str, Any], kv: KVCost | None, ctx: int | None,
     reasons: list[str] = []
     verdict = "fits"
     if budget <= 0:
-        reasons.append(f"{u} x {total:.1f} GiB = {requested:.1f} GiB does not cover the weights ({weights:.1f} GiB) "
-                       f"and the process ({VLLM_CPU_NON_KV_GIB} GiB): vLLM CPU refuses to start.")
+        reasons.append(
+            f"{u} x {total:.1f} GiB = {requested:.1f} GiB does not cover the weights ({weights:.1f} GiB) "
+            f"and the process ({VLLM_CPU_NON_KV_GIB} GiB): vLLM CPU refuses to start."
+        )
         verdict = "does-not-fit"
     elif host_available_gib is not None and budget > host_available_gib:
-        reasons.append(f"the KV cache would need {budget:.1f} GiB but only {host_available_gib:.1f} GiB is available "
-                       "on the node: vLLM CPU stops with 'Available memory on node ... is less than requested "
-                       "memory for kv'. Lower --gpu-memory-utilization.")
+        reasons.append(
+            f"the KV cache would need {budget:.1f} GiB but only {host_available_gib:.1f} GiB is available "
+            "on the node: vLLM CPU stops with 'Available memory on node ... is less than requested "
+            "memory for kv'. Lower --gpu-memory-utilization."
+        )
         verdict = "does-not-fit"
     tokens = kv_gib = None
     if kv is not None and budget > 0:
         tokens = int(budget * GIB // kv.alloc_bytes)
         kv_gib = tokens * kv.alloc_bytes / GIB
         if ctx and tokens < ctx and verdict == "fits":
-            reasons.append(f"{tokens} KV tokens hold less than one request of max length {ctx}: lower --max-model-len.")
+            reasons.append(
+                f"{tokens} KV tokens hold less than one request of max length {ctx}: lower --max-model-len."
+            )
             verdict = "does-not-fit"
-    return _finish({**common, "engine": "vllm", "gpus": 0}, kv_budget_gib=round(budget, 3),
-                   kv_gib=round(kv_gib, 3) if kv_gib is not None else None, kv_tokens=tokens,
-                   outside_fraction_gib=round(total - requested, 3), free_after_pools_gib=None, reserve_min_gib=0.0,
-                   reserve_engine_gib=0.0, verdict=verdict, reasons=reasons,
-                   assumptions={"non_kv_gib": VLLM_CPU_NON_KV_GIB, "requested_gib": round(requested, 3)})
+    return _finish(
+        {**common, "engine": "vllm", "gpus": 0},
+        kv_budget_gib=round(budget, 3),
+        kv_gib=round(kv_gib, 3) if kv_gib is not None else None,
+        kv_tokens=tokens,
+        outside_fraction_gib=round(total - requested, 3),
+        free_after_pools_gib=None,
+        reserve_min_gib=0.0,
+        reserve_engine_gib=0.0,
+        verdict=verdict,
+        reasons=reasons,
+        assumptions={"non_kv_gib": VLLM_CPU_NON_KV_GIB, "requested_gib": round(requested, 3)},
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -371,12 +510,18 @@ def _plan_vllm_cpu(common: dict[str, Any], kv: KVCost | None, ctx: int | None,
 #   "KV Cache is allocated. #tokens: {n}, K size: {k:.2f} GB, V size: {v:.2f} GB"   (MHA pools)
 #   "KV Cache is allocated. #tokens: {n}, KV size: {kv:.2f} GB"                    (MLA/NSA pools)
 #   newer versions insert "dtype: {dtype}, " after "allocated. ". GB there is 2**30 bytes.
-_SGL_KV = re.compile(r"KV Cache is allocated\.\s*(?:dtype: (?P<dtype>[\w.]+), )?#tokens: (?P<tokens>\d+), "
-                     r"(?:K size: (?P<k>[\d.]+) GB, V size: (?P<v>[\d.]+) GB|KV size: (?P<kv>[\d.]+) GB)")
+_SGL_KV = re.compile(
+    r"KV Cache is allocated\.\s*(?:dtype: (?P<dtype>[\w.]+), )?#tokens: (?P<tokens>\d+), "
+    r"(?:K size: (?P<k>[\d.]+) GB, V size: (?P<v>[\d.]+) GB|KV size: (?P<kv>[\d.]+) GB)"
+)
 # SGLang model_runner.load_model: "Load weight end. [elapsed=..., ]type=..., dtype=..., avail mem=X GB, mem usage=Y GB."
-_SGL_WEIGHTS = re.compile(r"Load weight end\..*?avail mem=(?P<avail>[\d.]+) GB, mem usage=(?P<usage>-?[\d.]+) GB")
+_SGL_WEIGHTS = re.compile(
+    r"Load weight end\..*?avail mem=(?P<avail>[\d.]+) GB, mem usage=(?P<usage>-?[\d.]+) GB"
+)
 _SGL_POOL_END = re.compile(r"Memory pool end\. avail mem=(?P<avail>[\d.]+) GB")
-_SGL_GRAPH_END = re.compile(r"Capture cuda graph end\..*?mem usage=(?P<usage>[\d.]+) GB.*?avail mem=(?P<avail>[\d.]+) GB")
+_SGL_GRAPH_END = re.compile(
+    r"Capture cuda graph end\..*?mem usage=(?P<usage>[\d.]+) GB.*?avail mem=(?P<avail>[\d.]+) GB"
+)
 _SGL_SUMMARY = re.compile(r"max_total_num_tokens=(?P<tokens>\d+).*?available_gpu_mem=(?P<avail>[\d.]+) GB")
 _SGL_KV_DTYPE = re.compile(r"Using KV cache dtype: (?P<dtype>[\w.]+)")
 # vLLM: gpu_model_runner "Model loading took %s GiB memory and %.6f seconds" (older: "took X GiB and Y seconds")
@@ -384,14 +529,20 @@ _VLLM_WEIGHTS = re.compile(r"Model loading took (?P<gib>[\d.]+) GiB(?: memory)? 
 # vLLM: v1/worker/gpu_worker.determine_available_memory "Available KV cache memory: %s GiB"
 _VLLM_AVAIL = re.compile(r"Available KV cache memory: (?P<gib>-?[\d.]+) GiB")
 # vLLM: v1/core/kv_cache_utils "%s KV cache size: %s tokens, Maximum concurrency for %s tokens per request: %.2fx"
-_VLLM_TOKENS = re.compile(r"(?P<dev>GPU|CPU|XPU|TPU|HPU)(?: \+ host)? KV cache size: (?P<tokens>[\d,]+) tokens")
+_VLLM_TOKENS = re.compile(
+    r"(?P<dev>GPU|CPU|XPU|TPU|HPU)(?: \+ host)? KV cache size: (?P<tokens>[\d,]+) tokens"
+)
 _VLLM_CONC = re.compile(r"Maximum concurrency for (?P<len>[\d,]+) tokens per request: (?P<x>[\d.]+)x")
 # vLLM CPU: v1/worker/cpu_worker "Auto set (kv/total) GiB for KV cache on node N, with R GiB requested
 # memory for the worker. C GiB memory was consumed by non-kv usages." / "Explicitly set (kv/total) GiB ..."
-_VLLM_CPU_AUTO = re.compile(r"Auto set \((?P<kv>[\d.]+)/(?P<total>[\d.]+)\) GiB for KV cache on node (?P<node>\d+), "
-                            r"with (?P<req>[\d.]+) GiB requested memory for the worker\. "
-                            r"(?P<non_kv>[\d.]+) GiB memory was consumed by non-kv usages")
-_VLLM_CPU_EXPLICIT = re.compile(r"Explicitly set \((?P<kv>[\d.]+)/(?P<total>[\d.]+)\) GiB for KV cache on node (?P<node>\d+)")
+_VLLM_CPU_AUTO = re.compile(
+    r"Auto set \((?P<kv>[\d.]+)/(?P<total>[\d.]+)\) GiB for KV cache on node (?P<node>\d+), "
+    r"with (?P<req>[\d.]+) GiB requested memory for the worker\. "
+    r"(?P<non_kv>[\d.]+) GiB memory was consumed by non-kv usages"
+)
+_VLLM_CPU_EXPLICIT = re.compile(
+    r"Explicitly set \((?P<kv>[\d.]+)/(?P<total>[\d.]+)\) GiB for KV cache on node (?P<node>\d+)"
+)
 
 
 def parse_kv_report(lines: list[str], engine: str) -> dict[str, Any] | None:
@@ -474,9 +625,11 @@ def _rel(planned: float | None, seen: float | None) -> float | None:
 def compare(plan: Plan, report: dict[str, Any]) -> dict[str, Any]:
     """Relative errors of the plan against the engine's report: (planned - reported) / reported."""
     out: dict[str, Any] = {
-        "kv_gib_plan": plan.kv_gib, "kv_gib_reported": report.get("kv_gib"),
+        "kv_gib_plan": plan.kv_gib,
+        "kv_gib_reported": report.get("kv_gib"),
         "kv_gib_rel_error": _rel(plan.kv_gib, report.get("kv_gib")),
-        "kv_tokens_plan": plan.kv_tokens, "kv_tokens_reported": report.get("kv_tokens"),
+        "kv_tokens_plan": plan.kv_tokens,
+        "kv_tokens_reported": report.get("kv_tokens"),
         "kv_tokens_rel_error": _rel(plan.kv_tokens, report.get("kv_tokens")),
     }
     if report.get("weights_gib") is not None:
@@ -505,5 +658,11 @@ def corrected(plan: Plan, history_errors: list[float]) -> Plan:
     verdict = plan.verdict
     if kv_gib <= 0 or (tokens is not None and tokens <= 0):
         verdict = "does-not-fit"
-    return replace(plan, kv_gib=round(kv_gib, 3), kv_tokens=tokens, reasons=reasons, verdict=verdict,
-                   correction={"median_rel_error": med, "samples": len(errs), "factor": round(factor, 4)})
+    return replace(
+        plan,
+        kv_gib=round(kv_gib, 3),
+        kv_tokens=tokens,
+        reasons=reasons,
+        verdict=verdict,
+        correction={"median_rel_error": med, "samples": len(errs), "factor": round(factor, 4)},
+    )

@@ -64,9 +64,15 @@ class MinimalFix:
     final: Candidate  # the baseline with those changes, when it was seen working; else the working one
 
 
-def minimal_fix(baseline: Candidate, working: Candidate, key_of: Callable[[Candidate], str],
-                outcomes: dict[str, Outcome], launch: Callable[[Candidate], Outcome],
-                budget: int, ignored: set[str] | frozenset[str] = frozenset()) -> MinimalFix:
+def minimal_fix(
+    baseline: Candidate,
+    working: Candidate,
+    key_of: Callable[[Candidate], str],
+    outcomes: dict[str, Outcome],
+    launch: Callable[[Candidate], Outcome],
+    budget: int,
+    ignored: set[str] | frozenset[str] = frozenset(),
+) -> MinimalFix:
     """ddmin between the baseline and the working candidate, launching (through `launch`) only
     subsets whose predicted effective configuration (`key_of`) has no outcome yet, and at most
     `budget` of them. A change to a flag the engine ignores (`ignored`: frozen factors) cannot

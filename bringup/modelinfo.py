@@ -27,17 +27,44 @@ GIB = 1024**3
 # Bytes per element of each safetensors dtype (for parameter counts; byte totals come from the
 # header's data_offsets, never from these).
 DTYPE_BYTES: dict[str, float] = {
-    "F64": 8, "I64": 8, "U64": 8, "F32": 4, "I32": 4, "U32": 4, "F16": 2, "BF16": 2, "I16": 2,
-    "U16": 2, "I8": 1, "U8": 1, "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1, "F8_E8M0": 1, "F4": 0.5,
+    "F64": 8,
+    "I64": 8,
+    "U64": 8,
+    "F32": 4,
+    "I32": 4,
+    "U32": 4,
+    "F16": 2,
+    "BF16": 2,
+    "I16": 2,
+    "U16": 2,
+    "I8": 1,
+    "U8": 1,
+    "BOOL": 1,
+    "F8_E4M3": 1,
+    "F8_E5M2": 1,
+    "F8_E8M0": 1,
+    "F4": 0.5,
 }
 # Largest header we accept: real ones are a few MB (DeepSeek-V3 shards: ~100 KB each).
 MAX_HEADER = 256 * 1024 * 1024
 
 # KV-cache element sizes by the engines' --kv-cache-dtype names.
 KV_DTYPE_BYTES: dict[str, float] = {
-    "bfloat16": 2, "bf16": 2, "float16": 2, "fp16": 2, "half": 2, "float32": 4, "fp32": 4,
-    "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1, "fp8_inc": 1, "int8": 1,
-    "fp4": 0.5, "fp4_e2m1": 0.5, "nvfp4": 0.5,
+    "bfloat16": 2,
+    "bf16": 2,
+    "float16": 2,
+    "fp16": 2,
+    "half": 2,
+    "float32": 4,
+    "fp32": 4,
+    "fp8": 1,
+    "fp8_e4m3": 1,
+    "fp8_e5m2": 1,
+    "fp8_inc": 1,
+    "int8": 1,
+    "fp4": 0.5,
+    "fp4_e2m1": 0.5,
+    "nvfp4": 0.5,
 }
 
 # Names of tensors that SGLang/vLLM keep whole on every tensor-parallel rank (the rest is split):
@@ -99,16 +126,21 @@ def check_safetensors_file(path: str | Path) -> None:
         if name.startswith("__"):
             continue
         offs = info.get("data_offsets") if isinstance(info, dict) else None
-        if not (isinstance(offs, list) and len(offs) == 2 and all(isinstance(x, int) for x in offs)
-                and 0 <= offs[0] <= offs[1]):
+        if not (
+            isinstance(offs, list)
+            and len(offs) == 2
+            and all(isinstance(x, int) for x in offs)
+            and 0 <= offs[0] <= offs[1]
+        ):
             raise SafetensorsError(f"{path}: tensor {name!r} has no valid data_offsets")
         end = max(end, offs[1])
     if 0 < size < end:
         raise SafetensorsError(f"{path}: cut short ({size} bytes of tensor data, the header says {end})")
 
 
-def write_safetensors_header_only(path: str | Path, tensors: dict[str, tuple[str, list[int]]],
-                                  metadata: dict[str, str] | None = None) -> int:
+def write_safetensors_header_only(
+    path: str | Path, tensors: dict[str, tuple[str, list[int]]], metadata: dict[str, str] | None = None
+) -> int:
     """Write a safetensors file whose header is real and whose data is a hole of the right size.
 
     The file is extended with truncate(), so on Linux file systems it is sparse: a "16 GB" model
@@ -132,8 +164,9 @@ def write_safetensors_header_only(path: str | Path, tensors: dict[str, tuple[str
     return offset
 
 
-def synthetic_tensors(fp: Fingerprint, quant: str = "none", layers: int | None = None,
-                      dtype: str = "BF16") -> dict[str, tuple[str, list[int]]]:
+def synthetic_tensors(
+    fp: Fingerprint, quant: str = "none", layers: int | None = None, dtype: str = "BF16"
+) -> dict[str, tuple[str, list[int]]]:
     """Tensor names, dtypes and shapes of a checkpoint with this fingerprint's dimensions.
 
     Names follow the Hugging Face Llama / DeepSeek-V3 layouts (MLA down/up projections, the DSA
@@ -171,8 +204,11 @@ def synthetic_tensors(fp: Fingerprint, quant: str = "none", layers: int | None =
                 linear(f"{a}.q_proj", fp.heads * qk, h)
             linear(f"{a}.kv_a_proj_with_mqa", (fp.kv_lora_rank or 0) + (fp.qk_rope_head_dim or 0), h)
             t[f"{a}.kv_a_layernorm.weight"] = (dtype, [fp.kv_lora_rank or 0])
-            linear(f"{a}.kv_b_proj", fp.heads * ((fp.qk_nope_head_dim or 0) + (fp.v_head_dim or 0)),
-                   fp.kv_lora_rank or 0)
+            linear(
+                f"{a}.kv_b_proj",
+                fp.heads * ((fp.qk_nope_head_dim or 0) + (fp.v_head_dim or 0)),
+                fp.kv_lora_rank or 0,
+            )
             linear(f"{a}.o_proj", h, fp.heads * (fp.v_head_dim or 0))
             if fp.attention == "dsa":
                 idx, nh = fp.index_head_dim or 128, fp.index_n_heads or 64
@@ -209,8 +245,13 @@ def synthetic_tensors(fp: Fingerprint, quant: str = "none", layers: int | None =
     return t
 
 
-def write_header_only_model(out_dir: str | Path, config: dict[str, Any], shards: int = 1, quant: str = "none",
-                            layers: int | None = None) -> Path:
+def write_header_only_model(
+    out_dir: str | Path,
+    config: dict[str, Any],
+    shards: int = 1,
+    quant: str = "none",
+    layers: int | None = None,
+) -> Path:
     """A model folder with config.json and sharded header-only safetensors (with an index)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -222,13 +263,14 @@ def write_header_only_model(out_dir: str | Path, config: dict[str, Any], shards:
     weight_map: dict[str, str] = {}
     total = 0
     for s in range(shards):
-        chunk = names[s * per:(s + 1) * per]
+        chunk = names[s * per : (s + 1) * per]
         fname = "model.safetensors" if shards == 1 else f"model-{s + 1:05d}-of-{shards:05d}.safetensors"
         total += write_safetensors_header_only(out / fname, {n: tensors[n] for n in chunk}, {"format": "pt"})
         weight_map.update(dict.fromkeys(chunk, fname))
     if shards > 1:
         (out / "model.safetensors.index.json").write_text(
-            json.dumps({"metadata": {"total_size": total}, "weight_map": weight_map}, indent=1))
+            json.dumps({"metadata": {"total_size": total}, "weight_map": weight_map}, indent=1)
+        )
     return out
 
 
@@ -272,8 +314,9 @@ def weight_files(model_dir: str | Path) -> tuple[list[Path], list[str]]:
     return files, []
 
 
-def weight_inventory(model_dir: str | Path, num_hidden_layers: int | None = None,
-                     packed_factor: dict[str, int] | None = None) -> WeightInventory:
+def weight_inventory(
+    model_dir: str | Path, num_hidden_layers: int | None = None, packed_factor: dict[str, int] | None = None
+) -> WeightInventory:
     """Read every shard's header and add up the bytes; nothing else of the files is read.
 
     ``packed_factor`` maps a dtype to parameters per element for packed formats (U8 holds two
@@ -314,7 +357,9 @@ def weight_inventory(model_dir: str | Path, num_hidden_layers: int | None = None
                 inv.params += math.prod(t["shape"]) * packed_factor.get(dtype, 1)
         size = path.stat().st_size
         if size < header_bytes + end:
-            inv.problems.append(f"{path.name}: truncated ({size} bytes on disk, header needs {header_bytes + end})")
+            inv.problems.append(
+                f"{path.name}: truncated ({size} bytes on disk, header needs {header_bytes + end})"
+            )
     inv.bytes_by_dtype = dict(sorted(inv.bytes_by_dtype.items(), key=lambda kv: -kv[1]))
     return inv
 
@@ -419,15 +464,21 @@ def parse_quantization(cfg: dict[str, Any], hf_quant: dict[str, Any] | None = No
         q = hf_quant.get("quantization", hf_quant)
         algo = str(q.get("quant_algo") or "").lower()
         return Quantization(
-            method=_modelopt_algo(algo), source="hf_quant_config.json",
+            method=_modelopt_algo(algo),
+            source="hf_quant_config.json",
             quant_method=(hf_quant.get("producer") or {}).get("name", "modelopt"),
-            group_size=q.get("group_size"), kv_cache=_lower(q.get("kv_cache_quant_algo")),
+            group_size=q.get("group_size"),
+            kv_cache=_lower(q.get("kv_cache_quant_algo")),
         )
     if not qc:
         return Quantization()
     qm = str(qc.get("quant_method") or "").lower()
-    out = Quantization(source="config.json quantization_config", quant_method=qm or None,
-                       group_size=qc.get("group_size"), bits=qc.get("bits") or qc.get("w_bit"))
+    out = Quantization(
+        source="config.json quantization_config",
+        quant_method=qm or None,
+        group_size=qc.get("group_size"),
+        bits=qc.get("bits") or qc.get("w_bit"),
+    )
     if hf_quant:
         out.kv_cache = _lower((hf_quant.get("quantization") or {}).get("kv_cache_quant_algo"))
     out.kv_cache = out.kv_cache or _lower(qc.get("kv_cache_quant_algo"))
@@ -489,8 +540,9 @@ def _compressed_tensors(qc: dict[str, Any]) -> str:
     return "compressed-tensors"
 
 
-def from_config(cfg: dict[str, Any], hf_quant: dict[str, Any] | None = None,
-                path: str | None = None) -> Fingerprint:
+def from_config(
+    cfg: dict[str, Any], hf_quant: dict[str, Any] | None = None, path: str | None = None
+) -> Fingerprint:
     """A fingerprint from config.json contents alone (no weights)."""
     c = text_config(cfg)
     archs = c.get("architectures") or cfg.get("architectures") or []
@@ -516,17 +568,24 @@ def from_config(cfg: dict[str, Any], hf_quant: dict[str, Any] | None = None,
         path=path,
         architecture=archs[0] if archs else None,
         model_type=c.get("model_type") or cfg.get("model_type"),
-        layers=layers, hidden_size=hidden, heads=heads,
+        layers=layers,
+        hidden_size=hidden,
+        heads=heads,
         kv_heads=1 if kv_lora else kv_heads,  # MLA caches one latent "head"
-        head_dim=head_dim, v_head_dim=v_head_dim, attention=attention,
+        head_dim=head_dim,
+        v_head_dim=v_head_dim,
+        attention=attention,
         vocab_size=_first(c, "vocab_size"),
         intermediate_size=_first(c, "intermediate_size", "n_inner", "ffn_hidden_size"),
         max_context=_first(c, "max_position_embeddings", "n_positions", "max_sequence_length", "seq_length"),
         dtype=str(_first(c, "torch_dtype", "dtype") or "") or None,
-        kv_lora_rank=kv_lora, q_lora_rank=c.get("q_lora_rank"),
-        qk_nope_head_dim=qk_nope, qk_rope_head_dim=qk_rope,
+        kv_lora_rank=kv_lora,
+        q_lora_rank=c.get("q_lora_rank"),
+        qk_nope_head_dim=qk_nope,
+        qk_rope_head_dim=qk_rope,
         index_head_dim=c.get("index_head_dim") if has_indexer else None,
-        index_topk=c.get("index_topk"), index_n_heads=c.get("index_n_heads"),
+        index_topk=c.get("index_topk"),
+        index_n_heads=c.get("index_n_heads"),
         moe=bool(experts and int(experts) > 1),
         experts=int(experts) if experts else None,
         experts_per_token=int(per_tok) if per_tok and experts else None,
@@ -534,7 +593,9 @@ def from_config(cfg: dict[str, Any], hf_quant: dict[str, Any] | None = None,
         moe_intermediate_size=c.get("moe_intermediate_size"),
         first_dense_layers=c.get("first_k_dense_replace"),
         mtp_layers=int(c.get("num_nextn_predict_layers") or 0),
-        sliding_window=c.get("sliding_window") if (c.get("use_sliding_window", True) and c.get("sliding_window")) else None,
+        sliding_window=c.get("sliding_window")
+        if (c.get("use_sliding_window", True) and c.get("sliding_window"))
+        else None,
         sliding_layers=sum(1 for t in layer_types if "sliding" in str(t)),
         tied_embeddings=bool(c.get("tie_word_embeddings", cfg.get("tie_word_embeddings", False))),
         quantization=parse_quantization(c, hf_quant),
@@ -557,8 +618,9 @@ def fingerprint(model_dir: str | Path, read_weights: bool = True) -> Fingerprint
     if read_weights:
         files, missing = weight_files(model_dir)
         if files or missing:
-            fp.weights = weight_inventory(model_dir, num_hidden_layers=fp.layers or None,
-                                          packed_factor=_packing(fp.quantization.method))
+            fp.weights = weight_inventory(
+                model_dir, num_hidden_layers=fp.layers or None, packed_factor=_packing(fp.quantization.method)
+            )
     return fp
 
 
@@ -598,7 +660,18 @@ def estimate_params(fp: Fingerprint) -> int | None:
     return int(L * attn + mlp + embeddings)
 
 
-_UNGATED_MLP = {"gpt2", "gpt_neox", "gptj", "opt", "bloom", "falcon", "phi", "gpt_bigcode", "starcoder2", "mpt"}
+_UNGATED_MLP = {
+    "gpt2",
+    "gpt_neox",
+    "gptj",
+    "opt",
+    "bloom",
+    "falcon",
+    "phi",
+    "gpt_bigcode",
+    "starcoder2",
+    "mpt",
+}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -620,8 +693,9 @@ class KVCost:
     layout: str  # a short description, e.g. "MLA latent 576 x 1 B + indexer 132 B, 78 layers"
 
 
-def resolve_kv_dtype(fp: Fingerprint, kv_dtype: str = "auto", engine: str = "sglang",
-                     compute_capability: float | None = None) -> str:
+def resolve_kv_dtype(
+    fp: Fingerprint, kv_dtype: str = "auto", engine: str = "sglang", compute_capability: float | None = None
+) -> str:
     """What ``--kv-cache-dtype auto`` becomes.
 
     SGLang forces DSA models (DeepSeek-V3.2, GLM-5) to fp8_e4m3 on compute capability >= 10 and
@@ -637,9 +711,15 @@ def resolve_kv_dtype(fp: Fingerprint, kv_dtype: str = "auto", engine: str = "sgl
     return dt if dt in KV_DTYPE_BYTES else "bfloat16"
 
 
-def kv_cache_bytes(fp: Fingerprint, kv_dtype: str = "auto", engine: str = "sglang", tp: int = 1,
-                   compute_capability: float | None = None, dsa_fp8_layout: str = "flashmla",
-                   dsa_exact_cell: bool = False) -> KVCost:
+def kv_cache_bytes(
+    fp: Fingerprint,
+    kv_dtype: str = "auto",
+    engine: str = "sglang",
+    tp: int = 1,
+    compute_capability: float | None = None,
+    dsa_fp8_layout: str = "flashmla",
+    dsa_exact_cell: bool = False,
+) -> KVCost:
     """KV-cache bytes per token on one GPU of a TP group.
 
     MHA/GQA: K and V per layer, each kv_heads_per_gpu x head_dim elements, kv_heads_per_gpu =
@@ -672,10 +752,14 @@ def kv_cache_bytes(fp: Fingerprint, kv_dtype: str = "auto", engine: str = "sglan
         budget = alloc = per_layer
         layout = f"MLA latent {latent} x {el:g} B"
         if fp.attention == "dsa":
-            idx = (fp.index_head_dim or 128)
+            idx = fp.index_head_dim or 128
             indexer = idx + idx // 128 * 4
             if el == 1 and dsa_fp8_layout == "flashmla":
-                alloc = (fp.kv_lora_rank or 0) + (fp.kv_lora_rank or 0) // 128 * 4 + (fp.qk_rope_head_dim or 0) * 2
+                alloc = (
+                    (fp.kv_lora_rank or 0)
+                    + (fp.kv_lora_rank or 0) // 128 * 4
+                    + (fp.qk_rope_head_dim or 0) * 2
+                )
                 budget = alloc if (engine == "vllm" or dsa_exact_cell) else per_layer
                 layout = f"DSA fp8 latent {alloc:g} B (512 fp8 + scales + bf16 rope)"
             alloc += indexer
@@ -685,8 +769,12 @@ def kv_cache_bytes(fp: Fingerprint, kv_dtype: str = "auto", engine: str = "sglan
     kv_heads = max(1, fp.kv_heads // max(1, tp))
     elems = kv_heads * (fp.head_dim + (fp.v_head_dim or fp.head_dim))
     per_layer = elems * el + (elems / 16 if is_fp4 else 0)
-    return KVCost(kv, per_layer * L, per_layer * L,
-                  f"K+V {kv_heads} heads x ({fp.head_dim}+{fp.v_head_dim or fp.head_dim}) x {el:g} B, {L} layers")
+    return KVCost(
+        kv,
+        per_layer * L,
+        per_layer * L,
+        f"K+V {kv_heads} heads x ({fp.head_dim}+{fp.v_head_dim or fp.head_dim}) x {el:g} B, {L} layers",
+    )
 
 
 def weights_per_gpu_bytes(fp: Fingerprint, tp: int = 1, ep: int = 1) -> int | None:
@@ -739,29 +827,43 @@ def report_lines(fp: Fingerprint, kv_dtypes: tuple[str, ...] = ("bfloat16", "fp8
     out = [f"{fp.architecture or '?'} ({fp.model_type or '?'}) at {fp.path}"]
     att = fp.attention.upper()
     if fp.attention in ("mla", "dsa"):
-        att += (f": kv_lora_rank {fp.kv_lora_rank}, qk_nope {fp.qk_nope_head_dim}, qk_rope {fp.qk_rope_head_dim}, "
-                f"v {fp.v_head_dim}")
+        att += (
+            f": kv_lora_rank {fp.kv_lora_rank}, qk_nope {fp.qk_nope_head_dim}, qk_rope {fp.qk_rope_head_dim}, "
+            f"v {fp.v_head_dim}"
+        )
         if fp.attention == "dsa":
             att += f"; indexer head_dim {fp.index_head_dim}, top-k {fp.index_topk}"
-    out.append(f"{fp.layers} layers, hidden {fp.hidden_size}, {fp.heads} heads / {fp.kv_heads} KV heads, "
-               f"head_dim {fp.head_dim}; attention {att}")
+    out.append(
+        f"{fp.layers} layers, hidden {fp.hidden_size}, {fp.heads} heads / {fp.kv_heads} KV heads, "
+        f"head_dim {fp.head_dim}; attention {att}"
+    )
     if fp.moe:
-        out.append(f"MoE: {fp.experts} experts, {fp.experts_per_token} per token"
-                   + (f", {fp.shared_experts} shared" if fp.shared_experts else "")
-                   + (f", first {fp.first_dense_layers} layers dense" if fp.first_dense_layers else ""))
-    out.append(f"quantization: {q.method}" + (f" ({q.quant_method})" if q.quant_method and q.quant_method != q.method else "")
-               + (f", block {q.weight_block_size}" if q.weight_block_size else "")
-               + (f", KV {q.kv_cache}" if q.kv_cache else ""))
+        out.append(
+            f"MoE: {fp.experts} experts, {fp.experts_per_token} per token"
+            + (f", {fp.shared_experts} shared" if fp.shared_experts else "")
+            + (f", first {fp.first_dense_layers} layers dense" if fp.first_dense_layers else "")
+        )
+    out.append(
+        f"quantization: {q.method}"
+        + (f" ({q.quant_method})" if q.quant_method and q.quant_method != q.method else "")
+        + (f", block {q.weight_block_size}" if q.weight_block_size else "")
+        + (f", KV {q.kv_cache}" if q.kv_cache else "")
+    )
     out.append(f"max context: {fp.max_context}, dtype {fp.dtype}")
     if fp.weights:
         w = fp.weights
         by = ", ".join(f"{k} {v / GIB:.2f} GiB" for k, v in w.bytes_by_dtype.items())
         out.append(f"weights: {w.total_gib:.2f} GiB in {len(w.files)} files, {w.tensors} tensors ({by})")
         if w.mtp_bytes:
-            out.append(f"  of which MTP layers (not loaded without speculative decoding): {w.mtp_bytes / GIB:.2f} GiB")
+            out.append(
+                f"  of which MTP layers (not loaded without speculative decoding): {w.mtp_bytes / GIB:.2f} GiB"
+            )
         out.extend(f"  problem: {p}" for p in w.problems)
     if fp.params_b:
-        out.append(f"parameters: {fp.params_b:.2f} B" + ("" if fp.weights and fp.weights.params else " (from config)"))
+        out.append(
+            f"parameters: {fp.params_b:.2f} B"
+            + ("" if fp.weights and fp.weights.params else " (from config)")
+        )
     for kv in kv_dtypes:
         c = kv_cache_bytes(fp, kv)
         out.append(f"KV cache per token ({kv}, one GPU at TP 1): {c.alloc_bytes:,.0f} B  [{c.layout}]")

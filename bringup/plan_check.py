@@ -15,8 +15,18 @@ from bringup.journal import Journal
 from bringup.outcome import Outcome
 
 
-def record_kv(out: Outcome, trial_dir: Path, dialect: str, facts: dict, fingerprint: Any, journal: Journal,
-              hw_fp: str, model_id: str, run_id: str, seq: int) -> None:
+def record_kv(
+    out: Outcome,
+    trial_dir: Path,
+    dialect: str,
+    facts: dict,
+    fingerprint: Any,
+    journal: Journal,
+    hw_fp: str,
+    model_id: str,
+    run_id: str,
+    seq: int,
+) -> None:
     """Attach the engine's KV report to the outcome and journal the plan's error (best effort)."""
     try:
         from bringup import memplan
@@ -47,16 +57,26 @@ def plan_for(out: Outcome, dialect: str, facts: dict, fingerprint: Any):
         return None
     if f.get("device") == "cpu" and dialect == "vllm" and f.get("host.memory_gib"):
         try:  # the CPU build reserves a fraction of host memory
-            return memplan.plan(gpu_mem_gib=float(f["host.memory_gib"]), mem_fraction=float(frac), engine="vllm",
-                                fp=fingerprint, device="cpu")
+            return memplan.plan(
+                gpu_mem_gib=float(f["host.memory_gib"]),
+                mem_fraction=float(frac),
+                engine="vllm",
+                fp=fingerprint,
+                device="cpu",
+            )
         except (ValueError, TypeError):
             return None
     if f.get("device") != "cuda" or not f.get("gpu.memory_gib"):
         return None
     tp = int(out.effective.get("tp_size") or out.effective.get("tensor_parallel_size") or 1)
-    kw: dict[str, Any] = {"gpu_mem_gib": float(f["gpu.memory_gib"]), "tp": tp, "mem_fraction": float(frac),
-                          "engine": dialect, "gpus": f.get("gpu.count"),
-                          "compute_capability": f.get("gpu.compute_capability")}
+    kw: dict[str, Any] = {
+        "gpu_mem_gib": float(f["gpu.memory_gib"]),
+        "tp": tp,
+        "mem_fraction": float(frac),
+        "engine": dialect,
+        "gpus": f.get("gpu.count"),
+        "compute_capability": f.get("gpu.compute_capability"),
+    }
     if fingerprint is not None:
         kw["fp"] = fingerprint
     elif f.get("model.weights_gib"):

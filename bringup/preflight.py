@@ -45,8 +45,10 @@ def model_problems(model_dir: Path) -> list[str]:
             problems.append(str(e))
     elif not (d / "params.json").exists():
         listing = sorted(p.name for p in d.iterdir())[:8]
-        problems.append(f"{d}: no config.json (or params.json); the folder holds "
-                        f"{', '.join(listing) if listing else 'nothing'}. Is the download complete?")
+        problems.append(
+            f"{d}: no config.json (or params.json); the folder holds "
+            f"{', '.join(listing) if listing else 'nothing'}. Is the download complete?"
+        )
     index = d / "model.safetensors.index.json"
     shards: list[Path] = []
     if index.exists():
@@ -55,8 +57,10 @@ def model_problems(model_dir: Path) -> list[str]:
             names = sorted({str(v) for v in wm.values()}) if isinstance(wm, dict) else []
             missing = [n for n in names if not (d / n).is_file()]
             if missing:
-                problems.append(f"{index}: {len(missing)} of {len(names)} shard(s) listed but missing: "
-                                f"{', '.join(missing[:5])}{' …' if len(missing) > 5 else ''}")
+                problems.append(
+                    f"{index}: {len(missing)} of {len(names)} shard(s) listed but missing: "
+                    f"{', '.join(missing[:5])}{' …' if len(missing) > 5 else ''}"
+                )
             shards = [d / n for n in names if (d / n).is_file()]
         except PreflightError as e:
             problems.append(str(e))
@@ -83,5 +87,7 @@ def check_writable(folder: Path) -> None:
         os.close(fd)
         os.unlink(name)
     except OSError as e:
-        raise PreflightError(f"runs folder {folder} is not writable ({e.strerror or e}); nothing was launched. "
-                             "Give a writable --runs-dir (bringup report still reads a read-only one).") from None
+        raise PreflightError(
+            f"runs folder {folder} is not writable ({e.strerror or e}); nothing was launched. "
+            "Give a writable --runs-dir (bringup report still reads a read-only one)."
+        ) from None

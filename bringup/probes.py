@@ -89,7 +89,9 @@ def _post(client: httpx.Client, path: str, body: dict) -> dict:
     try:
         r = client.post(path, json=body)
     except httpx.TimeoutException as e:
-        raise ServerBroke(f"POST {path}: no answer within {client.timeout.read} s ({type(e).__name__})") from e
+        raise ServerBroke(
+            f"POST {path}: no answer within {client.timeout.read} s ({type(e).__name__})"
+        ) from e
     except httpx.HTTPError as e:
         raise ServerBroke(f"POST {path}: {type(e).__name__}: {e}") from e
     if r.status_code >= 500:
@@ -98,9 +100,11 @@ def _post(client: httpx.Client, path: str, body: dict) -> dict:
         # Python's json refuses NaN/inf when the server serializes logprobs strictly (vLLM answers
         # HTTP 400 with this message): the output is non-finite, not the request malformed.
         nan = _NAN_JSON in r.text
-        raise Disagree(f"POST {path}: HTTP {r.status_code}: {r.text[:300]}"
-                       + (" (non-finite logprobs: the output is NaN/inf)" if nan else ""),
-                       kind="nan" if nan else "disagree")
+        raise Disagree(
+            f"POST {path}: HTTP {r.status_code}: {r.text[:300]}"
+            + (" (non-finite logprobs: the output is NaN/inf)" if nan else ""),
+            kind="nan" if nan else "disagree",
+        )
     try:
         return r.json()
     except ValueError as e:
@@ -170,8 +174,14 @@ class ProbeRunner:
         """The first request, streamed: a death before the first token is the first request
         (prefill); after it, decode."""
         self.phase = "first-request"
-        body = {"model": self.model, "prompt": REFERENCE_PROMPT, "max_tokens": self.cfg.short_tokens,
-                "temperature": 0, "stream": True, "stream_options": {"include_usage": True}}
+        body = {
+            "model": self.model,
+            "prompt": REFERENCE_PROMPT,
+            "max_tokens": self.cfg.short_tokens,
+            "temperature": 0,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
         if self.cfg.logprobs:
             body["logprobs"] = 1
         text: list[str] = []
@@ -205,7 +215,9 @@ class ProbeRunner:
                     if tokens or any(text):
                         self.phase = "decode"
         except httpx.TimeoutException as e:
-            raise ServerBroke(f"POST /v1/completions (stream): no answer within {client.timeout.read} s") from e
+            raise ServerBroke(
+                f"POST /v1/completions (stream): no answer within {client.timeout.read} s"
+            ) from e
         except httpx.HTTPError as e:
             raise ServerBroke(f"POST /v1/completions (stream): {type(e).__name__}: {e}") from e
         _finite_logprobs({"logprobs": {"token_logprobs": lps}})
@@ -220,8 +232,12 @@ class ProbeRunner:
         return f"{n} tokens (streamed): {''.join(text)[:60]!r}"
 
     def probe_chat(self, client: httpx.Client) -> str:
-        body = {"model": self.model, "messages": [{"role": "user", "content": "Say hello in one sentence."}],
-                "max_tokens": self.cfg.short_tokens, "temperature": 0}
+        body = {
+            "model": self.model,
+            "messages": [{"role": "user", "content": "Say hello in one sentence."}],
+            "max_tokens": self.cfg.short_tokens,
+            "temperature": 0,
+        }
         data = _post(client, "/v1/chat/completions", body)
         choices = data.get("choices") or []
         if not choices or "message" not in choices[0]:
@@ -235,8 +251,12 @@ class ProbeRunner:
     def probe_known_answers(self, client: httpx.Client) -> str:
         wrong = []
         for qa in self.cfg.answers:
-            body = {"model": self.model, "messages": [{"role": "user", "content": qa.prompt}],
-                    "max_tokens": 64, "temperature": 0}
+            body = {
+                "model": self.model,
+                "messages": [{"role": "user", "content": qa.prompt}],
+                "max_tokens": 64,
+                "temperature": 0,
+            }
             data = _post(client, "/v1/chat/completions", body)
             msg = (data.get("choices") or [{}])[0].get("message") or {}
             text = (msg.get("content") or "") + " " + (msg.get("reasoning_content") or "")
@@ -261,9 +281,14 @@ class ProbeRunner:
             data = _post(client, "/v1/completions", body)
             choice = (data.get("choices") or [{}])[0]
             lp = choice.get("logprobs") or {}
-            outputs.append(ServerOutput(text=choice.get("text") or "", tokens=lp.get("tokens") or None,
-                                        logprobs=lp.get("token_logprobs") or None,
-                                        finish_reason=choice.get("finish_reason")))
+            outputs.append(
+                ServerOutput(
+                    text=choice.get("text") or "",
+                    tokens=lp.get("tokens") or None,
+                    logprobs=lp.get("token_logprobs") or None,
+                    finish_reason=choice.get("finish_reason"),
+                )
+            )
         verdict = compare(ref, outputs, tolerance(self.cfg.reference_precision))
         if not verdict.passed:
             raise Disagree(verdict.detail, kind=verdict.kind)
@@ -285,7 +310,9 @@ class ProbeRunner:
 
     def probe_batch(self, client: httpx.Client) -> str:
         self.phase = "load"
-        prompts = [REFERENCE_PROMPT] + [BATCH_PROMPTS[i % len(BATCH_PROMPTS)] for i in range(self.cfg.batch_size - 1)]
+        prompts = [REFERENCE_PROMPT] + [
+            BATCH_PROMPTS[i % len(BATCH_PROMPTS)] for i in range(self.cfg.batch_size - 1)
+        ]
         with ThreadPoolExecutor(max_workers=len(prompts)) as pool:
             futures = [pool.submit(self._completion, client, p, self.cfg.short_tokens) for p in prompts]
             outs = [f.result() for f in futures]  # re-raises ServerBroke/Disagree
@@ -295,69 +322,118 @@ class ProbeRunner:
         return f"{len(outs)} concurrent requests answered"
 
     def probe_batch_invariance(self, client: httpx.Client) -> str:
-        failed = next((r.name for r in self.results if r.name in ("completion", "batch") and not r.passed), None)
+        failed = next(
+            (r.name for r in self.results if r.name in ("completion", "batch") and not r.passed), None
+        )
         if failed is not None or self._batch_reference is None:
             # an earlier probe failed (NaN, a wrong answer) and left nothing to compare: say so, do not crash
             raise Disagree(f"not compared: the {failed or 'batch'} probe gave no output to compare")
         if self._reference is None:  # an engine whose streamed text is not the greedy reference
-            self._reference = _tokens(self._completion(client, REFERENCE_PROMPT, self.cfg.short_tokens)["choices"][0])
+            self._reference = _tokens(
+                self._completion(client, REFERENCE_PROMPT, self.cfg.short_tokens)["choices"][0]
+            )
         note = ""
         if self._batch_reference != self._reference:
             agree = common_prefix(self._reference, self._batch_reference)
             if not near_tie_divergence(self._reference, agree):
-                raise Disagree(f"greedy output differs alone vs in a batch: {_show(self._reference)} vs "
-                               f"{_show(self._batch_reference)}")
-            note = (f"; alone and in a batch agree for {agree} {_unit(self._reference)}, then part "
-                    "(batched kernels round differently; allowed after that many)")
+                raise Disagree(
+                    f"greedy output differs alone vs in a batch: {_show(self._reference)} vs "
+                    f"{_show(self._batch_reference)}"
+                )
+            note = (
+                f"; alone and in a batch agree for {agree} {_unit(self._reference)}, then part "
+                "(batched kernels round differently; allowed after that many)"
+            )
         again = _tokens(self._completion(client, REFERENCE_PROMPT, self.cfg.short_tokens)["choices"][0])
         if again != self._reference:
-            raise Disagree(f"greedy output differs between two identical requests: {_show(self._reference)} "
-                           f"vs {_show(again)}")
+            raise Disagree(
+                f"greedy output differs between two identical requests: {_show(self._reference)} "
+                f"vs {_show(again)}"
+            )
         if note:
             return "same greedy tokens repeated" + note
         return "same greedy tokens alone, in a batch, and repeated"
 
     def ladder(self) -> list[tuple[str, Callable[[httpx.Client], str]]]:
         steps: list[tuple[str, Callable[[httpx.Client], str]]] = [
-            ("health", self.probe_health), ("completion", self.probe_completion), ("chat", self.probe_chat)]
+            ("health", self.probe_health),
+            ("completion", self.probe_completion),
+            ("chat", self.probe_chat),
+        ]
         if self.cfg.answers:
             steps.append(("known-answers", self.probe_known_answers))
         if self.cfg.reference is not None:
             steps.append(("reference", self.probe_reference))
-        steps += [("long-decode", self.probe_long_decode), ("batch", self.probe_batch),
-                  ("batch-invariance", self.probe_batch_invariance)]
+        steps += [
+            ("long-decode", self.probe_long_decode),
+            ("batch", self.probe_batch),
+            ("batch-invariance", self.probe_batch_invariance),
+        ]
         return steps
 
     def run(self) -> list[ProbeResult]:
         timeout = httpx.Timeout(self.cfg.request_timeout, connect=10.0)
         limits = httpx.Limits(max_connections=self.cfg.batch_size + 4)
-        with httpx.Client(base_url=self.base_url, timeout=timeout, limits=limits,
-                          headers=auth_headers(self.cfg.api_key)) as client:
+        with httpx.Client(
+            base_url=self.base_url, timeout=timeout, limits=limits, headers=auth_headers(self.cfg.api_key)
+        ) as client:
             for name, fn in self.ladder():
                 if self.stop.is_set():
-                    self.results.append(ProbeResult(name=name, passed=False, detail="not run: the server failed",
-                                                    phase=self.phase))
+                    self.results.append(
+                        ProbeResult(
+                            name=name, passed=False, detail="not run: the server failed", phase=self.phase
+                        )
+                    )
                     break
                 t0 = time.monotonic()
                 phase_before = self.phase
                 try:
                     detail = fn(client)
-                    self.results.append(ProbeResult(name=name, passed=True, detail=detail,
-                                                    seconds=time.monotonic() - t0, phase=phase_before))
+                    self.results.append(
+                        ProbeResult(
+                            name=name,
+                            passed=True,
+                            detail=detail,
+                            seconds=time.monotonic() - t0,
+                            phase=phase_before,
+                        )
+                    )
                 except ServerBroke as e:
-                    self.results.append(ProbeResult(name=name, passed=False, detail=str(e),
-                                                    seconds=time.monotonic() - t0, phase=self.phase,
-                                                    kind="server-error"))
+                    self.results.append(
+                        ProbeResult(
+                            name=name,
+                            passed=False,
+                            detail=str(e),
+                            seconds=time.monotonic() - t0,
+                            phase=self.phase,
+                            kind="server-error",
+                        )
+                    )
                     break
                 except Disagree as e:
-                    self.results.append(ProbeResult(name=name, passed=False, detail=str(e),
-                                                    seconds=time.monotonic() - t0, phase=self.phase, kind=e.kind))
+                    self.results.append(
+                        ProbeResult(
+                            name=name,
+                            passed=False,
+                            detail=str(e),
+                            seconds=time.monotonic() - t0,
+                            phase=self.phase,
+                            kind=e.kind,
+                        )
+                    )
                     if name in ("health",):
                         break
                 except Exception as e:  # a probe's own bug must not read as "all passed"
-                    self.results.append(ProbeResult(name=name, passed=False, seconds=time.monotonic() - t0,
-                                                    detail=f"the probe itself failed: {type(e).__name__}: {e}",
-                                                    phase=self.phase, kind="disagree"))
+                    self.results.append(
+                        ProbeResult(
+                            name=name,
+                            passed=False,
+                            seconds=time.monotonic() - t0,
+                            detail=f"the probe itself failed: {type(e).__name__}: {e}",
+                            phase=self.phase,
+                            kind="disagree",
+                        )
+                    )
         return self.results
 
 

@@ -81,8 +81,14 @@ def _die_with_parent() -> None:
 
 
 class ServerProcess:
-    def __init__(self, argv: list[str], log_path: Path, env: dict[str, str] | None = None,
-                 cwd: str | None = None, redactor: Redactor | None = None):
+    def __init__(
+        self,
+        argv: list[str],
+        log_path: Path,
+        env: dict[str, str] | None = None,
+        cwd: str | None = None,
+        redactor: Redactor | None = None,
+    ):
         self.argv = argv
         self.log_path = Path(log_path)
         self.redact = redactor or Redactor(env)
@@ -97,8 +103,15 @@ class ServerProcess:
         self.tag = watchdog.new_tag()
         env = {**(os.environ if env is None else env), watchdog.TAG_VAR: self.tag}
         self.proc = subprocess.Popen(
-            argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            env=env, cwd=cwd, start_new_session=True, bufsize=0, preexec_fn=_die_with_parent,
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=cwd,
+            start_new_session=True,
+            bufsize=0,
+            preexec_fn=_die_with_parent,
         )
         self.pgid = self.proc.pid  # a new session: the leader's pid is the group id
         watchdog.record(self.tag, self.pgid)
@@ -198,8 +211,9 @@ class ServerProcess:
                 continue
         return alive
 
-    def terminate(self, grace: float = 3.0, port: int | None = None, host: str = "127.0.0.1",
-                  port_wait: float = 5.0) -> TeardownReport:
+    def terminate(
+        self, grace: float = 3.0, port: int | None = None, host: str = "127.0.0.1", port_wait: float = 5.0
+    ) -> TeardownReport:
         """SIGTERM the group, wait up to grace, SIGKILL what is left, wait, check the port."""
         t0 = time.monotonic()
         used = "none"

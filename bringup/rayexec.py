@@ -160,7 +160,9 @@ def run_remote(rt: RemoteTrial, seq: int, sink: Any) -> dict[str, Any]:
     try:
         started = time.time()
         settings = dataclasses.replace(rt.settings, cancel=cancel)
-        out = Trial(engine, rt.cand, tdir, settings, spec=rt.spec, version=rt.version, on_event=on_event).run()
+        out = Trial(
+            engine, rt.cand, tdir, settings, spec=rt.spec, version=rt.version, on_event=on_event
+        ).run()
         ended = time.time()
         stop.set()
         t.join(timeout=5)
@@ -170,8 +172,15 @@ def run_remote(rt: RemoteTrial, seq: int, sink: Any) -> dict[str, Any]:
             if p.is_file():
                 data = p.read_bytes()
                 files[str(p.relative_to(tdir))] = data[-FILE_CAP:] if len(data) > FILE_CAP else data
-        return {"outcome": out.model_dump_json(), "files": files, "dir": str(tdir), "where": where,
-                "gpus": gpu_ids, "started": started, "ended": ended}
+        return {
+            "outcome": out.model_dump_json(),
+            "files": files,
+            "dir": str(tdir),
+            "where": where,
+            "gpus": gpu_ids,
+            "started": started,
+            "ended": ended,
+        }
     finally:
         stop.set()
         shutil.rmtree(scratch, ignore_errors=True)
@@ -188,9 +197,16 @@ class _Node:
 class RayExecutor:
     """Trials on the cluster's nodes of this run's hardware, ``width`` at once at most."""
 
-    def __init__(self, remote_for: Callable[[Job], tuple[RemoteTrial, Path]], hw_fp: str, address: str = "auto",
-                 simulated: bool = False, width: int | None = None,
-                 on_event: Callable[[str, str], None] | None = None, local_gpus: int = 0) -> None:
+    def __init__(
+        self,
+        remote_for: Callable[[Job], tuple[RemoteTrial, Path]],
+        hw_fp: str,
+        address: str = "auto",
+        simulated: bool = False,
+        width: int | None = None,
+        on_event: Callable[[str, str], None] | None = None,
+        local_gpus: int = 0,
+    ) -> None:
         self.ray = ray = import_ray()
         self.remote_for = remote_for
         self.hw_fp = hw_fp
@@ -204,19 +220,30 @@ class RayExecutor:
             self._init(address, local_gpus)
         nodes = self.nodes()
         if not nodes:
-            declared = sorted({k for n in ray.nodes() if n.get("Alive") for k in n.get("Resources", {})
-                               if k.startswith("bringup-hw-")})
+            declared = sorted(
+                {
+                    k
+                    for n in ray.nodes()
+                    if n.get("Alive")
+                    for k in n.get("Resources", {})
+                    if k.startswith("bringup-hw-")
+                }
+            )
             raise RayClusterError(
                 f"no live Ray node declares {self.resource} (this machine's hardware, {hw_fp}); the cluster has "
                 f"{', '.join(declared) or 'no bringup node'}. Start a worker of this hardware with: "
-                f"{worker_command(hw_fp)}")
+                f"{worker_command(hw_fp)}"
+            )
         self.total_gpus = int(sum(n.gpus for n in nodes))
         self.width = max(1, width if width is not None else (self.total_gpus or len(nodes)))
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         here = ray.get_runtime_context().get_node_id()
-        self._sink = ray.remote(_Sink).options(
-            num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False)).remote()
+        self._sink = (
+            ray.remote(_Sink)
+            .options(num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False))
+            .remote()
+        )
         self._task = ray.remote(run_remote)
         self._running: dict[Any, tuple[Job, Path, RemoteTrial]] = {}
         self._finished: list[tuple[float, int, Job, TrialRun | BaseException | str]] = []
@@ -334,8 +361,10 @@ class RayExecutor:
             return
         self._checked = time.monotonic()
         if not self.nodes():
-            raise RayClusterError(f"no live Ray node declares {self.resource} any more; trials cannot run. "
-                                  f"Start one with: {worker_command(self.hw_fp)}")
+            raise RayClusterError(
+                f"no live Ray node declares {self.resource} any more; trials cannot run. "
+                f"Start one with: {worker_command(self.hw_fp)}"
+            )
 
     def wait(self) -> Done:
         if not self._running and not self._finished:
@@ -368,7 +397,9 @@ class RayExecutor:
             left = list(self._running)
             if CANCEL_GRACE_S > 0:  # no grace: killed at once
                 try:
-                    ray.get(self._sink.cancel.remote([j.seq for j, _, _ in self._running.values()]), timeout=10)
+                    ray.get(
+                        self._sink.cancel.remote([j.seq for j, _, _ in self._running.values()]), timeout=10
+                    )
                     _, left = ray.wait(left, num_returns=len(left), timeout=CANCEL_GRACE_S)
                 except ray.exceptions.RayError:  # the sink is gone (the driver's node): kill them
                     pass

@@ -97,7 +97,6 @@ class Step:
         return t in (self.token, self.raw) or ("\ufffd" in self.token and t.startswith("bytes:"))
 
 
-
 def common_prefix(a: list[str] | str, b: list[str] | str) -> int:
     """How many leading tokens (or characters) two greedy outputs share."""
     n = 0
@@ -131,10 +130,16 @@ class Reference:
     def from_json(cls, text: str) -> Reference:
         d = json.loads(text)
         if d.get("format") != FORMAT:
-            raise ReferenceError(f"reference format {d.get('format')!r} is not {FORMAT}: record it again "
-                                 "with `bringup reference MODEL -o FILE`")
-        prompts = [PromptReference(p["prompt"], p["text"], [Step(**s) for s in p["steps"]]) for p in d["prompts"]]
-        return cls(d["model"], ModelIdentity(**d["identity"]), d["dtype"], prompts, d.get("eos_token_ids", []))
+            raise ReferenceError(
+                f"reference format {d.get('format')!r} is not {FORMAT}: record it again "
+                "with `bringup reference MODEL -o FILE`"
+            )
+        prompts = [
+            PromptReference(p["prompt"], p["text"], [Step(**s) for s in p["steps"]]) for p in d["prompts"]
+        ]
+        return cls(
+            d["model"], ModelIdentity(**d["identity"]), d["dtype"], prompts, d.get("eos_token_ids", [])
+        )
 
     def save(self, path: Path) -> Path:
         path = Path(path)
@@ -165,13 +170,17 @@ def check_identity(ref: Reference, model: str, where: Path | str = "the referenc
         return  # a hub id not in the cache here: nothing to compare with; the engine downloads it
     ident = identity_of(folder)
     if ident.config_sha256 != ref.identity.config_sha256:
-        raise ReferenceError(f"{where} was recorded for another model ({ref.model}: config "
-                             f"{ref.identity.config_sha256[:12]}), not {model} (config {ident.config_sha256[:12]}); "
-                             f"record one for this model with `bringup reference {model} -o FILE`")
+        raise ReferenceError(
+            f"{where} was recorded for another model ({ref.model}: config "
+            f"{ref.identity.config_sha256[:12]}), not {model} (config {ident.config_sha256[:12]}); "
+            f"record one for this model with `bringup reference {model} -o FILE`"
+        )
     if ident.tokenizer_sha256 != ref.identity.tokenizer_sha256:
-        raise ReferenceError(f"{where} was recorded with another tokenizer (tokenizer "
-                             f"{ref.identity.tokenizer_sha256[:12]}) than {model}'s ({ident.tokenizer_sha256[:12]}); "
-                             f"record one for this model with `bringup reference {model} -o FILE`")
+        raise ReferenceError(
+            f"{where} was recorded with another tokenizer (tokenizer "
+            f"{ref.identity.tokenizer_sha256[:12]}) than {model}'s ({ident.tokenizer_sha256[:12]}); "
+            f"record one for this model with `bringup reference {model} -o FILE`"
+        )
 
 
 # -- computing it in-process --------------------------------------------------------------------------
@@ -190,14 +199,23 @@ def fits_in_process(folder: Path, fraction: float = 0.25, max_gib: float = 4.0) 
     except (ValueError, OSError, AttributeError):
         total = 0
     if total and fp32 > fraction * total:
-        return False, f"{fp32 / 2**30:.1f} GiB in float32 is over {fraction:.0%} of host memory ({total / 2**30:.0f} GiB)"
+        return (
+            False,
+            f"{fp32 / 2**30:.1f} GiB in float32 is over {fraction:.0%} of host memory ({total / 2**30:.0f} GiB)",
+        )
     if fp32 > max_gib * 2**30:
         return False, f"{fp32 / 2**30:.1f} GiB in float32 is over the in-process cap of {max_gib:g} GiB"
     return True, f"{fp32 / 2**30:.2f} GiB in float32"
 
 
-def compute_reference(model: str, prompts: list[str] | None = None, tokens: int = REFERENCE_TOKENS,
-                      top_k: int = TOP_K, device: str = "cpu", dtype: str = "float32") -> Reference:
+def compute_reference(
+    model: str,
+    prompts: list[str] | None = None,
+    tokens: int = REFERENCE_TOKENS,
+    top_k: int = TOP_K,
+    device: str = "cpu",
+    dtype: str = "float32",
+) -> Reference:
     """Greedy decode each prompt with transformers in float32, keeping the top-k logprobs per step.
 
     `dtype` other than float32 is for tests (what a server in that dtype would answer).
@@ -215,9 +233,14 @@ def compute_reference(model: str, prompts: list[str] | None = None, tokens: int 
     m: Any = AutoModelForCausalLM.from_pretrained(str(folder or model), dtype=getattr(torch, dtype))
     m = m.to(device).eval()
     if ident is None:
-        ident = identity_of(Path(m.config.name_or_path)) if Path(m.config.name_or_path).is_dir() else \
-            ModelIdentity(hashlib.sha256(m.config.to_json_string().encode()).hexdigest(),
-                          hashlib.sha256(tok.backend_tokenizer.to_str().encode()).hexdigest())
+        ident = (
+            identity_of(Path(m.config.name_or_path))
+            if Path(m.config.name_or_path).is_dir()
+            else ModelIdentity(
+                hashlib.sha256(m.config.to_json_string().encode()).hexdigest(),
+                hashlib.sha256(tok.backend_tokenizer.to_str().encode()).hexdigest(),
+            )
+        )
     if prompts is None:
         prompts = REFERENCE_PROMPTS + domain_prompts(folder, tok)
     eos = m.generation_config.eos_token_id if m.generation_config else None
@@ -240,8 +263,16 @@ def compute_reference(model: str, prompts: list[str] | None = None, tokens: int 
                 for v, i in zip(vals.tolist(), idx.tolist(), strict=True):
                     top.setdefault(tok.decode([i]), v)
                 chosen.append(nxt)
-                steps.append(Step(nxt, tok.decode([nxt]), float(vals[0]), top, tok.convert_ids_to_tokens(nxt),
-                                  len(tok.decode(chosen))))
+                steps.append(
+                    Step(
+                        nxt,
+                        tok.decode([nxt]),
+                        float(vals[0]),
+                        top,
+                        tok.convert_ids_to_tokens(nxt),
+                        len(tok.decode(chosen)),
+                    )
+                )
                 cur = torch.tensor([[nxt]], device=device)
             text = tok.decode([s.token_id for s in steps])
             out.append(PromptReference(p, text, steps))
@@ -260,13 +291,21 @@ def domain_prompts(folder: Path | None, tok: Any, n: int = 2) -> list[str]:
         questions = list(json.loads(f.read_text()))[:n]
     except ValueError:
         return []
-    return [tok.apply_chat_template([{"role": "user", "content": q}], tokenize=False, add_generation_prompt=True)
-            for q in questions]
+    return [
+        tok.apply_chat_template([{"role": "user", "content": q}], tokenize=False, add_generation_prompt=True)
+        for q in questions
+    ]
 
 
-def reference_for(model: str, file: str | None, cache_dir: Path | None = None,
-                  fraction: float = 0.25, max_gib: float = 4.0, gpu: str | None = None,
-                  gpu_memory_gib: float | None = None) -> tuple[Reference | None, str]:
+def reference_for(
+    model: str,
+    file: str | None,
+    cache_dir: Path | None = None,
+    fraction: float = 0.25,
+    max_gib: float = 4.0,
+    gpu: str | None = None,
+    gpu_memory_gib: float | None = None,
+) -> tuple[Reference | None, str]:
     """The reference a run or trial uses, and why: a file (`file`), none (`file` == "none"), or
     ("auto", the default) computed in-process when the model is a local folder that fits. Too big
     for the host's quick float32 copy but given a free GPU (``gpu``, a CUDA_VISIBLE_DEVICES entry,
@@ -281,7 +320,9 @@ def reference_for(model: str, file: str | None, cache_dir: Path | None = None,
         return None, "no reference: the model is not a local folder (record one with `bringup reference`)"
     ok, why = fits_in_process(folder, fraction, max_gib)
     ident = identity_of(folder)
-    cached = (cache_dir / f"{ident.config_sha256[:16]}-{ident.tokenizer_sha256[:16]}.json") if cache_dir else None
+    cached = (
+        (cache_dir / f"{ident.config_sha256[:16]}-{ident.tokenizer_sha256[:16]}.json") if cache_dir else None
+    )
     if cached is not None and cached.is_file():
         try:
             return load_reference(cached, model), f"in-process reference (cached {cached})"
@@ -295,7 +336,10 @@ def reference_for(model: str, file: str | None, cache_dir: Path | None = None,
     try:
         ref = compute_reference(str(folder))
     except ImportError as e:
-        return None, f"no in-process reference: {e} (install torch and transformers, or pass --reference FILE)"
+        return (
+            None,
+            f"no in-process reference: {e} (install torch and transformers, or pass --reference FILE)",
+        )
     if cached is not None:
         ref.save(cached)
     return ref, f"in-process reference ({why})"
@@ -309,14 +353,31 @@ def _on_gpu(folder: Path, model: str, out: Path, gpu: str, why_not_cpu: str) -> 
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": gpu}
     out.parent.mkdir(parents=True, exist_ok=True)
     try:
-        proc = subprocess.run([sys.executable, "-m", "bringup", "reference", str(folder), "--out", str(out),
-                               "--device", "cuda"], env=env, capture_output=True, text=True, timeout=1800)
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "bringup",
+                "reference",
+                str(folder),
+                "--out",
+                str(out),
+                "--device",
+                "cuda",
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=1800,
+        )
     except (OSError, subprocess.TimeoutExpired) as e:
         return None, f"no reference: computing it on GPU {gpu} failed ({type(e).__name__})"
     if proc.returncode != 0 or not out.is_file():
         last = (proc.stderr.strip().splitlines() or ["no output"])[-1][:200]
         return None, f"no reference: computing it on GPU {gpu} failed: {last}"
-    return load_reference(out, model), f"reference computed on GPU {gpu} in float32 ({why_not_cpu} on the host)"
+    return load_reference(
+        out, model
+    ), f"reference computed on GPU {gpu} in float32 ({why_not_cpu} on the host)"
 
 
 # -- tolerances ---------------------------------------------------------------------------------------
@@ -335,7 +396,9 @@ def _tolerance_data() -> dict[str, Any]:
 def tolerance(precision: str) -> Tolerance:
     d = _tolerance_data()["precisions"]
     row = d.get(precision) or d["auto"]
-    return Tolerance(precision if precision in d else "auto", float(row["logprob_abs"]), float(row["tie_gap"]))
+    return Tolerance(
+        precision if precision in d else "auto", float(row["logprob_abs"]), float(row["tie_gap"])
+    )
 
 
 def precision_of(flags: dict[str, Any]) -> str:
@@ -388,21 +451,33 @@ def compare_prompt(ref: PromptReference, got: ServerOutput, tol: Tolerance, eos_
             if not step.same(t):
                 gap = _gap(step, t)
                 if gap < tol.tie_gap:
-                    return Verdict(True, f"{ref.prompt!r}: tie-break at token {i} ({step.token!r} vs {t!r}, "
-                                         f"reference gap {gap:.3f} < {tol.tie_gap})")
-                return Verdict(False, f"{ref.prompt!r}: diverges at token {i}: reference {step.token!r} "
-                                      f"(logprob {step.logprob:.3f}, ahead by {gap:.2f}) but server {t!r}; "
-                                      f"{tol.precision} allows a divergence only under {tol.tie_gap} nats")
+                    return Verdict(
+                        True,
+                        f"{ref.prompt!r}: tie-break at token {i} ({step.token!r} vs {t!r}, "
+                        f"reference gap {gap:.3f} < {tol.tie_gap})",
+                    )
+                return Verdict(
+                    False,
+                    f"{ref.prompt!r}: diverges at token {i}: reference {step.token!r} "
+                    f"(logprob {step.logprob:.3f}, ahead by {gap:.2f}) but server {t!r}; "
+                    f"{tol.precision} allows a divergence only under {tol.tie_gap} nats",
+                )
             if lp is not None and abs(lp - step.logprob) > tol.logprob_abs:
-                return Verdict(False, f"{ref.prompt!r}: token {i} {t!r} logprob {lp:.3f} vs reference "
-                                      f"{step.logprob:.3f} (more than {tol.logprob_abs} apart for {tol.precision})")
+                return Verdict(
+                    False,
+                    f"{ref.prompt!r}: token {i} {t!r} logprob {lp:.3f} vs reference "
+                    f"{step.logprob:.3f} (more than {tol.logprob_abs} apart for {tol.precision})",
+                )
         n = len(got.tokens)
         if n < len(ref.steps) and ref.steps[n].token not in eos_tokens and got.finish_reason != "length":
             step = ref.steps[n]
             gap = _gap(step, None)
             if gap >= tol.tie_gap:
-                return Verdict(False, f"{ref.prompt!r}: server stopped after {n} tokens; the reference "
-                                      f"continues with {step.token!r} (ahead by {gap:.2f})")
+                return Verdict(
+                    False,
+                    f"{ref.prompt!r}: server stopped after {n} tokens; the reference "
+                    f"continues with {step.token!r} (ahead by {gap:.2f})",
+                )
         return Verdict(True, f"{ref.prompt!r}: {min(n, len(ref.steps))} tokens match")
     # Text only (the engine returns no logprobs): where the texts part, and the reference token there.
     # Token ends come from decoding the prefix (a token may be half a UTF-8 character on its own).
@@ -422,11 +497,17 @@ def compare_prompt(ref: PromptReference, got: ServerOutput, tol: Tolerance, eos_
         return Verdict(True, f"{ref.prompt!r}: text matches for {i} tokens, then the server stopped")
     gap = _gap(step, None)
     if gap < tol.tie_gap:
-        return Verdict(True, f"{ref.prompt!r}: text departs at token {i} where the reference is a near tie "
-                             f"(gap {gap:.3f} < {tol.tie_gap})")
-    return Verdict(False, f"{ref.prompt!r}: text departs at token {i}: reference {step.token!r} (ahead by "
-                          f"{gap:.2f}), server {text[common:common + 12]!r}; greedy text {text[:40]!r} vs reference "
-                          f"{want[:40]!r}")
+        return Verdict(
+            True,
+            f"{ref.prompt!r}: text departs at token {i} where the reference is a near tie "
+            f"(gap {gap:.3f} < {tol.tie_gap})",
+        )
+    return Verdict(
+        False,
+        f"{ref.prompt!r}: text departs at token {i}: reference {step.token!r} (ahead by "
+        f"{gap:.2f}), server {text[common : common + 12]!r}; greedy text {text[:40]!r} vs reference "
+        f"{want[:40]!r}",
+    )
 
 
 def compare(ref: Reference, outputs: list[ServerOutput], tol: Tolerance) -> Verdict:
@@ -438,8 +519,16 @@ def compare(ref: Reference, outputs: list[ServerOutput], tol: Tolerance) -> Verd
     bad = [v for v in verdicts if not v.passed]
     if bad:
         kind = "nan" if any(v.kind == "nan" for v in bad) else "disagree"
-        return Verdict(False, f"{len(bad)} of {len(verdicts)} prompts differ from the reference "
-                              f"({tol.precision} tolerances): " + "; ".join(v.detail for v in bad[:2]), kind)
+        return Verdict(
+            False,
+            f"{len(bad)} of {len(verdicts)} prompts differ from the reference "
+            f"({tol.precision} tolerances): " + "; ".join(v.detail for v in bad[:2]),
+            kind,
+        )
     ties = sum("tie-break" in v.detail or "near tie" in v.detail for v in verdicts)
-    return Verdict(True, f"{len(verdicts)} prompts agree with the reference ({tol.precision} tolerances"
-                         + (f"; {ties} within a tie-break" if ties else "") + ")")
+    return Verdict(
+        True,
+        f"{len(verdicts)} prompts agree with the reference ({tol.precision} tolerances"
+        + (f"; {ties} within a tie-break" if ties else "")
+        + ")",
+    )

@@ -30,9 +30,11 @@ def _duration(a) -> str:
 def describe_machine(r: RunResult) -> str:
     f = r.facts
     if f.get("device") == "cuda" or f.get("gpu.count"):
-        bits = [f"{f.get('gpu.count', '?')} × {f.get('gpu.name', 'GPU')}",
-                f"compute capability {f.get('gpu.compute_capability')}",
-                f"{f.get('gpu.memory_gib')} GiB"]
+        bits = [
+            f"{f.get('gpu.count', '?')} × {f.get('gpu.name', 'GPU')}",
+            f"compute capability {f.get('gpu.compute_capability')}",
+            f"{f.get('gpu.memory_gib')} GiB",
+        ]
         if f.get("gpu.smem_per_block_kib"):
             bits.append(f"{f['gpu.smem_per_block_kib']} KiB shared memory per block")
         if f.get("gpu.link") and f.get("gpu.link") != "none":
@@ -59,9 +61,13 @@ def _probes(r: RunResult) -> list[str]:
     """The final configuration's probes, and where the reference came from (or why none)."""
     if not r.final_probes:
         return []
-    L = ["", "## Probes on the final configuration", "",
-         ", ".join(f"{p.name} ({'passed' if p.passed else 'FAILED'})" for p in r.final_probes)
-         + (": all passed." if all(p.passed for p in r.final_probes) else ".")]
+    L = [
+        "",
+        "## Probes on the final configuration",
+        "",
+        ", ".join(f"{p.name} ({'passed' if p.passed else 'FAILED'})" for p in r.final_probes)
+        + (": all passed." if all(p.passed for p in r.final_probes) else "."),
+    ]
     for probe in r.final_probes:
         if probe.name in ("known-answers", "reference", "long-decode", "batch-invariance"):
             L.append(f"- {probe.name}: {_md(probe.detail)[:200]}")
@@ -76,16 +82,28 @@ def render_markdown(r: RunResult) -> str:
     L.append(f"# Bring-up: {r.model} on {describe_machine(r)}, {engine}")
     L.append("")
     full = sum(1 for a in r.attempts if a.purpose == "search")
-    time_txt = (f"{r.simulated_hours:.2f} simulated hours of launches" if r.simulated_hours is not None
-                else f"{sum(a.wall_s for a in r.attempts if a.purpose != 'minimize') / 60:.1f} min of launches")
+    time_txt = (
+        f"{r.simulated_hours:.2f} simulated hours of launches"
+        if r.simulated_hours is not None
+        else f"{sum(a.wall_s for a in r.attempts if a.purpose != 'minimize') / 60:.1f} min of launches"
+    )
     if r.validated:
-        L.append(f"**Result: validated** after {r.launches} launch{'es' if r.launches != 1 else ''} "
-                 f"({r.screening_launches} screening with dummy weights, {full} full), {time_txt}"
-                 + (f"; {r.journal_priors} earlier trials on this machine were used from the journal" if r.journal_priors else "")
-                 + ".")
+        L.append(
+            f"**Result: validated** after {r.launches} launch{'es' if r.launches != 1 else ''} "
+            f"({r.screening_launches} screening with dummy weights, {full} full), {time_txt}"
+            + (
+                f"; {r.journal_priors} earlier trials on this machine were used from the journal"
+                if r.journal_priors
+                else ""
+            )
+            + "."
+        )
         if r.minimal_fix_str:
-            how = (f"verified by delta debugging, {r.minimize_launches} extra launch{'es' if r.minimize_launches != 1 else ''}"
-                   if r.minimal_fix_verified else "not minimised: the minimize budget ran out")
+            how = (
+                f"verified by delta debugging, {r.minimize_launches} extra launch{'es' if r.minimize_launches != 1 else ''}"
+                if r.minimal_fix_verified
+                else "not minimised: the minimize budget ran out"
+            )
             L.append(f"Minimal fix from the baseline: `{r.minimal_fix_str}` ({how}).")
         elif r.attempts and r.attempts[0].status == "works" and r.attempts[0].changes == "(baseline)":
             L.append("The baseline itself works: no fix was needed.")
@@ -94,11 +112,15 @@ def render_markdown(r: RunResult) -> str:
         L.append(r.final_command or "")
         L.append("```")
     else:
-        L.append(f"**Result: no working configuration** ({r.status}) after {r.launches} launches, {time_txt}.")
+        L.append(
+            f"**Result: no working configuration** ({r.status}) after {r.launches} launches, {time_txt}."
+        )
         L.append("")
         L.append(f"Why the search stopped: {r.stop_reason}")
     L.append("")
-    L.append(f"Machine: {describe_machine(r)}. Model: {describe_model(r)}. Knowledge rules: {'on' if r.knowledge else 'off (signatures only)'}.")
+    L.append(
+        f"Machine: {describe_machine(r)}. Model: {describe_model(r)}. Knowledge rules: {'on' if r.knowledge else 'off (signatures only)'}."
+    )
     L.append("")
     L.append("Baseline:")
     L.append("```")
@@ -115,10 +137,16 @@ def render_markdown(r: RunResult) -> str:
         why = "; ".join(f"{p.flag} {p.level}: {p.reason}" for p in risky[:2])
         L.append(f"| 0 | (baseline, not launched) | plan | predicted fail | | | {_md(why)[:300]} | 0 s |")
     for a in r.attempts:
-        kind = {"search": "full", "screen": "screen (dummy weights, fewer layers)", "minimize": "minimize (full)"}[a.purpose]
+        kind = {
+            "search": "full",
+            "screen": "screen (dummy weights, fewer layers)",
+            "minimize": "minimize (full)",
+        }[a.purpose]
         ev = a.evidence if a.status != "works" else "all probes passed"
-        L.append(f"| {a.number} | {_md(a.changes)} | {kind} | {a.status} | {a.failure_class or ''} | "
-                 f"{a.phase or ''} | `{_md(ev)[:220]}` | {_duration(a)} |")
+        L.append(
+            f"| {a.number} | {_md(a.changes)} | {kind} | {a.status} | {a.failure_class or ''} | "
+            f"{a.phase or ''} | `{_md(ev)[:220]}` | {_duration(a)} |"
+        )
     L.extend(_where(r))
     fails = [a for a in r.attempts if a.status != "works"]
     if fails:
@@ -135,7 +163,9 @@ def render_markdown(r: RunResult) -> str:
             text = meaning.get(cls or "", "")
             hint = group[0].hint or ""
             L.append(f"- {head} {text} {hint}".rstrip())
-            L.append(f"  Evidence: `{_md(group[0].evidence)[:300]}`" + (f" (signature `{sig}`)" if sig else ""))
+            L.append(
+                f"  Evidence: `{_md(group[0].evidence)[:300]}`" + (f" (signature `{sig}`)" if sig else "")
+            )
     ov: dict[str, OverrideRecord] = {}
     for a in r.attempts:
         for o in a.overrides:
@@ -145,9 +175,11 @@ def render_markdown(r: RunResult) -> str:
         L.append("## Engine overrides seen")
         L.append("")
         for flag, o in ov.items():
-            L.append(f"- `{flag}`: asked `{o.requested}`, the engine used `{o.effective}`. "
-                     "Varying it further is pointless on this engine version."
-                     + (f" Evidence: `{_md(o.evidence)[:200]}`" if o.evidence else ""))
+            L.append(
+                f"- `{flag}`: asked `{o.requested}`, the engine used `{o.effective}`. "
+                "Varying it further is pointless on this engine version."
+                + (f" Evidence: `{_md(o.evidence)[:200]}`" if o.evidence else "")
+            )
         for flag, fr in r.strategy_state.frozen.items():
             if flag not in ov:
                 L.append(f"- `{flag}`: the engine uses `{fr.value}` whatever is asked ({fr.why}).")
@@ -164,8 +196,10 @@ def render_markdown(r: RunResult) -> str:
         L.append("")
         for p in r.predictions:
             facts = ", ".join(f"{k}={v}" for k, v in p.facts.items())
-            L.append(f"- `{p.flag} {p.level}`: **{p.verdict}**: {p.reason} "
-                     f"(facts: {facts or 'none'}; source: {p.source})")
+            L.append(
+                f"- `{p.flag} {p.level}`: **{p.verdict}**: {p.reason} "
+                f"(facts: {facts or 'none'}; source: {p.source})"
+            )
     if r.warnings:
         L.append("")
         L.append("## Warnings worth knowing")
@@ -181,8 +215,10 @@ def render_markdown(r: RunResult) -> str:
         for n in notes:
             L.append(f"- {n}")
     L.append("")
-    L.append(f"Run folder: `{r.run_dir}` (each attempt's log and outcome.json under `trials/`). "
-             f"Run id `{r.run_id}`; resume with `bringup run --resume --run-id {r.run_id}`.")
+    L.append(
+        f"Run folder: `{r.run_dir}` (each attempt's log and outcome.json under `trials/`). "
+        f"Run id `{r.run_id}`; resume with `bringup run --resume --run-id {r.run_id}`."
+    )
     return "\n".join(L) + "\n"
 
 
@@ -196,8 +232,10 @@ def _where(r: RunResult) -> list[str]:
         return []
     L = ["", "## Where trials ran", ""]
     if r.node_type:
-        L.append(f"On a Ray cluster, on its nodes of this hardware (Ray resource `{r.node_type}`), "
-                 f"{r.parallel} trial{'s' if r.parallel != 1 else ''} at once at most.")
+        L.append(
+            f"On a Ray cluster, on its nodes of this hardware (Ray resource `{r.node_type}`), "
+            f"{r.parallel} trial{'s' if r.parallel != 1 else ''} at once at most."
+        )
         L.append("")
     for where, nums in nodes.items():
         L.append(f"- `{where}`: {', '.join(f'#{n}' for n in nums)}")

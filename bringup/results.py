@@ -111,5 +111,8 @@ class RunResult(BaseModel):
     @classmethod
     def _renamed(cls, data: Any) -> Any:
         if isinstance(data, dict) and "explain_launches" in data and "minimize_launches" not in data:
-            data = {**data, "minimize_launches": data["explain_launches"]}  # findings written before the rename
+            data = {
+                **data,
+                "minimize_launches": data["explain_launches"],
+            }  # findings written before the rename
         return data

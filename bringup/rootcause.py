@@ -119,6 +119,7 @@ def rule_by_id(rule_id: str | None) -> RootRule | None:
 
 # -- facts read from one exception ------------------------------------------------------------
 
+
 def frames_phase(exc: PyException) -> str | None:
     """The phase the innermost recognisable frame belongs to (graph capture, KV allocation, ...).
     Module-level frames (``<module>``) are skipped: an import chain says where a package was
@@ -137,8 +138,11 @@ def frames_phase(exc: PyException) -> str | None:
 def engine_from_frames(exc: PyException) -> str | None:
     """Which engine raised it, from the package paths in its frames (None: cannot tell)."""
     paths = " ".join(f.module_path for f in exc.frames)
-    for name, rx in (("vllm", r"(^|\s)vllm/"), ("sglang", r"(^|\s)sglang/"),
-                     ("transformers", r"transformers/(cli|commands)/serv")):
+    for name, rx in (
+        ("vllm", r"(^|\s)vllm/"),
+        ("sglang", r"(^|\s)sglang/"),
+        ("transformers", r"transformers/(cli|commands)/serv"),
+    ):
         if re.search(rx, paths):
             return name
     return None
@@ -193,10 +197,12 @@ def modules_of(exc: PyException) -> list[ModuleEntry]:
     frames = frame_text(exc)
     named = [m for m in knowledge().modules if m.named_in(text)]
     inside = [m for m in knowledge().modules if m not in named and m.raised_in(frames)]
+
     # Raised inside: the innermost package first (the one whose frame is deepest).
     def depth(m: ModuleEntry) -> int:
         lines = frames.splitlines()
         return max((i for i, ln in enumerate(lines) if m.raised_in(ln)), default=-1)
+
     return named + sorted(inside, key=depth, reverse=True)
 
 
@@ -214,6 +220,7 @@ def module_levels(mods: list[ModuleEntry], engine: str | None) -> dict[str, list
 
 
 # -- matching the rules -----------------------------------------------------------------------
+
 
 @dataclass
 class RuleMatch:
@@ -243,8 +250,9 @@ def requested_levels(levels: dict[str, list[str]], log_lines: list[str]) -> dict
     return out
 
 
-def match_rules(exc: PyException, engine: str | None, phase_reached: str | None,
-                log_lines: list[str] | None = None) -> RuleMatch:
+def match_rules(
+    exc: PyException, engine: str | None, phase_reached: str | None, log_lines: list[str] | None = None
+) -> RuleMatch:
     """The first rule that fits the exception, with the factors it implicates."""
     engine = engine or engine_from_frames(exc)
     message = exc.full_message
@@ -280,7 +288,9 @@ def match_rules(exc: PyException, engine: str | None, phase_reached: str | None,
         levels = {**asked, **{f: v for f, v in levels.items() if f not in asked}}
     known = known_flags(engine)
     # A rule lists the flags of every engine; keep those this engine has (when its --help is known).
-    generic = [f for f in (chosen.implicates if chosen else []) if not known or not f.startswith("--") or f in known]
+    generic = [
+        f for f in (chosen.implicates if chosen else []) if not known or not f.startswith("--") or f in known
+    ]
     implicates: list[str] = []
     for name in [*flags, *levels, *generic, *envs_named(message)]:
         if name not in implicates:

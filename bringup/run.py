@@ -127,15 +127,23 @@ class Run:
 
     def _prepare(self, journal: bool) -> None:
         s = self.settings
-        self.target = resolve_target(engine=s.engine, model=s.model, scenario=Path(s.scenario) if s.scenario else None,
-                                     python=s.python, time_scale=s.time_scale, gpus=s.gpus)
+        self.target = resolve_target(
+            engine=s.engine,
+            model=s.model,
+            scenario=Path(s.scenario) if s.scenario else None,
+            python=s.python,
+            time_scale=s.time_scale,
+            gpus=s.gpus,
+        )
         t = self.target
         baseline = s.baseline or t.engine.default_baseline()  # a scenario's user starts from its command
         try:
             flags, env = parse_command(baseline, t.spec)
         except FlagError as e:
-            raise RunError(f"--baseline: {e}; check the flag against the engine's --help "
-                           f"({t.engine.log_dialect} {t.version})") from None
+            raise RunError(
+                f"--baseline: {e}; check the flag against the engine's --help "
+                f"({t.engine.log_dialect} {t.version})"
+            ) from None
         for reserved in ("--port", "--host", t.engine.info.model_flag):
             if reserved in flags:
                 raise RunError(f"--baseline must not set {reserved}: bringup sets the model and the port")
@@ -149,20 +157,39 @@ class Run:
         self.model_id = model_identity(t)
         self.journal = Journal(self.root / "journal.sqlite") if journal else None
         errors = self.journal.plan_errors(self.hw_fp, t.engine.log_dialect) if self.journal else []
-        mem = memory_model_for(self.facts, t.engine.log_dialect, self.fingerprint, errors) if s.knowledge else None
-        self.knowledge = Knowledge(self.facts, t.engine.log_dialect, t.version, enabled=s.knowledge, memory_model=mem)
-        self.space: Space = build_space(t.engine.log_dialect, t.spec, self.baseline, vary=s.vary or None,
-                                        fix=s.fix or None, space_file=Path(s.space_file) if s.space_file else None)
+        mem = (
+            memory_model_for(self.facts, t.engine.log_dialect, self.fingerprint, errors)
+            if s.knowledge
+            else None
+        )
+        self.knowledge = Knowledge(
+            self.facts, t.engine.log_dialect, t.version, enabled=s.knowledge, memory_model=mem
+        )
+        self.space: Space = build_space(
+            t.engine.log_dialect,
+            t.spec,
+            self.baseline,
+            vary=s.vary or None,
+            fix=s.fix or None,
+            space_file=Path(s.space_file) if s.space_file else None,
+        )
         self.env = EnvFactors(registry, device=self.facts.get("device"))
-        for f in self.env.initial({k: v for k, v in self.baseline.env_dict.items()
-                                   if self.env.registry.status(k) in ("known", "deprecated", "ignored", "common")}):
+        for f in self.env.initial(
+            {
+                k: v
+                for k, v in self.baseline.env_dict.items()
+                if self.env.registry.status(k) in ("known", "deprecated", "ignored", "common")
+            }
+        ):
             if f.name not in self.space.names and f.name[4:] not in (s.fix or {}):
                 self.space.factors.append(f)
         w = self.facts.get("model.weights_gib")
-        self.screening = ScreeningPolicy(s.screen, screen_flags(t.spec, s.screen_layers), float(w) if w else 0.0,
-                                         t.engine.simulated)
-        self.strategy = Strategy(self.space, self.baseline, self.knowledge, t.spec, screening=self.screening,
-                                 env=self.env)
+        self.screening = ScreeningPolicy(
+            s.screen, screen_flags(t.spec, s.screen_layers), float(w) if w else 0.0, t.engine.simulated
+        )
+        self.strategy = Strategy(
+            self.space, self.baseline, self.knowledge, t.spec, screening=self.screening, env=self.env
+        )
         self.answers = [KnownAnswer(p, e) for p, e in s.answers] + list(t.answers)
         self.slots = self._slots()
         self.reference, self.reference_why = self._reference(journal)
@@ -176,8 +203,11 @@ class Run:
         except SlotError as e:
             raise RunError(str(e)) from None
         # Screens run on one GPU each where their few layers fit, so they run side by side.
-        self.screen_shrink = (one_gpu_screen(self.facts, s.screen_layers, t.engine.parallel_flags(t.spec))
-                              if width > 1 and self.screening.flags else {})
+        self.screen_shrink = (
+            one_gpu_screen(self.facts, s.screen_layers, t.engine.parallel_flags(t.spec))
+            if width > 1 and self.screening.flags
+            else {}
+        )
         self.screening.beside = bool(self.screen_shrink) and self.weights_big()
         return GpuSlots(gpus), width
 
@@ -206,8 +236,13 @@ class Run:
         try:
             gpus = self.slots[0].gpus
             mem = self.facts.get("gpu.memory_gib")
-            return reference_for(self.target.model, self.settings.reference, cache_dir=self.root / "references",
-                                 gpu=gpus[0] if gpus else None, gpu_memory_gib=float(mem) if mem else None)
+            return reference_for(
+                self.target.model,
+                self.settings.reference,
+                cache_dir=self.root / "references",
+                gpu=gpus[0] if gpus else None,
+                gpu_memory_gib=float(mem) if mem else None,
+            )
         except ReferenceError as e:
             raise RunError(f"--reference: {e}") from None
 
@@ -216,16 +251,20 @@ class Run:
         """A job's launch (a screen's changes applied), its folder and its trial settings."""
         s = self.settings
         launch = self._as_launched(job)
-        probe = ProbeConfig(batch_size=s.batch, long_tokens=s.long_tokens,
-                            answers=[] if job.screen else self.answers,
-                            reference=None if job.screen else self.reference)
+        probe = ProbeConfig(
+            batch_size=s.batch,
+            long_tokens=s.long_tokens,
+            answers=[] if job.screen else self.answers,
+            reference=None if job.screen else self.reference,
+        )
         tdir = self.run_dir / "trials" / f"{job.seq:02d}-{job.purpose}-{job.cand.key()[:8]}"
         n = 1
         while tdir.exists():  # a trial killed before it finished leaves its folder: keep it
             n += 1
             tdir = self.run_dir / "trials" / f"{job.seq:02d}-{job.purpose}-{job.cand.key()[:8]}-retry{n}"
-        settings = TrialSettings(timeout=s.timeout, hang_timeout=s.hang_timeout, probe=probe, port=job.port,
-                                 cancel=job.cancel)
+        settings = TrialSettings(
+            timeout=s.timeout, hang_timeout=s.hang_timeout, probe=probe, port=job.port, cancel=job.cancel
+        )
         return launch, tdir, settings
 
     def _run_job(self, job: Job) -> TrialRun:
@@ -235,8 +274,15 @@ class Run:
         if self.slots[1] > 1 and job.gpus:  # trials at once: each sees only its own GPUs
             engine = dataclasses.replace(engine, gpus=",".join(job.gpus))
         started = time.time()
-        out = Trial(engine, launch, tdir, settings, spec=self.target.spec, version=self.target.version,
-                    on_event=self.observer.trial_event).run()
+        out = Trial(
+            engine,
+            launch,
+            tdir,
+            settings,
+            spec=self.target.spec,
+            version=self.target.version,
+            on_event=self.observer.trial_event,
+        ).run()
         return TrialRun(out, tdir, started, time.time())
 
     def _remote_job(self, job: Job) -> tuple[Any, Path]:
@@ -245,8 +291,15 @@ class Run:
 
         launch, tdir, settings = self._trial_parts(job)
         t = self.target
-        return RemoteTrial(t.engine, launch, tdir.name, settings_for_node(settings), t.spec, t.version,
-                           real_gpus=not t.engine.simulated), tdir
+        return RemoteTrial(
+            t.engine,
+            launch,
+            tdir.name,
+            settings_for_node(settings),
+            t.spec,
+            t.version,
+            real_gpus=not t.engine.simulated,
+        ), tdir
 
     def _submit(self, ex: Executor, job: Job) -> None:
         self.observer.launching(job.seq, job.purpose, job.cand.describe_diff(self.baseline), job.screen)
@@ -256,15 +309,27 @@ class Run:
         """A finished trial into the journal, the memory plan's record and the attempts."""
         assert self.journal is not None and self.run_id is not None and d.run is not None
         job, r = d.job, d.run
-        record_kv(r.outcome, r.tdir, self.target.engine.log_dialect, self.facts, self.fingerprint, self.journal,
-                  self.hw_fp, self.model_id, self.run_id, job.seq)
+        record_kv(
+            r.outcome,
+            r.tdir,
+            self.target.engine.log_dialect,
+            self.facts,
+            self.fingerprint,
+            self.journal,
+            self.hw_fp,
+            self.model_id,
+            self.run_id,
+            job.seq,
+        )
         extra = dict(job.extra)
         if self.slots[1] > 1 or job.where != "local":
             extra.update(gpus=job.gpus, where=job.where, clock_start_s=job.sim_start, clock_end_s=d.clock)
         self._log(job.seq, job.purpose, job.cand, r.outcome, r.tdir, r.started, r.ended, extra)
         return r.outcome
 
-    def _job(self, seq: int, purpose: Purpose, cand: Candidate, extra: dict[str, Any], screen: bool = False) -> Job:
+    def _job(
+        self, seq: int, purpose: Purpose, cand: Candidate, extra: dict[str, Any], screen: bool = False
+    ) -> Job:
         if screen and self.screen_shrink:  # this screen on one GPU (journaled with it)
             extra = {**extra, "shrunk": dict(self.screen_shrink)}
         job = Job(seq, purpose, cand, screen, extra)
@@ -299,8 +364,15 @@ class Run:
             self.run_id = self._new_run_id()
             self.run_dir = self.root / "runs" / self.run_id
             self.run_dir.mkdir(parents=True, exist_ok=True)
-            self.journal.create_run(self.run_id, self.target.engine.log_dialect, self.target.version, self.model_id,
-                                    self.hw_fp, self.settings.model_dump(), self.run_dir)
+            self.journal.create_run(
+                self.run_id,
+                self.target.engine.log_dialect,
+                self.target.version,
+                self.model_id,
+                self.hw_fp,
+                self.settings.model_dump(),
+                self.run_dir,
+            )
             return []
         row = self.journal.run(self.run_id)
         if row is None:
@@ -312,8 +384,13 @@ class Run:
     def _learn_priors(self) -> tuple[int, list[Candidate]]:
         """What other runs on this machine, engine version and model already know."""
         assert self.journal is not None and self.run_id is not None
-        priors = [] if self.settings.retry_known else self.journal.prior_trials(
-            self.hw_fp, self.target.engine.log_dialect, self.target.version, self.model_id, self.run_id)
+        priors = (
+            []
+            if self.settings.retry_known
+            else self.journal.prior_trials(
+                self.hw_fp, self.target.engine.log_dialect, self.target.version, self.model_id, self.run_id
+            )
+        )
         known_good: list[Candidate] = []
         for rec in priors:
             if rec.purpose == "screen" and rec.outcome.status == "works":
@@ -332,8 +409,17 @@ class Run:
         for rec in done:
             seq = max(seq, rec.seq)
             purpose = cast(Purpose, rec.purpose)  # a run's own trials: search, screen or minimize
-            self.attempts.append(self._attempt(rec.seq, purpose, rec.candidate, rec.outcome, Path(rec.trial_dir),
-                                               rec.extra.get("wall_s", 0.0), rec.extra))
+            self.attempts.append(
+                self._attempt(
+                    rec.seq,
+                    purpose,
+                    rec.candidate,
+                    rec.outcome,
+                    Path(rec.trial_dir),
+                    rec.extra.get("wall_s", 0.0),
+                    rec.extra,
+                )
+            )
             if rec.purpose == "minimize":
                 continue
             if rec.purpose == "screen":
@@ -352,8 +438,14 @@ class Run:
         t0 = time.time()
         done = self._open()
         assert self.journal is not None and self.run_id is not None
-        secrets.write_text(self.run_dir / "run.json", json.dumps({"run_id": self.run_id, "settings": secrets.scrub(self.settings.model_dump())},
-                                                          indent=2, default=str))
+        secrets.write_text(
+            self.run_dir / "run.json",
+            json.dumps(
+                {"run_id": self.run_id, "settings": secrets.scrub(self.settings.model_dump())},
+                indent=2,
+                default=str,
+            ),
+        )
         self.observer.started(self.run_id, self.run_dir, self.space, len(done))
         priors, known_good = self._learn_priors()
         self.attempts: list[Attempt] = []
@@ -412,7 +504,9 @@ class Run:
             idx = visible_indices(",".join(gpus))
             return watch.is_back(idx) if idx is not None else True
 
-        return LocalExecutor(self._run_job, slots, width, simulated=self.target.engine.simulated, gpu_free=back)
+        return LocalExecutor(
+            self._run_job, slots, width, simulated=self.target.engine.simulated, gpu_free=back
+        )
 
     def _ray_executor(self) -> Executor:
         """Trials on a Ray cluster's nodes of this machine's hardware (bringup/rayexec.py); as many
@@ -422,16 +516,23 @@ class Run:
         s, (slots, _) = self.settings, self.slots
         width = None if s.parallel == "auto" else parallel_width(s.parallel, slots.total)
         try:
-            ex = RayExecutor(self._remote_job, self.hw_fp, address=s.ray or "auto",
-                             simulated=self.target.engine.simulated, width=width,
-                             on_event=self.observer.trial_event, local_gpus=slots.total)
+            ex = RayExecutor(
+                self._remote_job,
+                self.hw_fp,
+                address=s.ray or "auto",
+                simulated=self.target.engine.simulated,
+                width=width,
+                on_event=self.observer.trial_event,
+                local_gpus=slots.total,
+            )
         except (RayMissing, RayClusterError) as e:
             raise RunError(str(e)) from None
         self.slots = (slots, ex.width)
         return ex
 
-    def _fill(self, ex: Executor, seq: int, known_good: list[Candidate], screened_ok: set[str]
-              ) -> tuple[tuple[str, str] | None, int]:
+    def _fill(
+        self, ex: Executor, seq: int, known_good: list[Candidate], screened_ok: set[str]
+    ) -> tuple[tuple[str, str] | None, int]:
         """Start launches while slots are free; returns (why the search stops, if it does; seq)."""
         s = self.settings
         while len(ex.in_flight()) < ex.width:
@@ -446,8 +547,9 @@ class Run:
                 continue
             if s.max_hours is not None and self._hours() >= s.max_hours:
                 return ("budget", f"time budget ({s.max_hours} h) spent"), seq
-            d = self.strategy.next_launch(known_good, self.attempts, screened_ok,
-                                          pending=[j.cand for j in flying])
+            d = self.strategy.next_launch(
+                known_good, self.attempts, screened_ok, pending=[j.cand for j in flying]
+            )
             if d.candidate is None:
                 if flying:
                     break  # an answer in flight may open another way
@@ -482,7 +584,11 @@ class Run:
         job = d.job
         out = self._record(d)
         if job.screen:
-            if out.status != "works" and (out.failure_class or "").startswith("oom") and job.extra.get("shrunk"):
+            if (
+                out.status != "works"
+                and (out.failure_class or "").startswith("oom")
+                and job.extra.get("shrunk")
+            ):
                 # A screen cannot judge memory, least of all one shrunk to a GPU: its few layers did
                 # not fit where the estimate said they would. Inconclusive, not evidence against the
                 # candidate (the strategy may propose it again): screens keep their parallel sizes
@@ -497,7 +603,9 @@ class Run:
             # at once: unless an answer that comes back meanwhile makes it unlikely, see _fill).
             screened_ok.add(self.strategy.predicted_key(job.cand))
             extra = {k: v for k, v in job.extra.items() if k != "shrunk"}
-            follow = self._job(0, "search", job.cand, {**extra, "p_then": self.strategy.success_probability(job.cand)})
+            follow = self._job(
+                0, "search", job.cand, {**extra, "p_then": self.strategy.success_probability(job.cand)}
+            )
             self._follow.append(follow)
             # The most likely first (answers arrive in any order); lost trials (seq given) stay ahead.
             self._follow.sort(key=lambda j: (j.seq == 0, -j.extra.get("p_then", 0.0)))
@@ -509,25 +617,61 @@ class Run:
         """The run's clock in hours: its earlier sessions' launches (resume), then this one's."""
         return (self._replayed_s + self.ex.now()) / 3600
 
-    def _log(self, seq: int, purpose: Purpose, cand: Candidate, out: Outcome, tdir: Path, started: float,
-             ended: float, extra: dict) -> None:
+    def _log(
+        self,
+        seq: int,
+        purpose: Purpose,
+        cand: Candidate,
+        out: Outcome,
+        tdir: Path,
+        started: float,
+        ended: float,
+        extra: dict,
+    ) -> None:
         assert self.journal is not None and self.run_id is not None
         key = self.strategy.predicted_key(cand)
-        self.journal.add_trial(self.run_id, seq, purpose, cand, key, out, tdir, started, ended, self.hw_fp,
-                               self.model_id, {**extra, "wall_s": ended - started})
+        self.journal.add_trial(
+            self.run_id,
+            seq,
+            purpose,
+            cand,
+            key,
+            out,
+            tdir,
+            started,
+            ended,
+            self.hw_fp,
+            self.model_id,
+            {**extra, "wall_s": ended - started},
+        )
         a = self._attempt(seq, purpose, cand, out, tdir, ended - started, extra)
         self.attempts.append(a)
         self.observer.attempted(a)
 
-    def _attempt(self, seq: int, purpose: Purpose, cand: Candidate, out: Outcome, tdir: Path, wall: float,
-                 extra: dict) -> Attempt:
-        return Attempt(number=seq, purpose=purpose, changes=cand.describe_diff(self.baseline), status=out.status,
-                       failure_class=out.failure_class, phase=out.phase, evidence=out.key_evidence()[:300],
-                       wall_s=extra.get("wall_s", wall) or wall, simulated_s=out.timings.simulated,
-                       p_success=extra.get("p_success"), reasons=extra.get("reasons", []), trial_dir=str(tdir),
-                       overrides=list(out.overrides), hint=out.hint, signature=out.signature,
-                       gpus=extra.get("gpus", []), where=extra.get("where", ""),
-                       clock_start_s=extra.get("clock_start_s"), clock_end_s=extra.get("clock_end_s"))
+    def _attempt(
+        self, seq: int, purpose: Purpose, cand: Candidate, out: Outcome, tdir: Path, wall: float, extra: dict
+    ) -> Attempt:
+        return Attempt(
+            number=seq,
+            purpose=purpose,
+            changes=cand.describe_diff(self.baseline),
+            status=out.status,
+            failure_class=out.failure_class,
+            phase=out.phase,
+            evidence=out.key_evidence()[:300],
+            wall_s=extra.get("wall_s", wall) or wall,
+            simulated_s=out.timings.simulated,
+            p_success=extra.get("p_success"),
+            reasons=extra.get("reasons", []),
+            trial_dir=str(tdir),
+            overrides=list(out.overrides),
+            hint=out.hint,
+            signature=out.signature,
+            gpus=extra.get("gpus", []),
+            where=extra.get("where", ""),
+            clock_start_s=extra.get("clock_start_s"),
+            clock_end_s=extra.get("clock_end_s"),
+        )
 
     # -- minimizing ------------------------------------------------------------------------------
     def _minimize(self, working: Candidate, seq: int) -> tuple[MinimalFix, int]:
@@ -544,12 +688,26 @@ class Run:
             counter["seq"] += 1
             return self._launch(self.ex, self._job(counter["seq"], "minimize", cand, {}))
 
-        fix = minimal_fix(self.baseline, working, self.strategy.predicted_key, outcomes, launch,
-                          self.settings.max_minimize_launches - launched, ignored=set(self.strategy.frozen))
+        fix = minimal_fix(
+            self.baseline,
+            working,
+            self.strategy.predicted_key,
+            outcomes,
+            launch,
+            self.settings.max_minimize_launches - launched,
+            ignored=set(self.strategy.frozen),
+        )
         return fix, counter["seq"]
 
-    def _result(self, status: str, stop_reason: str, validated: Candidate | None, fix: MinimalFix | None,
-                t0: float, priors: int) -> RunResult:
+    def _result(
+        self,
+        status: str,
+        stop_reason: str,
+        validated: Candidate | None,
+        fix: MinimalFix | None,
+        t0: float,
+        priors: int,
+    ) -> RunResult:
         eng = self.target.engine
         search = [a for a in self.attempts if a.purpose in ("search", "screen")]
         # The clock when the search ended: one trial at a time, the sum of its launches; at once,
@@ -567,22 +725,38 @@ class Run:
         final = fix.final if fix else None
         minimal = fix.changes if fix else []
         return RunResult(
-            final_probes=probes, warnings=warnings, parallel=self.slots[1], lost_trials=list(self.lost),
+            final_probes=probes,
+            warnings=warnings,
+            parallel=self.slots[1],
+            lost_trials=list(self.lost),
             reference=self.reference_why,
             node_type=getattr(self.ex, "resource", None),
-            run_id=self.run_id or "", run_dir=str(self.run_dir), status=status, validated=validated is not None,
-            launches=len(search), screening_launches=sum(1 for a in search if a.purpose == "screen"),
+            run_id=self.run_id or "",
+            run_dir=str(self.run_dir),
+            status=status,
+            validated=validated is not None,
+            launches=len(search),
+            screening_launches=sum(1 for a in search if a.purpose == "screen"),
             minimize_launches=sum(1 for a in self.attempts if a.purpose == "minimize"),
-            simulated_hours=sim_hours, wall_seconds=time.time() - t0,
+            simulated_hours=sim_hours,
+            wall_seconds=time.time() - t0,
             final_command=final.shell_command(eng.command_prefix(final)) if final else None,
             final_candidate=final.to_json() if final else None,
             minimal_fix=[c.describe() for c in minimal],
             minimal_fix_str=" ".join(change_tokens(minimal)) if minimal else None,
-            minimal_fix_verified=fix.verified if fix else False, stop_reason=stop_reason, attempts=self.attempts,
-            baseline=self.baseline.to_json(), baseline_command=self.baseline.shell_command(eng.command_prefix(self.baseline)),
-            predictions=self.predictions(), engine=eng.log_dialect, engine_version=self.target.version,
-            model=self.target.model, facts={k: v for k, v in self.facts.items() if not isinstance(v, (dict, list))},
-            strategy_state=self.strategy.state(), journal_priors=priors, knowledge=self.settings.knowledge,
+            minimal_fix_verified=fix.verified if fix else False,
+            stop_reason=stop_reason,
+            attempts=self.attempts,
+            baseline=self.baseline.to_json(),
+            baseline_command=self.baseline.shell_command(eng.command_prefix(self.baseline)),
+            predictions=self.predictions(),
+            engine=eng.log_dialect,
+            engine_version=self.target.version,
+            model=self.target.model,
+            facts={k: v for k, v in self.facts.items() if not isinstance(v, (dict, list))},
+            strategy_state=self.strategy.state(),
+            journal_priors=priors,
+            knowledge=self.settings.knowledge,
         )
 
     def predictions(self) -> list[Prediction]:

@@ -45,7 +45,9 @@ def one_gpu_screen(facts: dict[str, Any], layers: int, parallel_flags: list[str]
     screen on one GPU cannot show a tensor-parallel failure (NCCL, custom all-reduce): the full
     launch still does."""
     try:
-        weights, total, mem = (float(facts[k]) for k in ("model.weights_gib", "model.layers", "gpu.memory_gib"))
+        weights, total, mem = (
+            float(facts[k]) for k in ("model.weights_gib", "model.layers", "gpu.memory_gib")
+        )
     except (KeyError, TypeError, ValueError):
         return {}
     if not parallel_flags or total <= 0 or weights * min(layers, total) / total > 0.5 * mem:
@@ -100,8 +102,9 @@ class ScreeningPolicy:
         screens = [self.cost_s(a) for a in history if a.purpose == "screen" and self.cost_s(a) > 0]
         return min(screens) if screens else SCREEN_COST_S
 
-    def _beside_worth_it(self, p_success: float, only_numeric: bool, full: list[Attempt],
-                         history: list[Attempt]) -> bool:
+    def _beside_worth_it(
+        self, p_success: float, only_numeric: bool, full: list[Attempt], history: list[Attempt]
+    ) -> bool:
         """Screens on one GPU beside other trials: no full launch needs to have shown memory first
         (a screen on a GPU of its own cannot judge it anyway), and the same price rule holds: a
         gamble before any full launch has failed, then what a failing launch costs beyond a screen."""

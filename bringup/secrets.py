@@ -33,14 +33,27 @@ _SECRET_NAME = re.compile(
     r"|((SIGNING|ENCRYPTION|MASTER|SERVICE|HF|OPENAI|SSL)_KEY$)|(^KEY$)|(AUTH_?TOKEN)|(SECRET)|(PASSWORD)",
     re.I,
 )
-_SECRET_FLAGS = {"--api-key", "--hf-token", "--ssl-keyfile-password", "--admin-api-key", "--token",
-                 "--api-keys", "--access-token"}
-_SECRET_FLAG_NAME = re.compile(r"^--(?:[\w-]*-)?(api-keys?|token|password|passwd|passphrase|secret|credentials?)$"
-                               r"|^--[\w-]*(secret|password)[\w-]*$", re.I)
+_SECRET_FLAGS = {
+    "--api-key",
+    "--hf-token",
+    "--ssl-keyfile-password",
+    "--admin-api-key",
+    "--token",
+    "--api-keys",
+    "--access-token",
+}
+_SECRET_FLAG_NAME = re.compile(
+    r"^--(?:[\w-]*-)?(api-keys?|token|password|passwd|passphrase|secret|credentials?)$"
+    r"|^--[\w-]*(secret|password)[\w-]*$",
+    re.I,
+)
 # What an engine's --help says of a flag that carries a secret (vLLM: "If provided, the server
 # will require one of these keys to be presented in the header"; SGLang: "Set API key of the server").
-_HELP_MARKS = re.compile(r"keys? to be presented|\bapi[ -]?keys?\b|\bpassword\b|\bsecret\b|\bbearer\b"
-                         r"|\b(access|auth|authentication) token\b", re.I)
+_HELP_MARKS = re.compile(
+    r"keys? to be presented|\bapi[ -]?keys?\b|\bpassword\b|\bsecret\b|\bbearer\b"
+    r"|\b(access|auth|authentication) token\b",
+    re.I,
+)
 
 _lock = threading.Lock()
 _values: dict[str, str] = {}  # name (flag or env variable) -> the secret value this process holds
@@ -128,7 +141,9 @@ def scrub_text(text: str, extra: Iterable[str] = ()) -> str:
     """Text with every secret replaced: known values, Bearer tokens, `--secret-flag VALUE`."""
     if not text:
         return text
-    vals = sorted({*_known_values(), *(v for v in extra if v and len(v) >= MIN_VALUE_LEN)}, key=len, reverse=True)
+    vals = sorted(
+        {*_known_values(), *(v for v in extra if v and len(v) >= MIN_VALUE_LEN)}, key=len, reverse=True
+    )
     for v in vals:
         if v in text:
             text = text.replace(v, REDACTED)
@@ -144,8 +159,16 @@ def scrub_text(text: str, extra: Iterable[str] = ()) -> str:
 def scrub(obj: Any) -> Any:
     """A JSON-like object with secrets redacted by key name and by value (for any writer)."""
     if isinstance(obj, Mapping):
-        return {k: (REDACTED if isinstance(k, str) and (is_secret_flag(k) or is_secret_name(k))
-                    and obj[k] not in (None, True, False) else scrub(v)) for k, v in obj.items()}
+        return {
+            k: (
+                REDACTED
+                if isinstance(k, str)
+                and (is_secret_flag(k) or is_secret_name(k))
+                and obj[k] not in (None, True, False)
+                else scrub(v)
+            )
+            for k, v in obj.items()
+        }
     if isinstance(obj, (list, tuple)):
         items = redact_argv(list(obj)) if all(isinstance(x, str) for x in obj) else list(obj)
         return [scrub(x) for x in items]
@@ -170,7 +193,9 @@ def redact_env(env: Mapping[str, str]) -> dict[str, str]:
 
 
 def redact_flags(flags: Mapping[str, object]) -> dict[str, object]:
-    return {k: (REDACTED if is_secret_flag(k) and v not in (None, True, False) else v) for k, v in flags.items()}
+    return {
+        k: (REDACTED if is_secret_flag(k) and v not in (None, True, False) else v) for k, v in flags.items()
+    }
 
 
 def redact_argv(argv: list[str]) -> list[str]:

@@ -155,7 +155,9 @@ class Classification:
     evidence: list[str]  # evidence[0] is the root-cause line, as the log printed it
     hint: str
     implicates: list[str] = field(default_factory=list)
-    signature_id: str | None = None  # a signature's id, or a root-cause rule's id (bringup/data/rootcause.yaml)
+    signature_id: str | None = (
+        None  # a signature's id, or a root-cause rule's id (bringup/data/rootcause.yaml)
+    )
     source: str | None = None
     hits: list[Hit] = field(default_factory=list)
     # factor -> the levels that load the package the failure names (missing-dependency and
@@ -186,8 +188,10 @@ class Matcher:
 
 
 _ERRORISH = re.compile(r"(Error|Exception|error:|FAILED|Traceback|Assertion|assert|fatal|Killed)", re.I)
-NO_EXCEPTION_HINT = ("No Python exception and no known signature in the log: read the evidence lines and the log; "
-                     "add a signature to bringup/data/signatures/ once the cause is known.")
+NO_EXCEPTION_HINT = (
+    "No Python exception and no known signature in the log: read the evidence lines and the log; "
+    "add a signature to bringup/data/signatures/ once the cause is known."
+)
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -198,7 +202,10 @@ def _clean(line: str) -> str:
     control bytes reach a terminal or report."""
     return safe_line(_ANSI.sub("", line).rstrip())[:2000]
 
-def _phase(served: bool, phase_reached: str | None, frames_phase: str | None, known: str | None) -> str | None:
+
+def _phase(
+    served: bool, phase_reached: str | None, frames_phase: str | None, known: str | None
+) -> str | None:
     """Once ready, the trial knows when it died (which probe); before that the frames of the root
     exception are the most precise, then the phase a signature or rule knows, then the log markers."""
     if served:
@@ -206,9 +213,13 @@ def _phase(served: bool, phase_reached: str | None, frames_phase: str | None, kn
     return frames_phase or known or phase_reached
 
 
-def classify(lines: list[str], engine: str | None, phase_reached: str | None,
-             signatures: tuple[Signature, ...] | list[Signature] | None = None,
-             max_evidence: int = 6) -> Classification:
+def classify(
+    lines: list[str],
+    engine: str | None,
+    phase_reached: str | None,
+    signatures: tuple[Signature, ...] | list[Signature] | None = None,
+    max_evidence: int = 6,
+) -> Classification:
     """Find the root cause of a failed launch in its log.
 
     The root exception is the original exception of the first process that failed (parsed
@@ -253,10 +264,17 @@ def classify(lines: list[str], engine: str | None, phase_reached: str | None,
         for h in sorted(candidates, key=lambda h: h.index):
             add(h.line)
         return Classification(
-            failure_class=sig.failure_class, phase=_phase(served, phase_reached, rm.phase, sig.phase),
-            evidence=evidence[:max_evidence], hint=sig.hint, implicates=list(sig.implicates),
-            signature_id=sig.id, source=sig.source, hits=hits,
-            implicated_levels=rm.implicated_levels, root_exception=describe(root))
+            failure_class=sig.failure_class,
+            phase=_phase(served, phase_reached, rm.phase, sig.phase),
+            evidence=evidence[:max_evidence],
+            hint=sig.hint,
+            implicates=list(sig.implicates),
+            signature_id=sig.id,
+            source=sig.source,
+            hits=hits,
+            implicated_levels=rm.implicated_levels,
+            root_exception=describe(root),
+        )
 
     add(key.raw)
     add(root.line.raw)
@@ -269,22 +287,36 @@ def classify(lines: list[str], engine: str | None, phase_reached: str | None,
     if rm.rule is not None:
         rule = rm.rule
         return Classification(
-            failure_class=rule.failure_class, phase=_phase(served, phase_reached, rm.phase, None),
-            evidence=evidence[:max_evidence], hint=rule.hint, implicates=rm.implicates,
-            signature_id=signature_for_rule(rule).id, source=rule.source, hits=hits,
-            implicated_levels=rm.implicated_levels, root_exception=describe(root))
+            failure_class=rule.failure_class,
+            phase=_phase(served, phase_reached, rm.phase, None),
+            evidence=evidence[:max_evidence],
+            hint=rule.hint,
+            implicates=rm.implicates,
+            signature_id=signature_for_rule(rule).id,
+            source=rule.source,
+            hits=hits,
+            implicated_levels=rm.implicated_levels,
+            root_exception=describe(root),
+        )
     return Classification(
-        failure_class="unknown", phase=_phase(served, phase_reached, rm.phase, None),
+        failure_class="unknown",
+        phase=_phase(served, phase_reached, rm.phase, None),
         evidence=evidence[:max_evidence],
-        hint=(f"The engine raised {describe(root)}, which no signature or root-cause rule knows; the evidence "
-              "starts with that exception (the first process that failed). Add a signature to "
-              "bringup/data/signatures/ or a rule to bringup/data/rootcause.yaml once the cause is known."),
-        implicates=rm.implicates, hits=hits, implicated_levels=rm.implicated_levels,
-        root_exception=describe(root))
+        hint=(
+            f"The engine raised {describe(root)}, which no signature or root-cause rule knows; the evidence "
+            "starts with that exception (the first process that failed). Add a signature to "
+            "bringup/data/signatures/ or a rule to bringup/data/rootcause.yaml once the cause is known."
+        ),
+        implicates=rm.implicates,
+        hits=hits,
+        implicated_levels=rm.implicated_levels,
+        root_exception=describe(root),
+    )
 
 
-def _classify_hits(hits: list[Hit], lines: list[str], phase_reached: str | None, served: bool,
-                   max_evidence: int) -> Classification:
+def _classify_hits(
+    hits: list[Hit], lines: list[str], phase_reached: str | None, served: bool, max_evidence: int
+) -> Classification:
     """A log with no Python exception: the highest-priority signature hit is the root cause."""
     if not hits:
         tail = [ln for ln in lines if _ERRORISH.search(ln)][-max_evidence:]
@@ -318,11 +350,18 @@ def _rule_signature(rule_id: str):
 
     rule = rule_by_id(rule_id)
     assert rule is not None
-    return Signature.model_validate({
-        "id": rule.id, "pattern": rule.message or "(?!)", "class": rule.failure_class,
-        "priority": rule.priority, "implicates": rule.implicates, "hint": rule.hint, "source": rule.source,
-        "adjust": rule.adjust,
-    })
+    return Signature.model_validate(
+        {
+            "id": rule.id,
+            "pattern": rule.message or "(?!)",
+            "class": rule.failure_class,
+            "priority": rule.priority,
+            "implicates": rule.implicates,
+            "hint": rule.hint,
+            "source": rule.source,
+            "adjust": rule.adjust,
+        }
+    )
 
 
 def signature_for_rule(rule: RootRule) -> Signature:

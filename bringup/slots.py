@@ -79,7 +79,9 @@ def parallel_width(value: str, gpus: int) -> int:
     try:
         n = int(value)
     except ValueError:
-        raise SlotError(f"--parallel {value!r}: give a number of trials at once (1, 2, ...) or auto") from None
+        raise SlotError(
+            f"--parallel {value!r}: give a number of trials at once (1, 2, ...) or auto"
+        ) from None
     if n < 1:
         raise SlotError(f"--parallel {n}: at least one trial must run")
     return n

@@ -122,8 +122,16 @@ def _factor(spec: FactorSpec, helpspec: HelpSpec | None, origin: str, where: str
     if spec.env:
         if not spec.levels or spec.levels == "choices":
             raise SpaceError(f"{where}: env:{spec.env} needs a list of levels")
-        return Factor("env:" + spec.env, "env", [str(x) for x in spec.levels], spec.env, {}, spec.group, origin,
-                      spec.p_unset)
+        return Factor(
+            "env:" + spec.env,
+            "env",
+            [str(x) for x in spec.levels],
+            spec.env,
+            {},
+            spec.group,
+            origin,
+            spec.p_unset,
+        )
     if not spec.flag:
         raise SpaceError(f"{where}: give `flag` or `env`")
     opt = helpspec.resolve(spec.flag) if helpspec else None
@@ -135,13 +143,26 @@ def _factor(spec: FactorSpec, helpspec: HelpSpec | None, origin: str, where: str
         return None
     cost = {normalise(lv): spec.cost for lv in levels} if spec.cost else {}
     kind = spec.kind if spec.kind != "choice" or opt is None or opt.takes_value else "switch"
-    return Factor(name, kind, levels, opt.dest if opt else name.lstrip("-").replace("-", "_"), cost, spec.group, origin,
-                  spec.p_unset)
+    return Factor(
+        name,
+        kind,
+        levels,
+        opt.dest if opt else name.lstrip("-").replace("-", "_"),
+        cost,
+        spec.group,
+        origin,
+        spec.p_unset,
+    )
 
 
-def build_space(engine: str, helpspec: HelpSpec | None, baseline: Candidate,
-                vary: list[str] | None = None, fix: dict[str, FlagValue] | None = None,
-                space_file: Path | None = None) -> Space:
+def build_space(
+    engine: str,
+    helpspec: HelpSpec | None,
+    baseline: Candidate,
+    vary: list[str] | None = None,
+    fix: dict[str, FlagValue] | None = None,
+    space_file: Path | None = None,
+) -> Space:
     """The factors a search may change, for this engine version, around a baseline."""
     specs = [s for s in _load_specs() if s.engines is None or engine in s.engines]
     origin = "builtin"
@@ -165,8 +186,10 @@ def build_space(engine: str, helpspec: HelpSpec | None, baseline: Candidate,
                 if opt is not None and not opt.takes_value:
                     spec.kind = "switch"
                 elif opt is None or not opt.choices:
-                    raise SpaceError(f"--vary {name}: bringup cannot list levels for this flag (no argparse "
-                                     "choices); give them in a space file (--space FILE)")
+                    raise SpaceError(
+                        f"--vary {name}: bringup cannot list levels for this flag (no argparse "
+                        "choices); give them in a space file (--space FILE)"
+                    )
                 existing = _factor(spec, helpspec, "vary", f"--vary {name}")
                 if existing is None:
                     raise SpaceError(f"--vary {name}: this engine version has no such flag")
@@ -194,8 +217,10 @@ def _canonical(name: str, helpspec: HelpSpec | None) -> str:
         opt = helpspec.resolve(flag)
         if opt is None:
             hint = helpspec.close_matches(flag)
-            raise SpaceError(f"{name}: this engine version has no such flag"
-                             + (f" (did you mean {', '.join(hint)}?)" if hint else ""))
+            raise SpaceError(
+                f"{name}: this engine version has no such flag"
+                + (f" (did you mean {', '.join(hint)}?)" if hint else "")
+            )
         return opt.name
     return flag
 
@@ -224,6 +249,8 @@ def parse_fix(items: list[str]) -> dict[str, FlagValue]:
     for it in items:
         k, sep, v = it.partition("=")
         if not sep or not k:
-            raise SpaceError(f"--fix {it!r}: write FLAG=VALUE, e.g. --fix --tp-size=8 or --fix env:NCCL_P2P_DISABLE=1")
+            raise SpaceError(
+                f"--fix {it!r}: write FLAG=VALUE, e.g. --fix --tp-size=8 or --fix env:NCCL_P2P_DISABLE=1"
+            )
         out[k if k.startswith(("-", "env:")) else "--" + k] = v
     return out

@@ -34,10 +34,14 @@ from bringup.space import Factor, Space
 UNKNOWN_DEFAULT = "<engine default>"
 # A reason that refuses a level, and an engine saying that
 # none of the levels it considered is valid (vLLM: "No valid attention backend found for cuda").
-_REFUSAL = re.compile(r"not supported|unsupported|requires|not available|not valid|invalid|cannot|not compiled|"
-                      r"no kernel|only supported", re.IGNORECASE)
-_NONE_VALID = re.compile(r"\bno (valid|suitable|compatible|available|supported) [\w -]{0,40}?(found|available|for)",
-                         re.IGNORECASE)
+_REFUSAL = re.compile(
+    r"not supported|unsupported|requires|not available|not valid|invalid|cannot|not compiled|"
+    r"no kernel|only supported",
+    re.IGNORECASE,
+)
+_NONE_VALID = re.compile(
+    r"\bno (valid|suitable|compatible|available|supported) [\w -]{0,40}?(found|available|for)", re.IGNORECASE
+)
 P_INCOMPATIBLE, P_RISKY, P_PREFERRED = 0.97, 0.5, 0.02
 # An untried level is a gamble: on new hardware most alternatives to the defaults fail (the seeds
 # tried 6 that did), so it must earn its place against a suspected default.
@@ -48,7 +52,9 @@ NEAR_FRACTION = 0.03  # for fractions: "just past" means within this much
 CERTAIN = 0.999
 P_CAUSE = 0.9  # a level whose change alone changed the symptom
 P_EXHAUSTED = 0.9  # a factor every level of which failed: kept, as likely bad as that says
-P_ADJUST_ALT = 0.3  # another numeric flag the same failure says could move (the batch limit after a capture OOM)
+P_ADJUST_ALT = (
+    0.3  # another numeric flag the same failure says could move (the batch limit after a capture OOM)
+)
 P_ADVISED = 0.1  # a value the failure's own log line advises ("set X=0"): likely, not certain
 MIN_P_SUCCESS = 0.01  # below this, launching is a waste: say that nothing left is likely to work
 P_KNOWN_GOOD = 0.95  # a configuration validated before on this machine, engine version and model
@@ -64,8 +70,9 @@ def _refused_levels(line: str, f: Factor) -> dict[str, str]:
     supported]"), each with its reason."""
     refused: dict[str, str] = {}
     for lv in f.levels:
-        m = re.search(rf"(?<![\w-]){re.escape(str(lv))}(?![\w-])['\"]?\s*[:=]\s*\[?([^\]\}}]*)", line,
-                      re.IGNORECASE)
+        m = re.search(
+            rf"(?<![\w-]){re.escape(str(lv))}(?![\w-])['\"]?\s*[:=]\s*\[?([^\]\}}]*)", line, re.IGNORECASE
+        )
         if m and _REFUSAL.search(m.group(1)):
             refused[normalise(lv)] = m.group(1).strip(" ,")[:120]
     return refused
@@ -121,10 +128,14 @@ class Strategy:
     screening: ScreeningPolicy | None = None  # whether a candidate is screened before a full launch
     env: EnvFactors | None = None  # environment variables: their registry, and when they join the space
     moved: dict[str, list[str]] = field(default_factory=dict)
-    refusals: dict[str, list[str]] = field(default_factory=dict)  # factor -> launches that refused all its levels  # signature -> numeric factors it moved
+    refusals: dict[str, list[str]] = field(
+        default_factory=dict
+    )  # factor -> launches that refused all its levels  # signature -> numeric factors it moved
     best_left: Proposal | None = None  # the untried candidate judged too unlikely to launch, if that ended it
     _pending_moves: list[frozenset[tuple[str, str]]] = field(default_factory=list)  # see _next_beside
-    refused_final: set[tuple[str, str]] = field(default_factory=set)  # (factor, level) refused for a reason no flag changes
+    refused_final: set[tuple[str, str]] = field(
+        default_factory=set
+    )  # (factor, level) refused for a reason no flag changes
 
     def __post_init__(self) -> None:
         for f in self.space.factors:
@@ -153,7 +164,10 @@ class Strategy:
             self.default_eff.setdefault(f.name, (d, "the engine's registry default"))
         if self.env.ignored(f.dest):
             value = self.default_eff.get(f.name, (UNKNOWN_DEFAULT, ""))[0]
-            self.frozen[f.name] = (value, f"{f.dest} is not read by this engine version: setting it changes nothing")
+            self.frozen[f.name] = (
+                value,
+                f"{f.dest} is not read by this engine version: setting it changes nothing",
+            )
 
     def add_factor(self, f: Factor) -> None:
         """A factor joins the space mid-run (a variable the evidence called for). Launches
@@ -177,7 +191,8 @@ class Strategy:
         # A signature that names only what no launch changes (the model's head size) is not
         # second-guessed by variables that merely share its words; a variable the log names is.
         outside_only = bool(outcome.implicates) and all(
-            (g := self._factor_for(i)) is None or g.name in self.frozen for i in outcome.implicates)
+            (g := self._factor_for(i)) is None or g.name in self.frozen for i in outcome.implicates
+        )
         for prop in self.env.after_failure(outcome, self.space.names):
             if outside_only and prop.factor.origin != "log":
                 continue
@@ -200,8 +215,11 @@ class Strategy:
     def eff(self, f: Factor, level: FlagValue | None) -> str:
         if f.name in self.frozen:
             return self.frozen[f.name][0]
-        if level is None or level is False or (isinstance(level, str) and level.lower() == "auto"
-                                                 and f.name in self.default_eff):
+        if (
+            level is None
+            or level is False
+            or (isinstance(level, str) and level.lower() == "auto" and f.name in self.default_eff)
+        ):
             return self.default_eff.get(f.name, (UNKNOWN_DEFAULT, ""))[0]
         return normalise(level)
 
@@ -262,11 +280,18 @@ class Strategy:
                 # Just below a failed fraction is probably still too much; a step of a few points
                 # is the next thing to try (0.95 failed: 0.90 before 0.85), not a big jump.
                 window = NEAR_FRACTION if v <= 1.0 else v * 0.4
-                if (direction == "lower" and v - window <= num < v) or (direction == "raise" and v < num <= v + window):
+                if (direction == "lower" and v - window <= num < v) or (
+                    direction == "raise" and v < num <= v + window
+                ):
                     p = max(p, P_NEAR_BOUND)
         return p
 
     # -- learning from outcomes ------------------------------------------------------------------
+    def _moved_or_absent(self, flag: str, moved: list[str]) -> bool:
+        """Adjustments in turn: a flag not in the space, or one already moved, goes last."""
+        f = self._factor_for(flag)
+        return f is None or f.name in moved
+
     def _factor_for(self, name: str) -> Factor | None:
         f = self.space.get(name)
         if f is None and self.spec is not None and name.startswith("--"):
@@ -289,8 +314,10 @@ class Strategy:
             if req is None or normalise(req) == "auto":  # "auto" asks the engine to choose
                 self.default_eff[f.name] = (eff, f"seen in launch {len(self.observations) + 1}")
             elif normalise(req) != eff and f.name not in self.frozen:
-                self.frozen[f.name] = (eff, f"engine used {eff} when {req} was asked (launch "
-                                            f"{len(self.observations) + 1})")
+                self.frozen[f.name] = (
+                    eff,
+                    f"engine used {eff} when {req} was asked (launch {len(self.observations) + 1})",
+                )
         obs = Observation(cand, outcome, self.predicted_key(cand), source)
         self.observations.append(obs)
         if outcome.status == "works":
@@ -306,8 +333,7 @@ class Strategy:
         certain = False
         if sig is not None:
             moved = self.moved.setdefault(sig.id, [])
-            order = sorted(sig.adjust.items(), key=lambda kv: self._factor_for(kv[0]) is None
-                           or (self._factor_for(kv[0]).name in moved))  # type: ignore[union-attr]
+            order = sorted(sig.adjust.items(), key=lambda kv: self._moved_or_absent(kv[0], moved))
             for flag, adj in order:
                 f = self._factor_for(flag)
                 if f is None or f.kind != "number":
@@ -333,7 +359,9 @@ class Strategy:
                             lim = eval_limit(adj.limit, m.groupdict()) if m else None
                             if lim is not None:
                                 b[1] = min(upper, lim * 0.95)  # a margin: free memory moves
-                                self.notes.append(f"{f.name} must stay below {lim:.2f} ({sig.id}: {line.strip()[:120]})")
+                                self.notes.append(
+                                    f"{f.name} must stay below {lim:.2f} ({sig.id}: {line.strip()[:120]})"
+                                )
                                 break
                         else:
                             self.near[f.name] = (cur, "lower")
@@ -350,8 +378,11 @@ class Strategy:
         # A factor the evidence names ("moe_backend='deep_gemm' is not supported") is the first
         # suspect, whatever the signature's generic list says.
         text = " ".join(outcome.evidence)
-        mentioned = [f.name for f in self.space.factors if not f.is_env
-                     and (f.dest + "=" in text or f.dest + ":" in text or f.name + " " in text)]
+        mentioned = [
+            f.name
+            for f in self.space.factors
+            if not f.is_env and (f.dest + "=" in text or f.dest + ":" in text or f.name + " " in text)
+        ]
         named_by_line = bool(mentioned)
         # A variable the failure's lines name comes right after the flags they name; those the
         # failure implicates by its nature come after the signature's own suspects.
@@ -362,10 +393,13 @@ class Strategy:
         # Only when no specific signature spoke: a signature's own suspects know better than the
         # package a frame lives in (TRT-LLM's kernels live in flashinfer's package too).
         generic = not outcome.signature or outcome.signature.startswith("rootcause-")
-        for n, lvs in (outcome.implicated_levels.items() if generic else ()):
+        for n, lvs in outcome.implicated_levels.items() if generic else ():
             g = self._factor_for(n)
-            if g is not None and g.name not in mentioned and \
-                    self.eff(g, g.level_in(flags, cand.env_dict)) in {normalise(x) for x in lvs}:
+            if (
+                g is not None
+                and g.name not in mentioned
+                and self.eff(g, g.level_in(flags, cand.env_dict)) in {normalise(x) for x in lvs}
+            ):
                 mentioned.append(g.name)
         mentioned += [f.name for f in env_named]
         for name in [*mentioned, *outcome.implicates, *(f.name for f in env_ranked)]:
@@ -375,9 +409,14 @@ class Strategy:
             level = f.level_in(flags, cand.env_dict)
             suspects.append((f, level))
         machine_only = bool(outcome.implicates) and all(
-            i.split(".")[0] in ("model", "gpu", "host") for i in outcome.implicates)
-        if not suspects and not certain and not machine_only \
-                and outcome.failure_class in ("missing-dependency", "unknown", "bad-flag"):
+            i.split(".")[0] in ("model", "gpu", "host") for i in outcome.implicates
+        )
+        if (
+            not suspects
+            and not certain
+            and not machine_only
+            and outcome.failure_class in ("missing-dependency", "unknown", "bad-flag")
+        ):
             # The signature names nothing in the space: blame what this candidate changed. (One that
             # names only the machine or the model, e.g. sgl-kernel with no build for this host, is
             # believed: real SGLang on CPU otherwise went back to the failure before; seen on this
@@ -399,8 +438,10 @@ class Strategy:
         # the probes found (no log line, no signature) says nothing about which kernel: equal weights.
         ranked = outcome.signature is not None or named_by_line
         # Variables the failure implicates only by its nature come last, always weighed by rank.
-        ps = [self.p_bad(f, lv) / (rank + 1 if ranked or f in env_ranked else 1)
-              for rank, (f, lv) in enumerate(suspects)]
+        ps = [
+            self.p_bad(f, lv) / (rank + 1 if ranked or f in env_ranked else 1)
+            for rank, (f, lv) in enumerate(suspects)
+        ]
         none_bad = math.prod(1 - p for p in ps)
         denom = max(1e-9, 1 - none_bad)
         for (f, lv), p in zip(suspects, ps, strict=True):
@@ -437,11 +478,14 @@ class Strategy:
                 for e, r in refused.items():
                     if not self._names_other_factor(r, f):
                         self.refused_final.add((f.name, e))
-                final = (all((f.name, e) in self.refused_final for e in refused) or len(set(seen)) >= 2)
+                final = all((f.name, e) in self.refused_final for e in refused) or len(set(seen)) >= 2
                 if _NONE_VALID.search(line) and final and self.blocked is None:
-                    self.blocked = (f.name, f"the engine refused every {f.name} it considered, for reasons no "
-                                            f"launch flag in the space changes ({', '.join(sorted(refused))}): "
-                                            f"{line.strip()[:400]}")
+                    self.blocked = (
+                        f.name,
+                        f"the engine refused every {f.name} it considered, for reasons no "
+                        f"launch flag in the space changes ({', '.join(sorted(refused))}): "
+                        f"{line.strip()[:400]}",
+                    )
                     self.notes.append(f"{f.name}: refused here: {', '.join(sorted(refused))}")
 
     def _refused_alone(self, line: str, f: Factor) -> None:
@@ -451,8 +495,11 @@ class Strategy:
         that level whatever else a launch changes, so it is ruled out here; one that names another
         setting (kv_cache_dtype) is left to the Bayes update, which blames both."""
         for lv in f.levels:
-            m = re.search(rf"(?<![\w-]){re.escape(str(lv))}(?![\w-]).{{0,80}}?\bReasons?:\s*\[([^\]]*)\]", line,
-                          re.IGNORECASE)
+            m = re.search(
+                rf"(?<![\w-]){re.escape(str(lv))}(?![\w-]).{{0,80}}?\bReasons?:\s*\[([^\]]*)\]",
+                line,
+                re.IGNORECASE,
+            )
             if m is None:
                 continue
             reasons = [r.strip(" '\"") for r in m.group(1).split(",")]
@@ -481,8 +528,10 @@ class Strategy:
     def _names_other_factor(self, reason: str, f: Factor) -> bool:
         """A refusal that depends on another setting (kv_cache_dtype, block size) is not final."""
         low = reason.lower()
-        return any(g is not f and (g.dest.lower() in low or g.dest.lower().replace("_", " ") in low)
-                   for g in self.space.factors)
+        return any(
+            g is not f and (g.dest.lower() in low or g.dest.lower().replace("_", " ") in low)
+            for g in self.space.factors
+        )
 
     @staticmethod
     def _failed_checks(o: Outcome) -> list[tuple[str, str]]:
@@ -517,8 +566,11 @@ class Strategy:
             if len(differ) != 1 or differ[0].name in self.frozen:
                 continue
             f = differ[0]
-            caused = [(o, e) for o, e, other in ((old, old_eff, new), (new, new_eff, old))
-                      if any(self._passed(other.outcome, c) for c in self._failed_checks(o.outcome))]
+            caused = [
+                (o, e)
+                for o, e, other in ((old, old_eff, new), (new, new_eff, old))
+                if any(self._passed(other.outcome, c) for c in self._failed_checks(o.outcome))
+            ]
             for o, e in caused:
                 self.p[(f.name, e[f.name])] = max(self.p.get((f.name, e[f.name]), 0.0), P_CAUSE)
                 self._propagate(f, e[f.name], P_CAUSE, o.outcome.failure_class or "")
@@ -550,8 +602,13 @@ class Strategy:
                     self.p[key] = max(self.p.get(key, self.prior(g, lv)), post)
 
     # -- deciding the next launch ------------------------------------------------------------------
-    def next_launch(self, known_good: list[Candidate], history: list[Attempt],
-                    screened_ok: set[str], pending: list[Candidate] | None = None) -> Decision:
+    def next_launch(
+        self,
+        known_good: list[Candidate],
+        history: list[Attempt],
+        screened_ok: set[str],
+        pending: list[Candidate] | None = None,
+    ) -> Decision:
         """The next launch of a run: a configuration validated here before (journal) first, then
         the best proposal, screened first where the screening policy says it pays; none when the
         evidence points outside the space or nothing left is likely enough to work.
@@ -563,7 +620,8 @@ class Strategy:
         if decision.candidate is not None and self.screening is not None:
             key = self.predicted_key(decision.candidate)
             decision.screen = key not in screened_ok and self.screening.worth_it(
-                decision.p_success, self._only_numeric_changes(decision.candidate), history)
+                decision.p_success, self._only_numeric_changes(decision.candidate), history
+            )
         return decision
 
     def _next_beside(self, known_good: list[Candidate], pending: list[Candidate]) -> Decision:
@@ -592,8 +650,10 @@ class Strategy:
             self._pending_moves = []
         if decision.candidate is not None:
             what = ", ".join(dict.fromkeys(changed)) or "the baseline"
-            decision.reasons.append(f"launched beside {len(pending)} in flight, assuming they fail ({what}); "
-                                    "spent for nothing if one of them works")
+            decision.reasons.append(
+                f"launched beside {len(pending)} in flight, assuming they fail ({what}); "
+                "spent for nothing if one of them works"
+            )
         return decision
 
     def _moves(self, cand: Candidate) -> frozenset[tuple[str, str]]:
@@ -616,7 +676,11 @@ class Strategy:
         tried = {o.key for o in self.observations if o.source != "journal"} | (exclude or set())
         for cand in known_good:  # a configuration that worked here before: confirm it first
             if self.predicted_key(cand) not in tried:
-                return Decision(cand, P_KNOWN_GOOD, ["validated before on this machine, engine version and model (journal)"])
+                return Decision(
+                    cand,
+                    P_KNOWN_GOOD,
+                    ["validated before on this machine, engine version and model (journal)"],
+                )
         if self.blocked is not None:
             return Decision(None)  # the evidence says no level of a factor can work here
         if self.outside >= OUTSIDE:
@@ -637,7 +701,9 @@ class Strategy:
         return self.predicted_key(cand) not in tried and self.success_probability(cand) >= 0.5 * p_then
 
     def _only_numeric_changes(self, cand: Candidate) -> bool:
-        kinds = [f.kind if (f := self.space.get(c.flag)) is not None else "other" for c in cand.diff(self.baseline)]
+        kinds = [
+            f.kind if (f := self.space.get(c.flag)) is not None else "other" for c in cand.diff(self.baseline)
+        ]
         return bool(kinds) and all(k == "number" for k in kinds)
 
     # -- proposing ---------------------------------------------------------------------------------
@@ -652,7 +718,11 @@ class Strategy:
             p = self.p_bad(f, level)
             if p >= P_INCOMPATIBLE - 1e-9:
                 continue  # incompatible by knowledge, or certainly bad after a failure
-            changed = normalise(level) != normalise(base) if level is not None and base is not None else level is not base
+            changed = (
+                normalise(level) != normalise(base)
+                if level is not None and base is not None
+                else level is not base
+            )
             # Knowledge's preference waives the cost of a change; a merely low prior (a flag whose
             # default rarely breaks) does not: leaving the baseline's value is still a change.
             preferred = any(v.kind == "preferred" for v in self.verdicts(f, level))
@@ -680,7 +750,9 @@ class Strategy:
                 # out each of them: a level that launched and failed says nothing about the others,
                 # and a plan that rules out the low memory fractions says nothing about the high ones
                 # that failed for another reason (a graph-capture OOM the batch limit cures).
-                vs = [[v for v in self.verdicts(f, lv) if v.kind == "incompatible"] for lv in [None, *f.levels]]
+                vs = [
+                    [v for v in self.verdicts(f, lv) if v.kind == "incompatible"] for lv in [None, *f.levels]
+                ]
                 if all(vs):
                     self.blocked = (f.name, vs[0][0].reason)
                     return None
@@ -689,8 +761,14 @@ class Strategy:
                 # hang that no custom all-reduce setting cures may be NCCL's P2P). Keep the
                 # baseline's level, as likely bad as the evidence says, and search the rest.
                 base = self.base_level(f)
-                options[i] = [(-math.log(1 - P_EXHAUSTED), base, P_EXHAUSTED,
-                               "every level failed under some launch: kept at the baseline's")]
+                options[i] = [
+                    (
+                        -math.log(1 - P_EXHAUSTED),
+                        base,
+                        P_EXHAUSTED,
+                        "every level failed under some launch: kept at the baseline's",
+                    )
+                ]
         start = tuple(0 for _ in options)
         # Equally likely candidates: the one that changes fewer environment variables first. A
         # variable joins the space on weaker evidence than a flag (words its name shares with the
@@ -712,7 +790,7 @@ class Strategy:
                 return Proposal(cand, p_success, reasons, predicted, key)
             for i in range(len(idx)):
                 if idx[i] + 1 < len(options[i]):
-                    nxt = idx[:i] + (idx[i] + 1,) + idx[i + 1:]
+                    nxt = idx[:i] + (idx[i] + 1,) + idx[i + 1 :]
                     if nxt not in seen:
                         seen.add(nxt)
                         delta = options[i][idx[i] + 1][0] - options[i][idx[i]][0]
@@ -730,7 +808,11 @@ class Strategy:
             predicted[f.name] = self.eff(f, level)
             base = self.base_level(f)
             if normalise(level) != normalise(base):
-                away = self._why(f, base, self.p_bad(f, base)) if base is not None or f.name in self.default_eff else ""
+                away = (
+                    self._why(f, base, self.p_bad(f, base))
+                    if base is not None or f.name in self.default_eff
+                    else ""
+                )
                 text = why or (f"away from the baseline's {f.describe_level(base)} ({away})" if away else "")
                 if text:
                     reasons.append(f"{f.name} {f.describe_level(level)}: {text}")
@@ -769,14 +851,25 @@ class Strategy:
             for i in o.implicates:
                 f = self._factor_for(i)
                 if f is None:
-                    what = {"model": "the model", "gpu": "the GPU", "host": "the machine"}.get(i.split(".")[0], "")
-                    parts.append(f"{i}" + (f" (a property of {what}, not a launch flag)" if what else " (not in the search space)"))
+                    what = {"model": "the model", "gpu": "the GPU", "host": "the machine"}.get(
+                        i.split(".")[0], ""
+                    )
+                    parts.append(
+                        f"{i}"
+                        + (
+                            f" (a property of {what}, not a launch flag)"
+                            if what
+                            else " (not in the search space)"
+                        )
+                    )
                 elif f.name in self.frozen:
                     parts.append(f"{f.name} (the engine always uses {self.frozen[f.name][0]})")
             ev = o.evidence[0].strip()[:200] if o.evidence else ""
             same = sum(1 for x in fails if x.outcome.failure_class == o.failure_class)
-            msg = (f"{o.failure_class} in {o.phase} ({same} of {len(fails)} launches); the evidence implicates only what "
-                   "no launch flag can change: " + ("; ".join(parts) if parts else "nothing in the space"))
+            msg = (
+                f"{o.failure_class} in {o.phase} ({same} of {len(fails)} launches); the evidence implicates only what "
+                "no launch flag can change: " + ("; ".join(parts) if parts else "nothing in the space")
+            )
             return msg + (f". Evidence: {ev}" if ev else "") + (f". Hint: {o.hint}" if o.hint else "")
         if self.blocked:
             return f"no level of {self.blocked[0]} can work here: {self.blocked[1]}"
@@ -786,17 +879,23 @@ class Strategy:
             classes[k] = classes.get(k, 0) + 1
         top = max(classes, key=lambda k: classes[k])
         if self.best_left is not None:
-            return (f"the most likely untried configuration ({self.best_left.changes(self.baseline)}) has only "
-                    f"{self.best_left.p_success:.1%} chance of working after {len(fails)} failed launches "
-                    f"({classes[top]} with {top})")
-        return (f"the space is exhausted: every configuration that could still work was launched or ruled out; "
-                f"{classes[top]} of {len(fails)} launches failed with {top}")
+            return (
+                f"the most likely untried configuration ({self.best_left.changes(self.baseline)}) has only "
+                f"{self.best_left.p_success:.1%} chance of working after {len(fails)} failed launches "
+                f"({classes[top]} with {top})"
+            )
+        return (
+            f"the space is exhausted: every configuration that could still work was launched or ruled out; "
+            f"{classes[top]} of {len(fails)} launches failed with {top}"
+        )
 
     def state(self) -> StrategyState:
         return StrategyState(
             frozen={k: Pinned(value=v, why=w) for k, (v, w) in self.frozen.items()},
             defaults={k: Pinned(value=v, why=w) for k, (v, w) in self.default_eff.items()},
             bounds=self.bounds,
-            suspects={f"{k[0]}={k[1]}": round(v, 3) for k, v in sorted(self.p.items(), key=lambda kv: -kv[1])[:12]},
+            suspects={
+                f"{k[0]}={k[1]}": round(v, 3) for k, v in sorted(self.p.items(), key=lambda kv: -kv[1])[:12]
+            },
             notes=self.notes,
         )

@@ -31,10 +31,18 @@ class Target:
     answers: list[KnownAnswer] = field(default_factory=list)
 
 
-def resolve_target(engine: str | None = None, model: str | None = None, scenario: Path | None = None,
-                   python: str | None = None, time_scale: float = 0.01, gpus: str | None = None) -> Target:
+def resolve_target(
+    engine: str | None = None,
+    model: str | None = None,
+    scenario: Path | None = None,
+    python: str | None = None,
+    time_scale: float = 0.01,
+    gpus: str | None = None,
+) -> Target:
     """``gpus``: CUDA_VISIBLE_DEVICES for every trial of this target (e.g. "0,1"); None inherits it."""
-    if gpus is not None and not re.fullmatch(r"\s*(GPU-[\w-]+|MIG-[\w/-]+|\d+)(\s*,\s*(GPU-[\w-]+|MIG-[\w/-]+|\d+))*\s*", gpus):
+    if gpus is not None and not re.fullmatch(
+        r"\s*(GPU-[\w-]+|MIG-[\w/-]+|\d+)(\s*,\s*(GPU-[\w-]+|MIG-[\w/-]+|\d+))*\s*", gpus
+    ):
         raise TargetError(f"--gpus {gpus!r}: give GPU indices or UUIDs separated by commas, e.g. 0,1")
     if scenario is not None:
         # The test double, behind the engine interface: the only place that names it.
@@ -47,7 +55,9 @@ def resolve_target(engine: str | None = None, model: str | None = None, scenario
         except ScenarioLoadError as e:
             raise TargetError(f"scenario {scenario}: {e}") from e
         if engine and engine != eng.log_dialect:
-            raise TargetError(f"--engine {engine} contradicts the scenario's engine {eng.log_dialect}; drop --engine")
+            raise TargetError(
+                f"--engine {engine} contradicts the scenario's engine {eng.log_dialect}; drop --engine"
+            )
         eng.gpus = gpus
         answers = [KnownAnswer(p, e) for p, e in eng.known_answers()]
         version = eng.version()
@@ -59,8 +69,10 @@ def resolve_target(engine: str | None = None, model: str | None = None, scenario
     if not model:
         raise TargetError("say which model: --model PATH (a model folder or a hub id such as org/name)")
     if not Path(model).exists() and not _HUB_ID.match(model):
-        raise TargetError(f"model {model!r} is not a folder here and not a hub id (org/name); "
-                          "make a tiny one with `bringup testmodel DIR`")
+        raise TargetError(
+            f"model {model!r} is not a folder here and not a hub id (org/name); "
+            "make a tiny one with `bringup testmodel DIR`"
+        )
     if Path(model).exists():
         from bringup.preflight import PreflightError, check_model
 
@@ -72,11 +84,18 @@ def resolve_target(engine: str | None = None, model: str | None = None, scenario
     version = eng.version()
     if version is None:
         hint = engine_info(engine).install_hint or f"pip install {engine}"
-        raise TargetError(f"{engine} is not installed for {eng.python}: install it ({hint}) or pass --python "
-                          "with the interpreter of the engine's environment")
+        raise TargetError(
+            f"{engine} is not installed for {eng.python}: install it ({hint}) or pass --python "
+            "with the interpreter of the engine's environment"
+        )
     spec = eng.help_spec(version)
-    return Target(eng, str(Path(model).resolve()) if Path(model).exists() else model, spec, version,
-                  model_answers(Path(model)))
+    return Target(
+        eng,
+        str(Path(model).resolve()) if Path(model).exists() else model,
+        spec,
+        version,
+        model_answers(Path(model)),
+    )
 
 
 def model_answers(folder: Path) -> list[KnownAnswer]:
@@ -91,6 +110,8 @@ def model_answers(folder: Path) -> list[KnownAnswer]:
         data = json.loads(f.read_text())
     except ValueError as e:
         raise TargetError(f"{f} is not JSON ({e}): fix or delete it") from None
-    if not isinstance(data, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in data.items()):
+    if not isinstance(data, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in data.items()
+    ):
         raise TargetError(f"{f} must be a JSON object of prompt -> expected answer (strings)")
     return [KnownAnswer(p, e) for p, e in data.items()]

@@ -158,15 +158,20 @@ def write_test_model(out_dir: Path, spec: TestModelSpec = TestModelSpec()) -> Pa
 PRESET_HELP = {
     "random": "random weights (the default; --head-dim, --layers, --heads, --vocab shape it and the known models)",
     "known": "trained in about a minute on CPU to reverse letters ('rev a b c' -> 'c b a'); "
-             "writes bringup_answers.json, which bringup run/trial check",
+    "writes bringup_answers.json, which bringup run/trial check",
     "fp16-overflow": "the 'known' model with MLPs rescaled by powers of two: the same answers in "
-                     "float32/bfloat16, inf/NaN activations in float16 (no error line)",
+    "float32/bfloat16, inf/NaN activations in float16 (no error line)",
     "llama-8b": "Llama-3-8B shapes with random bf16 weights in safetensors shards (16 GB; a GPU machine)",
 }
 
 
-def write_preset(out_dir: Path, preset: str, spec: TestModelSpec = TestModelSpec(),
-                 overrides: dict | None = None, shard_gib: float = 4.0) -> Path:
+def write_preset(
+    out_dir: Path,
+    preset: str,
+    spec: TestModelSpec = TestModelSpec(),
+    overrides: dict | None = None,
+    shard_gib: float = 4.0,
+) -> Path:
     """Write a preset model (PRESET_HELP). `overrides` changes the llama-8b config (tests)."""
     if preset == "random":
         return write_test_model(out_dir, spec)
@@ -184,8 +189,15 @@ def write_preset(out_dir: Path, preset: str, spec: TestModelSpec = TestModelSpec
         raise ValueError(f"unknown preset {preset!r}: use one of {', '.join(PRESET_HELP)}")
     cfg_over = {**PRESETS[preset], **(overrides or {})}
     heads = cfg_over["num_attention_heads"]
-    small = TestModelSpec(head_dim=cfg_over["hidden_size"] // heads, layers=1, heads=1, kv_heads=1,
-                          intermediate=8, max_positions=cfg_over["max_position_embeddings"], vocab=spec.vocab)
+    small = TestModelSpec(
+        head_dim=cfg_over["hidden_size"] // heads,
+        layers=1,
+        heads=1,
+        kv_heads=1,
+        intermediate=8,
+        max_positions=cfg_over["max_position_embeddings"],
+        vocab=spec.vocab,
+    )
     out = write_test_model(out_dir, small)  # tokenizer, chat template, config skeleton
     (out / "model.safetensors").unlink()
     config = json.loads((out / "config.json").read_text())

@@ -19,9 +19,15 @@ PRESETS: dict[str, dict[str, int]] = {
     # Llama-3-8B shapes (meta-llama/Meta-Llama-3-8B config.json). The tokenizer stays the small
     # byte-level BPE of bringup testmodel (its trainer cannot reach 128k tokens on a small corpus):
     # vocab_size keeps the real 128256 rows, the ids past the tokenizer's are never produced by it.
-    "llama-8b": {"hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
-                 "num_key_value_heads": 8, "intermediate_size": 14336, "vocab_size": 128256,
-                 "max_position_embeddings": 8192},
+    "llama-8b": {
+        "hidden_size": 4096,
+        "num_hidden_layers": 32,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "intermediate_size": 14336,
+        "vocab_size": 128256,
+        "max_position_embeddings": 8192,
+    },
 }
 
 
@@ -33,11 +39,17 @@ def tensor_shapes(cfg: dict) -> list[tuple[str, tuple[int, ...]]]:
     out: list[tuple[str, tuple[int, ...]]] = [("model.embed_tokens.weight", (v, h))]
     for i in range(cfg["num_hidden_layers"]):
         p = f"model.layers.{i}."
-        out += [(p + "input_layernorm.weight", (h,)), (p + "self_attn.q_proj.weight", (q, h)),
-                (p + "self_attn.k_proj.weight", (kv, h)), (p + "self_attn.v_proj.weight", (kv, h)),
-                (p + "self_attn.o_proj.weight", (h, q)), (p + "post_attention_layernorm.weight", (h,)),
-                (p + "mlp.gate_proj.weight", (inter, h)), (p + "mlp.up_proj.weight", (inter, h)),
-                (p + "mlp.down_proj.weight", (h, inter))]
+        out += [
+            (p + "input_layernorm.weight", (h,)),
+            (p + "self_attn.q_proj.weight", (q, h)),
+            (p + "self_attn.k_proj.weight", (kv, h)),
+            (p + "self_attn.v_proj.weight", (kv, h)),
+            (p + "self_attn.o_proj.weight", (h, q)),
+            (p + "post_attention_layernorm.weight", (h,)),
+            (p + "mlp.gate_proj.weight", (inter, h)),
+            (p + "mlp.up_proj.weight", (inter, h)),
+            (p + "mlp.down_proj.weight", (h, inter)),
+        ]
     out += [("model.norm.weight", (h,)), ("lm_head.weight", (v, h))]
     return out
 
@@ -49,17 +61,25 @@ def _bf16_bytes(name: str, shape: tuple[int, ...], seed: int) -> bytes:
         import torch
 
         g = torch.Generator().manual_seed(seed)
-        t = torch.ones(n, dtype=torch.bfloat16) if name.endswith("norm.weight") else \
-            (torch.randn(n, generator=g, dtype=torch.float32) * 0.02).to(torch.bfloat16)
+        t = (
+            torch.ones(n, dtype=torch.bfloat16)
+            if name.endswith("norm.weight")
+            else (torch.randn(n, generator=g, dtype=torch.float32) * 0.02).to(torch.bfloat16)
+        )
         return t.view(torch.int16).numpy().tobytes()
     except ImportError:
         rng = np.random.default_rng(seed)
-        a = np.ones(n, np.float32) if name.endswith("norm.weight") else \
-            (rng.standard_normal(n, dtype=np.float32) * 0.02)
+        a = (
+            np.ones(n, np.float32)
+            if name.endswith("norm.weight")
+            else (rng.standard_normal(n, dtype=np.float32) * 0.02)
+        )
         return (a.view(np.uint32) >> 16).astype("<u2").tobytes()  # bf16: the top half of fp32
 
 
-def _shards(shapes: list[tuple[str, tuple[int, ...]]], shard_bytes: int) -> Iterator[list[tuple[str, tuple[int, ...]]]]:
+def _shards(
+    shapes: list[tuple[str, tuple[int, ...]]], shard_bytes: int
+) -> Iterator[list[tuple[str, tuple[int, ...]]]]:
     cur: list[tuple[str, tuple[int, ...]]] = []
     size = 0
     for name, shape in shapes:

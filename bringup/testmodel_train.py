@@ -62,7 +62,7 @@ def train_known(model_dir: Path, steps: int = 200, seed: int = 0, lr: float = 5e
         labels = ids.clone()
         for i, (x, p) in enumerate(batch):
             labels[i, :p] = -100
-            labels[i, len(x):] = -100
+            labels[i, len(x) :] = -100
         loss = model(input_ids=ids, labels=labels).loss
         opt.zero_grad()
         loss.backward()
@@ -85,9 +85,14 @@ def greedy_chat(model, tok, prompt: str, max_tokens: int = 12) -> str:
 
     ids = tok(chat(prompt), add_special_tokens=False, return_tensors="pt").input_ids
     with torch.no_grad():
-        out = model.generate(ids, max_new_tokens=max_tokens, do_sample=False, eos_token_id=tok.eos_token_id,
-                             pad_token_id=tok.eos_token_id)
-    return tok.decode(out[0, ids.shape[1]:], skip_special_tokens=True).strip()
+        out = model.generate(
+            ids,
+            max_new_tokens=max_tokens,
+            do_sample=False,
+            eos_token_id=tok.eos_token_id,
+            pad_token_id=tok.eos_token_id,
+        )
+    return tok.decode(out[0, ids.shape[1] :], skip_special_tokens=True).strip()
 
 
 FP16_MAX = 65504.0
@@ -116,5 +121,7 @@ def scale_for_fp16_overflow(model_dir: Path) -> int:
         state[name] = state[name] * 2.0**k
         down = name.replace("up_proj", "down_proj")
         state[down] = state[down] * 2.0**-k
-    save_file({n: t.contiguous().to(torch.float32) for n, t in state.items()}, str(path), metadata={"format": "pt"})
+    save_file(
+        {n: t.contiguous().to(torch.float32) for n, t in state.items()}, str(path), metadata={"format": "pt"}
+    )
     return k

@@ -21,8 +21,10 @@ _PREFIXES: tuple[re.Pattern[str], ...] = (
     # vLLM / Ray process tags: "(APIServer pid=123) ", "(RayWorkerWrapper pid=9, ip=10.0.0.1) "
     re.compile(r"^\((?P<tag>[^()]*?\bpid=\d+[^()]*)\) ?"),
     # vLLM's logger: "INFO 11-30 12:00:00 [core.py:123] " (older: "ERROR 01-28 03:21:01 engine.py:387] ")
-    re.compile(r"^(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL) +\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? +"
-               r"(?P<where>\[?[\w./<>-]+:\d+\]) ?"),
+    re.compile(
+        r"^(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL) +\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? +"
+        r"(?P<where>\[?[\w./<>-]+:\d+\]) ?"
+    ),
     # SGLang: "[2026-11-30 12:00:00 TP3] ", "[2026-11-30 12:00:00 DP0 TP3 EP3] ", "[2026-11-30 12:00:00] "
     re.compile(r"^\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?: (?P<tag>(?:[A-Z]+\d+ ?)+))?\] ?"),
     # torch.distributed's rank prefix: "[rank0]: "
@@ -32,15 +34,19 @@ _PREFIXES: tuple[re.Pattern[str], ...] = (
     # PyTorch's C++ logger: "[W1130 19:31:48.363771280 utils.cpp:68] "
     re.compile(r"^\[[WEIF]\d{4} \d\d:\d\d:\d\d\.\d+ [\w.]+:\d+\] ?"),
     # ISO timestamps, with an optional level: "2026-11-30 12:00:00,123 - ERROR - ", "2026-11-30T12:00:00Z "
-    re.compile(r"^\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?"
-               r"(?: *[-|]? *(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL)\b)?(?: *[-|:] *| +)"),
+    re.compile(
+        r"^\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?"
+        r"(?: *[-|]? *(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL)\b)?(?: *[-|:] *| +)"
+    ),
 )
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")  # vLLM colours its process tags on a terminal
 _GROUP_BOX = re.compile(r"^(?:\s*\|(?= ))+ ?|^\s*\+[-+]*(?:-+ \d+ -+|-+)?\s*$|^  \+ (?=Exception Group)")
 _TRACEBACK = re.compile(r"Traceback \(most recent call last\):\s*$")
-_CHAIN = re.compile(r"^(The above exception was the direct cause of the following exception:|"
-                    r"During handling of the above exception, another exception occurred:)\s*$")
+_CHAIN = re.compile(
+    r"^(The above exception was the direct cause of the following exception:|"
+    r"During handling of the above exception, another exception occurred:)\s*$"
+)
 _FRAME = re.compile(r'^\s+File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S.*?)\s*$')
 _CARET = re.compile(r"^\s*[\^~]+\s*$")
 # "torch.OutOfMemoryError: CUDA out of memory", "AssertionError", "pydantic_core._pydantic_core.ValidationError: 1 ..."
@@ -58,7 +64,9 @@ WRAPPER = re.compile(
     r"background process|Engine core initialization failed|EngineCore failed to start|WorkerProc failed to start|"
     r"Worker failed with error|EngineDeadError|EngineCore encountered an issue|Scheduler hit an exception|"
     r"TpModelWorkerClient hit an exception|Received sigquit from a child process|child process.*(died|failed)|"
-    r"Worker proc \S+ died unexpectedly|exited with code|Failed core proc|unhandled errors in a TaskGroup)", re.I)
+    r"Worker proc \S+ died unexpectedly|exited with code|Failed core proc|unhandled errors in a TaskGroup)",
+    re.I,
+)
 
 
 @dataclass
@@ -205,7 +213,7 @@ def _strip(raw: str) -> tuple[str, str | None, bool, str | None, str | None]:
                     where = gd["where"].strip("[]")
                 if gd.get("level"):
                     level = gd["level"]
-                text = text[m.end():]
+                text = text[m.end() :]
                 prefixed = True
                 break
         else:
@@ -265,8 +273,13 @@ def _parse_stream(stream: list[LogLine], tag: str | None) -> list[Chain]:
             # Lines after "Type: message" belong to the message until a new record or traceback.
             same_record = current.line.prefixed and ln.where is not None and ln.where == cont_where
             starts_record = ln.prefixed and not same_record
-            if (text.strip() and not starts_record and len(current.continuation) < _MAX_CONTINUATION
-                    and _exception_line(text, False) is None and not _FRAME.match(text)):
+            if (
+                text.strip()
+                and not starts_record
+                and len(current.continuation) < _MAX_CONTINUATION
+                and _exception_line(text, False) is None
+                and not _FRAME.match(text)
+            ):
                 current.continuation.append(ln)
                 continue
             current = None
@@ -275,7 +288,12 @@ def _parse_stream(stream: list[LogLine], tag: str | None) -> list[Chain]:
             if fm:
                 frames.append(Frame(fm.group("file"), int(fm.group("line")), fm.group("func")))
                 continue
-            if text.startswith((" ", "\t")) and frames and frames[-1].source is None and not _CARET.match(text):
+            if (
+                text.startswith((" ", "\t"))
+                and frames
+                and frames[-1].source is None
+                and not _CARET.match(text)
+            ):
                 frames[-1].source = ln
                 continue
             if text.startswith((" ", "\t")) or _CARET.match(text) or not text.strip():
@@ -286,8 +304,14 @@ def _parse_stream(stream: list[LogLine], tag: str | None) -> list[Chain]:
             if exc is None:
                 in_tb = False
                 continue
-            current = PyException(exc[0], exc[1], ln, frames=frames, context=context,
-                                  chain_pos=len(chain.exceptions) if chain else 0)
+            current = PyException(
+                exc[0],
+                exc[1],
+                ln,
+                frames=frames,
+                context=context,
+                chain_pos=len(chain.exceptions) if chain else 0,
+            )
             assert chain is not None
             chain.exceptions.append(current)
             cont_where = ln.where

@@ -34,7 +34,9 @@ from bringup.secrets import Redactor, redact_argv, redact_flags
 from bringup.signatures import Classification, Matcher, classify
 
 HANG_FLOOR_S, TIMEOUT_FLOOR_S = 3.0, 30.0  # real seconds a scaled deadline keeps (see Trial._deadlines)
-REPEAT_WINDOW = 50  # a line whose text (timestamps, pids and counters stripped) is among the last N is a repeat
+REPEAT_WINDOW = (
+    50  # a line whose text (timestamps, pids and counters stripped) is among the last N is a repeat
+)
 _VOLATILE = re.compile(
     r"\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?"  # 2026-11-29 13:22:01(,123)
     r"|\b\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)?"  # vLLM's 11-29 13:22:01
@@ -74,10 +76,17 @@ def _noop(kind: str, text: str) -> None:
 
 
 class Trial:
-    def __init__(self, engine: Engine, candidate: Candidate, trial_dir: Path,
-                 settings: TrialSettings | None = None, spec: HelpSpec | None = None,
-                 version: str | None = None, on_event: Event | None = None,
-                 workload: Callable[[str], dict] | None = None):
+    def __init__(
+        self,
+        engine: Engine,
+        candidate: Candidate,
+        trial_dir: Path,
+        settings: TrialSettings | None = None,
+        spec: HelpSpec | None = None,
+        version: str | None = None,
+        on_event: Event | None = None,
+        workload: Callable[[str], dict] | None = None,
+    ):
         self.engine = engine
         self.cand = candidate
         self.dir = Path(trial_dir)
@@ -100,10 +109,14 @@ class Trial:
     # -- helpers -------------------------------------------------------------------------------
     def _base_outcome(self, argv: list[str]) -> Outcome:
         return Outcome(
-            status="fails", engine=self.engine.log_dialect, engine_version=self.version,
-            candidate=self.cand.to_json(), candidate_key=self.cand.key(),
+            status="fails",
+            engine=self.engine.log_dialect,
+            engine_version=self.version,
+            candidate=self.cand.to_json(),
+            candidate_key=self.cand.key(),
             requested=redact_flags({k: (list(v) if isinstance(v, tuple) else v) for k, v in self.cand.flags}),
-            argv=redact_argv(argv), log_path=str(self.dir / "server.log"),
+            argv=redact_argv(argv),
+            log_path=str(self.dir / "server.log"),
         )
 
     def _set_phase(self, new: str | None) -> None:
@@ -124,7 +137,9 @@ class Trial:
     def _write(self, out: Outcome) -> Outcome:
         self.dir.mkdir(parents=True, exist_ok=True)
         secrets.write_text(self.dir / "outcome.json", out.model_dump_json(indent=2))
-        secrets.write_text(self.dir / "candidate.json", json.dumps(self.cand.to_json(), indent=2, default=str))
+        secrets.write_text(
+            self.dir / "candidate.json", json.dumps(self.cand.to_json(), indent=2, default=str)
+        )
         return out
 
     def _deadlines(self) -> tuple[float, float]:
@@ -185,8 +200,10 @@ class Trial:
             out.launched = False
             out.phase, out.failure_class = "parse-args", "bad-flag"
             out.evidence = [bad]
-            out.hint = ("The engine's --help for this version rejects this flag list; bringup did not launch it. "
-                        "Fix the flag (bringup space lists the choices).")
+            out.hint = (
+                "The engine's --help for this version rejects this flag list; bringup did not launch it. "
+                "Fix the flag (bringup space lists the choices)."
+            )
             out.signature = "prelaunch-validation"
             out.timings = Timings(total=time.monotonic() - t_start)
             (self.dir / "server.log").write_text(bad + "\n")
@@ -208,8 +225,10 @@ class Trial:
         if held is not None:  # the last server's memory is still held: do not launch into a full GPU
             out.launched, out.gpu = False, self._gpu
             out.phase, out.failure_class, out.evidence = "spawn", "gpu-memory-held", held.evidence()
-            out.hint = ("GPU memory from an earlier launch was not given back; the processes above hold it. "
-                        "End them (or wait), then run again; this is the machine, not the configuration.")
+            out.hint = (
+                "GPU memory from an earlier launch was not given back; the processes above hold it. "
+                "End them (or wait), then run again; this is the machine, not the configuration."
+            )
             out.timings = Timings(total=time.monotonic() - t_start)
             return self._write(out)
         secrets.write_text(self.dir / "argv.json", json.dumps(redact_argv(argv)))
@@ -233,7 +252,8 @@ class Trial:
                 while True:
                     fatal = self._drain(server, block=self.s.poll)
                     seen_ready_line = seen_ready_line or any(
-                        self.engine.is_ready_line(ln.text) for ln in self.lines[-50:])
+                        self.engine.is_ready_line(ln.text) for ln in self.lines[-50:]
+                    )
                     now = time.monotonic()
                     if fatal is not None:
                         t_event = fatal.t
@@ -268,8 +288,9 @@ class Trial:
                         self._drain(server, block=0.02)
         finally:
             healthy = status in (None, "works", "wrong-output")
-            teardown = server.terminate(grace=self.s.grace if healthy else self.s.fail_grace,
-                                        port=port, host=host)
+            teardown = server.terminate(
+                grace=self.s.grace if healthy else self.s.fail_grace, port=port, host=host
+            )
         t_end = time.monotonic()
         gpu_msgs, after = watch.after_teardown(gpus, self._gpu.get("used_mib_before"))
         self._gpu.update(after)
@@ -281,8 +302,20 @@ class Trial:
             self._probe_thread.join(timeout=10)
             probe_results = list(runner.results)
         out.warnings = gpu_msgs
-        return self._finish(out, server, status or "fails", runner, probe_results, t_start, t_launch,
-                            t_ready, t_event, t_end, probe_t, teardown)
+        return self._finish(
+            out,
+            server,
+            status or "fails",
+            runner,
+            probe_results,
+            t_start,
+            t_launch,
+            t_ready,
+            t_event,
+            t_end,
+            probe_t,
+            teardown,
+        )
 
     def _cancelled(self) -> bool:
         return self.s.cancel is not None and self.s.cancel.is_set()
@@ -292,11 +325,15 @@ class Trial:
         key = secrets.api_key_of(self.cand.flag_dict, self.cand.env_dict)  # the server wants it (401 else)
         # One hang deadline for every phase: a request waits a little longer than the deadline, so
         # a server stuck on its first request or in decode is called a hang here, not an HTTP timeout.
-        probe_cfg = dataclasses.replace(self.engine.probe_config(self.s.probe, self.cand), api_key=key,
-                                        request_timeout=max(self.s.probe.request_timeout, self.s.hang_timeout + 5))
+        probe_cfg = dataclasses.replace(
+            self.engine.probe_config(self.s.probe, self.cand),
+            api_key=key,
+            request_timeout=max(self.s.probe.request_timeout, self.s.hang_timeout + 5),
+        )
         runner = ProbeRunner(base_url, probe_cfg, stop)
         results: list[ProbeResult] = []
         box: dict[str, list[ProbeResult]] = {}
+
         def work() -> None:
             res = runner.run()
             box["r"] = res
@@ -350,9 +387,21 @@ class Trial:
             results = list(runner.results)
         return status, t_event, runner, results, (t0, time.monotonic())
 
-    def _finish(self, out: Outcome, server: ServerProcess, status: str, runner: ProbeRunner | None,
-                probe_results: list[ProbeResult], t_start: float, t_launch: float, t_ready: float | None,
-                t_event: float | None, t_end: float, probe_t: tuple[float, float] | None, teardown) -> Outcome:
+    def _finish(
+        self,
+        out: Outcome,
+        server: ServerProcess,
+        status: str,
+        runner: ProbeRunner | None,
+        probe_results: list[ProbeResult],
+        t_start: float,
+        t_launch: float,
+        t_ready: float | None,
+        t_event: float | None,
+        t_end: float,
+        probe_t: tuple[float, float] | None,
+        teardown,
+    ) -> Outcome:
         texts = [ln.text for ln in self.lines]
         out.exit_code = server.proc.returncode
         out.bench = self.bench
@@ -360,9 +409,15 @@ class Trial:
         eff = self.engine.effective(texts, self.cand.flag_dict, self.spec)
         out.effective = {k: _jsonable(v) for k, v in eff.values.items()}
         out.overrides = [OverrideRecord(**o.to_json()) for o in eff.overrides]
-        out.overrides = [OverrideRecord(flag=o.flag, requested=_jsonable(o.requested),
-                                        effective=_jsonable(o.effective), evidence=o.evidence)
-                         for o in out.overrides]
+        out.overrides = [
+            OverrideRecord(
+                flag=o.flag,
+                requested=_jsonable(o.requested),
+                effective=_jsonable(o.effective),
+                evidence=o.evidence,
+            )
+            for o in out.overrides
+        ]
         out.warnings = [*out.warnings, *_warnings(texts, self.matcher)]
         out.gpu = self._gpu or None
         out.timings = Timings(
@@ -376,8 +431,12 @@ class Trial:
             ready_lag=self._ready_lag,
         )
         if teardown is not None:
-            out.teardown = {"seconds": round(teardown.seconds, 3), "signal": teardown.signal_used,
-                            "leftover_pids": teardown.leftover_pids, "port_free": teardown.port_free}
+            out.teardown = {
+                "seconds": round(teardown.seconds, 3),
+                "signal": teardown.signal_used,
+                "leftover_pids": teardown.leftover_pids,
+                "port_free": teardown.port_free,
+            }
         reached = self.phase
         failed_probe = next((r for r in probe_results if not r.passed), None)
         if failed_probe is not None and phase_index(failed_probe.phase) > phase_index("ready"):
@@ -394,20 +453,26 @@ class Trial:
                 out.failure_class = "hang"
                 out.evidence = hang_evidence(texts) or ["(the server printed nothing)"]
                 out.implicates = list(hang_implicates().get(reached, []))
-                out.hint = (f"No progress (no new log line; repeated lines do not count) and not ready for "
-                            f"{self.s.hang_timeout:.0f} s in phase {reached}; "
-                            "a kernel compile or a collective may be stuck. Raise --hang-timeout if this phase "
-                            "is known to be slow, else change what this phase runs.")
+                out.hint = (
+                    f"No progress (no new log line; repeated lines do not count) and not ready for "
+                    f"{self.s.hang_timeout:.0f} s in phase {reached}; "
+                    "a kernel compile or a collective may be stuck. Raise --hang-timeout if this phase "
+                    "is known to be slow, else change what this phase runs."
+                )
                 if phase_index(reached) > phase_index("ready"):  # hung while serving: a probe never answered
                     out.evidence = [f"{self._hung_probe or 'no answer'} (phase {reached})", *out.evidence][:6]
-                    out.hint = (f"Ready, then no answer for {self.s.hang_timeout:.0f} s in phase {reached}: the "
-                                "engine is stuck on a request (a decode kernel or a collective); change what this "
-                                "phase runs, or raise --hang-timeout if requests are known to be this slow.")
+                    out.hint = (
+                        f"Ready, then no answer for {self.s.hang_timeout:.0f} s in phase {reached}: the "
+                        "engine is stuck on a request (a decode kernel or a collective); change what this "
+                        "phase runs, or raise --hang-timeout if requests are known to be this slow."
+                    )
             else:
                 out.failure_class = None
                 out.evidence = [ln for ln in texts if ln.strip()][-3:]
-                out.hint = (f"Still starting when the {self.s.timeout:.0f} s deadline passed (last line "
-                            f"{silent or 0:.0f} s before); raise --timeout.")
+                out.hint = (
+                    f"Still starting when the {self.s.timeout:.0f} s deadline passed (last line "
+                    f"{silent or 0:.0f} s before); raise --timeout."
+                )
             return self._write(out)
 
         cls = classify(self.engine.before_teardown(texts), self.engine.log_dialect, reached)
@@ -417,17 +482,26 @@ class Trial:
             # What the engine said it picked (sampler, attention, GEMM) names the components on the
             # output path: evidence after the probe's own line.
             cls = Classification(
-                "nan-output" if kind == "nan" else "wrong-output", reached,
-                ([f"probe {bad.name}: {bad.detail}"] if bad else []) + self.engine.implementation_lines(texts),
+                "nan-output" if kind == "nan" else "wrong-output",
+                reached,
+                ([f"probe {bad.name}: {bad.detail}"] if bad else [])
+                + self.engine.implementation_lines(texts),
                 "The server answers but its output is not right: "
-                + ("NaN/inf logprobs point at the attention backend or KV dtype." if kind == "nan" else
-                   "greedy output must not depend on batch composition or repetition, and known answers must "
-                   "match; suspect the attention/GEMM kernels or a quantized path."),
+                + (
+                    "NaN/inf logprobs point at the attention backend or KV dtype."
+                    if kind == "nan"
+                    else "greedy output must not depend on batch composition or repetition, and known answers must "
+                    "match; suspect the attention/GEMM kernels or a quantized path."
+                ),
                 implicates=probe_implicates().get("nan-output" if kind == "nan" else "wrong-output", []),
             )
         elif status == "wrong-output":
             status = "fails"  # a fatal signature showed up while probes were disagreeing
-        if cls.failure_class == "unknown" and failed_probe is not None and failed_probe.kind == "server-error":
+        if (
+            cls.failure_class == "unknown"
+            and failed_probe is not None
+            and failed_probe.kind == "server-error"
+        ):
             cls.evidence = [f"probe {failed_probe.name}: {failed_probe.detail}", *cls.evidence][:6]
         out.status = "wrong-output" if status == "wrong-output" else "fails"
         out.failure_class = cls.failure_class

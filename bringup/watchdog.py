@@ -125,16 +125,22 @@ def new_tag() -> str:
 def state_dir() -> Path:
     """Where live trials are recorded: $BRINGUP_STATE_DIR, else $XDG_STATE_HOME/bringup."""
     base = os.environ.get("BRINGUP_STATE_DIR") or os.path.join(
-        os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state"), "bringup")
+        os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state"), "bringup"
+    )
     return Path(base)
 
 
 def start(pgid: int, tag: str) -> subprocess.Popen[bytes] | None:
     """Start the watchdog for one trial's processes; None if it cannot start (the ledger still holds)."""
     try:
-        return subprocess.Popen([sys.executable, "-c", _WATCHDOG, str(os.getpid()), str(pgid), tag],
-                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                start_new_session=True, close_fds=True)
+        return subprocess.Popen(
+            [sys.executable, "-c", _WATCHDOG, str(os.getpid()), str(pgid), tag],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            close_fds=True,
+        )
     except OSError:
         return None
 

@@ -20,13 +20,19 @@ from dataclasses import asdict
 
 from bringup import gpus, hardware
 
-HOLD = ("import time, torch; x = torch.empty({gib} * 2**30, dtype=torch.uint8, device='cuda'); "
-        "print('held', flush=True); time.sleep(600)")
+HOLD = (
+    "import time, torch; x = torch.empty({gib} * 2**30, dtype=torch.uint8, device='cuda'); "
+    "print('held', flush=True); time.sleep(600)"
+)
 
 
 def holder(gib: int) -> subprocess.Popen:
-    p = subprocess.Popen([sys.executable, "-c", HOLD.format(gib=gib)], stdout=subprocess.PIPE, text=True,
-                         start_new_session=True)
+    p = subprocess.Popen(
+        [sys.executable, "-c", HOLD.format(gib=gib)],
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     assert p.stdout is not None and p.stdout.readline().strip() == "held"
     return p
 
@@ -66,8 +72,10 @@ def main() -> None:
     out["after_holder_gone"] = {"refused": held is not None, "messages": msgs}
 
     snap = hardware.snapshot(smem=None)
-    out["smem"] = {"source": snap.sources.get("smem"),
-                   "gpus": [(g.index, g.name, g.multiprocessor_count, g.smem_per_block_optin) for g in snap.gpus]}
+    out["smem"] = {
+        "source": snap.sources.get("smem"),
+        "gpus": [(g.index, g.name, g.multiprocessor_count, g.smem_per_block_optin) for g in snap.gpus],
+    }
     print(json.dumps(out, indent=1, default=str))
 
 

@@ -32,14 +32,22 @@ def tiny_model_hd16(tmp_path_factory) -> Path:
 
 def bringup(*args: str, timeout: float = 600, check_json: bool = True, env: dict | None = None):
     """Run the bringup CLI as a user would; returns (returncode, parsed JSON or None, stdout, stderr)."""
-    proc = subprocess.run([sys.executable, "-m", "bringup", *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=ROOT, env={**os.environ, **(env or {})})
+    proc = subprocess.run(
+        [sys.executable, "-m", "bringup", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+        env={**os.environ, **(env or {})},
+    )
     data = None
     if check_json and "--json" in args:
         try:
             data = json.loads(proc.stdout)
         except ValueError:
-            pytest.fail(f"not JSON (rc {proc.returncode}):\nstdout={proc.stdout[-2000:]}\nstderr={proc.stderr[-3000:]}")
+            pytest.fail(
+                f"not JSON (rc {proc.returncode}):\nstdout={proc.stdout[-2000:]}\nstderr={proc.stderr[-3000:]}"
+            )
     return proc.returncode, data, proc.stdout, proc.stderr
 
 

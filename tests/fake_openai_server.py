@@ -53,10 +53,15 @@ class Server:
                     return
                 lines = head.decode("latin-1").split("\r\n")
                 method, path, _ = lines[0].split(" ", 2)
-                headers = {k.strip().lower(): v.strip() for k, _, v in (ln.partition(":") for ln in lines[1:] if ln)}
+                headers = {
+                    k.strip().lower(): v.strip() for k, _, v in (ln.partition(":") for ln in lines[1:] if ln)
+                }
                 body = await reader.readexactly(int(headers.get("content-length", 0)))
-                if self.a.api_key and path.startswith("/v1/") and \
-                        headers.get("authorization") != f"Bearer {self.a.api_key}":
+                if (
+                    self.a.api_key
+                    and path.startswith("/v1/")
+                    and headers.get("authorization") != f"Bearer {self.a.api_key}"
+                ):
                     self.send_json(writer, {"error": {"message": "Unauthorized"}}, 401)  # as vLLM --api-key
                     await writer.drain()
                     continue
@@ -71,8 +76,11 @@ class Server:
     @staticmethod
     def send_json(writer: asyncio.StreamWriter, obj: object, status: int = 200) -> None:
         data = json.dumps(obj).encode()
-        writer.write(f"HTTP/1.1 {status} X\r\ncontent-type: application/json\r\n"
-                     f"content-length: {len(data)}\r\n\r\n".encode() + data)
+        writer.write(
+            f"HTTP/1.1 {status} X\r\ncontent-type: application/json\r\n"
+            f"content-length: {len(data)}\r\n\r\n".encode()
+            + data
+        )
 
     async def route(self, method: str, path: str, body: bytes, w: asyncio.StreamWriter) -> bool:
         if method == "GET" and path == "/health":
@@ -90,7 +98,9 @@ class Server:
             self.send_json(w, {"count": len(ids), "max_model_len": 4096, "tokens": ids})
         elif method == "POST" and path == "/detokenize" and not self.a.no_tokenize:
             ids = json.loads(body)["tokens"]
-            self.send_json(w, {"prompt": " ".join(WORDS[i - 1] if i <= len(WORDS) else f"x{i}" for i in ids if i)})
+            self.send_json(
+                w, {"prompt": " ".join(WORDS[i - 1] if i <= len(WORDS) else f"x{i}" for i in ids if i)}
+            )
         elif method == "POST" and path in ("/v1/completions", "/v1/chat/completions"):
             return await self.generate(json.loads(body), path.endswith("chat/completions"), w)
         else:
@@ -121,10 +131,14 @@ class Server:
         prompt_tokens = len(self.tokenize(prompt, True))
         if not req.get("stream"):
             text = "".join(f" t{i}" for i in range(n))
-            choice = {"index": 0, "message": {"role": "assistant", "content": text}} if chat else \
-                {"index": 0, "text": text}
-            self.send_json(w, {"choices": [choice], "usage": {"prompt_tokens": prompt_tokens,
-                                                                "completion_tokens": n}})
+            choice = (
+                {"index": 0, "message": {"role": "assistant", "content": text}}
+                if chat
+                else {"index": 0, "text": text}
+            )
+            self.send_json(
+                w, {"choices": [choice], "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": n}}
+            )
             await w.drain()
             return True
         w.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n")
@@ -146,8 +160,11 @@ class Server:
             text = "".join(f" t{sent + j}" for j in range(k))
             sent += k
             fin = "length" if sent == n else None
-            choice = {"index": 0, "delta": {"content": text}, "finish_reason": fin} if chat else \
-                {"index": 0, "text": text, "finish_reason": fin}
+            choice = (
+                {"index": 0, "delta": {"content": text}, "finish_reason": fin}
+                if chat
+                else {"index": 0, "text": text, "finish_reason": fin}
+            )
             event({"object": kind, "choices": [choice], "usage": None})
             chunk_no += 1
             if opts.get("drop_after") and chunk_no >= opts["drop_after"]:
@@ -156,8 +173,17 @@ class Server:
                 return False
             await w.drain()
         if usage:
-            event({"object": kind, "choices": [], "usage": {
-                "prompt_tokens": prompt_tokens, "completion_tokens": n, "total_tokens": prompt_tokens + n}})
+            event(
+                {
+                    "object": kind,
+                    "choices": [],
+                    "usage": {
+                        "prompt_tokens": prompt_tokens,
+                        "completion_tokens": n,
+                        "total_tokens": prompt_tokens + n,
+                    },
+                }
+            )
         event(b"[DONE]")
         w.write(b"0\r\n\r\n")
         await w.drain()

@@ -56,41 +56,69 @@ class LocalCluster:
         env["RAY_USAGE_STATS_ENABLED"] = "0"
         return env
 
-    def start_node(self, name: str, resources: dict[str, float], head: bool = False, cpus: int = 1,
-                   gpus: int = 0) -> Node:
+    def start_node(
+        self, name: str, resources: dict[str, float], head: bool = False, cpus: int = 1, gpus: int = 0
+    ) -> Node:
         """A node; ``gpus`` it declares to Ray (none need exist: Ray then only assigns their ids)."""
         p = self._ports
-        argv = [RAY, "start", "--block", "--disable-usage-stats", f"--num-cpus={cpus}", f"--num-gpus={gpus}",
-                f"--resources={json.dumps(resources)}", "--object-store-memory=200000000",
-                f"--node-manager-port={p.take()}", f"--object-manager-port={p.take()}",
-                f"--metrics-export-port={p.take()}", f"--dashboard-agent-listen-port={p.take()}",
-                f"--dashboard-agent-grpc-port={p.take()}", f"--runtime-env-agent-port={p.take()}",
-                f"--min-worker-port={(w := p.take())}", f"--max-worker-port={w + 40}", "--node-ip-address=127.0.0.1"]
+        argv = [
+            RAY,
+            "start",
+            "--block",
+            "--disable-usage-stats",
+            f"--num-cpus={cpus}",
+            f"--num-gpus={gpus}",
+            f"--resources={json.dumps(resources)}",
+            "--object-store-memory=200000000",
+            f"--node-manager-port={p.take()}",
+            f"--object-manager-port={p.take()}",
+            f"--metrics-export-port={p.take()}",
+            f"--dashboard-agent-listen-port={p.take()}",
+            f"--dashboard-agent-grpc-port={p.take()}",
+            f"--runtime-env-agent-port={p.take()}",
+            f"--min-worker-port={(w := p.take())}",
+            f"--max-worker-port={w + 40}",
+            "--node-ip-address=127.0.0.1",
+        ]
         if head:
-            argv += ["--head", f"--port={self.port}", f"--temp-dir={self.tmp}", "--include-dashboard=false",
-                     f"--ray-client-server-port={p.take()}"]
+            argv += [
+                "--head",
+                f"--port={self.port}",
+                f"--temp-dir={self.tmp}",
+                "--include-dashboard=false",
+                f"--ray-client-server-port={p.take()}",
+            ]
         else:
             argv += [f"--address={self.address}"]
         log = open(self.tmp.parent / f"{name}.log", "wb")
-        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=self._env(), start_new_session=True)
+        proc = subprocess.Popen(
+            argv, stdout=log, stderr=subprocess.STDOUT, env=self._env(), start_new_session=True
+        )
         node = Node(name, proc, resources)
         self.nodes.append(node)
         return node
 
     def wait_nodes(self, n: int, timeout: float = 240.0) -> None:
         """Until ``n`` nodes are alive (asked through a short-lived driver of its own)."""
-        code = (f"import ray; ray.init(address={self.address!r}, log_to_driver=False); "
-                "print(sum(1 for n in ray.nodes() if n['Alive']))")
+        code = (
+            f"import ray; ray.init(address={self.address!r}, log_to_driver=False); "
+            "print(sum(1 for n in ray.nodes() if n['Alive']))"
+        )
         deadline = time.monotonic() + timeout
         last = ""
         while time.monotonic() < deadline:
             try:
-                r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=self._env(),
-                                   timeout=90)
+                r = subprocess.run(
+                    [sys.executable, "-c", code], capture_output=True, text=True, env=self._env(), timeout=90
+                )
             except subprocess.TimeoutExpired:
                 continue
             last = r.stderr[-1500:]
-            if r.returncode == 0 and r.stdout.strip().splitlines() and int(r.stdout.strip().splitlines()[-1]) >= n:
+            if (
+                r.returncode == 0
+                and r.stdout.strip().splitlines()
+                and int(r.stdout.strip().splitlines()[-1]) >= n
+            ):
                 return
             for node in self.nodes:
                 if node.proc.poll() is not None:

@@ -30,7 +30,8 @@ def _module_name(path: Path) -> str:
 def _is_type_checking(node: ast.If) -> bool:
     t = node.test
     return (isinstance(t, ast.Name) and t.id == "TYPE_CHECKING") or (
-        isinstance(t, ast.Attribute) and t.attr == "TYPE_CHECKING")
+        isinstance(t, ast.Attribute) and t.attr == "TYPE_CHECKING"
+    )
 
 
 def _imports(path: Path) -> list[tuple[str, list[str]]]:
@@ -73,7 +74,9 @@ def _resolve(target: str, names: list[str]) -> list[str]:
 
 
 def _graph() -> dict[str, set[str]]:
-    return {m: {d for t, names in _imports(p) for d in _resolve(t, names) if d != m} for m, p in MODULES.items()}
+    return {
+        m: {d for t, names in _imports(p) for d in _resolve(t, names) if d != m} for m, p in MODULES.items()
+    }
 
 
 def test_no_import_cycles():
@@ -88,7 +91,7 @@ def test_no_import_cycles():
         for d in sorted(graph.get(m, ())):
             # A package's __init__ importing its own submodules is how packages work, not a cycle.
             if m != d.rsplit(".", 1)[0] and state.get(d) == 1 and not d.startswith(m + "."):
-                cycles.append(stack[stack.index(d):] + [d])
+                cycles.append(stack[stack.index(d) :] + [d])
             elif d not in state:
                 dfs(d)
         stack.pop()
@@ -105,7 +108,11 @@ def test_no_private_names_imported_across_modules():
     for m, p in MODULES.items():
         for target, names in _imports(p):
             if target.startswith("bringup") and target != m:
-                bad += [f"{m}: from {target} import {n}" for n in names if n.startswith("_") and n != "__version__"]
+                bad += [
+                    f"{m}: from {target} import {n}"
+                    for n in names
+                    if n.startswith("_") and n != "__version__"
+                ]
     assert not bad, "\n".join(bad)
 
 
@@ -121,12 +128,15 @@ def test_the_core_never_imports_the_test_double():
     assert not bad, "\n".join(bad)
 
 
-@pytest.mark.parametrize("snippet, expect", [
-    ("import bringup.scenario.loader\n", ["bringup.scenario.loader"]),
-    ("from bringup.scenario import loader\n", ["bringup.scenario", "bringup.scenario.loader"]),
-    ("if TYPE_CHECKING:\n    import bringup.run\n", []),
-    ("def f():\n    from bringup import report\n", ["bringup", "bringup.report"]),
-])
+@pytest.mark.parametrize(
+    "snippet, expect",
+    [
+        ("import bringup.scenario.loader\n", ["bringup.scenario.loader"]),
+        ("from bringup.scenario import loader\n", ["bringup.scenario", "bringup.scenario.loader"]),
+        ("if TYPE_CHECKING:\n    import bringup.run\n", []),
+        ("def f():\n    from bringup import report\n", ["bringup", "bringup.report"]),
+    ],
+)
 def test_the_import_reader_itself(tmp_path, snippet, expect):
     """The checks above are only as good as this reader: it must see lazy imports and skip type-only ones."""
     f = PKG / "_arch_probe_tmp.py"

@@ -5,8 +5,10 @@ from bringup.helptext import bundled_help
 
 SG = bundled_help("sglang", "0.5.10.post1")
 VL = bundled_help("vllm", "0.32.0")
-CARD = ("--tp 8 --quantization modelopt_fp4 --attention-backend flashinfer --moe-runner-backend "
-        "flashinfer_cutlass --kv-cache-dtype fp8_e4m3 --mem-fraction-static 0.95")
+CARD = (
+    "--tp 8 --quantization modelopt_fp4 --attention-backend flashinfer --moe-runner-backend "
+    "flashinfer_cutlass --kv-cache-dtype fp8_e4m3 --mem-fraction-static 0.95"
+)
 
 
 def test_model_card_baseline_canonicalises():
@@ -21,7 +23,14 @@ def test_model_card_baseline_canonicalises():
 def test_switches_and_negation_render_back():
     flags = parse_flags(["--no-enforce-eager", "--gpu-memory-utilization=0.5", "--api-key", "a", "b"], VL)
     assert flags == {"--enforce-eager": False, "--gpu-memory-utilization": "0.5", "--api-key": ("a", "b")}
-    assert render_flags(flags) == ["--no-enforce-eager", "--gpu-memory-utilization", "0.5", "--api-key", "a", "b"]
+    assert render_flags(flags) == [
+        "--no-enforce-eager",
+        "--gpu-memory-utilization",
+        "0.5",
+        "--api-key",
+        "a",
+        "b",
+    ]
     sw = parse_flags(["--disable-cuda-graph", "--mem-fraction-static", "0.8"], SG)
     assert sw == {"--disable-cuda-graph": True, "--mem-fraction-static": "0.8"}
 
@@ -43,17 +52,28 @@ def test_negative_numbers_are_values_without_spec():
 
 def test_diff_and_changes():
     base = Candidate.make("sglang", "m", parse_flags(CARD, SG))
-    fix = base.with_changes({"--mem-fraction-static": "0.88", "--nsa-decode-backend": "trtllm",
-                             "env:SGLANG_ENABLE_JIT_DEEPGEMM": "0"})
+    fix = base.with_changes(
+        {
+            "--mem-fraction-static": "0.88",
+            "--nsa-decode-backend": "trtllm",
+            "env:SGLANG_ENABLE_JIT_DEEPGEMM": "0",
+        }
+    )
     changes = fix.diff(base)
-    assert [c.flag for c in changes] == ["--mem-fraction-static", "--nsa-decode-backend", "env:SGLANG_ENABLE_JIT_DEEPGEMM"]
-    assert fix.describe_diff(base) == ("--mem-fraction-static 0.88, --nsa-decode-backend trtllm, "
-                                      "env:SGLANG_ENABLE_JIT_DEEPGEMM 0")
+    assert [c.flag for c in changes] == [
+        "--mem-fraction-static",
+        "--nsa-decode-backend",
+        "env:SGLANG_ENABLE_JIT_DEEPGEMM",
+    ]
+    assert fix.describe_diff(base) == (
+        "--mem-fraction-static 0.88, --nsa-decode-backend trtllm, env:SGLANG_ENABLE_JIT_DEEPGEMM 0"
+    )
     assert base.describe_diff(base) == "(baseline)"
     assert fix.with_changes({"--nsa-decode-backend": None}).flag_dict.get("--nsa-decode-backend") is None
     assert Candidate.from_json(fix.to_json()).key() == fix.key()
     assert "SGLANG_ENABLE_JIT_DEEPGEMM=0 python -m sglang.launch_server" in fix.shell_command(
-        ["python", "-m", "sglang.launch_server"])
+        ["python", "-m", "sglang.launch_server"]
+    )
 
 
 def test_a_baseline_with_leading_env_tokens_splits_into_env_and_flags():

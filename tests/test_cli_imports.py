@@ -47,12 +47,24 @@ finally:
 """
 
 
-def run_cli(tmp_path: Path, *args: str, block: tuple[str, ...] = ()) -> tuple[subprocess.CompletedProcess, set[str]]:
+def run_cli(
+    tmp_path: Path, *args: str, block: tuple[str, ...] = ()
+) -> tuple[subprocess.CompletedProcess, set[str]]:
     out = tmp_path / "modules.json"
-    env = {**os.environ, "BLOCK": ",".join(block), "MODULES_OUT": str(out),
-           "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.run([sys.executable, "-c", WRAPPER, *args], capture_output=True, text=True,
-                          timeout=120, cwd=tmp_path, env=env)
+    env = {
+        **os.environ,
+        "BLOCK": ",".join(block),
+        "MODULES_OUT": str(out),
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
+    proc = subprocess.run(
+        [sys.executable, "-c", WRAPPER, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        env=env,
+    )
     return proc, set(json.loads(out.read_text()))
 
 
@@ -67,7 +79,9 @@ def test_help_imports_no_optional_or_heavy_package(tmp_path):
         assert cmd in proc.stdout
     loaded = _top(mods)
     # the optional machinery, and the heavy core libraries a command loads only when it runs
-    assert not loaded & {*OPTIONAL, "numpy", "pydantic", "httpx", "yaml"}, sorted(loaded & {*OPTIONAL, "numpy"})
+    assert not loaded & {*OPTIONAL, "numpy", "pydantic", "httpx", "yaml"}, sorted(
+        loaded & {*OPTIONAL, "numpy"}
+    )
     # no command's implementation either: only the CLI package itself
     assert {m for m in mods if m.startswith("bringup.")} <= {m for m in mods if m.startswith("bringup.cli")}
 
@@ -107,14 +121,36 @@ def test_explain_runs_without_optional_packages(tmp_path):
 def _finished_run(run_dir: Path) -> RunResult:
     run_dir.mkdir(parents=True)
     r = RunResult(
-        run_id="r1", run_dir=str(run_dir), status="validated", validated=True, launches=2, screening_launches=0,
-        minimize_launches=0, simulated_hours=None, wall_seconds=80.0, final_command="vllm serve m --enforce-eager",
-        final_candidate=None, stop_reason="all probes passed", engine="vllm", engine_version="0.32.0", model="m",
+        run_id="r1",
+        run_dir=str(run_dir),
+        status="validated",
+        validated=True,
+        launches=2,
+        screening_launches=0,
+        minimize_launches=0,
+        simulated_hours=None,
+        wall_seconds=80.0,
+        final_command="vllm serve m --enforce-eager",
+        final_candidate=None,
+        stop_reason="all probes passed",
+        engine="vllm",
+        engine_version="0.32.0",
+        model="m",
         baseline_command="vllm serve m",
-        attempts=[Attempt(number=1, purpose="search", changes="(baseline)", status="fails",
-                          failure_class="oom-kv-cache", phase="kv-alloc", evidence="No available memory"),
-                  Attempt(number=2, purpose="search", changes="--enforce-eager", status="works")],
-        final_probes=[ProbeResult(name="health", passed=True, detail="200")])
+        attempts=[
+            Attempt(
+                number=1,
+                purpose="search",
+                changes="(baseline)",
+                status="fails",
+                failure_class="oom-kv-cache",
+                phase="kv-alloc",
+                evidence="No available memory",
+            ),
+            Attempt(number=2, purpose="search", changes="--enforce-eager", status="works"),
+        ],
+        final_probes=[ProbeResult(name="health", passed=True, detail="200")],
+    )
     write_report(r, run_dir)
     return r
 

@@ -15,8 +15,9 @@ class FakeTorch:
 
     def __init__(self, n=2):
         self.calls = 0
-        self.cuda = SimpleNamespace(is_available=lambda: True, device_count=lambda: n,
-                                    get_device_properties=self._props)
+        self.cuda = SimpleNamespace(
+            is_available=lambda: True, device_count=lambda: n, get_device_properties=self._props
+        )
 
     def _props(self, i):
         self.calls += 1
@@ -34,8 +35,11 @@ def test_auto_reads_the_device_through_torch(monkeypatch):
 
 
 def test_torch_is_asked_before_the_driver_when_installed(monkeypatch):
-    monkeypatch.setattr(hardware, "smem_via_libcuda",
-                        lambda: [{"index": i, "smem_per_block_optin": 1, "multiprocessor_count": 1} for i in range(2)])
+    monkeypatch.setattr(
+        hardware,
+        "smem_via_libcuda",
+        lambda: [{"index": i, "smem_per_block_optin": 1, "multiprocessor_count": 1} for i in range(2)],
+    )
     snap = hardware.snapshot(smem=None, nvml=FakeNVML([IDLE]), torch=FakeTorch())
     assert snap.sources["smem"] == "torch" and snap.gpus[0].multiprocessor_count == 132
 

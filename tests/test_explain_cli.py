@@ -8,12 +8,20 @@ from conftest import bringup
 LOGS = Path(__file__).parent / "data" / "logs"
 
 
-@pytest.mark.parametrize("log, cls, phase, needle", [
-    ("sglang-nan-decode.log", "nan-output", "first-request", "probability tensor contains"),
-    ("sglang-nsa-fp8-assert.log", "incompatible-options", "graph-capture", "nsa_kv_cache_store_fp8"),
-    ("sglang-graph-oom.log", "oom-graph-capture", "graph-capture", "CUDA out of memory. Tried to allocate 1.50 GiB"),
-    ("sglang-fa3-sm120.log", "unsupported-hardware", "kv-alloc", "SM>=80 and SM<=90"),
-])
+@pytest.mark.parametrize(
+    "log, cls, phase, needle",
+    [
+        ("sglang-nan-decode.log", "nan-output", "first-request", "probability tensor contains"),
+        ("sglang-nsa-fp8-assert.log", "incompatible-options", "graph-capture", "nsa_kv_cache_store_fp8"),
+        (
+            "sglang-graph-oom.log",
+            "oom-graph-capture",
+            "graph-capture",
+            "CUDA out of memory. Tried to allocate 1.50 GiB",
+        ),
+        ("sglang-fa3-sm120.log", "unsupported-hardware", "kv-alloc", "SM>=80 and SM<=90"),
+    ],
+)
 def test_explain_sglang_logs(log, cls, phase, needle):
     rc, data, _, _ = bringup("explain", str(LOGS / log), "--json")
     assert rc == 1
@@ -41,7 +49,9 @@ def test_explain_transformers_log_names_the_level_that_needs_the_package():
     assert rc == 1 and data["engine"] == "transformers"
     assert data["failure_class"] == "missing-dependency"
     assert data["implicated_levels"] == {"--quantization": ["bnb-4bit", "bnb-8bit"]}
-    assert data["root_exception"].startswith("ImportError: Using `bitsandbytes` 4-bit quantization requires bitsandbytes")
+    assert data["root_exception"].startswith(
+        "ImportError: Using `bitsandbytes` 4-bit quantization requires bitsandbytes"
+    )
 
 
 def test_explain_vllm_log_prints_the_root_exception_and_implicates():

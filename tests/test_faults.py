@@ -16,15 +16,32 @@ from conftest import ROOT, bringup, group_alive, wait_until
 SEED = ROOT / "bringup" / "data" / "scenarios" / "glm5-nvfp4-sm120.yaml"
 
 
-
-
 @pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_signal_exit_codes_follow_convention(tmp_path, sig, code):
     runs = tmp_path / "runs"
-    p = subprocess.Popen([sys.executable, "-m", "bringup", "trial", "--scenario", str(SEED), "--time-scale", "0.5",
-                          "--runs-dir", str(runs), "--", "--tp", "8"], stdout=subprocess.DEVNULL,
-                         stderr=subprocess.PIPE, text=True, cwd=ROOT,
-                         env={**os.environ, "BRINGUP_STATE_DIR": str(tmp_path / "state")}, start_new_session=True)
+    p = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "bringup",
+            "trial",
+            "--scenario",
+            str(SEED),
+            "--time-scale",
+            "0.5",
+            "--runs-dir",
+            str(runs),
+            "--",
+            "--tp",
+            "8",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "BRINGUP_STATE_DIR": str(tmp_path / "state")},
+        start_new_session=True,
+    )
     try:
         assert wait_until(lambda: bool(list(runs.rglob("server.pid"))), 30)
         pgid = int(next(runs.rglob("server.pid")).read_text().split()[0])
@@ -58,7 +75,9 @@ def test_explain_on_random_bytes_is_quick_and_prints_no_raw_bytes(tmp_path):
 
 def test_escape_sequences_never_reach_the_terminal_or_json(tmp_path):
     f = tmp_path / "esc.log"
-    f.write_bytes(LOG.read_bytes().replace(b"Exception: Capture", b"\x1b]0;pwned\x07\x1b[2JException: Capture"))
+    f.write_bytes(
+        LOG.read_bytes().replace(b"Exception: Capture", b"\x1b]0;pwned\x07\x1b[2JException: Capture")
+    )
     rc, _, out, _ = bringup("explain", str(f))
     assert rc == 1 and "\x1b" not in out and "\x07" not in out
     assert "\\x1b" in out  # shown, escaped
@@ -75,8 +94,10 @@ def test_select_lines_keeps_memory_bounded_and_the_answer(tmp_path):
 
     lines = LOG.read_text().splitlines(keepends=True)
     big = tmp_path / "big.log"
-    filler = "".join(f"[2026-02-18 22:20:{i % 60:02d} TP0] Decode batch. #running-req: {i % 64}, #token: {i}\n"
-                     for i in range(20000)).encode()
+    filler = "".join(
+        f"[2026-02-18 22:20:{i % 60:02d} TP0] Decode batch. #running-req: {i % 64}, #token: {i}\n"
+        for i in range(20000)
+    ).encode()
     with open(big, "wb") as f:
         f.write("".join(lines[:4]).encode())
         for _ in range(20):  # ~30 MB
@@ -91,7 +112,11 @@ def test_select_lines_keeps_memory_bounded_and_the_answer(tmp_path):
     assert sel.total_lines > 400000 and sel.kept_lines < 5000 and sel.cut_lines == 1
     ref = explain_lines(LOG.read_text().splitlines())
     got = explain_file(big)
-    assert (got.failure_class, got.phase) == (ref.failure_class, ref.phase) == ("oom-graph-capture", "graph-capture")
+    assert (
+        (got.failure_class, got.phase)
+        == (ref.failure_class, ref.phase)
+        == ("oom-graph-capture", "graph-capture")
+    )
 
 
 def test_oversized_scenario_and_knowledge_files_are_refused_clearly(tmp_path):
@@ -112,8 +137,15 @@ def test_oversized_scenario_and_knowledge_files_are_refused_clearly(tmp_path):
 
 
 # ---- preflight: a model folder that cannot load ------------------------------------------------
-CFG = {"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
-       "num_key_value_heads": 4, "intermediate_size": 128, "vocab_size": 256}
+CFG = {
+    "model_type": "llama",
+    "hidden_size": 64,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 4,
+    "intermediate_size": 128,
+    "vocab_size": 256,
+}
 
 
 def _folder(tmp_path: Path, kind: str) -> Path:
@@ -132,18 +164,27 @@ def _folder(tmp_path: Path, kind: str) -> Path:
         hdr = b'{"a": {"dtype": "F32", "shape": [1024], "data_offsets": [0, 4096]}}'
         (d / "model.safetensors").write_bytes(struct.pack("<Q", len(hdr)) + hdr + b"\0" * 100)
     elif kind == "missing-shards":
-        (d / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {"a": "model-00001-of-00002.safetensors"}}))
+        (d / "model.safetensors.index.json").write_text(
+            json.dumps({"weight_map": {"a": "model-00001-of-00002.safetensors"}})
+        )
     return d
 
 
-FOLDERS = [("empty", "no config.json"), ("bad-json", "not valid JSON"), ("bad-utf8-header", "header is not UTF-8"),
-           ("cut-shard", "cut short"), ("missing-shards", "listed but missing")]
+FOLDERS = [
+    ("empty", "no config.json"),
+    ("bad-json", "not valid JSON"),
+    ("bad-utf8-header", "header is not UTF-8"),
+    ("cut-shard", "cut short"),
+    ("missing-shards", "listed but missing"),
+]
 
 
 @pytest.mark.parametrize("kind, needle", FOLDERS, ids=[f[0] for f in FOLDERS])
 def test_a_model_folder_that_cannot_load_is_refused_before_launch(tmp_path, kind, needle):
     d = _folder(tmp_path, kind)
-    rc, _, out, err = bringup("trial", "--engine", "vllm", "--model", str(d), "--runs-dir", str(tmp_path / "runs"))
+    rc, _, out, err = bringup(
+        "trial", "--engine", "vllm", "--model", str(d), "--runs-dir", str(tmp_path / "runs")
+    )
     assert rc == 2 and needle in " ".join(err.split()) and "nothing was launched" in err, err
     assert "Traceback" not in err
     assert not list((tmp_path / "runs").rglob("server.pid"))  # never launched
@@ -152,22 +193,36 @@ def test_a_model_folder_that_cannot_load_is_refused_before_launch(tmp_path, kind
 @pytest.mark.parametrize("kind", ["bad-json", "bad-utf8-header"])
 def test_plan_and_model_give_clear_errors_on_a_damaged_folder(tmp_path, kind):
     d = _folder(tmp_path, kind)
-    rc, _, out, err = bringup("plan", str(d), "--gpu-mem-gib", "80", "--cc", "9.0", "--gpus", "1", "--mem-fraction", "0.9")
+    rc, _, out, err = bringup(
+        "plan", str(d), "--gpu-mem-gib", "80", "--cc", "9.0", "--gpus", "1", "--mem-fraction", "0.9"
+    )
     assert "Traceback" not in err
     if kind == "bad-json":
         assert rc == 2 and "not valid JSON" in " ".join(err.split())
     rc, _, out, err = bringup("model", str(d))
     assert "Traceback" not in err
-    assert (rc == 2 and "not valid JSON" in " ".join(err.split())) if kind == "bad-json" else \
-        (rc == 0 and "header is not UTF-8" in " ".join(out.split()))
+    assert (
+        (rc == 2 and "not valid JSON" in " ".join(err.split()))
+        if kind == "bad-json"
+        else (rc == 0 and "header is not UTF-8" in " ".join(out.split()))
+    )
 
 
-@pytest.mark.parametrize("line, cls, sig", [
-    ("ValueError: Invalid repository ID or local directory specified: '/models/x'.", "model-load",
-     "model-invalid-repository"),
-    ("safetensors_rust.SafetensorError: Error while deserializing header: incomplete metadata, file not fully covered",
-     "model-load", "model-safetensors-corrupt"),
-])
+@pytest.mark.parametrize(
+    "line, cls, sig",
+    [
+        (
+            "ValueError: Invalid repository ID or local directory specified: '/models/x'.",
+            "model-load",
+            "model-invalid-repository",
+        ),
+        (
+            "safetensors_rust.SafetensorError: Error while deserializing header: incomplete metadata, file not fully covered",
+            "model-load",
+            "model-safetensors-corrupt",
+        ),
+    ],
+)
 def test_engine_model_load_errors_have_their_own_class(line, cls, sig):
     from bringup.signatures import classify
 
@@ -176,15 +231,43 @@ def test_engine_model_load_errors_have_their_own_class(line, cls, sig):
 
 
 # ---- a damaged journal, a read-only runs folder ------------------------------------------------
-WORKS = ["--tp", "8", "--quantization", "modelopt_fp4", "--attention-backend", "flashinfer", "--moe-runner-backend",
-         "flashinfer_cutlass", "--kv-cache-dtype", "fp8_e4m3", "--mem-fraction-static", "0.88",
-         "--nsa-decode-backend", "trtllm", "--nsa-prefill-backend", "trtllm"]
+WORKS = [
+    "--tp",
+    "8",
+    "--quantization",
+    "modelopt_fp4",
+    "--attention-backend",
+    "flashinfer",
+    "--moe-runner-backend",
+    "flashinfer_cutlass",
+    "--kv-cache-dtype",
+    "fp8_e4m3",
+    "--mem-fraction-static",
+    "0.88",
+    "--nsa-decode-backend",
+    "trtllm",
+    "--nsa-prefill-backend",
+    "trtllm",
+]
 
 
 def _one_run(runs: Path) -> tuple[int, str]:
-    rc, d, out, err = bringup("run", "--scenario", str(SEED), "--time-scale", "0.002", "--runs-dir", str(runs),
-                              "--json", "--max-launches", "1", "--no-minimize", "--baseline", " ".join(WORKS),
-                              check_json=False)
+    rc, d, out, err = bringup(
+        "run",
+        "--scenario",
+        str(SEED),
+        "--time-scale",
+        "0.002",
+        "--runs-dir",
+        str(runs),
+        "--json",
+        "--max-launches",
+        "1",
+        "--no-minimize",
+        "--baseline",
+        " ".join(WORKS),
+        check_json=False,
+    )
     return rc, err
 
 
@@ -231,22 +314,46 @@ def _readonly(folder: Path, *args: str) -> tuple[int, str, str]:
         import shlex
 
         f = shlex.quote(str(folder))
-        cmd = ["unshare", "-m", "sh", "-c",
-               f"mount --bind {f} {f} && mount -o remount,bind,ro {f} && exec {shlex.join(cmd)}"]
+        cmd = [
+            "unshare",
+            "-m",
+            "sh",
+            "-c",
+            f"mount --bind {f} {f} && mount -o remount,bind,ro {f} && exec {shlex.join(cmd)}",
+        ]
     else:
         for p in [folder, *folder.rglob("*")]:
             p.chmod(p.stat().st_mode & ~0o222)
-    r = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=120,
-                       env={**os.environ, "BRINGUP_STATE_DIR": str(folder.parent / "state")})
+    r = subprocess.run(
+        cmd,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+        env={**os.environ, "BRINGUP_STATE_DIR": str(folder.parent / "state")},
+    )
     return r.returncode, r.stdout, r.stderr
 
 
 def test_a_read_only_runs_folder_is_refused_before_any_launch(tmp_path, finished_run):
     runs = _copy(finished_run, tmp_path / "runs")
     before = {p: p.read_bytes() for p in runs.rglob("*") if p.is_file()}
-    for args in (["trial", "--scenario", str(SEED), "--time-scale", "0.002", "--runs-dir", str(runs), "--", *WORKS],
-                 ["run", "--scenario", str(SEED), "--time-scale", "0.002", "--runs-dir", str(runs), "--max-launches",
-                  "1", "--baseline", " ".join(WORKS)]):
+    for args in (
+        ["trial", "--scenario", str(SEED), "--time-scale", "0.002", "--runs-dir", str(runs), "--", *WORKS],
+        [
+            "run",
+            "--scenario",
+            str(SEED),
+            "--time-scale",
+            "0.002",
+            "--runs-dir",
+            str(runs),
+            "--max-launches",
+            "1",
+            "--baseline",
+            " ".join(WORKS),
+        ],
+    ):
         rc, out, err = _readonly(runs, *args)
         assert rc == 2 and "not writable" in " ".join(err.split()) and "nothing was launched" in err, err
         assert "Traceback" not in err
@@ -268,9 +375,21 @@ def test_report_works_on_a_read_only_runs_folder(tmp_path, finished_run):
 @pytest.mark.parametrize("seqs, phase", [("128", "first-request"), ("8", "decode")])
 def test_a_server_that_hangs_after_ready_is_a_hang_at_the_deadline(tmp_path, seqs, phase):
     t0 = time.monotonic()
-    rc, d, _, err = bringup("trial", "--scenario", str(ROOT / "tests" / "data" / "scenarios" / "hang-after-ready-vllm.yaml"),
-                            "--time-scale", "0.01", "--hang-timeout", "3", "--runs-dir", str(tmp_path), "--json",
-                            "--", "--max-num-seqs", seqs)
+    rc, d, _, err = bringup(
+        "trial",
+        "--scenario",
+        str(ROOT / "tests" / "data" / "scenarios" / "hang-after-ready-vllm.yaml"),
+        "--time-scale",
+        "0.01",
+        "--hang-timeout",
+        "3",
+        "--runs-dir",
+        str(tmp_path),
+        "--json",
+        "--",
+        "--max-num-seqs",
+        seqs,
+    )
     assert time.monotonic() - t0 < 30  # not the old 120 s probe timeout
     assert rc == 1 and (d["status"], d["failure_class"], d["phase"]) == ("timeout", "hang", phase), d
     assert "no probe answered for 3 s" in d["evidence"][0] and "Ready, then no answer" in d["hint"]
@@ -285,15 +404,39 @@ def test_a_port_already_taken_is_refused_before_launch(tmp_path):
         s.bind(("127.0.0.1", 0))
         s.listen()
         port = s.getsockname()[1]
-        rc, d, _, _ = bringup("trial", "--scenario", str(SEED), "--time-scale", "0.002", "--runs-dir", str(tmp_path),
-                              "--port", str(port), "--json", "--", *WORKS)
+        rc, d, _, _ = bringup(
+            "trial",
+            "--scenario",
+            str(SEED),
+            "--time-scale",
+            "0.002",
+            "--runs-dir",
+            str(tmp_path),
+            "--port",
+            str(port),
+            "--json",
+            "--",
+            *WORKS,
+        )
     assert rc == 1 and d["failure_class"] == "port-in-use" and d["launched"] is False
 
 
 def test_shell_metacharacters_in_flags_are_never_executed(tmp_path):
     canary = tmp_path / "canary"
-    rc, d, _, _ = bringup("trial", "--scenario", str(SEED), "--time-scale", "0.002", "--runs-dir", str(tmp_path),
-                          "--json", "--", *WORKS, "--served-model-name", f"$(touch {canary}); touch {canary}")
+    rc, d, _, _ = bringup(
+        "trial",
+        "--scenario",
+        str(SEED),
+        "--time-scale",
+        "0.002",
+        "--runs-dir",
+        str(tmp_path),
+        "--json",
+        "--",
+        *WORKS,
+        "--served-model-name",
+        f"$(touch {canary}); touch {canary}",
+    )
     assert d is not None and not canary.exists()
 
 

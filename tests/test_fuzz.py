@@ -32,14 +32,22 @@ from bringup.safetext import safe_line
 from bringup.scenario.loader import ScenarioError, load_scenario
 from bringup.signatures import default_signatures
 
-FAST = settings(max_examples=int(os.environ.get("BRINGUP_FUZZ_EXAMPLES", "25")), deadline=None, database=None,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+FAST = settings(
+    max_examples=int(os.environ.get("BRINGUP_FUZZ_EXAMPLES", "25")),
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
 SPEC = bundled_help("vllm", bundled_versions("vllm")[-1])
 FLAG_NAMES = [o.name for o in SPEC.options][:200]
 CONTROL = set(chr(c) for c in [*range(0, 9), *range(10, 32), 0x7F])
 
-tokens = st.one_of(st.sampled_from(FLAG_NAMES), st.text(max_size=12), st.sampled_from(["--", "-", "=", "'", '"', "\\"]),
-                   st.from_regex(r"--[a-z-]{1,12}(=[^\s]{0,6})?", fullmatch=True))
+tokens = st.one_of(
+    st.sampled_from(FLAG_NAMES),
+    st.text(max_size=12),
+    st.sampled_from(["--", "-", "=", "'", '"', "\\"]),
+    st.from_regex(r"--[a-z-]{1,12}(=[^\s]{0,6})?", fullmatch=True),
+)
 
 
 def _tmp() -> Path:
@@ -81,11 +89,21 @@ def test_env_items_parse_or_raise_flag_error(items):
 yaml_docs = st.one_of(
     st.binary(max_size=300),
     st.text(max_size=300).map(str.encode),
-    st.recursive(st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=10)),
-                 lambda c: st.one_of(st.lists(c, max_size=4), st.dictionaries(st.text(max_size=8), c, max_size=4)),
-                 max_leaves=12).map(lambda d: json.dumps(d).encode()),
-    st.sampled_from([b"a: &a [*a]", b"x: !!python/object:os.system ls", b"\xff\xfe\x00", b"- [" * 50,
-                     b"name: x\nengine: vllm\nengine_version: 9.9.9\n", b"engine: [1, 2]\n"]),
+    st.recursive(
+        st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=10)),
+        lambda c: st.one_of(st.lists(c, max_size=4), st.dictionaries(st.text(max_size=8), c, max_size=4)),
+        max_leaves=12,
+    ).map(lambda d: json.dumps(d).encode()),
+    st.sampled_from(
+        [
+            b"a: &a [*a]",
+            b"x: !!python/object:os.system ls",
+            b"\xff\xfe\x00",
+            b"- [" * 50,
+            b"name: x\nengine: vllm\nengine_version: 9.9.9\n",
+            b"engine: [1, 2]\n",
+        ]
+    ),
 )
 
 
@@ -120,13 +138,23 @@ def test_knowledge_files_load_or_raise_knowledge_file_error(data):
 
 
 # ---- logs ------------------------------------------------------------------------------------------
-log_lines = st.lists(st.one_of(
-    st.binary(max_size=120),
-    st.text(max_size=120).map(lambda s: s.encode("utf-8", "surrogatepass")),
-    st.sampled_from([b"\x1b]0;pwned\x07\x1b[2J", b"Traceback (most recent call last):",
-                     b"torch.OutOfMemoryError: CUDA out of memory.", b"\x00" * 40, b"\r" * 10,
-                     b"INFO Application startup complete."]),
-), max_size=30)
+log_lines = st.lists(
+    st.one_of(
+        st.binary(max_size=120),
+        st.text(max_size=120).map(lambda s: s.encode("utf-8", "surrogatepass")),
+        st.sampled_from(
+            [
+                b"\x1b]0;pwned\x07\x1b[2J",
+                b"Traceback (most recent call last):",
+                b"torch.OutOfMemoryError: CUDA out of memory.",
+                b"\x00" * 40,
+                b"\r" * 10,
+                b"INFO Application startup complete.",
+            ]
+        ),
+    ),
+    max_size=30,
+)
 
 
 @FAST
@@ -158,19 +186,30 @@ def _safetensors(header: bytes, n: int | None = None, tail: bytes = b"") -> byte
     return struct.pack("<Q", len(header) if n is None else n) + header + tail
 
 
-model_files = st.fixed_dictionaries({}, optional={
-    "config.json": st.one_of(st.binary(max_size=60), st.just(b'{"model_type": "llama"}'), st.just(b"[]")),
-    "model.safetensors": st.one_of(
-        st.binary(max_size=40),
-        st.binary(max_size=40).map(_safetensors),
-        st.tuples(st.binary(max_size=20), st.integers(0, 2**64 - 1)).map(lambda t: _safetensors(t[0], t[1])),
-        st.just(_safetensors(b'{"a": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}}', tail=b"\0" * 8)),
-    ),
-    "model.safetensors.index.json": st.one_of(
-        st.binary(max_size=40),
-        st.dictionaries(st.text(max_size=5), st.text(max_size=12), max_size=3).map(
-            lambda m: json.dumps({"weight_map": m}).encode())),
-})
+model_files = st.fixed_dictionaries(
+    {},
+    optional={
+        "config.json": st.one_of(st.binary(max_size=60), st.just(b'{"model_type": "llama"}'), st.just(b"[]")),
+        "model.safetensors": st.one_of(
+            st.binary(max_size=40),
+            st.binary(max_size=40).map(_safetensors),
+            st.tuples(st.binary(max_size=20), st.integers(0, 2**64 - 1)).map(
+                lambda t: _safetensors(t[0], t[1])
+            ),
+            st.just(
+                _safetensors(
+                    b'{"a": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}}', tail=b"\0" * 8
+                )
+            ),
+        ),
+        "model.safetensors.index.json": st.one_of(
+            st.binary(max_size=40),
+            st.dictionaries(st.text(max_size=5), st.text(max_size=12), max_size=3).map(
+                lambda m: json.dumps({"weight_map": m}).encode()
+            ),
+        ),
+    },
+)
 
 
 @FAST
@@ -234,8 +273,11 @@ def test_a_good_journal_cut_anywhere_is_detected_or_still_reads():
 
 # ---- secrets ---------------------------------------------------------------------------------------
 @FAST
-@given(st.text(alphabet=st.characters(min_codepoint=33, max_codepoint=126), min_size=6, max_size=24),
-       st.text(max_size=60), st.text(max_size=60))
+@given(
+    st.text(alphabet=st.characters(min_codepoint=33, max_codepoint=126), min_size=6, max_size=24),
+    st.text(max_size=60),
+    st.text(max_size=60),
+)
 def test_a_registered_secret_never_survives_scrubbing(secret, before, after):
     secrets.register("--api-key", secret)
     text = before + secret + after

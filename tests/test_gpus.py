@@ -87,8 +87,9 @@ def names(pid):
 IDLE = [(600 * MIB, []), (600 * MIB, [])]
 BUSY0 = [(90 * GIB, [(4242, 89 * GIB)]), (600 * MIB, [])]
 
-SMI_GPUS = ("index, name, uuid, memory.total [MiB], memory.used [MiB]\n"
-            "0, NVIDIA H200, GPU-0, 143771 MiB, 92000 MiB\n")
+SMI_GPUS = (
+    "index, name, uuid, memory.total [MiB], memory.used [MiB]\n0, NVIDIA H200, GPU-0, 143771 MiB, 92000 MiB\n"
+)
 SMI_APPS = "gpu_uuid, pid, process_name, used_memory [MiB]\nGPU-0, 4242, python3, 91000 MiB\n"
 
 
@@ -107,7 +108,11 @@ def test_no_gpu_is_a_no_op_that_says_why():
     watch = GpuWatch(_read(FakeNVML([], fail_init="Driver Not Loaded"), which=lambda _: None))
     msgs, held, rec = watch.before_launch(None)
     assert held is None and len(msgs) == 1
-    assert "no NVIDIA GPU here" in msgs[0] and "Driver Not Loaded" in msgs[0] and "nvidia-smi is not on PATH" in msgs[0]
+    assert (
+        "no NVIDIA GPU here" in msgs[0]
+        and "Driver Not Loaded" in msgs[0]
+        and "nvidia-smi is not on PATH" in msgs[0]
+    )
     assert rec["gpus"] == "none"
     assert watch.after_teardown(None) == ([], {})  # nothing to wait for
     again = watch.before_launch(None)
@@ -139,8 +144,10 @@ def test_busy_gpus_are_named_before_the_first_launch_only():
     watch = GpuWatch(_read(FakeNVML([BUSY0, BUSY0, BUSY0])))
     msgs, held, rec = watch.before_launch(None)
     assert held is None
-    assert msgs == ["GPU 0 (NVIDIA H200) is busy: 92160 of 143360 MiB in use; pid 4242 "
-                    "(python3: python -m vllm.entrypoints.openai.api_server) on GPU 0, 91136 MiB"]
+    assert msgs == [
+        "GPU 0 (NVIDIA H200) is busy: 92160 of 143360 MiB in use; pid 4242 "
+        "(python3: python -m vllm.entrypoints.openai.api_server) on GPU 0, 91136 MiB"
+    ]
     assert rec["used_mib_before"] == {0: 92160, 1: 600}
     assert watch.before_launch(None)[0] == []
 
@@ -148,8 +155,13 @@ def test_busy_gpus_are_named_before_the_first_launch_only():
 def test_memory_given_back_after_teardown():
     serving = [(60 * GIB, [(777, 59 * GIB)]), (600 * MIB, [])]
     t = [0.0]
-    watch = GpuWatch(_read(FakeNVML([IDLE, serving, serving, IDLE])), settle_timeout=10, poll=1,
-                     sleep=lambda s: t.__setitem__(0, t[0] + s), clock=lambda: t[0])
+    watch = GpuWatch(
+        _read(FakeNVML([IDLE, serving, serving, IDLE])),
+        settle_timeout=10,
+        poll=1,
+        sleep=lambda s: t.__setitem__(0, t[0] + s),
+        clock=lambda: t[0],
+    )
     watch.before_launch(None)
     msgs, rec = watch.after_teardown(None)
     assert msgs == [] and rec["used_mib_after"] == {0: 600, 1: 600} and rec["returned_s"] == 2.0
@@ -159,8 +171,13 @@ def test_memory_given_back_after_teardown():
 def test_memory_held_stops_the_next_launch_and_names_the_holder():
     held_state = [(60 * GIB, [(4242, 59 * GIB)]), (600 * MIB, [])]
     t = [0.0]
-    watch = GpuWatch(_read(FakeNVML([IDLE] + [held_state] * 50 + [IDLE])), settle_timeout=5, poll=1,
-                     sleep=lambda s: t.__setitem__(0, t[0] + s), clock=lambda: t[0])
+    watch = GpuWatch(
+        _read(FakeNVML([IDLE] + [held_state] * 50 + [IDLE])),
+        settle_timeout=5,
+        poll=1,
+        sleep=lambda s: t.__setitem__(0, t[0] + s),
+        clock=lambda: t[0],
+    )
     watch.before_launch(None)
     msgs, rec = watch.after_teardown(None)
     assert msgs[0] == "GPU memory not given back 5 s after teardown:"
@@ -196,6 +213,10 @@ def test_cuda_visible_devices_from_the_target(tiny_model):
     eng = resolve_target(engine="transformers", model=str(tiny_model), gpus="2,3").engine
     env = eng.launch_env(Candidate.make("transformers", str(tiny_model), env={"CUDA_VISIBLE_DEVICES": "0"}))
     assert env["CUDA_VISIBLE_DEVICES"] == "2,3"
-    assert visible_indices("2,3") == [2, 3] and visible_indices("GPU-abc") is None and visible_indices("") is None
+    assert (
+        visible_indices("2,3") == [2, 3]
+        and visible_indices("GPU-abc") is None
+        and visible_indices("") is None
+    )
     with pytest.raises(TargetError, match="GPU indices or UUIDs"):
         resolve_target(engine="transformers", model=str(tiny_model), gpus="all")

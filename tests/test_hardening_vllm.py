@@ -19,9 +19,25 @@ pytestmark = pytest.mark.engine
 
 def test_api_key_server_works_and_the_key_is_on_no_disk(tiny_model, tmp_path):
     key = "sk-test-Hq27vllmsecret"
-    rc, o, out, err = bringup("trial", "--engine", "vllm", "--model", str(tiny_model), "--runs-dir", str(tmp_path),
-                              "--json", "--timeout", "300", "--hang-timeout", "120", "--",
-                              "--gpu-memory-utilization", MEM, "--api-key", key)
+    rc, o, out, err = bringup(
+        "trial",
+        "--engine",
+        "vllm",
+        "--model",
+        str(tiny_model),
+        "--runs-dir",
+        str(tmp_path),
+        "--json",
+        "--timeout",
+        "300",
+        "--hang-timeout",
+        "120",
+        "--",
+        "--gpu-memory-utilization",
+        MEM,
+        "--api-key",
+        key,
+    )
     assert rc == 0 and o["status"] == "works", (o or {}).get("evidence")
     files = [p for p in tmp_path.rglob("*") if p.is_file()]
     assert any(p.name == "server.log" for p in files)
@@ -33,7 +49,9 @@ def test_api_key_server_works_and_the_key_is_on_no_disk(tiny_model, tmp_path):
 def _engine_core_started(pgid: int) -> bool:
     for p in psutil.process_iter(["pid", "cmdline"]):
         try:
-            if os.getpgid(p.pid) == pgid and any("spawn_main" in a or "EngineCore" in a for a in p.info["cmdline"] or []):
+            if os.getpgid(p.pid) == pgid and any(
+                "spawn_main" in a or "EngineCore" in a for a in p.info["cmdline"] or []
+            ):
                 return True
         except (ProcessLookupError, psutil.Error):
             continue
@@ -57,10 +75,30 @@ PHASES = {
 def test_kill9_at_every_phase_leaves_no_process(tiny_model, tmp_path, phase):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "BRINGUP_STATE_DIR": str(tmp_path / "state")}
     runs = tmp_path / "runs"
-    p = subprocess.Popen([sys.executable, "-m", "bringup", "trial", "--engine", "vllm", "--model", str(tiny_model),
-                          "--runs-dir", str(runs), "--timeout", "600", "--",
-                          "--gpu-memory-utilization", MEM], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                         cwd=ROOT, env=env, start_new_session=True)
+    p = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "bringup",
+            "trial",
+            "--engine",
+            "vllm",
+            "--model",
+            str(tiny_model),
+            "--runs-dir",
+            str(runs),
+            "--timeout",
+            "600",
+            "--",
+            "--gpu-memory-utilization",
+            MEM,
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        cwd=ROOT,
+        env=env,
+        start_new_session=True,
+    )
     pgid = None
     try:
         end = time.monotonic() + 180

@@ -59,11 +59,18 @@ def test_doctor_without_gpu_reports_cpu_target_and_keeps_going():
 
 
 def test_doctor_json_has_the_promised_keys_and_never_imports_torch():
-    code = ("import json, sys; from bringup import hardware; "
-            "d = hardware.snapshot().to_dict(); "
-            "print(json.dumps({'keys': sorted(d), 'torch': 'torch' in sys.modules}))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         cwd=Path(__file__).parents[1]).stdout
+    code = (
+        "import json, sys; from bringup import hardware; "
+        "d = hardware.snapshot().to_dict(); "
+        "print(json.dumps({'keys': sorted(d), 'torch': 'torch' in sys.modules}))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=Path(__file__).parents[1],
+    ).stdout
     res = json.loads(out)
     assert {"gpus", "driver", "cuda", "topology", "packages", "host", "device"} <= set(res["keys"])
     assert res["torch"] is False  # package versions come from metadata, not imports
@@ -115,9 +122,16 @@ def test_h200_recording_rebuilds_the_machine():
 def test_h200_facts_measured_not_looked_up():
     f, src = hardware.facts_with_sources(hardware.from_recorded(H200))
     assert f == {
-        "device": "cuda", "gpu.count": 1, "cpu.count": 16, "host.memory_gib": 125.87, "gpu.link": "none",
-        "gpu.name": "NVIDIA H200", "gpu.compute_capability": 9.0, "gpu.memory_gib": 140.4,
-        "gpu.smem_per_block_kib": 227, "gpu.multiprocessor_count": 132,
+        "device": "cuda",
+        "gpu.count": 1,
+        "cpu.count": 16,
+        "host.memory_gib": 125.87,
+        "gpu.link": "none",
+        "gpu.name": "NVIDIA H200",
+        "gpu.compute_capability": 9.0,
+        "gpu.memory_gib": 140.4,
+        "gpu.smem_per_block_kib": 227,
+        "gpu.multiprocessor_count": 132,
     }
     assert src["gpu.smem_per_block_kib"] == "measured"
 
@@ -141,11 +155,14 @@ def test_h200_driver_api_and_torch_agree_on_shared_memory():
 def test_h200_nvidia_smi_fallback_matches_nvml():
     csv_gpus = hardware.parse_query_gpu_csv((H200 / "query-gpu.csv").read_text())
     nvml_gpus, driver, cuda = hardware.parse_nvml(json.loads((H200 / "nvml.json").read_text()))
-    assert [(g.name, g.memory_total_mib, g.compute_capability, g.uuid) for g in csv_gpus] == \
-        [(g.name, g.memory_total_mib, g.compute_capability, g.uuid) for g in nvml_gpus]
+    assert [(g.name, g.memory_total_mib, g.compute_capability, g.uuid) for g in csv_gpus] == [
+        (g.name, g.memory_total_mib, g.compute_capability, g.uuid) for g in nvml_gpus
+    ]
     assert csv_gpus[0].pci_bus_id == "00000000:00:06.0"
     for name in ("nvidia-smi.txt", "smi-q.txt"):
-        assert hardware.parse_driver_cuda((H200 / name).read_text()) == (driver, cuda) == ("580.159.04", "13.0")
+        assert (
+            hardware.parse_driver_cuda((H200 / name).read_text()) == (driver, cuda) == ("580.159.04", "13.0")
+        )
 
 
 def test_driver_from_csv_when_the_banner_is_missing():
@@ -171,18 +188,41 @@ def test_nvml_reader_on_a_replayed_nvml():
     class FakeNVML:
         NVML_NVLINK_MAX_LINKS = 18
 
-        def nvmlInit(self): pass
-        def nvmlShutdown(self): pass
-        def nvmlSystemGetDriverVersion(self): return b"580.159.04"
-        def nvmlSystemGetCudaDriverVersion(self): return 13000
-        def nvmlDeviceGetCount(self): return 1
-        def nvmlDeviceGetHandleByIndex(self, i): return i
-        def nvmlDeviceGetName(self, h): return rec["name"]
-        def nvmlDeviceGetMemoryInfo(self, h): return SimpleNamespace(total=rec["memory_total"], used=rec["memory_used"])
-        def nvmlDeviceGetUUID(self, h): return rec["uuid"]
-        def nvmlDeviceGetPciInfo(self, h): return SimpleNamespace(busId=rec["pci_bus_id"].encode())
-        def nvmlDeviceGetCudaComputeCapability(self, h): return (9, 0)
-        def nvmlDeviceGetNvLinkState(self, h, link): raise RuntimeError("Not Supported")  # as in the VM
+        def nvmlInit(self):
+            pass
+
+        def nvmlShutdown(self):
+            pass
+
+        def nvmlSystemGetDriverVersion(self):
+            return b"580.159.04"
+
+        def nvmlSystemGetCudaDriverVersion(self):
+            return 13000
+
+        def nvmlDeviceGetCount(self):
+            return 1
+
+        def nvmlDeviceGetHandleByIndex(self, i):
+            return i
+
+        def nvmlDeviceGetName(self, h):
+            return rec["name"]
+
+        def nvmlDeviceGetMemoryInfo(self, h):
+            return SimpleNamespace(total=rec["memory_total"], used=rec["memory_used"])
+
+        def nvmlDeviceGetUUID(self, h):
+            return rec["uuid"]
+
+        def nvmlDeviceGetPciInfo(self, h):
+            return SimpleNamespace(busId=rec["pci_bus_id"].encode())
+
+        def nvmlDeviceGetCudaComputeCapability(self, h):
+            return (9, 0)
+
+        def nvmlDeviceGetNvLinkState(self, h, link):
+            raise RuntimeError("Not Supported")  # as in the VM
 
     raw = hardware.read_nvml(FakeNVML())
     assert raw == json.loads((H200 / "nvml.json").read_text())
@@ -216,10 +256,19 @@ def test_single_gpu_topology_has_no_pairs():
 
 # nvidia-smi topo -m as printed on 8 PCIe cards on two sockets (e.g. 8 x RTX PRO 6000, the seeds'
 # machine); written in nvidia-smi's format for this test, not recorded.
-PCIE_8 = "\t\x1b[4mGPU0\tGPU1\tGPU2\tGPU3\tGPU4\tGPU5\tGPU6\tGPU7\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\x1b[0m\n" + "".join(
-    f"GPU{i}\t" + "\t".join(" X " if i == j else ("PIX" if i // 2 == j // 2 else ("NODE" if i // 4 == j // 4 else "SYS"))
-                            for j in range(8)) + f"\t{0 if i < 4 else 32}-{31 if i < 4 else 63}\t{i // 4}\t\tN/A\n"
-    for i in range(8)) + "\nLegend:\n\n  X    = Self\n  SYS  = Connection traversing PCIe ...\n"
+PCIE_8 = (
+    "\t\x1b[4mGPU0\tGPU1\tGPU2\tGPU3\tGPU4\tGPU5\tGPU6\tGPU7\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\x1b[0m\n"
+    + "".join(
+        f"GPU{i}\t"
+        + "\t".join(
+            " X " if i == j else ("PIX" if i // 2 == j // 2 else ("NODE" if i // 4 == j // 4 else "SYS"))
+            for j in range(8)
+        )
+        + f"\t{0 if i < 4 else 32}-{31 if i < 4 else 63}\t{i // 4}\t\tN/A\n"
+        for i in range(8)
+    )
+    + "\nLegend:\n\n  X    = Self\n  SYS  = Connection traversing PCIe ...\n"
+)
 
 
 def test_pcie_box_is_pcie():
@@ -239,11 +288,16 @@ def test_one_pcie_pair_makes_the_box_pcie():
 # facts by table
 
 
-@pytest.mark.parametrize(("cc", "kib", "source"), [("12.0", 99, "table"), ("8.0", 163, "table"),
-                                                   ("10.0", 227, "table"), ("7.5", None, "unknown")])
+@pytest.mark.parametrize(
+    ("cc", "kib", "source"),
+    [("12.0", 99, "table"), ("8.0", 163, "table"), ("10.0", 227, "table"), ("7.5", None, "unknown")],
+)
 def test_smem_table_by_compute_capability(cc, kib, source):
-    snap = hardware.Snapshot(gpus=[hardware.GPU(index=i, name="X", memory_total_mib=97887, compute_capability=cc)
-                                   for i in range(8)])
+    snap = hardware.Snapshot(
+        gpus=[
+            hardware.GPU(index=i, name="X", memory_total_mib=97887, compute_capability=cc) for i in range(8)
+        ]
+    )
     f, src = hardware.facts_with_sources(snap)
     assert f["gpu.smem_per_block_kib"] == kib and src["gpu.smem_per_block_kib"] == source
     assert f["gpu.count"] == 8 and f["gpu.memory_gib"] == 95.59
@@ -251,10 +305,14 @@ def test_smem_table_by_compute_capability(cc, kib, source):
 
 
 def test_mixed_gpus_report_the_weakest():
-    snap = hardware.Snapshot(gpus=[
-        hardware.GPU(index=0, name="NVIDIA H200", memory_total_mib=143771, compute_capability="9.0"),
-        hardware.GPU(index=1, name="NVIDIA RTX PRO 6000", memory_total_mib=97887, compute_capability="12.0"),
-    ])
+    snap = hardware.Snapshot(
+        gpus=[
+            hardware.GPU(index=0, name="NVIDIA H200", memory_total_mib=143771, compute_capability="9.0"),
+            hardware.GPU(
+                index=1, name="NVIDIA RTX PRO 6000", memory_total_mib=97887, compute_capability="12.0"
+            ),
+        ]
+    )
     f = hardware.facts(snap)
     assert f["gpu.memory_gib"] == 95.59 and f["gpu.smem_per_block_kib"] == 99
     assert f["gpu.compute_capability"] == 9.0 and " + " in f["gpu.name"]

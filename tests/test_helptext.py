@@ -8,7 +8,15 @@ def test_sglang_0510_nsa_backends():
     opt = spec.get("--nsa-decode-backend")
     assert opt is not None
     assert "trtllm" in opt.choices and "flashmla_kv" in opt.choices
-    assert opt.choices == ["flashmla_sparse", "flashmla_kv", "flashmla_auto", "fa3", "tilelang", "aiter", "trtllm"]
+    assert opt.choices == [
+        "flashmla_sparse",
+        "flashmla_kv",
+        "flashmla_auto",
+        "fa3",
+        "tilelang",
+        "aiter",
+        "trtllm",
+    ]
     assert spec.get("--dsa-decode-backend") is None
 
 
@@ -33,7 +41,11 @@ def test_vllm_kv_cache_dtype_and_defaults():
 def test_aliases_prefixes_and_dest():
     sg = bundled_help("sglang", "0.5.10.post1")
     tp = sg.resolve("--tp")  # argparse allow_abbrev: the model card writes --tp 8
-    assert tp.name == "--tensor-parallel-size" and "--tp-size" in tp.aliases and tp.dest == "tensor_parallel_size"
+    assert (
+        tp.name == "--tensor-parallel-size"
+        and "--tp-size" in tp.aliases
+        and tp.dest == "tensor_parallel_size"
+    )
     assert sg.resolve("--model").name == "--model-path"
     assert len(sg.ambiguous("--mod")) > 1 and sg.resolve("--mod") is None
     vl = bundled_help("vllm", "0.32.0")

@@ -29,10 +29,28 @@ def test_family_is_detected():
 
 def test_every_serve_option_is_read(spec):
     names = {o.name for o in spec.options}
-    expected = {"--continuous-batching", "--attn-implementation", "--compile", "--quantization", "--reasoning",
-                "--chat-template-kwargs", "--device", "--dtype", "--trust-remote-code", "--model-timeout",
-                "--cb-block-size", "--cb-num-blocks", "--cb-max-batch-tokens", "--cb-max-memory-percent",
-                "--cb-use-cuda-graph", "--host", "--port", "--enable-cors", "--log-level", "--default-seed"}
+    expected = {
+        "--continuous-batching",
+        "--attn-implementation",
+        "--compile",
+        "--quantization",
+        "--reasoning",
+        "--chat-template-kwargs",
+        "--device",
+        "--dtype",
+        "--trust-remote-code",
+        "--model-timeout",
+        "--cb-block-size",
+        "--cb-num-blocks",
+        "--cb-max-batch-tokens",
+        "--cb-max-memory-percent",
+        "--cb-use-cuda-graph",
+        "--host",
+        "--port",
+        "--enable-cors",
+        "--log-level",
+        "--default-seed",
+    }
     assert expected <= names
     assert "--help" not in names and "-h" not in spec.by_name
     assert spec.positionals == ["force_model"]
@@ -58,8 +76,14 @@ def test_switches_and_negation(spec):
     assert spec.get("--enable-cors").default == "False"
     graph = spec.get("--cb-use-cuda-graph")
     assert graph.negatable and graph.default is None  # bool | None: no default printed
-    flags = parse_flags(["--continuous-batching", "--no-cb-use-cuda-graph", "--attn-implementation", "sdpa"], spec)
-    assert flags == {"--continuous-batching": True, "--cb-use-cuda-graph": False, "--attn-implementation": "sdpa"}
+    flags = parse_flags(
+        ["--continuous-batching", "--no-cb-use-cuda-graph", "--attn-implementation", "sdpa"], spec
+    )
+    assert flags == {
+        "--continuous-batching": True,
+        "--cb-use-cuda-graph": False,
+        "--attn-implementation": "sdpa",
+    }
 
 
 def test_dest_is_the_option_name_not_the_type(spec):

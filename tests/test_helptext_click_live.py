@@ -21,7 +21,9 @@ def _command(name: str):
 
 def _click_base(cmd) -> type:
     """click's own Command class (Typer >= 0.20 vendors click as typer._click)."""
-    return next(c for c in type(cmd).__mro__ if c.__name__ == "Command" and c.__module__.endswith("click.core"))
+    return next(
+        c for c in type(cmd).__mro__ if c.__name__ == "Command" and c.__module__.endswith("click.core")
+    )
 
 
 def _plain(name: str) -> str:

@@ -27,22 +27,32 @@ from bringup.tuning.result import SweepPoint, TunePoint, TuneResult
 
 XSS = "<script>alert(1)</script>"
 # A log line with everything an HTML page must escape: a tag, an ampersand, both quotes.
-EVIL = f'RuntimeError: bad value {XSS} & "double" \'single\' <img src=x onerror=alert(2)>'
-BASELINE = ("python -m sglang.launch_server --model-path zai-org/GLM-5-NVFP4 --tp 8 --quantization modelopt_fp4 "
-            "--kv-cache-dtype fp8_e4m3 --mem-fraction-static 0.95")
-FINAL = ("python -m sglang.launch_server --model-path zai-org/GLM-5-NVFP4 --tp 8 --quantization modelopt_fp4 "
-         "--kv-cache-dtype fp8_e4m3 --nsa-decode-backend trtllm")
+EVIL = f"RuntimeError: bad value {XSS} & \"double\" 'single' <img src=x onerror=alert(2)>"
+BASELINE = (
+    "python -m sglang.launch_server --model-path zai-org/GLM-5-NVFP4 --tp 8 --quantization modelopt_fp4 "
+    "--kv-cache-dtype fp8_e4m3 --mem-fraction-static 0.95"
+)
+FINAL = (
+    "python -m sglang.launch_server --model-path zai-org/GLM-5-NVFP4 --tp 8 --quantization modelopt_fp4 "
+    "--kv-cache-dtype fp8_e4m3 --nsa-decode-backend trtllm"
+)
 SWEEP = (1, 2, 4, 16, 64, 128)
 
 
 # -- fixtures: a bring-up run with trial folders, and a tuning session --------------------------
 
+
 def _trial(run_dir: Path, name: str, status: str, evidence: list[str], probes: list[ProbeResult]) -> Path:
     d = run_dir / "trials" / name
     d.mkdir(parents=True)
     (d / "server.log").write_text("starting\n" + "\n".join(evidence) + "\n")
-    out = Outcome(status=status, evidence=evidence, probes=probes, timings=Timings(total=3.0),  # type: ignore[arg-type]
-                  log_path=str(d / "server.log"))
+    out = Outcome(
+        status=status,
+        evidence=evidence,
+        probes=probes,
+        timings=Timings(total=3.0),  # type: ignore[arg-type]
+        log_path=str(d / "server.log"),
+    )
     (d / "outcome.json").write_text(out.model_dump_json())
     return d
 
@@ -50,43 +60,134 @@ def _trial(run_dir: Path, name: str, status: str, evidence: list[str], probes: l
 def make_run(run_dir: Path) -> RunResult:
     """Six launches as in the seeds' story; attempt 2's evidence and hint carry hostile text, and
     attempt 3's recorded trial path is stale (the run folder was moved since)."""
-    ok = [ProbeResult(name="health", passed=True, detail="health 200"),
-          ProbeResult(name="long-decode", passed=True, detail="256 tokens, 256 finite logprobs")]
+    ok = [
+        ProbeResult(name="health", passed=True, detail="health 200"),
+        ProbeResult(name="long-decode", passed=True, detail="256 tokens, 256 finite logprobs"),
+    ]
     spec = [  # number, purpose, changes, status, class, phase, evidence, simulated s
-        (1, "search", "(baseline)", "fails", "oom-graph-capture", "graph-capture",
-         ["Exception: Capture cuda graph failed: CUDA out of memory. Tried to allocate 1.12 GiB."], 683.0),
-        (2, "screen", "drop --mem-fraction-static", "fails", "nan-output", "decode",
-         [EVIL, "torch.AcceleratorError: CUDA error: device-side assert triggered"], 59.0),
-        (3, "screen", "--nsa-decode-backend fa3", "fails", "unsupported-hardware", "kv-alloc",
-         ["AssertionError: FlashAttention v3 Backend requires SM>=80 and SM<=90."], 47.0),
-        (4, "screen", "drop --mem-fraction-static, --nsa-decode-backend trtllm", "works", None, None, [], 74.0),
-        (5, "search", "drop --mem-fraction-static, --nsa-decode-backend trtllm", "works", None, None, [], 756.0),
-        (6, "minimize", "--nsa-decode-backend trtllm", "fails", "oom-graph-capture", "graph-capture",
-         ["Exception: Capture cuda graph failed: CUDA out of memory."], 683.0),
+        (
+            1,
+            "search",
+            "(baseline)",
+            "fails",
+            "oom-graph-capture",
+            "graph-capture",
+            ["Exception: Capture cuda graph failed: CUDA out of memory. Tried to allocate 1.12 GiB."],
+            683.0,
+        ),
+        (
+            2,
+            "screen",
+            "drop --mem-fraction-static",
+            "fails",
+            "nan-output",
+            "decode",
+            [EVIL, "torch.AcceleratorError: CUDA error: device-side assert triggered"],
+            59.0,
+        ),
+        (
+            3,
+            "screen",
+            "--nsa-decode-backend fa3",
+            "fails",
+            "unsupported-hardware",
+            "kv-alloc",
+            ["AssertionError: FlashAttention v3 Backend requires SM>=80 and SM<=90."],
+            47.0,
+        ),
+        (
+            4,
+            "screen",
+            "drop --mem-fraction-static, --nsa-decode-backend trtllm",
+            "works",
+            None,
+            None,
+            [],
+            74.0,
+        ),
+        (
+            5,
+            "search",
+            "drop --mem-fraction-static, --nsa-decode-backend trtllm",
+            "works",
+            None,
+            None,
+            [],
+            756.0,
+        ),
+        (
+            6,
+            "minimize",
+            "--nsa-decode-backend trtllm",
+            "fails",
+            "oom-graph-capture",
+            "graph-capture",
+            ["Exception: Capture cuda graph failed: CUDA out of memory."],
+            683.0,
+        ),
     ]
     attempts = []
     for n, purpose, changes, status, cls, phase, ev, sim in spec:
-        probes = ok if status == "works" else [ProbeResult(name="completion", passed=False, detail=f"500 {XSS}",
-                                                           phase="decode")]
+        probes = (
+            ok
+            if status == "works"
+            else [ProbeResult(name="completion", passed=False, detail=f"500 {XSS}", phase="decode")]
+        )
         d = _trial(run_dir, f"{n:02d}-{purpose}-abc{n}", status, ev, probes)
         recorded = str(Path("/nonexistent/old-place/trials") / d.name) if n == 3 else str(d)
-        attempts.append(Attempt(
-            number=n, purpose=purpose, changes=changes, status=status, failure_class=cls, phase=phase,
-            evidence=ev[0] if ev else "", wall_s=4.0 if purpose != "screen" else 1.0, simulated_s=sim,
-            trial_dir=recorded, signature="nan-probability" if cls == "nan-output" else None,
-            hint=f"Change the decode attention backend first {XSS} & \"quotes\"" if n == 2 else None))
+        attempts.append(
+            Attempt(
+                number=n,
+                purpose=purpose,
+                changes=changes,
+                status=status,
+                failure_class=cls,
+                phase=phase,
+                evidence=ev[0] if ev else "",
+                wall_s=4.0 if purpose != "screen" else 1.0,
+                simulated_s=sim,
+                trial_dir=recorded,
+                signature="nan-probability" if cls == "nan-output" else None,
+                hint=f'Change the decode attention backend first {XSS} & "quotes"' if n == 2 else None,
+            )
+        )
     return RunResult(
-        run_id="20261129-143431-sglang-GLM-5-NVFP4", run_dir=str(run_dir), status="validated", validated=True,
-        launches=5, screening_launches=3, minimize_launches=1, simulated_hours=sum(s[-1] for s in spec) / 3600,
-        wall_seconds=16.0, final_command=FINAL, final_candidate={}, minimal_fix=["drop --mem-fraction-static",
-                                                                               "--nsa-decode-backend trtllm"],
-        minimal_fix_str="(drop --mem-fraction-static) --nsa-decode-backend trtllm", minimal_fix_verified=True,
-        stop_reason="a configuration passed every probe", attempts=attempts, baseline_command=BASELINE,
-        engine="sglang", engine_version="0.5.10.post1", model="zai-org/GLM-5-NVFP4",
-        facts={"device": "cuda", "gpu.name": "NVIDIA RTX PRO 6000 Blackwell", "gpu.count": 8,
-               "gpu.compute_capability": 12.0, "gpu.memory_gib": 95.6, "model.architecture": "GlmMoeDsaForCausalLM",
-               "model.attention": "dsa", "model.moe": True, "model.quantization": "nvfp4", "model.weights_gib": 400.0},
-        strategy_state={"defaults": {"--nsa-decode-backend": {"value": "flashmla_kv", "why": "seen in launch 2"}}})
+        run_id="20261129-143431-sglang-GLM-5-NVFP4",
+        run_dir=str(run_dir),
+        status="validated",
+        validated=True,
+        launches=5,
+        screening_launches=3,
+        minimize_launches=1,
+        simulated_hours=sum(s[-1] for s in spec) / 3600,
+        wall_seconds=16.0,
+        final_command=FINAL,
+        final_candidate={},
+        minimal_fix=["drop --mem-fraction-static", "--nsa-decode-backend trtllm"],
+        minimal_fix_str="(drop --mem-fraction-static) --nsa-decode-backend trtllm",
+        minimal_fix_verified=True,
+        stop_reason="a configuration passed every probe",
+        attempts=attempts,
+        baseline_command=BASELINE,
+        engine="sglang",
+        engine_version="0.5.10.post1",
+        model="zai-org/GLM-5-NVFP4",
+        facts={
+            "device": "cuda",
+            "gpu.name": "NVIDIA RTX PRO 6000 Blackwell",
+            "gpu.count": 8,
+            "gpu.compute_capability": 12.0,
+            "gpu.memory_gib": 95.6,
+            "model.architecture": "GlmMoeDsaForCausalLM",
+            "model.attention": "dsa",
+            "model.moe": True,
+            "model.quantization": "nvfp4",
+            "model.weights_gib": 400.0,
+        },
+        strategy_state={
+            "defaults": {"--nsa-decode-backend": {"value": "flashmla_kv", "why": "seen in launch 2"}}
+        },
+    )
 
 
 def make_tune(run_dir: Path) -> TuneResult:
@@ -101,40 +202,95 @@ def make_tune(run_dir: Path) -> TuneResult:
                 n += 1
                 if n > 30:
                     break
-                knobs = {"--max-running-requests": mrr, "--cuda-graph-max-bs": gbs, "--chunked-prefill-size": chunk}
+                knobs = {
+                    "--max-running-requests": mrr,
+                    "--cuda-graph-max-bs": gbs,
+                    "--chunked-prefill-size": chunk,
+                }
                 (tdir / f"{n:02d}").mkdir(parents=True)
                 (tdir / f"{n:02d}" / "server.log").write_text("log\n")
-                common = dict(number=n, knobs=knobs, launch_s=5.0, simulated_s=700.0, trial_dir=str(tdir / f"{n:02d}"))
+                common = dict(
+                    number=n, knobs=knobs, launch_s=5.0, simulated_s=700.0, trial_dir=str(tdir / f"{n:02d}")
+                )
                 if n == 12:  # the tuner ruled this one out from an earlier failure: never launched
                     common.update(launch_s=0.0, simulated_s=None, trial_dir="")
                 if gbs == 256 and chunk == 8192 or n in (4, 12):
-                    points.append(TunePoint(**common, status="infeasible", failure_class="oom-graph-capture",
-                                            phase="graph-capture", evidence=f"CUDA out of memory {XSS} & \"x\""))
+                    points.append(
+                        TunePoint(
+                            **common,
+                            status="infeasible",
+                            failure_class="oom-graph-capture",
+                            phase="graph-capture",
+                            evidence=f'CUDA out of memory {XSS} & "x"',
+                        )
+                    )
                     continue
                 tps = 600.0 * math.sqrt(mrr) * (1.08 if chunk == 8192 else 1.0) + 7 * gbs + n
                 ttft = 0.15 + mrr / 180 + gbs / 2000 + n / 1000
                 itl = 0.02 + mrr / 20000 - gbs / 40000  # bigger CUDA graphs: faster decode steps
-                points.append(TunePoint(**common, status="pruned" if n in (9, 21) else "ok",
-                                        metrics={"output_tps": tps, "goodput_rps": tps / 300, "ttft_p99_s": ttft,
-                                                 "itl_p99_s": itl, "e2e_p99_s": ttft + 256 * itl},
-                                        objective=tps / 300))
+                points.append(
+                    TunePoint(
+                        **common,
+                        status="pruned" if n in (9, 21) else "ok",
+                        metrics={
+                            "output_tps": tps,
+                            "goodput_rps": tps / 300,
+                            "ttft_p99_s": ttft,
+                            "itl_p99_s": itl,
+                            "e2e_p99_s": ttft + 256 * itl,
+                        },
+                        objective=tps / 300,
+                    )
+                )
     ok = [p for p in points if p.status == "ok"]
     # The tuner's front is on end-to-end p99 latency (its default), which TuneResult does not name.
-    front = [p.number for p in ok
-             if not any(q is not p and q.metrics["output_tps"] >= p.metrics["output_tps"]
-                        and q.metrics["e2e_p99_s"] <= p.metrics["e2e_p99_s"] for q in ok)]
+    front = [
+        p.number
+        for p in ok
+        if not any(
+            q is not p
+            and q.metrics["output_tps"] >= p.metrics["output_tps"]
+            and q.metrics["e2e_p99_s"] <= p.metrics["e2e_p99_s"]
+            for q in ok
+        )
+    ]
     best = max((p for p in ok if p.metrics["ttft_p99_s"] <= 1.0), key=lambda p: p.objective or 0)
     return TuneResult(
-        tune_id="t1", run_dir=str(run_dir), engine="sglang", engine_version="0.5.10.post1", model="zai-org/GLM-5-NVFP4",
-        base_command=FINAL, objective="goodput", slo={"ttft_p99": 1.0, "e2e_p99": 6.0},
+        tune_id="t1",
+        run_dir=str(run_dir),
+        engine="sglang",
+        engine_version="0.5.10.post1",
+        model="zai-org/GLM-5-NVFP4",
+        base_command=FINAL,
+        objective="goodput",
+        slo={"ttft_p99": 1.0, "e2e_p99": 6.0},
         workload={"input_len": 1024, "output_len": 256},
-        knobs={"--max-running-requests": [32, 64, 128, 256], "--cuda-graph-max-bs": [32, 64, 128, 256],
-               "--chunked-prefill-size": [4096, 8192]},
-        points=points, best=best, best_command=FINAL + " " + " ".join(f"{k} {v}" for k, v in best.knobs.items()),
-        pareto=front, sweep=[SweepPoint(concurrency=c, output_tps=300 * c ** 0.7, rps=0.9 * c, goodput_rps=0.8 * c,
-                                        ttft_p50_s=0.1 * c ** 0.5, ttft_p99_s=0.2 * c ** 0.6, itl_p99_s=0.03)
-                             for c in SWEEP],
-        launches=30, grid_size=32, wall_seconds=150.0, simulated_hours=5.8)
+        knobs={
+            "--max-running-requests": [32, 64, 128, 256],
+            "--cuda-graph-max-bs": [32, 64, 128, 256],
+            "--chunked-prefill-size": [4096, 8192],
+        },
+        points=points,
+        best=best,
+        best_command=FINAL + " " + " ".join(f"{k} {v}" for k, v in best.knobs.items()),
+        pareto=front,
+        sweep=[
+            SweepPoint(
+                concurrency=c,
+                output_tps=300 * c**0.7,
+                rps=0.9 * c,
+                goodput_rps=0.8 * c,
+                ttft_p50_s=0.1 * c**0.5,
+                ttft_p99_s=0.2 * c**0.6,
+                itl_p99_s=0.03,
+            )
+            for c in SWEEP
+        ],
+        launches=30,
+        grid_size=32,
+        wall_seconds=150.0,
+        simulated_hours=5.8,
+    )
 
 
 @pytest.fixture
@@ -212,23 +368,37 @@ def parse_dom(html: str) -> Node:
 
 # -- Chromium -----------------------------------------------------------------------------------
 
+
 def chromium_binary() -> str:
     for name in ("chromium", "chromium-browser"):
         path = shutil.which(name)
         if path:
             return path
-    pytest.fail("Chromium is not installed: the HTML report test renders the page in a real browser. "
-                "Run scripts/setup.sh (it installs Debian's chromium).")
+    pytest.fail(
+        "Chromium is not installed: the HTML report test renders the page in a real browser. "
+        "Run scripts/setup.sh (it installs Debian's chromium)."
+    )
 
 
 def run_chromium(args: list[str], profile: Path, timeout: float = 90) -> str:
     """One headless Chromium in its own process group; the whole group is killed afterwards,
     and nothing of it (nor anything using its profile folder) may be left running."""
-    argv = [chromium_binary(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-            "--disable-background-networking", "--disable-component-update", "--disable-sync",
-            f"--user-data-dir={profile}", *args]
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    argv = [
+        chromium_binary(),
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={profile}",
+        *args,
+    ]
+    proc = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -243,8 +413,11 @@ def run_chromium(args: list[str], profile: Path, timeout: float = 90) -> str:
     while group_alive(proc.pid) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert group_alive(proc.pid) == [], "Chromium's process group outlived the kill"
-    strays = [p.pid for p in psutil.process_iter(["cmdline"])
-              if any(str(profile) in a for a in (p.info["cmdline"] or []))]
+    strays = [
+        p.pid
+        for p in psutil.process_iter(["cmdline"])
+        if any(str(profile) in a for a in (p.info["cmdline"] or []))
+    ]
     assert strays == [], f"Chromium processes escaped their group: {strays}"
     assert proc.returncode == 0 or out, f"Chromium failed (rc {proc.returncode}): {err[-2000:]}"
     return out
@@ -255,11 +428,11 @@ def decode_png(data: bytes) -> np.ndarray:
     assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
     i, idat, hdr = 8, [], None
     while i < len(data):
-        n, kind = struct.unpack(">I4s", data[i:i + 8])
+        n, kind = struct.unpack(">I4s", data[i : i + 8])
         if kind == b"IHDR":
-            hdr = struct.unpack(">IIBBBBB", data[i + 8:i + 8 + n])
+            hdr = struct.unpack(">IIBBBBB", data[i + 8 : i + 8 + n])
         elif kind == b"IDAT":
-            idat.append(data[i + 8:i + 8 + n])
+            idat.append(data[i + 8 : i + 8 + n])
         i += 12 + n
     assert hdr is not None
     w, h, depth, ctype, _, _, interlace = hdr
@@ -274,7 +447,11 @@ def decode_png(data: bytes) -> np.ndarray:
         if f == 0:
             cur = line
         elif f == 1:  # Sub: a running sum per channel
-            cur = (np.cumsum(line.reshape(w, bpp), axis=0, dtype=np.uint64) & 0xFF).astype(np.uint8).reshape(stride)
+            cur = (
+                (np.cumsum(line.reshape(w, bpp), axis=0, dtype=np.uint64) & 0xFF)
+                .astype(np.uint8)
+                .reshape(stride)
+            )
         elif f == 2:  # Up
             cur = line + prev
         else:  # Average, Paeth: each byte needs its reconstructed left neighbour
@@ -308,16 +485,27 @@ def browser(tmp_path_factory) -> dict:
     run_chromium([f"--screenshot={png}", "--window-size=1400,2000", url], base / "profile-shot")
     if os.environ.get("BRINGUP_SCREENSHOT"):  # a copy to look at: the test cannot judge readability
         shutil.copy(png, os.environ["BRINGUP_SCREENSHOT"])
-    return {"dir": rd, "page": page, "result": result, "tune": tune, "dom": parse_dom(dom), "html": dom, "png": png}
+    return {
+        "dir": rd,
+        "page": page,
+        "result": result,
+        "tune": tune,
+        "dom": parse_dom(dom),
+        "html": dom,
+        "png": png,
+    }
 
 
 # -- the page in the browser --------------------------------------------------------------------
+
 
 @pytest.mark.slow
 def test_browser_headline_and_facts(browser):
     dom, r = browser["dom"], browser["result"]
     h1 = dom.find("h1").text()
-    assert "zai-org/GLM-5-NVFP4" in h1 and "8 × NVIDIA RTX PRO 6000 Blackwell (SM120)" in h1 and "SGLang" in h1
+    assert (
+        "zai-org/GLM-5-NVFP4" in h1 and "8 × NVIDIA RTX PRO 6000 Blackwell (SM120)" in h1 and "SGLang" in h1
+    )
     assert dom.find("span", "verdict").text() == "Validated"
     line = dom.find("span", "result-line").text()
     assert "5 launches (3 screening with dummy weights, 2 full) + 1 to minimize the fix" in line
@@ -356,9 +544,9 @@ def test_browser_escapes_log_text(browser):
     # ... and it shows that text literally, quotes and ampersand included.
     card = next(n for n in dom.find_all("div", "failure") if n.attrs.get("id") == "attempt-2")
     assert EVIL in card.find("pre", "evidence").text()
-    assert f"Change the decode attention backend first {XSS} & \"quotes\"" in card.find("p", "hint").text()
+    assert f'Change the decode attention backend first {XSS} & "quotes"' in card.find("p", "hint").text()
     assert f"500 {XSS}" in card.text()  # the failed probe's detail
-    assert f"CUDA out of memory {XSS} & \"x\"" in dom.find("ul", "not-plotted").text()
+    assert f'CUDA out of memory {XSS} & "x"' in dom.find("ul", "not-plotted").text()
 
 
 @pytest.mark.slow
@@ -372,8 +560,10 @@ def test_browser_failures_link_logs(browser):
         assert not href.startswith(("/", "file:")), "links must be relative to the report"
         assert (rd / unquote(href)).resolve().is_file()
     # Attempt 3 was recorded under a folder that no longer exists: found again under trials/.
-    assert unquote(next(a for a in cards[2].find_all("a") if a.text() == "server.log").attrs["href"]) \
+    assert (
+        unquote(next(a for a in cards[2].find_all("a") if a.text() == "server.log").attrs["href"])
         == "trials/03-screen-abc3/server.log"
+    )
     assert "Out of memory while capturing CUDA graphs" in cards[0].text()  # the class's meaning
 
 
@@ -391,7 +581,14 @@ def test_browser_timeline(browser):
     widths = [float(b.attrs["width"]) for b in bars]
     assert widths[4] > 10 * widths[3], "bars are proportional to the simulated time of each launch"
     labels = [t.text() for t in svg_el.find_all("text", "mark-label")]
-    assert labels == ["oom-graph-capture", "nan-output", "unsupported-hardware", "works", "works", "oom-graph-capture"]
+    assert labels == [
+        "oom-graph-capture",
+        "nan-output",
+        "unsupported-hardware",
+        "works",
+        "works",
+        "oom-graph-capture",
+    ]
     assert "simulated minutes since the first launch" in svg_el.text()
     assert [t.text() for t in svg_el.find("g", "axis-x").find_all("text", "tick-label")][:2] == ["0", "10"]
 
@@ -451,6 +648,7 @@ def test_browser_screenshot(browser):
 
 # -- the same page, checked in Python (fast) -----------------------------------------------------
 
+
 def test_escaped_source(run_dir):
     html = render_html(run_dir, make_run(run_dir), [make_tune(run_dir)])
     assert "<script" not in html.lower() and "<img" not in html.lower()
@@ -473,9 +671,16 @@ def test_write_html_tuning_only_and_nothing(run_dir):
 
 def test_no_working_configuration(run_dir):
     r = make_run(run_dir)
-    r = r.model_copy(update={"validated": False, "status": "budget", "final_command": None, "minimal_fix_str": None,
-                             "stop_reason": "the launch budget (5) ran out",
-                             "attempts": [a for a in r.attempts if a.status != "works"]})
+    r = r.model_copy(
+        update={
+            "validated": False,
+            "status": "budget",
+            "final_command": None,
+            "minimal_fix_str": None,
+            "stop_reason": "the launch budget (5) ran out",
+            "attempts": [a for a in r.attempts if a.status != "works"],
+        }
+    )
     dom = parse_dom(render_html(run_dir, r, []))
     assert dom.find("span", "verdict").text() == "No working configuration"
     assert "the launch budget (5) ran out" in dom.find("section", "headline").text()
@@ -489,7 +694,9 @@ def test_missing_trial_folder_says_so(run_dir):
     dom = parse_dom(render_html(run_dir, r, []))
     card = next(c for c in dom.find_all("div", "failure") if c.attrs["id"] == "attempt-1")
     assert "server.log not found" in card.text()
-    assert card.find("pre", "evidence").text().startswith("Exception: Capture cuda graph failed")  # from findings
+    assert (
+        card.find("pre", "evidence").text().startswith("Exception: Capture cuda graph failed")
+    )  # from findings
 
 
 def test_load_tunes(run_dir):
@@ -543,8 +750,13 @@ def test_ticks():
 def test_wall_time_timeline_without_gpu(run_dir):
     """A real CPU run has no simulated time: the timeline uses wall seconds, the title the CPUs."""
     r = make_run(run_dir)
-    r = r.model_copy(update={"simulated_hours": None, "facts": {"device": "cpu", "cpu.count": 16, "host.memory_gib": 64},
-                             "attempts": [a.model_copy(update={"simulated_s": None}) for a in r.attempts]})
+    r = r.model_copy(
+        update={
+            "simulated_hours": None,
+            "facts": {"device": "cpu", "cpu.count": 16, "host.memory_gib": 64},
+            "attempts": [a.model_copy(update={"simulated_s": None}) for a in r.attempts],
+        }
+    )
     from bringup.htmlreport.page import _run_view
 
     view = _run_view(r, run_dir)
@@ -559,10 +771,21 @@ def test_wall_time_timeline_without_gpu(run_dir):
 def test_baseline_judged_before_launch(run_dir):
     """Knowledge ruled the baseline out, so it was never launched: row 0 says why."""
     r = make_run(run_dir)
-    r = r.model_copy(update={
-        "attempts": r.attempts[1:],
-        "predictions": [Prediction(flag="--mem-fraction-static", level="0.95", verdict="risky", rule="plan",
-                                   reason="0.95 × 96 GB leaves 3.1 GB <b>for graphs</b>", source="plan")]})
+    r = r.model_copy(
+        update={
+            "attempts": r.attempts[1:],
+            "predictions": [
+                Prediction(
+                    flag="--mem-fraction-static",
+                    level="0.95",
+                    verdict="risky",
+                    rule="plan",
+                    reason="0.95 × 96 GB leaves 3.1 GB <b>for graphs</b>",
+                    source="plan",
+                )
+            ],
+        }
+    )
     dom = parse_dom(render_html(run_dir, r, []))
     first = dom.find("table", "attempts").find("tbody").find_all("tr")[0]
     cells = [td.text().strip() for td in first.find_all("td")]

@@ -23,12 +23,22 @@ def cand(**flags) -> Candidate:
     return Candidate.make("vllm", "/m", {f"--{k.replace('_', '-')}": v for k, v in flags.items()})
 
 
-def outcome(status: str = "fails", cls: str | None = "oom-kv-cache", version: str | None = "0.32.0",
-            simulated: float | None = None) -> Outcome:
-    return Outcome(status=status, failure_class=cls if status != "works" else None, phase="kv-alloc",
-                   evidence=["No available memory for the cache blocks"], engine="vllm", engine_version=version,
-                   timings=Timings(total=12.5, simulated=simulated),
-                   probes=[ProbeResult(name="health", passed=status == "works")])
+def outcome(
+    status: str = "fails",
+    cls: str | None = "oom-kv-cache",
+    version: str | None = "0.32.0",
+    simulated: float | None = None,
+) -> Outcome:
+    return Outcome(
+        status=status,
+        failure_class=cls if status != "works" else None,
+        phase="kv-alloc",
+        evidence=["No available memory for the cache blocks"],
+        engine="vllm",
+        engine_version=version,
+        timings=Timings(total=12.5, simulated=simulated),
+        probes=[ProbeResult(name="health", passed=status == "works")],
+    )
 
 
 @pytest.fixture
@@ -37,14 +47,41 @@ def journal(tmp_path) -> Journal:
 
 
 def new_run(j: Journal, run_id: str, tmp_path: Path, hw: str = HW, version: str | None = "0.32.0") -> None:
-    j.create_run(run_id, "vllm", version, MODEL, hw, {"engine": "vllm", "max_launches": 12, "fix": {"--tp": 1}},
-                 tmp_path / "runs" / run_id)
+    j.create_run(
+        run_id,
+        "vllm",
+        version,
+        MODEL,
+        hw,
+        {"engine": "vllm", "max_launches": 12, "fix": {"--tp": 1}},
+        tmp_path / "runs" / run_id,
+    )
 
 
-def add(j: Journal, run_id: str, seq: int, purpose: str, c: Candidate, o: Outcome, hw: str = HW,
-        extra: dict | None = None) -> None:
-    j.add_trial(run_id, seq, purpose, c, c.key(), o, Path("/t") / f"{run_id}-{seq}", 100.0 + seq, 110.0 + seq,
-                hw, MODEL, extra)
+def add(
+    j: Journal,
+    run_id: str,
+    seq: int,
+    purpose: str,
+    c: Candidate,
+    o: Outcome,
+    hw: str = HW,
+    extra: dict | None = None,
+) -> None:
+    j.add_trial(
+        run_id,
+        seq,
+        purpose,
+        c,
+        c.key(),
+        o,
+        Path("/t") / f"{run_id}-{seq}",
+        100.0 + seq,
+        110.0 + seq,
+        hw,
+        MODEL,
+        extra,
+    )
 
 
 def test_creates_its_folder_and_a_run_reads_back(journal, tmp_path):
@@ -115,12 +152,12 @@ def test_old_explain_rows_read_as_minimize(journal, tmp_path):
 
 def test_prior_trials_come_from_other_runs_on_the_same_target(journal, tmp_path):
     new_run(journal, "old", tmp_path)
-    add(journal, "old", 1, "search", cand(), outcome())                         # counted
+    add(journal, "old", 1, "search", cand(), outcome())  # counted
     add(journal, "old", 2, "explain", cand(enforce_eager=True), outcome("works"))  # old name: counted
-    add(journal, "old", 3, "tune", cand(max_num_seqs=4), outcome("works"))    # tuning points: not priors
+    add(journal, "old", 3, "tune", cand(max_num_seqs=4), outcome("works"))  # tuning points: not priors
     add(journal, "old", 4, "screen", cand(max_num_seqs=2), outcome(), hw="other-machine")  # elsewhere
     new_run(journal, "now", tmp_path)
-    add(journal, "now", 1, "search", cand(max_num_seqs=8), outcome())          # this run: excluded
+    add(journal, "now", 1, "search", cand(max_num_seqs=8), outcome())  # this run: excluded
     prior = journal.prior_trials(HW, "vllm", "0.32.0", MODEL, exclude_run="now")
     assert [(t.run_id, t.seq, t.purpose) for t in prior] == [("old", 1, "search"), ("old", 2, "minimize")]
     # another engine version or model on the same machine knows nothing of these
@@ -139,11 +176,12 @@ def test_prior_trials_match_an_unknown_engine_version(journal, tmp_path):
 
 def test_plan_errors_per_machine_and_engine_in_order(journal):
     journal.add_plan_error(HW, "sglang", MODEL, "r1", 1, {"kv_gib": 23.36}, {"kv_gib": 24.37}, 0.043)
-    journal.add_plan_error(HW, "sglang", MODEL, "r1", 2, {"kv_gib": 20.0}, {}, None)  # nothing reported: skipped
+    journal.add_plan_error(
+        HW, "sglang", MODEL, "r1", 2, {"kv_gib": 20.0}, {}, None
+    )  # nothing reported: skipped
     journal.add_plan_error(HW, "sglang", MODEL, None, None, {"kv_gib": 10.0}, {"kv_gib": 9.0}, -0.1)
     journal.add_plan_error("other", "sglang", MODEL, "r2", 1, {"kv_gib": 1.0}, {"kv_gib": 2.0}, 1.0)
     journal.add_plan_error(HW, "vllm", MODEL, "r3", 1, {"kv_gib": 1.0}, {"kv_gib": 1.5}, 0.5)
     assert journal.plan_errors(HW, "sglang") == [0.043, -0.1]
     assert journal.plan_errors(HW, "vllm") == [0.5]
     assert journal.plan_errors("nowhere", "sglang") == []
-

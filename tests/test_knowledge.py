@@ -7,9 +7,17 @@ import pytest
 from bringup.knowledge import Knowledge, load_rules, memory_model_for
 from bringup.knowledge_files import KnowledgeFileError
 
-SM120 = {"device": "cuda", "gpu.compute_capability": 12.0, "gpu.memory_gib": 95.6, "gpu.count": 8,
-         "gpu.smem_per_block_kib": 99, "model.attention": "dsa", "model.moe": True, "model.weights_gib": 400,
-         "model.replicated_gib": 14}
+SM120 = {
+    "device": "cuda",
+    "gpu.compute_capability": 12.0,
+    "gpu.memory_gib": 95.6,
+    "gpu.count": 8,
+    "gpu.smem_per_block_kib": 99,
+    "model.attention": "dsa",
+    "model.moe": True,
+    "model.weights_gib": 400,
+    "model.replicated_gib": 14,
+}
 H200 = {**SM120, "gpu.compute_capability": 9.0, "gpu.memory_gib": 140, "gpu.smem_per_block_kib": 227}
 
 
@@ -32,7 +40,10 @@ def test_version_ranges_select_rules():
 
 def test_with_conditions_read_the_candidate():
     k = Knowledge(SM120, "sglang", "0.5.23")
-    assert k.verdicts("--dsa-decode-backend", "tilelang", {"--kv-cache-dtype": "bfloat16"})[0].kind == "preferred"
+    assert (
+        k.verdicts("--dsa-decode-backend", "tilelang", {"--kv-cache-dtype": "bfloat16"})[0].kind
+        == "preferred"
+    )
     assert k.verdicts("--dsa-decode-backend", "tilelang", {"--kv-cache-dtype": "fp8_e4m3"}) == []
 
 
@@ -43,14 +54,29 @@ def test_a_rule_about_a_switch_speaks_of_the_level_it_names():
     assert [v.kind for v in cpu.verdicts("--enforce-eager", True)] == ["risky"]
     assert cpu.verdicts("--enforce-eager", None) == []
     fp8 = {**SM120, "gpu.count": 1, "model.attention": "gqa", "model.quantization": "fp8"}
-    assert [v.kind for v in Knowledge(fp8, "vllm", "0.32.0").verdicts("--moe-backend", "triton")] == ["preferred"]
-    assert Knowledge({**fp8, "model.quantization": "nvfp4"}, "vllm", "0.32.0").verdicts("--moe-backend", "triton") == []
-    assert Knowledge({**fp8, "gpu.compute_capability": 9.0}, "vllm", "0.32.0").verdicts("--moe-backend", "triton") == []
+    assert [v.kind for v in Knowledge(fp8, "vllm", "0.32.0").verdicts("--moe-backend", "triton")] == [
+        "preferred"
+    ]
+    assert (
+        Knowledge({**fp8, "model.quantization": "nvfp4"}, "vllm", "0.32.0").verdicts(
+            "--moe-backend", "triton"
+        )
+        == []
+    )
+    assert (
+        Knowledge({**fp8, "gpu.compute_capability": 9.0}, "vllm", "0.32.0").verdicts(
+            "--moe-backend", "triton"
+        )
+        == []
+    )
 
 
 def test_disabled_knowledge_says_nothing():
     k = Knowledge(SM120, "sglang", "0.5.10.post1", enabled=False)
-    assert k.verdicts("--nsa-decode-backend", "fa3") == [] and k.prediction("--attention-backend", "forced") is None
+    assert (
+        k.verdicts("--nsa-decode-backend", "fa3") == []
+        and k.prediction("--attention-backend", "forced") is None
+    )
 
 
 def test_memory_plan_flags_the_seeds_095_before_launch():
@@ -63,14 +89,26 @@ def test_memory_plan_flags_the_seeds_095_before_launch():
     assert v1[0].kind == "incompatible"
 
 
-@pytest.mark.parametrize("body, message", [
-    ("- {id: a, flags: [--x], verdict: maybe, reason: r, source: s}", "verdict"),
-    ("- {id: a, flags: [x], verdict: risky, reason: r, source: s}", "must be spelled --name"),
-    ("- {id: a, flags: [--x], verdict: risky, reason: r, source: s, versions: 'abc'}", "not a version range"),
-    ("- {id: a, flags: [--x], verdict: risky, reason: r, source: s, when: {colour: red}}", "unknown fact 'colour'"),
-    ("- {id: a, flags: [--x], verdict: forced, reason: r, source: s}", "needs a value"),
-    ("- {id: a, flags: [--x], verdict: risky, reason: r, source: s, when: {gpu.count: {above: 2}}}", "unknown operator"),
-])
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        ("- {id: a, flags: [--x], verdict: maybe, reason: r, source: s}", "verdict"),
+        ("- {id: a, flags: [x], verdict: risky, reason: r, source: s}", "must be spelled --name"),
+        (
+            "- {id: a, flags: [--x], verdict: risky, reason: r, source: s, versions: 'abc'}",
+            "not a version range",
+        ),
+        (
+            "- {id: a, flags: [--x], verdict: risky, reason: r, source: s, when: {colour: red}}",
+            "unknown fact 'colour'",
+        ),
+        ("- {id: a, flags: [--x], verdict: forced, reason: r, source: s}", "needs a value"),
+        (
+            "- {id: a, flags: [--x], verdict: risky, reason: r, source: s, when: {gpu.count: {above: 2}}}",
+            "unknown operator",
+        ),
+    ],
+)
 def test_invalid_rules_name_file_entry_and_field(tmp_path, body, message):
     f = tmp_path / "rules.yaml"
     f.write_text("rules:\n  " + body + "\n")

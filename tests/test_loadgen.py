@@ -40,8 +40,9 @@ def fake_server() -> Iterator[Callable[..., str]]:
     procs: list[subprocess.Popen[str]] = []
 
     def start(*args: str) -> str:
-        p = subprocess.Popen([sys.executable, str(FAKE), "--port", "0", *args],
-                             stdout=subprocess.PIPE, text=True)
+        p = subprocess.Popen(
+            [sys.executable, str(FAKE), "--port", "0", *args], stdout=subprocess.PIPE, text=True
+        )
         procs.append(p)
         line = p.stdout.readline() if p.stdout else ""
         assert line.startswith("PORT "), f"fake server did not start: {line!r}"
@@ -62,8 +63,10 @@ def _jsonl(tmp_path: Path, rows: list[dict]) -> Path:
 
 
 def _in_flight_max(recs: list[RequestRecord]) -> int:
-    events = sorted([(r.sent_at_s, 1) for r in recs] + [(r.sent_at_s + r.e2e_s, -1) for r in recs if r.e2e_s],
-                    key=lambda e: (e[0], e[1]))
+    events = sorted(
+        [(r.sent_at_s, 1) for r in recs] + [(r.sent_at_s + r.e2e_s, -1) for r in recs if r.e2e_s],
+        key=lambda e: (e[0], e[1]),
+    )
     cur = peak = 0
     for _, d in events:
         cur += d
@@ -73,6 +76,7 @@ def _in_flight_max(recs: list[RequestRecord]) -> int:
 
 # ---- parsing ---------------------------------------------------------------------------------
 
+
 def test_parse_durations_and_slos() -> None:
     assert parse_duration("2s") == 2.0
     assert parse_duration("50ms") == pytest.approx(0.05)
@@ -81,7 +85,11 @@ def test_parse_durations_and_slos() -> None:
         parse_duration("50")
     slos = parse_slos("ttft_p99=2s, itl_p50=50ms,e2el=10s,tpot_mean=20ms")
     assert [(s.metric, s.stat, s.target_s) for s in slos] == [
-        ("ttft", "p99", 2.0), ("itl", "p50", 0.05), ("e2e", "p99", 10.0), ("tpot", "mean", 0.02)]
+        ("ttft", "p99", 2.0),
+        ("itl", "p50", 0.05),
+        ("e2e", "p99", 10.0),
+        ("tpot", "mean", 0.02),
+    ]
     for bad in ("ttft_p99", "foo_p99=1s", "ttft_q9=1s", "ttft_p99=1"):
         with pytest.raises(ValueError):
             parse_slos(bad)
@@ -91,7 +99,10 @@ def test_config_shapes_and_points() -> None:
     cfg = BenchConfig(url="127.0.0.1:8000/v1/", sweep_rate=[1, 2, math.inf], max_concurrency=4)
     assert cfg.url == "http://127.0.0.1:8000"
     assert [p.point_label() for p in cfg.points()] == [
-        "rate=1,max_concurrency=4", "rate=2,max_concurrency=4", "rate=inf,max_concurrency=4"]
+        "rate=1,max_concurrency=4",
+        "rate=2,max_concurrency=4",
+        "rate=inf,max_concurrency=4",
+    ]
     assert BenchConfig.model_validate_json(cfg.model_dump_json()).sweep_rate[-1] == math.inf
     with pytest.raises(ValueError):
         BenchConfig(url="x", concurrency=2, request_rate=3)
@@ -100,6 +111,7 @@ def test_config_shapes_and_points() -> None:
 
 
 # ---- timing ----------------------------------------------------------------------------------
+
 
 @pytest.mark.slow
 def test_timings_match_injected_delays(fake_server: Callable[..., str]) -> None:
@@ -137,8 +149,11 @@ def test_chunks_with_several_tokens(fake_server: Callable[..., str]) -> None:
 
 def test_chat_role_chunk_is_not_the_first_token(fake_server: Callable[..., str]) -> None:
     url = fake_server("--ttft", "0.08", "--itl", "0.01")
-    res = bench(BenchConfig(url=url, endpoint="chat", input_len=8, output_len=5, num_prompts=2,
-                            concurrency=1, keep_text=True))
+    res = bench(
+        BenchConfig(
+            url=url, endpoint="chat", input_len=8, output_len=5, num_prompts=2, concurrency=1, keep_text=True
+        )
+    )
     for r in res.requests:
         assert r.ok and r.chunks == 5 and r.output_tokens == 5
         assert r.ttft_s >= 0.08  # the role chunk arrives at once; the first token only after 80 ms
@@ -156,12 +171,23 @@ def test_no_usage_falls_back_to_chunk_count(fake_server: Callable[..., str], tmp
 
 # ---- workload --------------------------------------------------------------------------------
 
+
 def test_request_body_and_exact_lengths_via_server_tokenizer(fake_server: Callable[..., str]) -> None:
     import httpx
 
     url = fake_server("--bos", "1")
-    res = bench(BenchConfig(url=url, input_len=40, output_len=7, range_ratio=0.25, num_prompts=30,
-                            concurrency=8, warmup=0, seed=3))
+    res = bench(
+        BenchConfig(
+            url=url,
+            input_len=40,
+            output_len=7,
+            range_ratio=0.25,
+            num_prompts=30,
+            concurrency=8,
+            warmup=0,
+            seed=3,
+        )
+    )
     assert res.tokenizer == "server"
     lens = [r.input_tokens for r in res.requests]
     outs = [r.output_tokens for r in res.requests]
@@ -175,8 +201,18 @@ def test_request_body_and_exact_lengths_via_server_tokenizer(fake_server: Callab
     assert b["stream"] is True and b["ignore_eos"] is True and b["stream_options"] == {"include_usage": True}
     assert b["model"] == "fake-model" and isinstance(b["max_tokens"], int)
     # same seed, same prompts
-    again = bench(BenchConfig(url=url, input_len=40, output_len=7, range_ratio=0.25, num_prompts=30,
-                              concurrency=8, warmup=0, seed=3))
+    again = bench(
+        BenchConfig(
+            url=url,
+            input_len=40,
+            output_len=7,
+            range_ratio=0.25,
+            num_prompts=30,
+            concurrency=8,
+            warmup=0,
+            seed=3,
+        )
+    )
     assert [r.input_tokens for r in again.requests] == lens
 
 
@@ -196,7 +232,9 @@ def test_local_tokenizer_exact_lengths_and_shared_prefix(tmp_path: Path) -> None
 
 
 def test_length_distributions() -> None:
-    cfg = BenchConfig(url="x", input_len=100, output_len=50, range_ratio=0.2, len_dist="normal", num_prompts=400)
+    cfg = BenchConfig(
+        url="x", input_len=100, output_len=50, range_ratio=0.2, len_dist="normal", num_prompts=400
+    )
     prompts = asyncio.run(synthetic_prompts(cfg, WordCodec(), 400))
     outs = np.array([p.output_len for p in prompts])
     assert abs(outs.mean() - 50) < 1.5 and 8 < outs.std() < 12  # sd = 0.2 x 50
@@ -229,6 +267,7 @@ def test_jsonl_prompts(fake_server: Callable[..., str], tmp_path: Path) -> None:
 
 # ---- load shapes -----------------------------------------------------------------------------
 
+
 def test_poisson_arrivals_statistics() -> None:
     t = arrival_times(20000, rate=50.0, burstiness=1.0, seed=7)
     gaps = np.diff(t)
@@ -238,7 +277,9 @@ def test_poisson_arrivals_statistics() -> None:
     # memorylessness: P(gap > 2/rate) = e^-2
     assert (gaps > 2 / 50).mean() == pytest.approx(math.exp(-2), abs=0.01)
     g4 = np.diff(arrival_times(20000, rate=50.0, burstiness=4.0, seed=7))
-    assert g4.mean() == pytest.approx(1 / 50, rel=0.03) and g4.std() / g4.mean() == pytest.approx(0.5, abs=0.03)
+    assert g4.mean() == pytest.approx(1 / 50, rel=0.03) and g4.std() / g4.mean() == pytest.approx(
+        0.5, abs=0.03
+    )
     assert not arrival_times(10, math.inf, 1.0, 0).any()
 
 
@@ -261,8 +302,17 @@ def test_concurrency_and_cap(fake_server: Callable[..., str]) -> None:
     res = bench(BenchConfig(url=url, input_len=4, output_len=2, num_prompts=20, concurrency=4, warmup=0))
     assert _in_flight_max(res.requests) == 4
     assert res.summary.duration_s == pytest.approx(5 * 0.05, abs=0.06)
-    capped = bench(BenchConfig(url=url, input_len=4, output_len=2, num_prompts=12, request_rate=math.inf,
-                               max_concurrency=3, warmup=0))
+    capped = bench(
+        BenchConfig(
+            url=url,
+            input_len=4,
+            output_len=2,
+            num_prompts=12,
+            request_rate=math.inf,
+            max_concurrency=3,
+            warmup=0,
+        )
+    )
     assert _in_flight_max(capped.requests) == 3
     q = sorted(r.queue_s for r in capped.requests)
     assert q[0] < 0.01 and q[-1] > 0.12  # the last ones waited three rounds for a slot
@@ -271,18 +321,33 @@ def test_concurrency_and_cap(fake_server: Callable[..., str]) -> None:
 
 # ---- goodput ---------------------------------------------------------------------------------
 
+
 def _rec(i: int, ttft: float, itl: list[float], ok: bool = True) -> RequestRecord:
     n = len(itl) + 1
     e2e = ttft + sum(itl)
-    return RequestRecord(index=i, ok=ok, ttft_s=ttft, e2e_s=e2e, itl_s=itl, chunks=n, output_tokens=n,
-                         tpot_s=(e2e - ttft) / (n - 1) if n > 1 else None, input_tokens=10,
-                         error=None if ok else "HTTP 500: x", output_tokens_source="usage")
+    return RequestRecord(
+        index=i,
+        ok=ok,
+        ttft_s=ttft,
+        e2e_s=e2e,
+        itl_s=itl,
+        chunks=n,
+        output_tokens=n,
+        tpot_s=(e2e - ttft) / (n - 1) if n > 1 else None,
+        input_tokens=10,
+        error=None if ok else "HTTP 500: x",
+        output_tokens_source="usage",
+    )
 
 
 def test_goodput_definition() -> None:
-    recs = [_rec(0, 0.1, [0.01] * 4), _rec(1, 0.3, [0.01] * 4),     # slow first token
-            _rec(2, 0.1, [0.01, 0.01, 0.01, 0.2]),                 # one long gap
-            _rec(3, 0.1, []), _rec(4, 0.05, [0.01] * 4, ok=False)]  # single token; failed
+    recs = [
+        _rec(0, 0.1, [0.01] * 4),
+        _rec(1, 0.3, [0.01] * 4),  # slow first token
+        _rec(2, 0.1, [0.01, 0.01, 0.01, 0.2]),  # one long gap
+        _rec(3, 0.1, []),
+        _rec(4, 0.05, [0.01] * 4, ok=False),
+    ]  # single token; failed
     s = summarize(recs, 2.0, parse_slos("ttft_p99=200ms,itl_p99=50ms"), "p")
     assert s.good_requests == 2  # 0 and 3: 1 misses TTFT, 2 misses its own ITL p99, 4 failed
     assert s.request_goodput == pytest.approx(1.0) and s.output_goodput == pytest.approx((5 + 1) / 2)
@@ -303,10 +368,20 @@ def test_goodput_definition() -> None:
 
 def test_goodput_end_to_end(fake_server: Callable[..., str], tmp_path: Path) -> None:
     url = fake_server("--ttft", "0.01", "--itl", "0.005")
-    rows = [{"prompt": "fast a b", "max_tokens": 4}] * 6 + [{"prompt": "[[fake ttft=0.2]]", "max_tokens": 4}] * 2 \
+    rows = (
+        [{"prompt": "fast a b", "max_tokens": 4}] * 6
+        + [{"prompt": "[[fake ttft=0.2]]", "max_tokens": 4}] * 2
         + [{"prompt": "[[fake itl=0.06]]", "max_tokens": 4}] * 2
-    res = bench(BenchConfig(url=url, prompts_file=_jsonl(tmp_path, rows), concurrency=10, warmup=0,
-                            slos=parse_slos("ttft_p90=100ms,itl_p99=40ms")))
+    )
+    res = bench(
+        BenchConfig(
+            url=url,
+            prompts_file=_jsonl(tmp_path, rows),
+            concurrency=10,
+            warmup=0,
+            slos=parse_slos("ttft_p90=100ms,itl_p99=40ms"),
+        )
+    )
     s = res.summary
     assert s.good_requests == 6 and s.slo_attainment == pytest.approx(0.6)
     assert s.request_goodput == pytest.approx(6 / s.duration_s)
@@ -316,6 +391,7 @@ def test_goodput_end_to_end(fake_server: Callable[..., str], tmp_path: Path) -> 
 
 
 # ---- sweeps, early stop, errors, output --------------------------------------------------------
+
 
 def test_sweep_rows_and_files(fake_server: Callable[..., str], tmp_path: Path) -> None:
     url = fake_server("--ttft", "0.02")
@@ -334,8 +410,19 @@ def test_sweep_rows_and_files(fake_server: Callable[..., str], tmp_path: Path) -
 
 def test_early_stop_on_slo(fake_server: Callable[..., str]) -> None:
     url = fake_server("--ttft", "0.3")
-    res = bench(BenchConfig(url=url, input_len=4, output_len=2, num_prompts=40, concurrency=2, warmup=0,
-                            slos=parse_slos("ttft_p99=50ms"), abort_factor=2, abort_min_requests=2))
+    res = bench(
+        BenchConfig(
+            url=url,
+            input_len=4,
+            output_len=2,
+            num_prompts=40,
+            concurrency=2,
+            warmup=0,
+            slos=parse_slos("ttft_p99=50ms"),
+            abort_factor=2,
+            abort_min_requests=2,
+        )
+    )
     s = res.summary
     assert s.stopped_early and "ttft_p99" in (s.stop_reason or "")
     # the 2nd finished request triggers the stop; the 3rd, already sent, is cancelled
@@ -352,8 +439,12 @@ def test_early_stop_callback_cancels_in_flight(fake_server: Callable[..., str], 
         seen.append(s)
         return "enough" if s.completed >= 3 else None
 
-    res = bench(BenchConfig(url=url, prompts_file=_jsonl(tmp_path, rows), output_len=2, request_rate=math.inf,
-                            warmup=0), stop_when=stop)
+    res = bench(
+        BenchConfig(
+            url=url, prompts_file=_jsonl(tmp_path, rows), output_len=2, request_rate=math.inf, warmup=0
+        ),
+        stop_when=stop,
+    )
     s = res.summary
     assert s.stopped_early and s.stop_reason == "enough"
     assert s.completed >= 3 and s.cancelled >= 3 and s.failed == 0
@@ -363,10 +454,22 @@ def test_early_stop_callback_cancels_in_flight(fake_server: Callable[..., str], 
 
 def test_errors_are_counted_not_raised(fake_server: Callable[..., str], tmp_path: Path) -> None:
     url = fake_server("--itl", "0.001")
-    rows = [{"prompt": "ok"}] * 4 + [{"prompt": "[[fake fail=500]]"}] * 2 + \
-        [{"prompt": "[[fake drop_after=2]]"}] * 2 + [{"prompt": "[[fake stall=3]]"}]
-    res = bench(BenchConfig(url=url, prompts_file=_jsonl(tmp_path, rows), output_len=5, concurrency=9,
-                            warmup=0, request_timeout_s=0.5))
+    rows = (
+        [{"prompt": "ok"}] * 4
+        + [{"prompt": "[[fake fail=500]]"}] * 2
+        + [{"prompt": "[[fake drop_after=2]]"}] * 2
+        + [{"prompt": "[[fake stall=3]]"}]
+    )
+    res = bench(
+        BenchConfig(
+            url=url,
+            prompts_file=_jsonl(tmp_path, rows),
+            output_len=5,
+            concurrency=9,
+            warmup=0,
+            request_timeout_s=0.5,
+        )
+    )
     s = res.summary
     assert (s.completed, s.failed, s.num_requests) == (4, 5, 9)
     errs = " | ".join(f"{k} x{v}" for k, v in s.errors.items())
@@ -382,8 +485,13 @@ def test_nothing_listening_is_one_clear_error() -> None:
         port = sock.getsockname()[1]  # free once closed: nothing listens there
     with pytest.raises(BenchError, match="nothing is listening"):
         bench(BenchConfig(url=f"http://127.0.0.1:{port}", num_prompts=1, concurrency=1))
-    p = subprocess.run([sys.executable, "-m", "bringup", "bench", "--url", f"http://127.0.0.1:{port}"],
-                       capture_output=True, text=True, cwd=ROOT, timeout=60)
+    p = subprocess.run(
+        [sys.executable, "-m", "bringup", "bench", "--url", f"http://127.0.0.1:{port}"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+    )
     assert p.returncode == 1 and p.stdout == ""
     assert len(p.stderr.strip().splitlines()) == 1 and "nothing is listening" in p.stderr
 
@@ -393,13 +501,32 @@ def test_cli(fake_server: Callable[..., str], tmp_path: Path) -> None:
 
     url = fake_server("--ttft", "0.01")
     out = tmp_path / "o"
-    r = CliRunner().invoke(app, ["bench", "--url", url, "--input-len", "8", "--output-len", "4",
-                                 "--num-prompts", "6", "--sweep-concurrency", "1,3", "--slo", "ttft_p99=1s",
-                                 "--out", str(out)])
+    r = CliRunner().invoke(
+        app,
+        [
+            "bench",
+            "--url",
+            url,
+            "--input-len",
+            "8",
+            "--output-len",
+            "4",
+            "--num-prompts",
+            "6",
+            "--sweep-concurrency",
+            "1,3",
+            "--slo",
+            "ttft_p99=1s",
+            "--out",
+            str(out),
+        ],
+    )
     assert r.exit_code == 0, r.output
     assert "concurrency=3" in r.output and "SLOs met: yes" in r.output
     assert sorted(p.name for p in out.iterdir()) == ["bench.csv", "bench.json", "requests.jsonl"]
-    r = CliRunner().invoke(app, ["bench", "--url", url, "--num-prompts", "2", "--request-rate", "inf", "--json"])
+    r = CliRunner().invoke(
+        app, ["bench", "--url", url, "--num-prompts", "2", "--request-rate", "inf", "--json"]
+    )
     assert r.exit_code == 0
     assert json.loads(r.stdout)[0]["summary"]["completed"] == 2
     r = CliRunner().invoke(app, ["bench", "--url", url, "--slo", "ttft=5"])

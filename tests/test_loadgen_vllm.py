@@ -46,9 +46,24 @@ def vllm_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str,
     log_path = tmp / "vllm.log"
     with log_path.open("w") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model),
-             "--port", str(port), "--host", "127.0.0.1", "--gpu-memory-utilization", "0.3"],
-            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+            [
+                sys.executable,
+                "-m",
+                "vllm.entrypoints.openai.api_server",
+                "--model",
+                str(model),
+                "--port",
+                str(port),
+                "--host",
+                "127.0.0.1",
+                "--gpu-memory-utilization",
+                "0.3",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 240
@@ -80,14 +95,28 @@ def vllm_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str,
 
 
 def run_bringup(url: str, model: Path, n: int = NUM_PROMPTS) -> dict[str, float]:
-    res = bench(BenchConfig(url=url, model=str(model), input_len=INPUT_LEN, output_len=OUTPUT_LEN,
-                            num_prompts=n, concurrency=CONCURRENCY, warmup=1, seed=0))
+    res = bench(
+        BenchConfig(
+            url=url,
+            model=str(model),
+            input_len=INPUT_LEN,
+            output_len=OUTPUT_LEN,
+            num_prompts=n,
+            concurrency=CONCURRENCY,
+            warmup=1,
+            seed=0,
+        )
+    )
     s = res.summary
     assert s.failed == 0 and s.completed == n
     assert all(r.input_tokens == INPUT_LEN and r.output_tokens == OUTPUT_LEN for r in res.requests)
-    return {"output_throughput": s.output_throughput, "median_ttft_ms": s.ttft_ms.p50 or 0.0,
-            "median_tpot_ms": s.tpot_ms.p50 or 0.0, "median_itl_ms": s.itl_ms.p50 or 0.0,
-            "request_throughput": s.request_throughput}
+    return {
+        "output_throughput": s.output_throughput,
+        "median_ttft_ms": s.ttft_ms.p50 or 0.0,
+        "median_tpot_ms": s.tpot_ms.p50 or 0.0,
+        "median_itl_ms": s.itl_ms.p50 or 0.0,
+        "request_throughput": s.request_throughput,
+    }
 
 
 def run_vllm_bench(url: str, model: Path, n: int = NUM_PROMPTS) -> dict[str, float]:
@@ -97,16 +126,48 @@ def run_vllm_bench(url: str, model: Path, n: int = NUM_PROMPTS) -> dict[str, flo
 
     parser = FlexibleArgumentParser()
     add_cli_args(parser)
-    args = parser.parse_args([
-        "--backend", "vllm", "--base-url", url, "--endpoint", "/v1/completions", "--model", str(model),
-        "--tokenizer", str(model), "--dataset-name", "random", "--random-input-len", str(INPUT_LEN),
-        "--random-output-len", str(OUTPUT_LEN), "--num-prompts", str(n), "--max-concurrency",
-        str(CONCURRENCY), "--ignore-eos", "--seed", "0", "--disable-tqdm",
-        "--num-warmups", "1"])  # bringup warms up with one request too
+    args = parser.parse_args(
+        [
+            "--backend",
+            "vllm",
+            "--base-url",
+            url,
+            "--endpoint",
+            "/v1/completions",
+            "--model",
+            str(model),
+            "--tokenizer",
+            str(model),
+            "--dataset-name",
+            "random",
+            "--random-input-len",
+            str(INPUT_LEN),
+            "--random-output-len",
+            str(OUTPUT_LEN),
+            "--num-prompts",
+            str(n),
+            "--max-concurrency",
+            str(CONCURRENCY),
+            "--ignore-eos",
+            "--seed",
+            "0",
+            "--disable-tqdm",
+            "--num-warmups",
+            "1",
+        ]
+    )  # bringup warms up with one request too
     r = main(args)
     assert r["completed"] == n
-    return {k: float(r[k]) for k in ("output_throughput", "median_ttft_ms", "median_tpot_ms",
-                                     "median_itl_ms", "request_throughput")}
+    return {
+        k: float(r[k])
+        for k in (
+            "output_throughput",
+            "median_ttft_ms",
+            "median_tpot_ms",
+            "median_itl_ms",
+            "request_throughput",
+        )
+    }
 
 
 def wait_for_quiet(limit: float = 0.8, timeout_s: float = 120) -> float:
@@ -129,8 +190,9 @@ def streaming(r: dict[str, float]) -> bool:
     return r["median_itl_ms"] > 0.2
 
 
-def compare(url: str, model: Path, rounds: int = ROUNDS, max_rounds: int = 12,
-            want: int = 4) -> dict[str, dict[str, float]]:
+def compare(
+    url: str, model: Path, rounds: int = ROUNDS, max_rounds: int = 12, want: int = 4
+) -> dict[str, dict[str, float]]:
     """Alternate the two tools (bringup first in even rounds). A round counts when both tools saw
     the server in the same (streaming) mode: comparing a round of one mode with a round of the
     other says nothing about the tools. Medians over the counted rounds."""
@@ -150,8 +212,10 @@ def compare(url: str, model: Path, rounds: int = ROUNDS, max_rounds: int = 12,
     print("rounds (bringup | vllm, out tok/s / median TTFT ms / median ITL ms):")
     for b, v in every:
         mark = "" if streaming(b) and streaming(v) else "   (a burst-mode round: not counted)"
-        print(f"  {b['output_throughput']:.0f} / {b['median_ttft_ms']:.1f} / {b['median_itl_ms']:.2f} | "
-              f"{v['output_throughput']:.0f} / {v['median_ttft_ms']:.1f} / {v['median_itl_ms']:.2f}{mark}")
+        print(
+            f"  {b['output_throughput']:.0f} / {b['median_ttft_ms']:.1f} / {b['median_itl_ms']:.2f} | "
+            f"{v['output_throughput']:.0f} / {v['median_ttft_ms']:.1f} / {v['median_itl_ms']:.2f}{mark}"
+        )
     assert len(runs["bringup"]) >= 3, "fewer than 3 rounds with both tools in the server's streaming mode"
     med = {tool: {key: statistics.median(r[key] for r in rs) for key in rs[0]} for tool, rs in runs.items()}
     print(f"\n{'metric':<20}{'bringup':>12}{'vllm bench':>12}{'ratio':>8}")
@@ -171,7 +235,7 @@ def split_cores(server_pid: int) -> set[int]:
     cpus = sorted(os.sched_getaffinity(0))
     if len(cpus) < 2:
         return set(cpus)
-    server_cpus, client_cpus = set(cpus[: len(cpus) // 2]), set(cpus[len(cpus) // 2:])
+    server_cpus, client_cpus = set(cpus[: len(cpus) // 2]), set(cpus[len(cpus) // 2 :])
     for p in [psutil.Process(server_pid), *psutil.Process(server_pid).children(recursive=True)]:
         try:
             p.cpu_affinity(sorted(server_cpus))

@@ -58,7 +58,9 @@ def test_sglang_arithmetic_by_hand():
     assert p.kv_tokens == tokens
     assert p.kv_gib == pytest.approx(tokens * 78 * 788 / 2**30, abs=1e-3)  # allocated at 656 + 132 B
     req_to_token = 65 * (202752 + 4) * 4 / 2**30
-    assert p.free_after_pools_gib == pytest.approx(total * 0.12 - (p.kv_gib - budget) - req_to_token, abs=2e-3)
+    assert p.free_after_pools_gib == pytest.approx(
+        total * 0.12 - (p.kv_gib - budget) - req_to_token, abs=2e-3
+    )
     # graph capture: 512 MB metadata + 64 x 2 MB graphs + 1 GiB for 8 ranks
     assert p.reserve_min_gib == pytest.approx(0.5 + 64 * 2 / 1024 + 1.0, abs=1e-3)
 
@@ -76,9 +78,19 @@ def test_weights_too_big_does_not_fit():
     assert "Not enough memory" in p.reasons[0]
 
 
-@pytest.mark.parametrize(("gib", "tp", "expected"), [(96, 8, (8192, 512)), (96, 2, (8192, 256)), (80, 1, (8192, 256)),
-                                                     (24, 1, (2048, 24)), (24, 4, (2048, 80)), (40, 8, (4096, 160)),
-                                                     (192, 8, (16384, 512)), (16, 1, (2048, 8))])
+@pytest.mark.parametrize(
+    ("gib", "tp", "expected"),
+    [
+        (96, 8, (8192, 512)),
+        (96, 2, (8192, 256)),
+        (80, 1, (8192, 256)),
+        (24, 1, (2048, 24)),
+        (24, 4, (2048, 80)),
+        (40, 8, (4096, 160)),
+        (192, 8, (16384, 512)),
+        (16, 1, (2048, 8)),
+    ],
+)
 def test_sglang_default_buckets(gib, tp, expected):
     assert mp.sglang_defaults(gib, tp) == expected
 
@@ -132,18 +144,35 @@ def test_vllm_gpu_failures():
     low = mp.plan(gpu_mem_gib=80, mem_fraction=0.2, engine="vllm", fp=fp, weights_gib=14.96)
     assert low.verdict == "does-not-fit" and "No available memory for the cache blocks" in low.reasons[0]
     greedy = mp.plan(gpu_mem_gib=80, mem_fraction=0.999, engine="vllm", fp=fp, weights_gib=14.96)
-    assert greedy.verdict == "does-not-fit" and "less than desired GPU memory utilization" in greedy.reasons[0]
-    long_ctx = mp.plan(gpu_mem_gib=24, mem_fraction=0.9, engine="vllm", fp=fp, weights_gib=14.96, context_len=131072)
+    assert (
+        greedy.verdict == "does-not-fit" and "less than desired GPU memory utilization" in greedy.reasons[0]
+    )
+    long_ctx = mp.plan(
+        gpu_mem_gib=24, mem_fraction=0.9, engine="vllm", fp=fp, weights_gib=14.96, context_len=131072
+    )
     assert long_ctx.verdict == "does-not-fit" and "max seq len" in long_ctx.reasons[-1]
 
 
 def test_vllm_without_graph_profiling_needs_room_outside():
     fp = fp_of("llama-3-8b")
-    p = mp.plan(gpu_mem_gib=80, mem_fraction=0.98, engine="vllm", fp=fp, weights_gib=14.96, cudagraph_profiled=False)
+    p = mp.plan(
+        gpu_mem_gib=80, mem_fraction=0.98, engine="vllm", fp=fp, weights_gib=14.96, cudagraph_profiled=False
+    )
     assert p.verdict == "graph-capture-risk" and p.reserve_min_gib == pytest.approx(1.0)
-    assert mp.plan(gpu_mem_gib=80, mem_fraction=0.98, engine="vllm", fp=fp, weights_gib=14.96).verdict == "fits"
-    assert mp.plan(gpu_mem_gib=80, mem_fraction=0.9, engine="vllm", fp=fp, weights_gib=14.96,
-                   cudagraph_profiled=False).verdict == "fits"
+    assert (
+        mp.plan(gpu_mem_gib=80, mem_fraction=0.98, engine="vllm", fp=fp, weights_gib=14.96).verdict == "fits"
+    )
+    assert (
+        mp.plan(
+            gpu_mem_gib=80,
+            mem_fraction=0.9,
+            engine="vllm",
+            fp=fp,
+            weights_gib=14.96,
+            cudagraph_profiled=False,
+        ).verdict
+        == "fits"
+    )
 
 
 # The vLLM CPU build on this project's machines, tiny random Llama (docs/facts.md; 2 layers, 2 KV heads,
@@ -154,9 +183,19 @@ CPU_LINES = [
     "INFO 11-29 10:01:02 [kv_cache_utils.py:2327] CPU KV cache size: 1,889,408 tokens, Maximum concurrency for "
     "2,048 tokens per request: 922.56x",
 ]
-TINY = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 128, "num_hidden_layers": 2,
-        "num_attention_heads": 2, "num_key_value_heads": 2, "head_dim": 64, "intermediate_size": 256,
-        "vocab_size": 512, "max_position_embeddings": 2048, "torch_dtype": "bfloat16"}
+TINY = {
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "hidden_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 2,
+    "num_key_value_heads": 2,
+    "head_dim": 64,
+    "intermediate_size": 256,
+    "vocab_size": 512,
+    "max_position_embeddings": 2048,
+    "torch_dtype": "bfloat16",
+}
 
 
 def test_vllm_cpu_report_and_plan_agree():
@@ -164,13 +203,26 @@ def test_vllm_cpu_report_and_plan_agree():
     assert r["kv_budget_gib"] == 1.8 and r["host_total_gib"] == 8.46 and r["requested_gib"] == 2.54
     assert r["non_kv_gib"] == 0.74 and r["kv_tokens"] == 1889408 and r["device"] == "cpu"
     assert r["max_concurrency"] == 922.56 and r["concurrency_len"] == 2048
-    p = mp.plan(gpu_mem_gib=8.46, mem_fraction=0.3, engine="vllm", device="cpu", fp=mi.from_config(TINY),
-                weights_gib=0.0)
+    p = mp.plan(
+        gpu_mem_gib=8.46,
+        mem_fraction=0.3,
+        engine="vllm",
+        device="cpu",
+        fp=mi.from_config(TINY),
+        weights_gib=0.0,
+    )
     assert p.device == "cpu" and p.kv_bytes_per_token == 1024
     c = mp.compare(p, r)
     assert abs(c["kv_gib_rel_error"]) < 0.02 and abs(c["kv_tokens_rel_error"]) < 0.02
-    over = mp.plan(gpu_mem_gib=8.46, mem_fraction=0.92, engine="vllm", device="cpu", fp=mi.from_config(TINY),
-                   weights_gib=0.0, host_available_gib=5.0)
+    over = mp.plan(
+        gpu_mem_gib=8.46,
+        mem_fraction=0.92,
+        engine="vllm",
+        device="cpu",
+        fp=mi.from_config(TINY),
+        weights_gib=0.0,
+        host_available_gib=5.0,
+    )
     assert over.verdict == "does-not-fit" and "Available memory on node" in over.reasons[0]
 
 
@@ -194,7 +246,9 @@ def test_parse_sglang_mla_report():
     r = mp.parse_kv_report(SGLANG_SEEDS, "sglang")
     assert r["kv_tokens"] == 425664 and r["kv_gib"] == 24.37 and r["kv_dtype"] == "torch.float8_e4m3fn"
     assert r["weights_gib"] == 62.41 and r["avail_after_weights_gib"] == 32.95  # TP0's line, not TP1's
-    assert r["avail_after_pools_gib"] == 8.12 and r["graph_gib"] == 1.21 and r["avail_after_graphs_gib"] == 6.91
+    assert (
+        r["avail_after_pools_gib"] == 8.12 and r["graph_gib"] == 1.21 and r["avail_after_graphs_gib"] == 6.91
+    )
     assert r["avail_ready_gib"] == 6.85
     assert SGLANG_SEEDS[3] in r["evidence"] and SGLANG_SEEDS[4] not in r["evidence"]
 
@@ -203,17 +257,21 @@ def test_parse_sglang_mha_and_newer_formats():
     mha = ["KV Cache is allocated. #tokens: 131072, K size: 16.00 GB, V size: 16.00 GB"]
     r = mp.parse_kv_report(mha, "sglang")
     assert (r["kv_tokens"], r["k_gib"], r["v_gib"], r["kv_gib"]) == (131072, 16.0, 16.0, 32.0)
-    newer = ["[TP0] KV Cache is allocated. dtype: torch.bfloat16, #tokens: 159552, K size: 1.83 GB, V size: 1.83 GB",
-             "Load weight end. elapsed=787.55 s, type=X, quant=modelopt_fp4, quant_algo=NVFP4, avail mem=29.01 GB, mem usage=82.97 GB."]
+    newer = [
+        "[TP0] KV Cache is allocated. dtype: torch.bfloat16, #tokens: 159552, K size: 1.83 GB, V size: 1.83 GB",
+        "Load weight end. elapsed=787.55 s, type=X, quant=modelopt_fp4, quant_algo=NVFP4, avail mem=29.01 GB, mem usage=82.97 GB.",
+    ]
     r = mp.parse_kv_report(newer, "sglang")
     assert r["kv_dtype"] == "torch.bfloat16" and r["kv_gib"] == 3.66 and r["weights_gib"] == 82.97
     assert mp.parse_kv_report(["INFO: Uvicorn running", "Capture cuda graph begin."], "sglang") is None
 
 
 def test_parse_vllm_gpu_report():
-    lines = ["(EngineCore_DP0 pid=1) INFO 11-29 [gpu_model_runner.py:5150] Model loading took 14.96 GiB memory and 3.812345 seconds",
-             "(EngineCore_DP0 pid=1) INFO 11-29 [gpu_worker.py:760] Available KV cache memory: 52.31 GiB",
-             "(EngineCore_DP0 pid=1) INFO 11-29 [kv_cache_utils.py:2327] GPU KV cache size: 428,544 tokens, Maximum concurrency for 8,192 tokens per request: 52.31x"]
+    lines = [
+        "(EngineCore_DP0 pid=1) INFO 11-29 [gpu_model_runner.py:5150] Model loading took 14.96 GiB memory and 3.812345 seconds",
+        "(EngineCore_DP0 pid=1) INFO 11-29 [gpu_worker.py:760] Available KV cache memory: 52.31 GiB",
+        "(EngineCore_DP0 pid=1) INFO 11-29 [kv_cache_utils.py:2327] GPU KV cache size: 428,544 tokens, Maximum concurrency for 8,192 tokens per request: 52.31x",
+    ]
     r = mp.parse_kv_report(lines, "vllm")
     assert r["weights_gib"] == 14.96 and r["kv_budget_gib"] == 52.31 and r["kv_gib"] == 52.31
     assert r["kv_tokens"] == 428544 and r["device"] == "gpu" and r["concurrency_len"] == 8192
@@ -261,7 +319,20 @@ def _glm_dir(tmp_path: Path) -> Path:
 
 def test_cli_plan_flags_the_seeds(tmp_path):
     d = _glm_dir(tmp_path)
-    args = ["plan", str(d), "--weights-gib", "62", "--tp", "8", "--gpus", "8", "--gpu-mem-gib", "96", "--cc", "12.0"]
+    args = [
+        "plan",
+        str(d),
+        "--weights-gib",
+        "62",
+        "--tp",
+        "8",
+        "--gpus",
+        "8",
+        "--gpu-mem-gib",
+        "96",
+        "--cc",
+        "12.0",
+    ]
     res = CliRunner().invoke(app, [*args, "--mem-fraction", "0.95", "--json"])
     assert res.exit_code == 0, res.output
     assert json.loads(res.output)["verdict"] == "graph-capture-risk"
@@ -271,13 +342,17 @@ def test_cli_plan_flags_the_seeds(tmp_path):
 
 def test_cli_plan_on_this_gpu_less_machine(tmp_path):
     d = _glm_dir(tmp_path)
-    res = CliRunner().invoke(app, ["plan", str(d), "--weights-gib", "62", "--tp", "8", "--mem-fraction", "0.88"])
+    res = CliRunner().invoke(
+        app, ["plan", str(d), "--weights-gib", "62", "--tp", "8", "--mem-fraction", "0.88"]
+    )
     assert res.exit_code != 0 and "--gpu-mem-gib" in res.output
     tiny = tmp_path / "tiny"
     tiny.mkdir()
     (tiny / "config.json").write_text(json.dumps(TINY))
-    res = CliRunner().invoke(app, ["plan", str(tiny), "--weights-gib", "0.01", "--mem-fraction", "0.3",
-                                   "--engine", "vllm", "--json"])
+    res = CliRunner().invoke(
+        app,
+        ["plan", str(tiny), "--weights-gib", "0.01", "--mem-fraction", "0.3", "--engine", "vllm", "--json"],
+    )
     assert res.exit_code == 0, res.output
     out = json.loads(res.output)
     assert out["device"] == "cpu" and out["kv_tokens"] > 0 and math.isclose(out["kv_bytes_per_token"], 1024)

@@ -63,7 +63,9 @@ def test_minimal_fix_reuses_known_outcomes_ignores_frozen_and_respects_the_budge
 
     # With no budget, nothing is launched and the fix is every (effective) change, unverified.
     launched.clear()
-    fix = minimal_fix(base, working, key_of, {key_of(working): _outcome(True)}, launch, budget=0, ignored={"--c"})
+    fix = minimal_fix(
+        base, working, key_of, {key_of(working): _outcome(True)}, launch, budget=0, ignored={"--c"}
+    )
     assert not launched and not fix.verified
     assert [c.flag for c in fix.changes] == ["--a", "--b"]
     assert fix.final == working  # the smaller set was never seen working

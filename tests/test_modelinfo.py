@@ -29,7 +29,19 @@ def fp_of(name: str) -> mi.Fingerprint:
 
 
 @pytest.mark.parametrize(
-    ("name", "arch", "attention", "layers", "heads", "kv_heads", "head_dim", "experts", "per_tok", "quant", "ctx"),
+    (
+        "name",
+        "arch",
+        "attention",
+        "layers",
+        "heads",
+        "kv_heads",
+        "head_dim",
+        "experts",
+        "per_tok",
+        "quant",
+        "ctx",
+    ),
     [
         ("glm-5", "GlmMoeDsaForCausalLM", "dsa", 78, 64, 1, 256, 256, 8, "none", 202752),
         ("deepseek-v3.2", "DeepseekV32ForCausalLM", "dsa", 61, 128, 1, 192, 256, 8, "fp8", 163840),
@@ -43,11 +55,18 @@ def fp_of(name: str) -> mi.Fingerprint:
         ("gpt-oss-120b", "GptOssForCausalLM", "gqa", 36, 64, 8, 64, 128, 4, "mxfp4", 131072),
     ],
 )
-def test_fingerprint_from_public_configs(name, arch, attention, layers, heads, kv_heads, head_dim, experts,
-                                         per_tok, quant, ctx):
+def test_fingerprint_from_public_configs(
+    name, arch, attention, layers, heads, kv_heads, head_dim, experts, per_tok, quant, ctx
+):
     fp = fp_of(name)
-    assert (fp.architecture, fp.attention, fp.layers, fp.heads, fp.kv_heads, fp.head_dim) == \
-        (arch, attention, layers, heads, kv_heads, head_dim)
+    assert (fp.architecture, fp.attention, fp.layers, fp.heads, fp.kv_heads, fp.head_dim) == (
+        arch,
+        attention,
+        layers,
+        heads,
+        kv_heads,
+        head_dim,
+    )
     assert (fp.experts, fp.experts_per_token, fp.moe) == (experts, per_tok, experts is not None)
     assert fp.quantization.method == quant
     assert fp.max_context == ctx
@@ -55,7 +74,12 @@ def test_fingerprint_from_public_configs(name, arch, attention, layers, heads, k
 
 def test_dsa_and_mla_details():
     glm = fp_of("glm-5")
-    assert (glm.kv_lora_rank, glm.qk_nope_head_dim, glm.qk_rope_head_dim, glm.v_head_dim) == (512, 192, 64, 256)
+    assert (glm.kv_lora_rank, glm.qk_nope_head_dim, glm.qk_rope_head_dim, glm.v_head_dim) == (
+        512,
+        192,
+        64,
+        256,
+    )
     assert (glm.index_head_dim, glm.index_topk, glm.index_n_heads) == (128, 2048, 32)
     assert glm.first_dense_layers == 3 and glm.shared_experts == 1 and glm.mtp_layers == 1
     v3 = fp_of("deepseek-v3")
@@ -63,9 +87,20 @@ def test_dsa_and_mla_details():
     assert v3.quantization.weight_block_size == [128, 128]
 
 
-@pytest.mark.parametrize(("name", "billions"), [("glm-5", 744), ("deepseek-v3", 671), ("llama-3-8b", 8.03),
-                                                ("llama-2-7b", 6.74), ("mixtral-8x7b", 46.7), ("qwen2.5-7b", 7.62),
-                                                ("qwen3-30b-a3b", 30.5), ("gpt-oss-120b", 116.8), ("gpt2", 0.124)])
+@pytest.mark.parametrize(
+    ("name", "billions"),
+    [
+        ("glm-5", 744),
+        ("deepseek-v3", 671),
+        ("llama-3-8b", 8.03),
+        ("llama-2-7b", 6.74),
+        ("mixtral-8x7b", 46.7),
+        ("qwen2.5-7b", 7.62),
+        ("qwen3-30b-a3b", 30.5),
+        ("gpt-oss-120b", 116.8),
+        ("gpt2", 0.124),
+    ],
+)
 def test_parameter_estimate_from_config_matches_published_sizes(name, billions):
     assert fp_of(name).params_b == pytest.approx(billions, rel=0.02)
 
@@ -77,9 +112,12 @@ def test_gpt_oss_sliding_layers_and_tied_embeddings():
 
 
 def test_multimodal_config_uses_the_text_model():
-    outer = {"architectures": ["Mistral3ForConditionalGeneration"], "model_type": "mistral3",
-             "vision_config": {"hidden_size": 1024, "num_hidden_layers": 24},
-             "text_config": cfg("llama-3-8b") | {"architectures": None}}
+    outer = {
+        "architectures": ["Mistral3ForConditionalGeneration"],
+        "model_type": "mistral3",
+        "vision_config": {"hidden_size": 1024, "num_hidden_layers": 24},
+        "text_config": cfg("llama-3-8b") | {"architectures": None},
+    }
     fp = mi.from_config(outer)
     assert fp.architecture == "Mistral3ForConditionalGeneration"
     assert (fp.layers, fp.kv_heads, fp.attention) == (32, 8, "gqa")
@@ -89,31 +127,57 @@ def test_multimodal_config_uses_the_text_model():
 # quantization
 
 
-@pytest.mark.parametrize(("qc", "method"), [
-    ({"quant_method": "fp8", "weight_block_size": [128, 128], "fmt": "e4m3"}, "fp8"),
-    ({"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": True, "version": "gemm"}, "awq"),
-    ({"quant_method": "gptq", "bits": 4, "group_size": 128, "desc_act": False, "sym": True}, "gptq"),
-    ({"quant_method": "mxfp4"}, "mxfp4"),
-    ({"quant_method": "modelopt", "quant_algo": "NVFP4"}, "nvfp4"),
-    ({"quant_method": "modelopt", "quant_algo": "FP8"}, "fp8"),
-    ({"quant_method": "compressed-tensors", "format": "nvfp4-pack-quantized"}, "nvfp4"),
-    ({"quant_method": "compressed-tensors", "format": "float-quantized",
-      "config_groups": {"group_0": {"weights": {"num_bits": 8, "type": "float"}}}}, "fp8"),
-    ({"quant_method": "compressed-tensors", "format": "pack-quantized",
-      "config_groups": {"group_0": {"weights": {"num_bits": 4, "type": "int", "group_size": 128}}}}, "int4"),
-    ({"quant_method": "bitsandbytes", "load_in_4bit": True}, "bitsandbytes"),
-])
+@pytest.mark.parametrize(
+    ("qc", "method"),
+    [
+        ({"quant_method": "fp8", "weight_block_size": [128, 128], "fmt": "e4m3"}, "fp8"),
+        ({"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": True, "version": "gemm"}, "awq"),
+        ({"quant_method": "gptq", "bits": 4, "group_size": 128, "desc_act": False, "sym": True}, "gptq"),
+        ({"quant_method": "mxfp4"}, "mxfp4"),
+        ({"quant_method": "modelopt", "quant_algo": "NVFP4"}, "nvfp4"),
+        ({"quant_method": "modelopt", "quant_algo": "FP8"}, "fp8"),
+        ({"quant_method": "compressed-tensors", "format": "nvfp4-pack-quantized"}, "nvfp4"),
+        (
+            {
+                "quant_method": "compressed-tensors",
+                "format": "float-quantized",
+                "config_groups": {"group_0": {"weights": {"num_bits": 8, "type": "float"}}},
+            },
+            "fp8",
+        ),
+        (
+            {
+                "quant_method": "compressed-tensors",
+                "format": "pack-quantized",
+                "config_groups": {"group_0": {"weights": {"num_bits": 4, "type": "int", "group_size": 128}}},
+            },
+            "int4",
+        ),
+        ({"quant_method": "bitsandbytes", "load_in_4bit": True}, "bitsandbytes"),
+    ],
+)
 def test_quantization_from_config(qc, method):
     assert mi.parse_quantization({"quantization_config": qc}).method == method
 
 
 def test_nvfp4_from_hf_quant_config():
-    hq = {"producer": {"name": "modelopt", "version": "0.37.0"},
-          "quantization": {"quant_algo": "NVFP4", "kv_cache_quant_algo": "FP8", "group_size": 16,
-                           "exclude_modules": ["lm_head"]}}
+    hq = {
+        "producer": {"name": "modelopt", "version": "0.37.0"},
+        "quantization": {
+            "quant_algo": "NVFP4",
+            "kv_cache_quant_algo": "FP8",
+            "group_size": 16,
+            "exclude_modules": ["lm_head"],
+        },
+    }
     q = mi.parse_quantization({}, hq)
-    assert (q.method, q.quant_method, q.group_size, q.kv_cache, q.source) == \
-        ("nvfp4", "modelopt", 16, "fp8", "hf_quant_config.json")
+    assert (q.method, q.quant_method, q.group_size, q.kv_cache, q.source) == (
+        "nvfp4",
+        "modelopt",
+        16,
+        "fp8",
+        "hf_quant_config.json",
+    )
     assert mi.parse_quantization({}).method == "none"
 
 
@@ -198,15 +262,23 @@ def test_header_bytes_by_dtype_exact(tmp_path):
     d = tmp_path / "m"
     d.mkdir()
     (d / "config.json").write_text(json.dumps(cfg("gpt2")))
-    write_by_hand(d / "model.safetensors", {
-        "h.0.attn.c_attn.weight": ("F32", [768, 2304], 768 * 2304 * 4),
-        "h.0.mlp.w.weight": ("U8", [768, 1536], 768 * 1536),
-        "h.0.mlp.w.weight_scale": ("F8_E4M3", [768, 192], 768 * 192),
-        "wte.weight": ("BF16", [50257, 768], 50257 * 768 * 2),
-    })
+    write_by_hand(
+        d / "model.safetensors",
+        {
+            "h.0.attn.c_attn.weight": ("F32", [768, 2304], 768 * 2304 * 4),
+            "h.0.mlp.w.weight": ("U8", [768, 1536], 768 * 1536),
+            "h.0.mlp.w.weight_scale": ("F8_E4M3", [768, 192], 768 * 192),
+            "wte.weight": ("BF16", [50257, 768], 50257 * 768 * 2),
+        },
+    )
     fp = mi.fingerprint(d)
     w = fp.weights
-    assert w.bytes_by_dtype == {"BF16": 50257 * 768 * 2, "F32": 768 * 2304 * 4, "U8": 768 * 1536, "F8_E4M3": 768 * 192}
+    assert w.bytes_by_dtype == {
+        "BF16": 50257 * 768 * 2,
+        "F32": 768 * 2304 * 4,
+        "U8": 768 * 1536,
+        "F8_E4M3": 768 * 192,
+    }
     assert w.total_bytes == sum(w.bytes_by_dtype.values()) and w.tensors == 4 and w.problems == []
     # parameters: scales are not parameters
     assert w.params == 768 * 2304 + 768 * 1536 + 50257 * 768
@@ -235,9 +307,17 @@ def test_sharded_llama3_header_only_folder(tmp_path):
 
 def glm5_small(tmp_path: Path) -> Path:
     """GLM-5's shapes, 5 layers (3 dense + 2 MoE) + 1 MTP layer, NVFP4 like GLM-5-NVFP4."""
-    d = mi.write_header_only_model(tmp_path / "glm5", cfg("glm-5") | {"num_hidden_layers": 5}, shards=2, quant="nvfp4")
-    (d / "hf_quant_config.json").write_text(json.dumps(
-        {"producer": {"name": "modelopt"}, "quantization": {"quant_algo": "NVFP4", "kv_cache_quant_algo": "FP8", "group_size": 16}}))
+    d = mi.write_header_only_model(
+        tmp_path / "glm5", cfg("glm-5") | {"num_hidden_layers": 5}, shards=2, quant="nvfp4"
+    )
+    (d / "hf_quant_config.json").write_text(
+        json.dumps(
+            {
+                "producer": {"name": "modelopt"},
+                "quantization": {"quant_algo": "NVFP4", "kv_cache_quant_algo": "FP8", "group_size": 16},
+            }
+        )
+    )
     return d
 
 
@@ -260,13 +340,23 @@ def test_glm5_nvfp4_inventory(tmp_path):
     # MTP: the layer past num_hidden_layers is counted apart.
     assert w.mtp_bytes == nbytes(lambda n: n.startswith("model.layers.5.")) > 0
     # Replicated on every TP rank: MLA down-projections, the indexer, norms, the router.
-    assert w.replicated_bytes == nbytes(lambda n: not n.startswith("model.layers.5.") and any(
-        k in n for k in ("q_a_proj", "kv_a_proj_with_mqa", "indexer", "norm", "mlp.gate.", "e_score")))
+    assert w.replicated_bytes == nbytes(
+        lambda n: (
+            not n.startswith("model.layers.5.")
+            and any(
+                k in n for k in ("q_a_proj", "kv_a_proj_with_mqa", "indexer", "norm", "mlp.gate.", "e_score")
+            )
+        )
+    )
     assert w.expert_bytes == nbytes(lambda n: ".experts." in n and not n.startswith("model.layers.5."))
     per_gpu = mi.weights_per_gpu_bytes(fp, tp=8)
     assert per_gpu == int(w.sharded_bytes / 8 + w.replicated_bytes)
     # U8 holds two FP4 values: parameters count both.
-    u8_elems = sum(t["shape"][0] * t["shape"][1] for n, t in header.items() if t["dtype"] == "U8" and not n.startswith("model.layers.5."))
+    u8_elems = sum(
+        t["shape"][0] * t["shape"][1]
+        for n, t in header.items()
+        if t["dtype"] == "U8" and not n.startswith("model.layers.5.")
+    )
     assert w.params > 2 * u8_elems * 0.99
 
 

@@ -28,8 +28,10 @@ SCALE = 0.002
 GLM = "glm5-nvfp4-sm120"
 QWEN = "qwen3-30b-a3b-fp8-sm120-vllm"
 GLM_BASE = load_scenario(scenario_path(GLM)).baseline or ""
-GLM_OK = "--tp 8 --quantization modelopt_fp4 --mem-fraction-static 0.88 --nsa-decode-backend trtllm " \
-         "--nsa-prefill-backend trtllm"
+GLM_OK = (
+    "--tp 8 --quantization modelopt_fp4 --mem-fraction-static 0.88 --nsa-decode-backend trtllm "
+    "--nsa-prefill-backend trtllm"
+)
 GLM_SCREEN = "--load-format dummy --json-model-override-args '{\"num_hidden_layers\": 4}'"
 # (scenario, flags, what the scenario's rules say should happen: status, phase)
 CASES = [
@@ -38,8 +40,12 @@ CASES = [
     (GLM, GLM_OK, "works", None),  # attempt 7
     (GLM, f"{GLM_OK} {GLM_SCREEN}", "works", None),  # screened: dummy weights, 4 layers
     (GLM, f"{GLM_BASE} {GLM_SCREEN}", "fails", "decode"),  # screening cannot see the memory trap
-    (GLM, "--tp 8 --quantization modelopt_fp4 --attention-backend trtllm_mla --disable-cuda-graph", "fails",
-     "warmup"),  # a graph-capture rule strikes at warm-up without CUDA graphs
+    (
+        GLM,
+        "--tp 8 --quantization modelopt_fp4 --attention-backend trtllm_mla --disable-cuda-graph",
+        "fails",
+        "warmup",
+    ),  # a graph-capture rule strikes at warm-up without CUDA graphs
     (GLM, "--tp 8 --quantization modelopt_fp4 --attention-backend fa3", "fails", "kv-alloc"),
     (GLM, "--tp 4 --quantization modelopt_fp4", "fails", "load-weights"),
     (GLM, "--tp 8 --quantization fp8", "fails", "parse-args"),
@@ -62,9 +68,21 @@ def _ports(n: int) -> list[int]:
 
 
 def _trial(name: str, flags: str, port: int, runs: Path) -> dict:
-    rc, data, _, err = bringup("trial", "--scenario", str(scenario_path(name)), "--time-scale", str(SCALE),
-                               "--port", str(port), "--runs-dir", str(runs), "--json", "--", *shlex.split(flags),
-                               timeout=120)
+    rc, data, _, err = bringup(
+        "trial",
+        "--scenario",
+        str(scenario_path(name)),
+        "--time-scale",
+        str(SCALE),
+        "--port",
+        str(port),
+        "--runs-dir",
+        str(runs),
+        "--json",
+        "--",
+        *shlex.split(flags),
+        timeout=120,
+    )
     assert data is not None, err
     return data
 
@@ -83,7 +101,10 @@ def launched(tmp_path_factory) -> list[dict]:
     runs = tmp_path_factory.mktemp("oracle-runs")
     ports = _ports(len(CASES))
     with ThreadPoolExecutor(max_workers=4) as pool:
-        futures = [pool.submit(_trial, name, flags, port, runs) for (name, flags, _, _), port in zip(CASES, ports, strict=True)]
+        futures = [
+            pool.submit(_trial, name, flags, port, runs)
+            for (name, flags, _, _), port in zip(CASES, ports, strict=True)
+        ]
         return [f.result() for f in futures]
 
 
@@ -92,7 +113,9 @@ def launched(tmp_path_factory) -> list[dict]:
 def test_oracle_agrees_with_a_real_launch(launched, i):
     name, flags, status, phase = CASES[i]
     oracle = Oracle.load(scenario_path(name))
-    predicted = oracle.outcome(parse_flags(flags, None) if "nope" in flags else parse_flags(flags, oracle.spec))
+    predicted = oracle.outcome(
+        parse_flags(flags, None) if "nope" in flags else parse_flags(flags, oracle.spec)
+    )
     real = launched[i]
     # The case is what its rule says, and the oracle and the server both say it.
     assert (predicted.status, predicted.phase) == (status, phase)
@@ -123,16 +146,22 @@ def test_screen_flags_are_the_runs(tmp_path):
         assert Oracle(run.target.engine.scenario).screen_flags() == run.screening.flags
 
 
-@pytest.mark.parametrize("name, flags", [
-    (GLM, GLM_BASE), (GLM, GLM_OK + " --disable-cuda-graph --cuda-graph-max-bs 64"),
-    (QWEN, "--max-model-len 32k --enforce-eager --kv-cache-dtype fp8 --moe-backend triton"),
-    (QWEN, "--max_model_len 4096 --no-enable-prefix-caching"),
-])
+@pytest.mark.parametrize(
+    "name, flags",
+    [
+        (GLM, GLM_BASE),
+        (GLM, GLM_OK + " --disable-cuda-graph --cuda-graph-max-bs 64"),
+        (QWEN, "--max-model-len 32k --enforce-eager --kv-cache-dtype fp8 --moe-backend triton"),
+        (QWEN, "--max_model_len 4096 --no-enable-prefix-caching"),
+    ],
+)
 def test_cached_parser_parses_like_the_engine(name, flags):
     oracle = Oracle.load(scenario_path(name))
     argv = [oracle.model_flag, oracle.scenario.model.name, "--port", "1", *shlex.split(flags)]
-    mine, engine = oracle.parse(argv), parse_engine_argv(argv, oracle.spec, oracle.scenario.engine,
-                                                         oracle.help_text)
+    mine, engine = (
+        oracle.parse(argv),
+        parse_engine_argv(argv, oracle.spec, oracle.scenario.engine, oracle.help_text),
+    )
     assert (mine.flags, mine.positionals) == (engine.flags, engine.positionals)
     assert list(mine.flags) == list(engine.flags)  # the order the flags were written in
 
@@ -147,8 +176,13 @@ def test_decode_death_counts_the_tokens_before_it():
     assert out.simulated_s == pytest.approx(ready + 4 * t.prefill_per_token + t.per_output_token)
 
 
-BRING_UP = ["glm5-nvfp4-sm120", "glm51-nvfp4-sm120-sglang0523", "deepseek-v2-lite-sm120-vllm",
-            "llama3-70b-h200-sglang", "qwen3-30b-a3b-fp8-sm120-vllm"]
+BRING_UP = [
+    "glm5-nvfp4-sm120",
+    "glm51-nvfp4-sm120-sglang0523",
+    "deepseek-v2-lite-sm120-vllm",
+    "llama3-70b-h200-sglang",
+    "qwen3-30b-a3b-fp8-sm120-vllm",
+]
 
 
 @pytest.mark.parametrize("name", BRING_UP)
@@ -159,12 +193,15 @@ def test_each_bring_up_scenarios_baseline_falls_into_its_trap(name):
     assert out.launched and out.status != "works" and out.rule is not None, out
 
 
-@pytest.mark.parametrize("baseline, problem", [
-    ("--tp 8 --nsa-decode-backend nope", "invalid choice: 'nope'"),
-    ("--tp 8 --model-path x", "leave out --model-path"),
-    ("--tp 8 --port 1", "leave out --port"),
-    ("--no-such-flag 1", "unrecognized arguments: --no-such-flag"),
-])
+@pytest.mark.parametrize(
+    "baseline, problem",
+    [
+        ("--tp 8 --nsa-decode-backend nope", "invalid choice: 'nope'"),
+        ("--tp 8 --model-path x", "leave out --model-path"),
+        ("--tp 8 --port 1", "leave out --port"),
+        ("--no-such-flag 1", "unrecognized arguments: --no-such-flag"),
+    ],
+)
 def test_a_baseline_the_engine_would_reject_is_a_scenario_error(tmp_path, baseline, problem):
     from bringup.scenario import ScenarioError
 
@@ -177,8 +214,15 @@ def test_a_baseline_the_engine_would_reject_is_a_scenario_error(tmp_path, baseli
 
 def test_hang_costs_the_wait(tmp_path):
     """A hang is the one modelled cost: the time to the hang plus the watcher's deadline."""
-    raw = (scenario_path(QWEN)).read_text().replace(
-        "rules:\n", "rules:\n  - id: stuck\n    when: {enforce-eager: true}\n    hang: {phase: kv-alloc}\n", 1)
+    raw = (
+        (scenario_path(QWEN))
+        .read_text()
+        .replace(
+            "rules:\n",
+            "rules:\n  - id: stuck\n    when: {enforce-eager: true}\n    hang: {phase: kv-alloc}\n",
+            1,
+        )
+    )
     path = tmp_path / "hang.yaml"
     path.write_text(raw)
     oracle = Oracle.load(path, hang_s=100.0)

@@ -51,13 +51,16 @@ def _env(tmp_path: Path) -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(ROOT), "BRINGUP_STATE_DIR": str(tmp_path / "state")}
 
 
-
-
 def test_kill9_of_bringup_kills_spawned_workers_that_ignore_sigterm(tmp_path):
     server = tmp_path / "server.py"
     server.write_text(SERVER)
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(server), str(tmp_path / "server.log")],
-                              stdout=subprocess.PIPE, text=True, env=_env(tmp_path), start_new_session=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(server), str(tmp_path / "server.log")],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=_env(tmp_path),
+        start_new_session=True,
+    )
     try:
         first = holder.stdout.readline().split() if holder.stdout else []
         assert first[:1] == ["pgid"], first
@@ -68,7 +71,9 @@ def test_kill9_of_bringup_kills_spawned_workers_that_ignore_sigterm(tmp_path):
         holder.wait(timeout=5)
         assert wait_until(lambda: not watchdog.tagged_pids(tag), 10), f"orphans: {watchdog.tagged_pids(tag)}"
         assert group_alive(pgid) == []
-        assert not any(psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE for p in workers)
+        assert not any(
+            psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE for p in workers
+        )
     finally:
         with pytest.MonkeyPatch.context():
             if holder.poll() is None:
@@ -79,8 +84,11 @@ def test_kill9_of_bringup_kills_spawned_workers_that_ignore_sigterm(tmp_path):
 def test_next_bringup_cleans_leftovers_of_a_dead_one(tmp_path, monkeypatch):
     monkeypatch.setenv("BRINGUP_STATE_DIR", str(tmp_path / "state"))
     tag = watchdog.new_tag()
-    left = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"],
-                            env={**os.environ, watchdog.TAG_VAR: tag}, start_new_session=True)
+    left = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(600)"],
+        env={**os.environ, watchdog.TAG_VAR: tag},
+        start_new_session=True,
+    )
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
     try:
@@ -103,10 +111,28 @@ def test_next_bringup_cleans_leftovers_of_a_dead_one(tmp_path, monkeypatch):
 
 def test_kill9_of_bringup_trial_on_a_scenario_server_leaves_nothing(tmp_path):
     # A slow time scale: the server is still loading weights when bringup dies.
-    p = subprocess.Popen([sys.executable, "-m", "bringup", "trial", "--scenario", str(SEED), "--time-scale", "0.5",
-                          "--runs-dir", str(tmp_path / "runs"), "--", "--tp", "8"],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT, env=_env(tmp_path),
-                         start_new_session=True)
+    p = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "bringup",
+            "trial",
+            "--scenario",
+            str(SEED),
+            "--time-scale",
+            "0.5",
+            "--runs-dir",
+            str(tmp_path / "runs"),
+            "--",
+            "--tp",
+            "8",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        cwd=ROOT,
+        env=_env(tmp_path),
+        start_new_session=True,
+    )
     try:
         pidfiles = lambda: list((tmp_path / "runs").rglob("server.pid"))  # noqa: E731
         assert wait_until(lambda: bool(pidfiles()), 30), "the trial never launched"
@@ -115,7 +141,9 @@ def test_kill9_of_bringup_trial_on_a_scenario_server_leaves_nothing(tmp_path):
         time.sleep(1.0)
         os.kill(p.pid, signal.SIGKILL)
         p.wait(timeout=5)
-        assert wait_until(lambda: not group_alive(pgid), 10), f"survivors in group {pgid}: {group_alive(pgid)}"
+        assert wait_until(lambda: not group_alive(pgid), 10), (
+            f"survivors in group {pgid}: {group_alive(pgid)}"
+        )
     finally:
         if p.poll() is None:
             p.kill()

@@ -179,10 +179,21 @@ def test_close_cancels_what_is_in_flight():
 # -- batches of hypotheses ---------------------------------------------------------------------------
 def _after_nan(s):
     base = s.propose().candidate
-    s.observe(base, outcome(cls="nan-output", phase="decode",
-                            effective={"nsa_decode_backend": "flashmla_kv", "attention_backend": "nsa"},
-                            implicates=["--nsa-decode-backend", "--attention-backend", "--kv-cache-dtype",
-                                        "--sampling-backend"], signature="nan-probability"))
+    s.observe(
+        base,
+        outcome(
+            cls="nan-output",
+            phase="decode",
+            effective={"nsa_decode_backend": "flashmla_kv", "attention_backend": "nsa"},
+            implicates=[
+                "--nsa-decode-backend",
+                "--attention-backend",
+                "--kv-cache-dtype",
+                "--sampling-backend",
+            ],
+            signature="nan-probability",
+        ),
+    )
 
 
 def test_a_batch_tests_different_hypotheses_and_learns_nothing_from_the_assumption():

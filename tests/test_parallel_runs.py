@@ -24,9 +24,13 @@ SEED = ROOT / "bringup" / "data" / "scenarios" / "glm5-nvfp4-sm120.yaml"
 
 @pytest.mark.slow
 def test_seed_scenario_in_parallel_runs_screens_side_by_side_on_disjoint_gpus(tmp_path):
-    one = Run(RunSettings(scenario=str(SEED), knowledge=False, minimize=False, max_launches=30), tmp_path / "a").execute()
-    par = Run(RunSettings(scenario=str(SEED), knowledge=False, minimize=False, max_launches=30, parallel="auto"),
-              tmp_path / "b").execute()
+    one = Run(
+        RunSettings(scenario=str(SEED), knowledge=False, minimize=False, max_launches=30), tmp_path / "a"
+    ).execute()
+    par = Run(
+        RunSettings(scenario=str(SEED), knowledge=False, minimize=False, max_launches=30, parallel="auto"),
+        tmp_path / "b",
+    ).execute()
     assert one.validated and par.validated
     assert par.parallel == 8 and one.parallel == 1
     assert par.final_command == one.final_command  # the same configuration, found another way
@@ -34,7 +38,7 @@ def test_seed_scenario_in_parallel_runs_screens_side_by_side_on_disjoint_gpus(tm
     assert all(s is not None and e is not None and e >= s for s, e, _, _ in spans)
     overlapping = 0
     for i, (s1, e1, g1, a1) in enumerate(spans):
-        for s2, e2, g2, a2 in spans[i + 1:]:
+        for s2, e2, g2, a2 in spans[i + 1 :]:
             if s1 < e2 and s2 < e1:  # ran at the same time on the run's clock
                 overlapping += 1
                 assert not g1 & g2, f"#{a1.number} and #{a2.number} shared GPUs {g1 & g2}"
@@ -55,21 +59,29 @@ def test_two_real_vllm_servers_at_once_keep_their_ports_logs_and_teardown(tiny_m
 
     def run_trial(job: Job) -> TrialRun:
         tdir = tmp_path / f"t{job.seq}"
-        settings = TrialSettings(timeout=300, hang_timeout=120, port=job.port, cancel=job.cancel,
-                                 probe=ProbeConfig(batch_size=2, long_tokens=16))
+        settings = TrialSettings(
+            timeout=300,
+            hang_timeout=120,
+            port=job.port,
+            cancel=job.cancel,
+            probe=ProbeConfig(batch_size=2, long_tokens=16),
+        )
         t0 = time.time()
         out = Trial(engine, job.cand, tdir, settings, spec=spec).run()
         return TrialRun(out, tdir, t0, time.time())
 
     ex = LocalExecutor(run_trial, GpuSlots([]), width=2)
     for seq, seqs in ((1, 4), (2, 8)):
-        cand = Candidate.make("vllm", str(tiny_model), {"--gpu-memory-utilization": float(MEM), "--max-num-seqs": seqs}, {})
+        cand = Candidate.make(
+            "vllm", str(tiny_model), {"--gpu-memory-utilization": float(MEM), "--max-num-seqs": seqs}, {}
+        )
         ex.submit(Job(seq, "search", cand, False, {}))
     done = [ex.wait(), ex.wait()]
     ex.close()
     runs = {d.job.seq: d.run for d in done}
-    assert all(r is not None and r.outcome.status == "works" for r in runs.values()), \
-        [(r.outcome.status, r.outcome.evidence) for r in runs.values() if r]
+    assert all(r is not None and r.outcome.status == "works" for r in runs.values()), [
+        (r.outcome.status, r.outcome.evidence) for r in runs.values() if r
+    ]
     a, b = runs[1], runs[2]
     assert a.started < b.ended and b.started < a.ended  # they ran at the same time
     ports = {int((r.tdir / "server.pid").read_text().split()[1]) for r in (a, b)}
@@ -87,8 +99,10 @@ def test_a_shrunk_screen_that_runs_out_of_memory_blames_nothing(tmp_path):
     so the search must not move memory flags for it, and it ends as one at a time does."""
     scen = ROOT / "bringup" / "data" / "scenarios" / "deepseek-r1-nvfp4-no-backend-sm120-vllm.yaml"
     one = Run(RunSettings(scenario=str(scen), knowledge=False, minimize=False), tmp_path / "a").execute()
-    par = Run(RunSettings(scenario=str(scen), knowledge=False, minimize=False, parallel="auto", max_launches=30),
-              tmp_path / "b").execute()
+    par = Run(
+        RunSettings(scenario=str(scen), knowledge=False, minimize=False, parallel="auto", max_launches=30),
+        tmp_path / "b",
+    ).execute()
     assert par.status == one.status == "no-working-config"
     assert par.stop_reason.split(":")[0] == one.stop_reason.split(":")[0]
     oom = [a for a in par.attempts if a.purpose == "screen" and a.failure_class == "oom-weights"]

@@ -45,6 +45,7 @@ def serving(server_cls: type[Server] = Server, *argv: str) -> Iterator[tuple[str
     try:
         yield f"http://127.0.0.1:{box['port']}", srv
     finally:
+
         async def stop() -> None:
             box["server"].close()
             await box["server"].wait_closed()
@@ -89,7 +90,15 @@ def test_known_answers_right_and_wrong():
         bad = probe(url, answers=[KnownAnswer("What is 2+2?", "4")])
     assert ok["known-answers"].passed and ok["known-answers"].detail == "1 known answers correct"
     names = [r.name for r in bad]
-    assert names == ["health", "completion", "chat", "known-answers", "long-decode", "batch", "batch-invariance"]
+    assert names == [
+        "health",
+        "completion",
+        "chat",
+        "known-answers",
+        "long-decode",
+        "batch",
+        "batch-invariance",
+    ]
     ka = by_name(bad)["known-answers"]
     assert not ka.passed and ka.kind == "disagree" and "expected '4'" in ka.detail
     assert by_name(bad)["batch-invariance"].passed
@@ -121,8 +130,13 @@ class BatchVariant(Server):
 
     async def generate(self, req: dict, chat: bool, w) -> bool:
         if not chat and req.get("prompt") == REFERENCE_PROMPT and not req.get("stream"):
-            self.send_json(w, {"choices": [{"index": 0, "text": " t0 t1 t2 DIFFERENT"}],
-                               "usage": {"prompt_tokens": 4, "completion_tokens": 4}})
+            self.send_json(
+                w,
+                {
+                    "choices": [{"index": 0, "text": " t0 t1 t2 DIFFERENT"}],
+                    "usage": {"prompt_tokens": 4, "completion_tokens": 4},
+                },
+            )
             await w.drain()
             return True
         return await super().generate(req, chat, w)
@@ -149,9 +163,12 @@ class NaNLogprobs(Server):
         toks = [f" t{i}" for i in range(n)]
         lps = [-0.5] * n
         lps[n // 2] = math.nan
-        body = {"choices": [{"index": 0, "text": "".join(toks),
-                             "logprobs": {"tokens": toks, "token_logprobs": lps}}],
-                "usage": {"prompt_tokens": 4, "completion_tokens": n}}
+        body = {
+            "choices": [
+                {"index": 0, "text": "".join(toks), "logprobs": {"tokens": toks, "token_logprobs": lps}}
+            ],
+            "usage": {"prompt_tokens": 4, "completion_tokens": n},
+        }
         assert "NaN" in json.dumps(body)  # what a Python server sends for nan
         self.send_json(w, body)
         await w.drain()
@@ -164,7 +181,9 @@ def test_nan_logprobs_are_reported_as_nan():
     res = by_name(results)
     assert res["health"].passed and res["completion"].passed and res["chat"].passed
     ld = res["long-decode"]
-    assert not ld.passed and ld.kind == "nan" and "non-finite logprobs" in ld.detail and "1 of 256" in ld.detail
+    assert (
+        not ld.passed and ld.kind == "nan" and "non-finite logprobs" in ld.detail and "1 of 256" in ld.detail
+    )
     assert not res["batch"].passed and res["batch"].kind == "nan"
     # the batch gave no comparable output: invariance fails and says why, instead of crashing the ladder
     bi = res["batch-invariance"]
@@ -179,7 +198,9 @@ class NaNInStream(Server):
             return await super().generate(req, chat, w)
         w.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n")
         for tok, lp in ((" a", -0.1), (" b", math.nan)):
-            chunk = {"choices": [{"index": 0, "text": tok, "logprobs": {"tokens": [tok], "token_logprobs": [lp]}}]}
+            chunk = {
+                "choices": [{"index": 0, "text": tok, "logprobs": {"tokens": [tok], "token_logprobs": [lp]}}]
+            }
             data = b"data: " + json.dumps(chunk).encode() + b"\n\n"
             w.write(b"%x\r\n%s\r\n" % (len(data), data))
         data = b"data: [DONE]\n\n"

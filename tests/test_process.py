@@ -40,11 +40,15 @@ def test_terminate_kills_group_strays_and_frees_port(tmp_path):
     script = tmp_path / "server.py"
     script.write_text(SERVER)
     env = {**os.environ, "HF_TOKEN": "hf_supersecretvalue123"}
-    server = ServerProcess([sys.executable, str(script), str(port)], tmp_path / "server.log", env=env,
-                           redactor=Redactor(env))
+    server = ServerProcess(
+        [sys.executable, str(script), str(port)], tmp_path / "server.log", env=env, redactor=Redactor(env)
+    )
     deadline = time.monotonic() + 30  # three Python processes start on two busy cores
-    while time.monotonic() < deadline and not (_pids(server, "grandchild") and _pids(server, "worker")
-                                               and any(ln.text == "ready" for ln in server.all_lines)):
+    while time.monotonic() < deadline and not (
+        _pids(server, "grandchild")
+        and _pids(server, "worker")
+        and any(ln.text == "ready" for ln in server.all_lines)
+    ):
         time.sleep(0.05)
     kids = _pids(server, "grandchild") + _pids(server, "worker")
     assert len(kids) == 2 and not port_is_free(port)
@@ -76,6 +80,7 @@ def test_terminate_of_exited_process_is_quick(tmp_path):
 
 def test_port_is_free_detects_listener():
     import socket
+
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
     s.listen()

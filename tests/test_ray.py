@@ -66,8 +66,12 @@ def server_procs(scenario: Path) -> list[psutil.Process]:
 
 
 def findings(res: RunResult) -> tuple:
-    return (res.status, res.final_command, res.minimal_fix_str,
-            [(a.purpose, a.changes, a.status, a.failure_class) for a in res.attempts])
+    return (
+        res.status,
+        res.final_command,
+        res.minimal_fix_str,
+        [(a.purpose, a.changes, a.status, a.failure_class) for a in res.attempts],
+    )
 
 
 class Events(QuietObserver):
@@ -102,8 +106,11 @@ def test_ray_run_finds_what_the_local_run_finds(cluster: LocalCluster, tmp_path:
     # Both workers' GPUs: as wide as the cluster, and still the same fix.
     wide = run(tmp_path / "wide", SMEM, ray=cluster.address, parallel="auto")
     assert wide.parallel == 2
-    assert (wide.status, wide.final_command, wide.minimal_fix_str) == (local.status, local.final_command,
-                                                                        local.minimal_fix_str)
+    assert (wide.status, wide.final_command, wide.minimal_fix_str) == (
+        local.status,
+        local.final_command,
+        local.minimal_fix_str,
+    )
 
 
 def test_no_node_of_this_hardware_says_how_to_start_one(cluster: LocalCluster, tmp_path: Path):
@@ -154,8 +161,12 @@ def test_close_tears_the_remote_server_down(cluster: LocalCluster, tmp_path: Pat
 def test_executor_without_a_node_fits_nothing_it_cannot_place(cluster: LocalCluster):
     """ever_fits: a trial runs on one node, so it must fit the largest one."""
     res = hw_resource(SAMPLER)
-    ex = RayExecutor(lambda j: (_ for _ in ()).throw(AssertionError("no submit")), f"x:{res[len('bringup-hw-'):]}",
-                     address=cluster.address, simulated=True)
+    ex = RayExecutor(
+        lambda j: (_ for _ in ()).throw(AssertionError("no submit")),
+        f"x:{res[len('bringup-hw-') :]}",
+        address=cluster.address,
+        simulated=True,
+    )
     try:
         live = len(ex.nodes())
         assert ex.width == live and ex.total_gpus == live
@@ -185,7 +196,11 @@ def test_a_real_engines_trial_gets_the_gpus_ray_assigns(cluster: LocalCluster, t
     try:
         assert ex.total_gpus == 1 and ex.width == 1  # only b declares a GPU
         job = Job(1, "search", r.baseline, False, {}, need=1)
-        assert ex.fits(job) and ex.ever_fits(job) and not ex.ever_fits(Job(2, "search", r.baseline, False, {}, need=2))
+        assert (
+            ex.fits(job)
+            and ex.ever_fits(job)
+            and not ex.ever_fits(Job(2, "search", r.baseline, False, {}, need=2))
+        )
         ex.submit(job)
         assert not ex.fits(Job(3, "search", r.baseline, False, {}, need=1))  # its one GPU is taken
         d = ex.wait()
@@ -203,9 +218,25 @@ def test_cli_runs_on_the_cluster_as_wide_as_its_gpus(cluster: LocalCluster, tmp_
     import subprocess
     import sys
 
-    out = subprocess.run([sys.executable, "-m", "bringup", "run", "--scenario", str(SAMPLER), "--ray", cluster.address,
-                          "--runs-dir", str(tmp_path), "--json"], capture_output=True, text=True, timeout=300,
-                         cwd=Path(__file__).resolve().parents[1])
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bringup",
+            "run",
+            "--scenario",
+            str(SAMPLER),
+            "--ray",
+            cluster.address,
+            "--runs-dir",
+            str(tmp_path),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=Path(__file__).resolve().parents[1],
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     d = json.loads(out.stdout)
     assert d["status"] == "validated" and d["parallel"] == 2 and d["node_type"] == hw_resource(SAMPLER)
@@ -241,12 +272,17 @@ def test_a_node_lost_mid_trial_is_run_again_not_failed(cluster: LocalCluster, tm
                     t_kill.append(time.monotonic())
 
     obs = KillNode()
-    r = Run(RunSettings(scenario=str(sc), ray=cluster.address, parallel="1", time_scale=0.05), tmp_path / "ray",
-            observer=obs)
+    r = Run(
+        RunSettings(scenario=str(sc), ray=cluster.address, parallel="1", time_scale=0.05),
+        tmp_path / "ray",
+        observer=obs,
+    )
     obs.run = r
     res = r.execute()
     assert killed, "no node was killed mid-trial"
-    assert len(res.lost_trials) == 1 and res.lost_trials[0].startswith(f"#1 on {socket.gethostname()}/{killed[0]}: ")
+    assert len(res.lost_trials) == 1 and res.lost_trials[0].startswith(
+        f"#1 on {socket.gethostname()}/{killed[0]}: "
+    )
     assert "Error" in res.lost_trials[0]  # the Ray exception that said so
     print(f"lost: {res.lost_trials[0]}; run ended {time.monotonic() - t_kill[0]:.1f} s after the kill")
     assert findings(res) == findings(local)  # no verdict from the lost trial; still validated

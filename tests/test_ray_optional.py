@@ -12,14 +12,24 @@ import pytest
 from bringup.rayexec import RayMissing, import_ray, resource_name, worker_command
 from bringup.run import Run, RunError, RunSettings
 
-SAMPLER = Path(__file__).resolve().parents[1] / "bringup/data/scenarios/qwen25-7b-sm120-flashinfer-sampler-vllm.yaml"
+SAMPLER = (
+    Path(__file__).resolve().parents[1]
+    / "bringup/data/scenarios/qwen25-7b-sm120-flashinfer-sampler-vllm.yaml"
+)
 
 
 def test_bringup_never_imports_ray_unless_a_run_asks():
-    code = ("import sys, bringup.run, bringup.rayexec, bringup.cli.run, bringup.cli.doctor; "
-            "print('ray' in sys.modules)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         cwd=Path(__file__).resolve().parents[1])
+    code = (
+        "import sys, bringup.run, bringup.rayexec, bringup.cli.run, bringup.cli.doctor; "
+        "print('ray' in sys.modules)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=Path(__file__).resolve().parents[1],
+    )
     assert out.stdout.strip() == "False"
 
 
@@ -36,4 +46,5 @@ def test_node_resource_is_named_from_the_hardware_fingerprint():
     # A replayed machine's scope keeps journals apart, not machines: the same hash, the same nodes.
     assert resource_name("scenario:qwen:d84eb11dbb") == "bringup-hw-d84eb11dbb"
     assert worker_command("hw:ab", "10.0.0.1:6379") == (
-        "ray start --address 10.0.0.1:6379 --resources '{\"bringup-hw-ab\": 1}'")
+        "ray start --address 10.0.0.1:6379 --resources '{\"bringup-hw-ab\": 1}'"
+    )

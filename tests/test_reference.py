@@ -140,8 +140,17 @@ def test_refuses_another_model_or_tokenizer(tiny_model, recorded, tmp_path):
     with pytest.raises(ReferenceError, match="format"):
         load_reference(tmp_path / "junk.json")
     # The CLI says so and exits 2, before launching anything.
-    rc, _, _, err = bringup("trial", "--engine", "vllm", "--model", str(other), "--reference", str(path),
-                            "--runs-dir", str(tmp_path / "runs"))
+    rc, _, _, err = bringup(
+        "trial",
+        "--engine",
+        "vllm",
+        "--model",
+        str(other),
+        "--reference",
+        str(path),
+        "--runs-dir",
+        str(tmp_path / "runs"),
+    )
     assert rc == 2 and "another tokenizer" in err
 
 
@@ -179,8 +188,19 @@ def test_probe_against_a_server(recorded):
             if wrong:
                 toks = [toks[0]] + ["WRONG"] * (len(toks) - 1)
             lps = [s.logprob for s in p.steps]
-            return httpx.Response(200, json={"choices": [{"text": "".join(toks), "finish_reason": "length",
-                                                          "logprobs": {"tokens": toks, "token_logprobs": lps}}]})
+            return httpx.Response(
+                200,
+                json={
+                    "choices": [
+                        {
+                            "text": "".join(toks),
+                            "finish_reason": "length",
+                            "logprobs": {"tokens": toks, "token_logprobs": lps},
+                        }
+                    ]
+                },
+            )
+
         return httpx.Client(transport=httpx.MockTransport(handler), base_url="http://x")
 
     runner = ProbeRunner("http://x", ProbeConfig(reference=ref, reference_precision="bfloat16"))
@@ -208,12 +228,29 @@ def test_tune_verdict_in_tune_json_and_the_report(tmp_path):
     from bringup.htmlreport import load_tunes, render_html
     from bringup.tuning.result import TunePoint, TuneResult
 
-    best = TunePoint(number=1, knobs={"--max-num-seqs": 8}, status="ok", metrics={"output_tps": 10.0}, objective=1.0,
-                     launch_s=1.0, trial_dir="", command="vllm serve m --max-num-seqs 8")
-    t = TuneResult(tune_id="t1", run_dir=str(tmp_path), engine="vllm", model="m", base_command="vllm serve m",
-                   objective="throughput", points=[best], best=best, best_command=best.command,
-                   reference="in-process reference (0.01 GiB in float32)",
-                   reference_verdict="agrees: 4 prompts agree with the reference (auto tolerances)")
+    best = TunePoint(
+        number=1,
+        knobs={"--max-num-seqs": 8},
+        status="ok",
+        metrics={"output_tps": 10.0},
+        objective=1.0,
+        launch_s=1.0,
+        trial_dir="",
+        command="vllm serve m --max-num-seqs 8",
+    )
+    t = TuneResult(
+        tune_id="t1",
+        run_dir=str(tmp_path),
+        engine="vllm",
+        model="m",
+        base_command="vllm serve m",
+        objective="throughput",
+        points=[best],
+        best=best,
+        best_command=best.command,
+        reference="in-process reference (0.01 GiB in float32)",
+        reference_verdict="agrees: 4 prompts agree with the reference (auto tolerances)",
+    )
     (tmp_path / "tune" / "t1").mkdir(parents=True)
     (tmp_path / "tune" / "t1" / "tune.json").write_text(t.model_dump_json())
     back = load_tunes(tmp_path)[0]
@@ -236,10 +273,16 @@ def test_too_big_for_the_host_goes_to_a_free_gpu_in_a_child_process(tiny_model, 
         return real_run(argv, **kw)
 
     monkeypatch.setattr(sp, "run", spy)
-    got, why = reference_for(str(tiny_model), "auto", cache_dir=tmp_path, max_gib=1e-6, gpu="1", gpu_memory_gib=80)
+    got, why = reference_for(
+        str(tiny_model), "auto", cache_dir=tmp_path, max_gib=1e-6, gpu="1", gpu_memory_gib=80
+    )
     assert got is None and "computing it on GPU 1 failed" in why
-    (argv, visible), = calls
-    assert argv[1:4] == ["-m", "bringup", "reference"] and argv[-2:] == ["--device", "cuda"] and visible == "1"
+    ((argv, visible),) = calls
+    assert (
+        argv[1:4] == ["-m", "bringup", "reference"] and argv[-2:] == ["--device", "cuda"] and visible == "1"
+    )
     calls.clear()
-    got, why = reference_for(str(tiny_model), "auto", cache_dir=tmp_path, max_gib=1e-6, gpu="1", gpu_memory_gib=1e-9)
+    got, why = reference_for(
+        str(tiny_model), "auto", cache_dir=tmp_path, max_gib=1e-6, gpu="1", gpu_memory_gib=1e-9
+    )
     assert got is None and "in-process cap" in why and not calls

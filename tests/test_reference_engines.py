@@ -19,8 +19,22 @@ def overflow_model(tmp_path_factory) -> Path:
 
 
 def _trial(engine: str, model: Path, runs: Path, *flags: str) -> tuple[int, dict]:
-    rc, data, _, _ = bringup("trial", "--engine", engine, "--model", str(model), "--runs-dir", str(runs), "--json",
-                             "--timeout", "300", "--hang-timeout", "120", "--", *flags)
+    rc, data, _, _ = bringup(
+        "trial",
+        "--engine",
+        engine,
+        "--model",
+        str(model),
+        "--runs-dir",
+        str(runs),
+        "--json",
+        "--timeout",
+        "300",
+        "--hang-timeout",
+        "120",
+        "--",
+        *flags,
+    )
     return rc, data
 
 
@@ -62,9 +76,25 @@ def test_transformers_float16_overflow_fails_the_text_reference(overflow_model, 
 
 def test_vllm_tune_winner_agrees_with_the_reference(overflow_model, tmp_path):
     """The tuner's winner ran the reference probe; tune.json and the HTML report carry its verdict."""
-    rc, d, _, err = bringup("tune", "--engine", "vllm", "--model", str(overflow_model), "--config",
-                            f"--gpu-memory-utilization {MEM}", "--trials", "1", "--sweep", "", "--num-prompts", "8",
-                            "--knobs=--max-num-seqs", "--runs-dir", str(tmp_path), "--json")
+    rc, d, _, err = bringup(
+        "tune",
+        "--engine",
+        "vllm",
+        "--model",
+        str(overflow_model),
+        "--config",
+        f"--gpu-memory-utilization {MEM}",
+        "--trials",
+        "1",
+        "--sweep",
+        "",
+        "--num-prompts",
+        "8",
+        "--knobs=--max-num-seqs",
+        "--runs-dir",
+        str(tmp_path),
+        "--json",
+    )
     assert rc == 0, err[-2000:]
     assert d["reference"].startswith("in-process reference")
     assert d["reference_verdict"].startswith("agrees: 6 prompts agree with the reference")

@@ -13,51 +13,131 @@ from bringup.outcome import OverrideRecord, ProbeResult
 from bringup.report import load_result, render_markdown, write_report
 from bringup.results import Attempt, Pinned, Prediction, RunResult, StrategyState
 
-GPU_FACTS = {"device": "cuda", "gpu.count": 8, "gpu.name": "RTX PRO 6000", "gpu.compute_capability": 12.0,
-             "gpu.memory_gib": 95.6, "gpu.smem_per_block_kib": 99, "gpu.link": "PCIe",
-             "model.architecture": "GlmMoeDsaForCausalLM", "model.attention": "mla", "model.moe": True,
-             "model.quantization": "modelopt_fp4", "model.weights_gib": 401.2}
+GPU_FACTS = {
+    "device": "cuda",
+    "gpu.count": 8,
+    "gpu.name": "RTX PRO 6000",
+    "gpu.compute_capability": 12.0,
+    "gpu.memory_gib": 95.6,
+    "gpu.smem_per_block_kib": 99,
+    "gpu.link": "PCIe",
+    "model.architecture": "GlmMoeDsaForCausalLM",
+    "model.attention": "mla",
+    "model.moe": True,
+    "model.quantization": "modelopt_fp4",
+    "model.weights_gib": 401.2,
+}
 
 
-def attempt(n: int, changes: str, status: str, cls: str | None = None, phase: str | None = None,
-            evidence: str = "", purpose: str = "search", **kw) -> Attempt:
-    return Attempt(number=n, purpose=purpose, changes=changes, status=status, failure_class=cls, phase=phase,
-                   evidence=evidence, **{"wall_s": 12.0, "simulated_s": 600.0, **kw})
+def attempt(
+    n: int,
+    changes: str,
+    status: str,
+    cls: str | None = None,
+    phase: str | None = None,
+    evidence: str = "",
+    purpose: str = "search",
+    **kw,
+) -> Attempt:
+    return Attempt(
+        number=n,
+        purpose=purpose,
+        changes=changes,
+        status=status,
+        failure_class=cls,
+        phase=phase,
+        evidence=evidence,
+        **{"wall_s": 12.0, "simulated_s": 600.0, **kw},
+    )
 
 
 def seed_like_result(tmp_path) -> RunResult:
     """The seeds' story in miniature: two NaN decodes, an fp8 assertion, then the fix."""
     return RunResult(
-        run_id="run-42", run_dir=str(tmp_path), status="validated", validated=True, launches=4,
-        screening_launches=1, minimize_launches=2, simulated_hours=0.67, wall_seconds=48.0,
-        final_command="sglang serve --tp 8 --nsa-decode-backend trtllm", final_candidate=None,
-        minimal_fix=["--nsa-decode-backend", "trtllm"], minimal_fix_str="--nsa-decode-backend trtllm",
-        minimal_fix_verified=True, stop_reason="every probe passed", engine="sglang", engine_version="0.5.9",
-        model="zai-org/GLM-5-NVFP4", facts=GPU_FACTS, baseline_command="sglang serve --tp 8",
+        run_id="run-42",
+        run_dir=str(tmp_path),
+        status="validated",
+        validated=True,
+        launches=4,
+        screening_launches=1,
+        minimize_launches=2,
+        simulated_hours=0.67,
+        wall_seconds=48.0,
+        final_command="sglang serve --tp 8 --nsa-decode-backend trtllm",
+        final_candidate=None,
+        minimal_fix=["--nsa-decode-backend", "trtllm"],
+        minimal_fix_str="--nsa-decode-backend trtllm",
+        minimal_fix_verified=True,
+        stop_reason="every probe passed",
+        engine="sglang",
+        engine_version="0.5.9",
+        model="zai-org/GLM-5-NVFP4",
+        facts=GPU_FACTS,
+        baseline_command="sglang serve --tp 8",
         journal_priors=3,
         attempts=[
-            attempt(1, "--attention-backend triton", "fails", "incompatible-options", "graph-capture",
-                    "AssertionError: nsa_kv_cache_store_fp8 | triton", purpose="screen",
-                    hint="fp8 KV with the triton NSA store is not implemented.", signature="sglang-nsa-fp8-store"),
-            attempt(2, "(baseline)", "wrong-output", "nan-output", "decode", "probe long-decode: non-finite logprobs",
-                    hint="NaN/inf logprobs point at the attention backend.",
-                    overrides=[OverrideRecord(flag="--kv-cache-dtype", requested="auto", effective="fp8_e4m3",
-                                              evidence="kv_cache_dtype=fp8_e4m3 (forced for NSA)")]),
-            attempt(3, "--nsa-decode-backend flashmla_sparse", "wrong-output", "nan-output", "decode",
-                    "probe completion: non-finite logprobs"),
+            attempt(
+                1,
+                "--attention-backend triton",
+                "fails",
+                "incompatible-options",
+                "graph-capture",
+                "AssertionError: nsa_kv_cache_store_fp8 | triton",
+                purpose="screen",
+                hint="fp8 KV with the triton NSA store is not implemented.",
+                signature="sglang-nsa-fp8-store",
+            ),
+            attempt(
+                2,
+                "(baseline)",
+                "wrong-output",
+                "nan-output",
+                "decode",
+                "probe long-decode: non-finite logprobs",
+                hint="NaN/inf logprobs point at the attention backend.",
+                overrides=[
+                    OverrideRecord(
+                        flag="--kv-cache-dtype",
+                        requested="auto",
+                        effective="fp8_e4m3",
+                        evidence="kv_cache_dtype=fp8_e4m3 (forced for NSA)",
+                    )
+                ],
+            ),
+            attempt(
+                3,
+                "--nsa-decode-backend flashmla_sparse",
+                "wrong-output",
+                "nan-output",
+                "decode",
+                "probe completion: non-finite logprobs",
+            ),
             attempt(4, "--nsa-decode-backend trtllm", "works"),
             attempt(5, "(drop --nsa-prefill-backend)", "works", purpose="minimize"),
         ],
-        predictions=[Prediction(flag="--mem-fraction-static", level="0.95", verdict="risky",
-                                reason="leaves 1.2 GiB for CUDA graphs, 2.9 GiB needed", source="issue #12",
-                                rule="graph-headroom", facts={"gpu.memory_gib": 95.6})],
+        predictions=[
+            Prediction(
+                flag="--mem-fraction-static",
+                level="0.95",
+                verdict="risky",
+                reason="leaves 1.2 GiB for CUDA graphs, 2.9 GiB needed",
+                source="issue #12",
+                rule="graph-headroom",
+                facts={"gpu.memory_gib": 95.6},
+            )
+        ],
         strategy_state=StrategyState(
-            frozen={"--kv-cache-dtype": Pinned(value="fp8_e4m3", why="NSA forces it"),
-                    "--page-size": Pinned(value="64", why="the NSA backends need 64")},
+            frozen={
+                "--kv-cache-dtype": Pinned(value="fp8_e4m3", why="NSA forces it"),
+                "--page-size": Pinned(value="64", why="the NSA backends need 64"),
+            },
             defaults={"--attention-backend": Pinned(value="nsa", why="read from the log")},
-            notes=["--mem-fraction-static below 0.93 (from 'not enough memory: needed 0.93')"]),
-        final_probes=[ProbeResult(name="health", passed=True, detail="200"),
-                      ProbeResult(name="long-decode", passed=True, detail="256 tokens, 256 finite logprobs")],
+            notes=["--mem-fraction-static below 0.93 (from 'not enough memory: needed 0.93')"],
+        ),
+        final_probes=[
+            ProbeResult(name="health", passed=True, detail="200"),
+            ProbeResult(name="long-decode", passed=True, detail="256 tokens, 256 finite logprobs"),
+        ],
         warnings=["Using a | pipe in a warning\nover two lines"],
     )
 
@@ -65,26 +145,39 @@ def seed_like_result(tmp_path) -> RunResult:
 def test_headline_says_result_command_and_fix_first(tmp_path):
     md = render_markdown(seed_like_result(tmp_path))
     lines = md.splitlines()
-    assert lines[0] == ("# Bring-up: zai-org/GLM-5-NVFP4 on 8 × RTX PRO 6000, compute capability 12.0, 95.6 GiB, "
-                        "99 KiB shared memory per block, PCIe, SGLang 0.5.9")
-    assert lines[2] == ("**Result: validated** after 4 launches (1 screening with dummy weights, 3 full), "
-                        "0.67 simulated hours of launches; 3 earlier trials on this machine were used from the journal.")
-    assert "Minimal fix from the baseline: `--nsa-decode-backend trtllm` (verified by delta debugging, 2 extra launches)." in md
+    assert lines[0] == (
+        "# Bring-up: zai-org/GLM-5-NVFP4 on 8 × RTX PRO 6000, compute capability 12.0, 95.6 GiB, "
+        "99 KiB shared memory per block, PCIe, SGLang 0.5.9"
+    )
+    assert lines[2] == (
+        "**Result: validated** after 4 launches (1 screening with dummy weights, 3 full), "
+        "0.67 simulated hours of launches; 3 earlier trials on this machine were used from the journal."
+    )
+    assert (
+        "Minimal fix from the baseline: `--nsa-decode-backend trtllm` (verified by delta debugging, 2 extra launches)."
+        in md
+    )
     # the command to copy comes before the attempt table
     assert md.index("sglang serve --tp 8 --nsa-decode-backend trtllm") < md.index("## Attempts")
-    assert ("Machine: 8 × RTX PRO 6000, compute capability 12.0, 95.6 GiB, 99 KiB shared memory per block, PCIe. "
-            "Model: GlmMoeDsaForCausalLM, MLA attention, MoE, MODELOPT_FP4, 401 GiB of weights. "
-            "Knowledge rules: on.") in md
+    assert (
+        "Machine: 8 × RTX PRO 6000, compute capability 12.0, 95.6 GiB, 99 KiB shared memory per block, PCIe. "
+        "Model: GlmMoeDsaForCausalLM, MLA attention, MoE, MODELOPT_FP4, 401 GiB of weights. "
+        "Knowledge rules: on."
+    ) in md
 
 
 def test_attempt_rows_one_per_launch_with_kind_and_evidence(tmp_path):
     md = render_markdown(seed_like_result(tmp_path))
     rows = [ln for ln in md.splitlines() if ln.startswith("| ") and not ln.startswith("| #")]
     assert len(rows) == 5  # the baseline was launched: no "predicted fail" row 0
-    assert rows[0] == ("| 1 | --attention-backend triton | screen (dummy weights, fewer layers) | fails | "
-                       "incompatible-options | graph-capture | `AssertionError: nsa_kv_cache_store_fp8 \\| triton` | "
-                       "10.0 min sim. (12 s real) |")
-    assert rows[3].startswith("| 4 | --nsa-decode-backend trtllm | full | works |  |  | `all probes passed` |")
+    assert rows[0] == (
+        "| 1 | --attention-backend triton | screen (dummy weights, fewer layers) | fails | "
+        "incompatible-options | graph-capture | `AssertionError: nsa_kv_cache_store_fp8 \\| triton` | "
+        "10.0 min sim. (12 s real) |"
+    )
+    assert rows[3].startswith(
+        "| 4 | --nsa-decode-backend trtllm | full | works |  |  | `all probes passed` |"
+    )
     assert rows[4].startswith("| 5 | (drop --nsa-prefill-backend) | minimize (full) | works |")
 
 
@@ -94,7 +187,9 @@ def test_failure_meanings_are_grouped_by_class_phase_and_signature(tmp_path):
     items = [ln for ln in section.splitlines() if ln.startswith("- ")]
     assert len(items) == 2  # attempts 2 and 3 share class, phase and (no) signature: one item
     fp8, nan = items
-    assert fp8.startswith("- **incompatible-options in graph-capture (attempt 1):** " + classes()["incompatible-options"])
+    assert fp8.startswith(
+        "- **incompatible-options in graph-capture (attempt 1):** " + classes()["incompatible-options"]
+    )
     assert fp8.endswith("fp8 KV with the triton NSA store is not implemented.")
     assert nan.startswith("- **nan-output in decode (attempts 2, 3):** " + classes()["nan-output"])
     assert "Evidence: `probe long-decode: non-finite logprobs`" in section  # the group's first attempt
@@ -104,8 +199,10 @@ def test_failure_meanings_are_grouped_by_class_phase_and_signature(tmp_path):
 def test_overrides_frozen_flags_defaults_and_bounds(tmp_path):
     md = render_markdown(seed_like_result(tmp_path))
     section = md.split("## Engine overrides seen")[1].split("\n## ")[0]
-    assert ("- `--kv-cache-dtype`: asked `auto`, the engine used `fp8_e4m3`. Varying it further is pointless on "
-            "this engine version. Evidence: `kv_cache_dtype=fp8_e4m3 (forced for NSA)`") in section
+    assert (
+        "- `--kv-cache-dtype`: asked `auto`, the engine used `fp8_e4m3`. Varying it further is pointless on "
+        "this engine version. Evidence: `kv_cache_dtype=fp8_e4m3 (forced for NSA)`"
+    ) in section
     # a frozen flag already shown as an override is not repeated; the other one is listed
     assert section.count("--kv-cache-dtype") == 1
     assert "- `--page-size`: the engine uses `64` whatever is asked (the NSA backends need 64)." in section
@@ -115,8 +212,10 @@ def test_overrides_frozen_flags_defaults_and_bounds(tmp_path):
 
 def test_predictions_probes_warnings_and_the_resume_line(tmp_path):
     md = render_markdown(seed_like_result(tmp_path))
-    assert ("- `--mem-fraction-static 0.95`: **risky**: leaves 1.2 GiB for CUDA graphs, 2.9 GiB needed "
-            "(facts: gpu.memory_gib=95.6; source: issue #12)") in md
+    assert (
+        "- `--mem-fraction-static 0.95`: **risky**: leaves 1.2 GiB for CUDA graphs, 2.9 GiB needed "
+        "(facts: gpu.memory_gib=95.6; source: issue #12)"
+    ) in md
     assert "health (passed), long-decode (passed): all passed." in md
     assert "- long-decode: 256 tokens, 256 finite logprobs" in md
     assert "- `Using a \\| pipe in a warning over two lines`" in md  # table-safe: no raw pipe, no newline
@@ -125,16 +224,40 @@ def test_predictions_probes_warnings_and_the_resume_line(tmp_path):
 
 def test_a_run_without_a_working_configuration(tmp_path):
     """No validation, baseline never launched because knowledge predicted its failure: row 0 says so."""
-    r = seed_like_result(tmp_path).model_copy(update={
-        "status": "budget", "validated": False, "final_command": None, "minimal_fix_str": None,
-        "stop_reason": "the launch budget (2) ran out", "simulated_hours": None, "knowledge": False,
-        "facts": {"cpu.count": 2, "host.memory_gib": 24}, "engine": "vllm", "engine_version": "0.32.0",
-        "attempts": [attempt(1, "--enforce-eager", "fails", "oom-kv-cache", "kv-alloc", "No available memory",
-                             simulated_s=None),
-                     attempt(2, "--max-num-seqs 8", "timeout", None, "load", "", simulated_s=None)],
-        "final_probes": [], "strategy_state": StrategyState(), "warnings": []})
+    r = seed_like_result(tmp_path).model_copy(
+        update={
+            "status": "budget",
+            "validated": False,
+            "final_command": None,
+            "minimal_fix_str": None,
+            "stop_reason": "the launch budget (2) ran out",
+            "simulated_hours": None,
+            "knowledge": False,
+            "facts": {"cpu.count": 2, "host.memory_gib": 24},
+            "engine": "vllm",
+            "engine_version": "0.32.0",
+            "attempts": [
+                attempt(
+                    1,
+                    "--enforce-eager",
+                    "fails",
+                    "oom-kv-cache",
+                    "kv-alloc",
+                    "No available memory",
+                    simulated_s=None,
+                ),
+                attempt(2, "--max-num-seqs 8", "timeout", None, "load", "", simulated_s=None),
+            ],
+            "final_probes": [],
+            "strategy_state": StrategyState(),
+            "warnings": [],
+        }
+    )
     md = render_markdown(r)
-    assert md.splitlines()[0] == "# Bring-up: zai-org/GLM-5-NVFP4 on no GPU (CPU build): 2 CPUs, 24 GiB, vLLM 0.32.0"
+    assert (
+        md.splitlines()[0]
+        == "# Bring-up: zai-org/GLM-5-NVFP4 on no GPU (CPU build): 2 CPUs, 24 GiB, vLLM 0.32.0"
+    )
     assert "**Result: no working configuration** (budget) after 4 launches, 0.4 min of launches." in md
     assert "Why the search stopped: the launch budget (2) ran out" in md
     assert "Knowledge rules: off (signatures only)." in md
@@ -142,8 +265,13 @@ def test_a_run_without_a_working_configuration(tmp_path):
     assert row0.startswith("| 0 | (baseline, not launched) | plan | predicted fail |")
     assert "--mem-fraction-static 0.95: leaves 1.2 GiB" in row0
     assert "- **timeout in load (attempt 2):**" in md  # no class: the status names the group
-    for absent in ("Minimal fix", "## Engine overrides seen", "## Probes on the final configuration",
-                   "## Warnings worth knowing", "## Bounds read from error messages"):
+    for absent in (
+        "Minimal fix",
+        "## Engine overrides seen",
+        "## Probes on the final configuration",
+        "## Warnings worth knowing",
+        "## Bounds read from error messages",
+    ):
         assert absent not in md
 
 

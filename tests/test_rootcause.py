@@ -21,28 +21,45 @@ def tb(*body: str, exc: str, prefix: str = "") -> list[str]:
     return [prefix + ln for ln in lines]
 
 
-FRAME = ('  File "/usr/lib/python3.12/site-packages/vllm/v1/worker/gpu_worker.py", line 372, in load_model',
-         "    self.model_runner.load_model()")
+FRAME = (
+    '  File "/usr/lib/python3.12/site-packages/vllm/v1/worker/gpu_worker.py", line 372, in load_model',
+    "    self.model_runner.load_model()",
+)
 
 
 # -- the parser ------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("raw, text, tag", [
-    ("(APIServer pid=123) ValueError: bad", "ValueError: bad", "APIServer pid=123"),
-    ("(EngineCore_DP0 pid=45) ERROR 11-30 12:00:00 [core.py:123] Traceback (most recent call last):",
-     "Traceback (most recent call last):", "EngineCore_DP0 pid=45"),
-    ("(RayWorkerWrapper pid=9, ip=10.0.0.1) INFO 03-27 10:29:01 [worker.py:267] x", "x", "RayWorkerWrapper pid=9, ip=10.0.0.1"),
-    ("[2026-11-30 12:00:00 TP3] Scheduler hit an exception", "Scheduler hit an exception", "TP3"),
-    ("[2026-11-30 12:00:00 DP0 TP3 EP3] x", "x", "DP0 TP3 EP3"),
-    ("[2026-11-30 12:00:00] Received sigquit", "Received sigquit", None),
-    ("[TP0] AssertionError", "AssertionError", "TP0"),
-    ("[rank1]: RuntimeError: boom", "RuntimeError: boom", "rank1"),
-    ("INFO 11-30 12:00:00 [core.py:123] Using max model len 2048", "Using max model len 2048", None),
-    ("ERROR 01-28 03:21:01 engine.py:387]   File \"x.py\", line 1, in f", '  File "x.py", line 1, in f', None),
-    ("2026-11-30 12:00:00,123 - ERROR - torch.OutOfMemoryError: x", "torch.OutOfMemoryError: x", None),
-    ("[W1130 19:31:48.363771280 utils.cpp:68] Warning: NUMA", "Warning: NUMA", None),
-    ("ImportError: no prefix", "ImportError: no prefix", None),
-])
+
+@pytest.mark.parametrize(
+    "raw, text, tag",
+    [
+        ("(APIServer pid=123) ValueError: bad", "ValueError: bad", "APIServer pid=123"),
+        (
+            "(EngineCore_DP0 pid=45) ERROR 11-30 12:00:00 [core.py:123] Traceback (most recent call last):",
+            "Traceback (most recent call last):",
+            "EngineCore_DP0 pid=45",
+        ),
+        (
+            "(RayWorkerWrapper pid=9, ip=10.0.0.1) INFO 03-27 10:29:01 [worker.py:267] x",
+            "x",
+            "RayWorkerWrapper pid=9, ip=10.0.0.1",
+        ),
+        ("[2026-11-30 12:00:00 TP3] Scheduler hit an exception", "Scheduler hit an exception", "TP3"),
+        ("[2026-11-30 12:00:00 DP0 TP3 EP3] x", "x", "DP0 TP3 EP3"),
+        ("[2026-11-30 12:00:00] Received sigquit", "Received sigquit", None),
+        ("[TP0] AssertionError", "AssertionError", "TP0"),
+        ("[rank1]: RuntimeError: boom", "RuntimeError: boom", "rank1"),
+        ("INFO 11-30 12:00:00 [core.py:123] Using max model len 2048", "Using max model len 2048", None),
+        (
+            'ERROR 01-28 03:21:01 engine.py:387]   File "x.py", line 1, in f',
+            '  File "x.py", line 1, in f',
+            None,
+        ),
+        ("2026-11-30 12:00:00,123 - ERROR - torch.OutOfMemoryError: x", "torch.OutOfMemoryError: x", None),
+        ("[W1130 19:31:48.363771280 utils.cpp:68] Warning: NUMA", "Warning: NUMA", None),
+        ("ImportError: no prefix", "ImportError: no prefix", None),
+    ],
+)
 def test_prefixes_are_stripped_and_the_process_named(raw, text, tag):
     got_text, got_tag, _, _ = strip_prefix(raw)
     assert got_text == text and got_tag == tag
@@ -55,60 +72,94 @@ def test_the_original_line_is_kept_as_evidence():
 
 
 def test_direct_cause_chain_root_is_the_original_exception():
-    lines = [*tb(*FRAME, exc="KeyError: 'rope_scaling'"), "",
-             "The above exception was the direct cause of the following exception:", "",
-             *tb(*FRAME, exc="RuntimeError: model construction failed")]
+    lines = [
+        *tb(*FRAME, exc="KeyError: 'rope_scaling'"),
+        "",
+        "The above exception was the direct cause of the following exception:",
+        "",
+        *tb(*FRAME, exc="RuntimeError: model construction failed"),
+    ]
     a = parse_log(lines)
-    assert len(a.chains) == 1 and [e.short_type for e in a.chains[0].exceptions] == ["KeyError", "RuntimeError"]
+    assert len(a.chains) == 1 and [e.short_type for e in a.chains[0].exceptions] == [
+        "KeyError",
+        "RuntimeError",
+    ]
     assert a.root.short_type == "KeyError" and a.root.message == "'rope_scaling'"
 
 
 def test_during_handling_chain_root_is_the_first_exception():
-    lines = [*tb(*FRAME, exc="torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"), "",
-             "During handling of the above exception, another exception occurred:", "",
-             *tb(*FRAME, exc="Exception: Capture cuda graph failed: CUDA out of memory.")]
+    lines = [
+        *tb(*FRAME, exc="torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"),
+        "",
+        "During handling of the above exception, another exception occurred:",
+        "",
+        *tb(*FRAME, exc="Exception: Capture cuda graph failed: CUDA out of memory."),
+    ]
     assert parse_log(lines).root.type == "torch.OutOfMemoryError"
 
 
 def test_root_is_in_the_first_process_that_failed_when_lines_interleave():
     a = "(Worker_TP0 pid=10) ERROR 11-30 12:00:00 [multiproc_executor.py:1063] "
     b = "(Worker_TP1 pid=11) ERROR 11-30 12:00:00 [multiproc_executor.py:1063] "
-    lines = [a + "Traceback (most recent call last):", b + "Traceback (most recent call last):",
-             a + FRAME[0], b + FRAME[0], a + FRAME[1], b + FRAME[1],
-             b + "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 MiB",
-             a + "RuntimeError: NCCL error: unhandled cuda error"]
+    lines = [
+        a + "Traceback (most recent call last):",
+        b + "Traceback (most recent call last):",
+        a + FRAME[0],
+        b + FRAME[0],
+        a + FRAME[1],
+        b + FRAME[1],
+        b + "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 MiB",
+        a + "RuntimeError: NCCL error: unhandled cuda error",
+    ]
     root = parse_log(lines).root
     assert root.line.tag == "Worker_TP1 pid=11" and root.short_type == "OutOfMemoryError"
     assert len(root.frames) == 1 and root.frames[0].func == "load_model"
 
 
 def test_wrappers_never_outrank_the_real_exception_even_when_printed_first():
-    lines = ["(APIServer pid=1) RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}",
-             "(EngineCore pid=2) ERROR 11-30 12:00:00 [core.py:1] EngineCore failed to start.",
-             *tb(*FRAME, exc="ValueError: No common block size for 1 (CPU_ATTN: [MultipleOf(32)]).",
-                 prefix="(Worker pid=3) ERROR 11-30 12:00:00 [multiproc_executor.py:1063] "),
-             "(EngineCore pid=2) ERROR 11-30 12:00:00 [core.py:1] RuntimeError: Worker failed with error 'x', "
-             "please check the stack trace above for the root cause"]
+    lines = [
+        "(APIServer pid=1) RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}",
+        "(EngineCore pid=2) ERROR 11-30 12:00:00 [core.py:1] EngineCore failed to start.",
+        *tb(
+            *FRAME,
+            exc="ValueError: No common block size for 1 (CPU_ATTN: [MultipleOf(32)]).",
+            prefix="(Worker pid=3) ERROR 11-30 12:00:00 [multiproc_executor.py:1063] ",
+        ),
+        "(EngineCore pid=2) ERROR 11-30 12:00:00 [core.py:1] RuntimeError: Worker failed with error 'x', "
+        "please check the stack trace above for the root cause",
+    ]
     c = classify(lines, "vllm", "kv-alloc")
     assert c.evidence[0].endswith("No common block size for 1 (CPU_ATTN: [MultipleOf(32)]).")
-    assert c.failure_class == "incompatible-options" and c.implicates[:2] == ["--block-size", "--attention-backend"]
+    assert c.failure_class == "incompatible-options" and c.implicates[:2] == [
+        "--block-size",
+        "--attention-backend",
+    ]
 
 
 def test_a_traceback_logged_as_a_warning_is_not_the_root():
     warn = "(APIServer pid=1) WARNING 11-30 12:00:00 [utils.py:9] "
-    lines = [*tb(*FRAME, exc="ModuleNotFoundError: No module named 'triton'", prefix=warn),
-             *tb(*FRAME, exc="ValueError: No common block size for 1 (CPU_ATTN: [MultipleOf(32)]).",
-                 prefix="(Worker pid=3) ERROR 11-30 12:00:05 [multiproc_executor.py:1063] ")]
+    lines = [
+        *tb(*FRAME, exc="ModuleNotFoundError: No module named 'triton'", prefix=warn),
+        *tb(
+            *FRAME,
+            exc="ValueError: No common block size for 1 (CPU_ATTN: [MultipleOf(32)]).",
+            prefix="(Worker pid=3) ERROR 11-30 12:00:05 [multiproc_executor.py:1063] ",
+        ),
+    ]
     assert parse_log(lines).root.short_type == "ValueError"
     assert classify(lines, "vllm", "kv-alloc").failure_class == "incompatible-options"
 
 
 def test_pydantic_message_on_the_next_line_is_the_root_cause_line():
-    lines = ["(APIServer pid=5) WARNING 11-30 12:00:00 [system_utils.py:255] Found ulimit of 20000 ... "
-             "`OSError: [Errno 24] Too many open files`",
-             *tb(*FRAME, exc="pydantic_core._pydantic_core.ValidationError: 1 validation error for SchedulerConfig"),
-             "  Value error, max_num_batched_tokens (16) is smaller than max_model_len (2048). [type=value_error]",
-             "    For further information visit https://errors.pydantic.dev/2.14/v/value_error"]
+    lines = [
+        "(APIServer pid=5) WARNING 11-30 12:00:00 [system_utils.py:255] Found ulimit of 20000 ... "
+        "`OSError: [Errno 24] Too many open files`",
+        *tb(
+            *FRAME, exc="pydantic_core._pydantic_core.ValidationError: 1 validation error for SchedulerConfig"
+        ),
+        "  Value error, max_num_batched_tokens (16) is smaller than max_model_len (2048). [type=value_error]",
+        "    For further information visit https://errors.pydantic.dev/2.14/v/value_error",
+    ]
     root = parse_log(lines).root
     assert [c.text.strip()[:11] for c in root.continuation] == ["Value error", "For further"]
     c = classify(lines, "vllm", "load-weights")
@@ -119,10 +170,13 @@ def test_pydantic_message_on_the_next_line_is_the_root_cause_line():
 
 
 def test_continuation_stops_at_the_next_log_record():
-    lines = ["[2026-11-30 12:00:00 TP0] Scheduler hit an exception: Traceback (most recent call last):", *FRAME,
-             "torch.AcceleratorError: CUDA error: device-side assert triggered",
-             "CUDA kernel errors might be asynchronously reported at some other API call.",
-             "[2026-11-30 12:00:01] Received sigquit from a child process. It usually means the child failed."]
+    lines = [
+        "[2026-11-30 12:00:00 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+        *FRAME,
+        "torch.AcceleratorError: CUDA error: device-side assert triggered",
+        "CUDA kernel errors might be asynchronously reported at some other API call.",
+        "[2026-11-30 12:00:01] Received sigquit from a child process. It usually means the child failed.",
+    ]
     root = parse_log(lines).root
     assert root.context == "Scheduler hit an exception:"
     assert [c.index for c in root.continuation] == [4]
@@ -130,21 +184,31 @@ def test_continuation_stops_at_the_next_log_record():
 
 def test_a_note_after_the_exception_is_part_of_its_message():
     lines = tb(*FRAME, exc="RuntimeError: CUDA error: an illegal memory access was encountered")
-    lines += ["Note: rerun with CUDA_LAUNCH_BLOCKING=1", "Exception: Capture cuda graph failed: illegal memory access"]
+    lines += [
+        "Note: rerun with CUDA_LAUNCH_BLOCKING=1",
+        "Exception: Capture cuda graph failed: illegal memory access",
+    ]
     a = parse_log(lines)
     assert [e.short_type for e in a.chains[0].exceptions] == ["RuntimeError", "Exception"]
     assert a.root.continuation[0].text.startswith("Note:")
 
 
 def test_a_bare_assertion_points_at_its_assert_statement():
-    lines = tb('  File "/sglang/srt/mem_cache/memory_pool.py", line 1490, in set_kv_buffer',
-               "    assert not self.nsa_kv_cache_store_fp8", exc="AssertionError", prefix="[2026-11-30 12:00:00 TP0] ")
+    lines = tb(
+        '  File "/sglang/srt/mem_cache/memory_pool.py", line 1490, in set_kv_buffer',
+        "    assert not self.nsa_kv_cache_store_fp8",
+        exc="AssertionError",
+        prefix="[2026-11-30 12:00:00 TP0] ",
+    )
     root = parse_log(lines).root
     assert root.key_line.text.strip() == "assert not self.nsa_kv_cache_store_fp8"
 
 
 def test_an_exception_line_without_traceback_is_found():
-    lines = ["(APIServer pid=123) INFO 11-30 12:00:00 [x.py:1] starting", "(APIServer pid=123) ValueError: bad value"]
+    lines = [
+        "(APIServer pid=123) INFO 11-30 12:00:00 [x.py:1] starting",
+        "(APIServer pid=123) ValueError: bad value",
+    ]
     assert parse_log(lines).root.message == "bad value"
 
 
@@ -156,24 +220,40 @@ def test_signature_patterns_match_behind_process_tags():
 
 # -- the generic rules -----------------------------------------------------------------------
 
+
 def _one(exc: str, *frames: str, engine: str | None = "vllm", phase: str = "load-weights"):
     body = frames or FRAME
     return classify(tb(*body, exc=exc), engine, phase)
 
 
-@pytest.mark.parametrize("exc, engine, factor, level", [
-    ("ImportError: FlashAttention2 has been toggled on, but it cannot be used due to the following error: "
-     "the package for FlashAttention2 doesn't seem to be installed.", "transformers", "--attn-implementation",
-     "flash_attention_2"),
-    ("ImportError: Using `bitsandbytes` 4-bit quantization requires bitsandbytes: `pip install -U bitsandbytes>=0.46.1`",
-     "transformers", "--quantization", "bnb-4bit"),
-    ("ImportError: `kernels` is either not installed or uses an incompatible version.", "transformers",
-     "--attn-implementation", "kernels-community/flash-attn3"),
-    ("ModuleNotFoundError: No module named 'flash_attn'", "vllm", "--attention-backend", "FLASH_ATTN"),
-    ("ModuleNotFoundError: No module named 'flashinfer'", "vllm", "--attention-backend", "FLASHINFER"),
-    ("NameError: name 'deep_gemm' is not defined", "vllm", "--moe-backend", "deep_gemm"),
-    ("ModuleNotFoundError: No module named 'flashinfer'", "sglang", "--attention-backend", "flashinfer"),
-])
+@pytest.mark.parametrize(
+    "exc, engine, factor, level",
+    [
+        (
+            "ImportError: FlashAttention2 has been toggled on, but it cannot be used due to the following error: "
+            "the package for FlashAttention2 doesn't seem to be installed.",
+            "transformers",
+            "--attn-implementation",
+            "flash_attention_2",
+        ),
+        (
+            "ImportError: Using `bitsandbytes` 4-bit quantization requires bitsandbytes: `pip install -U bitsandbytes>=0.46.1`",
+            "transformers",
+            "--quantization",
+            "bnb-4bit",
+        ),
+        (
+            "ImportError: `kernels` is either not installed or uses an incompatible version.",
+            "transformers",
+            "--attn-implementation",
+            "kernels-community/flash-attn3",
+        ),
+        ("ModuleNotFoundError: No module named 'flash_attn'", "vllm", "--attention-backend", "FLASH_ATTN"),
+        ("ModuleNotFoundError: No module named 'flashinfer'", "vllm", "--attention-backend", "FLASHINFER"),
+        ("NameError: name 'deep_gemm' is not defined", "vllm", "--moe-backend", "deep_gemm"),
+        ("ModuleNotFoundError: No module named 'flashinfer'", "sglang", "--attention-backend", "flashinfer"),
+    ],
+)
 def test_missing_package_implicates_the_level_that_loads_it(exc, engine, factor, level):
     c = _one(exc, engine=engine)
     assert c.failure_class == "missing-dependency"
@@ -182,12 +262,18 @@ def test_missing_package_implicates_the_level_that_loads_it(exc, engine, factor,
 
 def test_a_value_error_that_asks_for_a_package_is_a_missing_dependency():
     # transformers 5.19 modeling_utils.py, verbatim
-    c = _one("ValueError: accelerate is required when loading a GGUF file `pip install accelerate`.", engine="transformers")
+    c = _one(
+        "ValueError: accelerate is required when loading a GGUF file `pip install accelerate`.",
+        engine="transformers",
+    )
     assert c.failure_class == "missing-dependency" and c.signature_id == "rootcause-requires-package"
 
 
 def test_requires_without_an_install_hint_is_not_a_missing_dependency():
-    assert _one("ValueError: this model requires trust_remote_code: pass --trust-remote-code").failure_class == "bad-flag"
+    assert (
+        _one("ValueError: this model requires trust_remote_code: pass --trust-remote-code").failure_class
+        == "bad-flag"
+    )
 
 
 def test_name_error_of_something_else_is_not_a_missing_dependency():
@@ -195,16 +281,21 @@ def test_name_error_of_something_else_is_not_a_missing_dependency():
 
 
 def test_engine_is_read_from_frames_when_not_given():
-    c = _one("ImportError: the package for FlashAttention2 doesn't seem to be installed.",
-             '  File "/x/site-packages/transformers/cli/serve.py", line 137, in __init__', engine=None)
+    c = _one(
+        "ImportError: the package for FlashAttention2 doesn't seem to be installed.",
+        '  File "/x/site-packages/transformers/cli/serve.py", line 137, in __init__',
+        engine=None,
+    )
     assert c.implicated_levels == {"--attn-implementation": ["flash_attention_2"]}
 
 
 def test_triton_shared_memory_names_the_numbers_and_the_kernel_path():
-    c = _one("triton.runtime.errors.OutOfResources: out of resource: shared memory, Required: 133120, "
-             "Hardware limit: 101376. Reducing block sizes or `num_stages` may help.",
-             '  File "/x/vllm/model_executor/layers/fused_moe/fused_moe.py", line 812, in invoke_fused_moe_kernel',
-             '  File "/x/triton/compiler/compiler.py", line 374, in _init_handles')
+    c = _one(
+        "triton.runtime.errors.OutOfResources: out of resource: shared memory, Required: 133120, "
+        "Hardware limit: 101376. Reducing block sizes or `num_stages` may help.",
+        '  File "/x/vllm/model_executor/layers/fused_moe/fused_moe.py", line 812, in invoke_fused_moe_kernel',
+        '  File "/x/triton/compiler/compiler.py", line 374, in _init_handles',
+    )
     assert c.failure_class == "unsupported-hardware"
     assert "Required: 133120, Hardware limit: 101376" in c.evidence[0]
     assert any("needs 133120 B" in e and "allows 101376 B" in e for e in c.evidence)
@@ -216,36 +307,58 @@ def test_triton_kernels_frames_are_the_moe_path_even_below_other_frames():
     # vLLM's MXFP4 MoE runs OpenAI's triton_kernels (fused_moe/gpt_oss_triton_kernels_moe.py imports
     # triton_kernels.matmul_ogs); the frame is not the first one, so a "(^|/)" pattern must match
     # at the start of any frame's path, not only of the whole text.
-    c = _one("triton.runtime.errors.OutOfResources: out of resource: shared memory, Required: 131072, "
-             "Hardware limit: 101376. Reducing block sizes or `num_stages` may help.",
-             '  File "/x/dist-packages/vllm/v1/worker/gpu_model_runner.py", line 3120, in profile_run',
-             '  File "/x/dist-packages/triton_kernels/matmul_ogs.py", line 477, in matmul_ogs',
-             '  File "/x/dist-packages/triton/compiler/compiler.py", line 483, in _init_handles')
+    c = _one(
+        "triton.runtime.errors.OutOfResources: out of resource: shared memory, Required: 131072, "
+        "Hardware limit: 101376. Reducing block sizes or `num_stages` may help.",
+        '  File "/x/dist-packages/vllm/v1/worker/gpu_model_runner.py", line 3120, in profile_run',
+        '  File "/x/dist-packages/triton_kernels/matmul_ogs.py", line 477, in matmul_ogs',
+        '  File "/x/dist-packages/triton/compiler/compiler.py", line 483, in _init_handles',
+    )
     assert c.implicates[0] == "--moe-backend" and "--attention-backend" in c.implicates
 
 
 def test_a_line_start_pattern_matches_a_frame_that_is_not_the_first():
-    c = _one("RuntimeError: CUDA error: an illegal memory access was encountered",
-             '  File "/x/dist-packages/vllm/v1/worker/gpu_model_runner.py", line 3120, in profile_run',
-             '  File "/x/dist-packages/flashinfer/prefill.py", line 100, in run')
-    assert "--attention-backend" in c.implicates and "FLASHINFER" in c.implicated_levels.get("--attention-backend", [])
+    c = _one(
+        "RuntimeError: CUDA error: an illegal memory access was encountered",
+        '  File "/x/dist-packages/vllm/v1/worker/gpu_model_runner.py", line 3120, in profile_run',
+        '  File "/x/dist-packages/flashinfer/prefill.py", line 100, in run',
+    )
+    assert "--attention-backend" in c.implicates and "FLASHINFER" in c.implicated_levels.get(
+        "--attention-backend", []
+    )
 
 
-@pytest.mark.parametrize("msg", ["no kernel image is available for execution on the device",
-                                 "FlashMLA requires SM 90 or SM 100", "TRTLLM MHA is only supported on Blackwell",
-                                 "Unsupported architecture sm_120"])
+@pytest.mark.parametrize(
+    "msg",
+    [
+        "no kernel image is available for execution on the device",
+        "FlashMLA requires SM 90 or SM 100",
+        "TRTLLM MHA is only supported on Blackwell",
+        "Unsupported architecture sm_120",
+    ],
+)
 def test_architecture_messages_are_unsupported_hardware(msg):
     assert _one(f"RuntimeError: {msg}").failure_class == "unsupported-hardware"
 
 
 def test_graph_capture_oom_from_frames_not_from_the_line():
-    frames = ('  File "/x/vllm/v1/worker/gpu_model_runner.py", line 5684, in capture_model',
-              "    self._capture_cudagraphs(",
-              '  File "/x/torch/cuda/graphs.py", line 130, in capture_end', "    super().capture_end()")
-    c = _one("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 MiB.", *frames, phase="kv-alloc")
+    frames = (
+        '  File "/x/vllm/v1/worker/gpu_model_runner.py", line 5684, in capture_model',
+        "    self._capture_cudagraphs(",
+        '  File "/x/torch/cuda/graphs.py", line 130, in capture_end',
+        "    super().capture_end()",
+    )
+    c = _one(
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 MiB.", *frames, phase="kv-alloc"
+    )
     assert c.failure_class == "oom-graph-capture" and c.phase == "graph-capture"
-    for flag in ("--max-num-seqs", "--max-cudagraph-capture-size", "--cudagraph-capture-sizes", "--enforce-eager",
-                 "--gpu-memory-utilization"):
+    for flag in (
+        "--max-num-seqs",
+        "--max-cudagraph-capture-size",
+        "--cudagraph-capture-sizes",
+        "--enforce-eager",
+        "--gpu-memory-utilization",
+    ):
         assert flag in c.implicates
     assert "--mem-fraction-static" not in c.implicates  # an SGLang flag: not in vLLM's --help
     sig = signature_by_id(c.signature_id)
@@ -253,8 +366,11 @@ def test_graph_capture_oom_from_frames_not_from_the_line():
 
 
 def test_oom_outside_capture_stays_a_kv_cache_oom():
-    c = _one("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 MiB.",
-             '  File "/x/vllm/v1/worker/gpu_worker.py", line 372, in determine_available_memory', phase="kv-alloc")
+    c = _one(
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 MiB.",
+        '  File "/x/vllm/v1/worker/gpu_worker.py", line 372, in determine_available_memory',
+        phase="kv-alloc",
+    )
     assert c.failure_class == "oom-kv-cache" and c.signature_id == "torch-cuda-oom"
 
 
@@ -264,8 +380,10 @@ def test_value_error_naming_one_flag_is_bad_flag():
 
 
 def test_value_error_naming_two_flags_is_incompatible_options():
-    c = _one("ValueError: tensor_parallel_size (3) must divide the number of attention heads; "
-             "also check --pipeline-parallel-size")
+    c = _one(
+        "ValueError: tensor_parallel_size (3) must divide the number of attention heads; "
+        "also check --pipeline-parallel-size"
+    )
     assert c.failure_class == "incompatible-options"
     assert {"--tensor-parallel-size", "--pipeline-parallel-size"} <= set(c.implicates)
 
@@ -285,85 +403,256 @@ def test_no_exception_at_all_is_unknown_and_says_so():
 
 CASES = [
     # file, class, phase, root-cause line fragment, implicated factors, implicated levels
-    ("vllm-cpu-gpu-memory-utilization-0.99.log", "oom-kv-cache", "kv-alloc",
-     "(VllmWorker-0 pid=7406) ERROR 11-30 19:31:48 [multiproc_executor.py:953] ValueError: Available memory on node 0",
-     ["--gpu-memory-utilization"], {}),
-    ("vllm-cpu-block-size-17.log", "incompatible-options", "kv-alloc",
-     "(Worker pid=7709) ERROR 11-30 19:32:39 [multiproc_executor.py:1063] ValueError: No common block size for 17",
-     ["--block-size", "--attention-backend"], {}),
-    ("vllm-cpu-max-model-len-999999.log", "bad-flag", "parse-args",
-     "Value error, User-specified max_model_len (999999) is greater than the derived max_model_len",
-     ["--max-model-len"], {}),
-    ("vllm-cpu-kv-cache-dtype-invalid.log", "bad-flag", "parse-args",
-     "error: argument --kv-cache-dtype: invalid choice: 'fp9'", [], {}),
-    ("vllm-cpu-head-dim-16-first-request.log", "unsupported-hardware", "first-request",
-     "RuntimeError: Unsupported CPU attention configuration: head_dim=16", ["--attention-backend", "model.head_dim"], {}),
-    ("transformers-cpu-flash-attention-2.log", "missing-dependency", "load-weights",
-     "ImportError: FlashAttention2 has been toggled on, but it cannot be used due to the following error: the "
-     "package for FlashAttention2 doesn't seem to be installed.",
-     ["--attn-implementation"], {"--attn-implementation": ["flash_attention_2"]}),
-    ("transformers-cpu-bnb-4bit.log", "missing-dependency", "load-weights",
-     "ImportError: Using `bitsandbytes` 4-bit quantization requires bitsandbytes", ["--quantization"],
-     {"--quantization": ["bnb-4bit", "bnb-8bit"]}),
-    ("transformers-cpu-hub-kernels.log", "missing-dependency", "load-weights",
-     "ImportError: `kernels` is either not installed or uses an incompatible version", ["--attn-implementation"],
-     {"--attn-implementation": ["kernels-community/flash-attn3", "kernels-community/vllm-flash-attn3"]}),
-    ("vllm-h200-graph-capture-oom-tp2.log", "oom-graph-capture", "graph-capture",
-     "(Worker_TP1 pid=2791) ERROR 11-30 12:01:07 [multiproc_executor.py:1063] torch.OutOfMemoryError: CUDA out of memory",
-     ["--max-num-seqs", "--max-cudagraph-capture-size", "--enforce-eager", "--gpu-memory-utilization"], {}),
-    ("vllm-sm120-triton-smem-moe.log", "unsupported-hardware", "kv-alloc",
-     "triton.runtime.errors.OutOfResources: out of resource: shared memory, Required: 131072, Hardware limit: 101376",
-     ["--moe-backend", "--attention-backend", "--linear-backend"], {}),
-    ("vllm-h200-flashinfer-missing-tp2.log", "missing-dependency", "load-weights",
-     "(Worker_TP0 pid=3310) ERROR 11-30 12:20:12 [multiproc_executor.py:953] ModuleNotFoundError: No module named 'flashinfer'",
-     ["--attention-backend"], {"--attention-backend": ["FLASHINFER"]}),  # the level its args asked for
-    ("sglang-h200-deepgemm-tp4.log", "missing-dependency", "graph-capture",
-     "NameError: name 'deep_gemm' is not defined",  # TP2's; TP0's NCCL error is a consequence
-     ["env:SGLANG_OPT_DEEPGEMM_HC_PRENORM"], {}),
-    ("sglang-graph-oom.log", "oom-graph-capture", "graph-capture", "torch.OutOfMemoryError: CUDA out of memory.",
-     ["--mem-fraction-static", "--cuda-graph-max-bs"], {}),
-    ("sglang-nan-decode.log", "nan-output", "first-request", "probability tensor contains either `inf`, `nan`",
-     ["--nsa-decode-backend"], {}),
-    ("sglang-nsa-fp8-assert.log", "incompatible-options", "graph-capture", "assert not self.nsa_kv_cache_store_fp8",
-     ["--attention-backend", "--kv-cache-dtype"], {}),
-    ("sglang-fa3-sm120.log", "unsupported-hardware", "kv-alloc", "AssertionError: FlashAttention v3 Backend requires",
-     ["--attention-backend"], {}),
+    (
+        "vllm-cpu-gpu-memory-utilization-0.99.log",
+        "oom-kv-cache",
+        "kv-alloc",
+        "(VllmWorker-0 pid=7406) ERROR 11-30 19:31:48 [multiproc_executor.py:953] ValueError: Available memory on node 0",
+        ["--gpu-memory-utilization"],
+        {},
+    ),
+    (
+        "vllm-cpu-block-size-17.log",
+        "incompatible-options",
+        "kv-alloc",
+        "(Worker pid=7709) ERROR 11-30 19:32:39 [multiproc_executor.py:1063] ValueError: No common block size for 17",
+        ["--block-size", "--attention-backend"],
+        {},
+    ),
+    (
+        "vllm-cpu-max-model-len-999999.log",
+        "bad-flag",
+        "parse-args",
+        "Value error, User-specified max_model_len (999999) is greater than the derived max_model_len",
+        ["--max-model-len"],
+        {},
+    ),
+    (
+        "vllm-cpu-kv-cache-dtype-invalid.log",
+        "bad-flag",
+        "parse-args",
+        "error: argument --kv-cache-dtype: invalid choice: 'fp9'",
+        [],
+        {},
+    ),
+    (
+        "vllm-cpu-head-dim-16-first-request.log",
+        "unsupported-hardware",
+        "first-request",
+        "RuntimeError: Unsupported CPU attention configuration: head_dim=16",
+        ["--attention-backend", "model.head_dim"],
+        {},
+    ),
+    (
+        "transformers-cpu-flash-attention-2.log",
+        "missing-dependency",
+        "load-weights",
+        "ImportError: FlashAttention2 has been toggled on, but it cannot be used due to the following error: the "
+        "package for FlashAttention2 doesn't seem to be installed.",
+        ["--attn-implementation"],
+        {"--attn-implementation": ["flash_attention_2"]},
+    ),
+    (
+        "transformers-cpu-bnb-4bit.log",
+        "missing-dependency",
+        "load-weights",
+        "ImportError: Using `bitsandbytes` 4-bit quantization requires bitsandbytes",
+        ["--quantization"],
+        {"--quantization": ["bnb-4bit", "bnb-8bit"]},
+    ),
+    (
+        "transformers-cpu-hub-kernels.log",
+        "missing-dependency",
+        "load-weights",
+        "ImportError: `kernels` is either not installed or uses an incompatible version",
+        ["--attn-implementation"],
+        {"--attn-implementation": ["kernels-community/flash-attn3", "kernels-community/vllm-flash-attn3"]},
+    ),
+    (
+        "vllm-h200-graph-capture-oom-tp2.log",
+        "oom-graph-capture",
+        "graph-capture",
+        "(Worker_TP1 pid=2791) ERROR 11-30 12:01:07 [multiproc_executor.py:1063] torch.OutOfMemoryError: CUDA out of memory",
+        ["--max-num-seqs", "--max-cudagraph-capture-size", "--enforce-eager", "--gpu-memory-utilization"],
+        {},
+    ),
+    (
+        "vllm-sm120-triton-smem-moe.log",
+        "unsupported-hardware",
+        "kv-alloc",
+        "triton.runtime.errors.OutOfResources: out of resource: shared memory, Required: 131072, Hardware limit: 101376",
+        ["--moe-backend", "--attention-backend", "--linear-backend"],
+        {},
+    ),
+    (
+        "vllm-h200-flashinfer-missing-tp2.log",
+        "missing-dependency",
+        "load-weights",
+        "(Worker_TP0 pid=3310) ERROR 11-30 12:20:12 [multiproc_executor.py:953] ModuleNotFoundError: No module named 'flashinfer'",
+        ["--attention-backend"],
+        {"--attention-backend": ["FLASHINFER"]},
+    ),  # the level its args asked for
+    (
+        "sglang-h200-deepgemm-tp4.log",
+        "missing-dependency",
+        "graph-capture",
+        "NameError: name 'deep_gemm' is not defined",  # TP2's; TP0's NCCL error is a consequence
+        ["env:SGLANG_OPT_DEEPGEMM_HC_PRENORM"],
+        {},
+    ),
+    (
+        "sglang-graph-oom.log",
+        "oom-graph-capture",
+        "graph-capture",
+        "torch.OutOfMemoryError: CUDA out of memory.",
+        ["--mem-fraction-static", "--cuda-graph-max-bs"],
+        {},
+    ),
+    (
+        "sglang-nan-decode.log",
+        "nan-output",
+        "first-request",
+        "probability tensor contains either `inf`, `nan`",
+        ["--nsa-decode-backend"],
+        {},
+    ),
+    (
+        "sglang-nsa-fp8-assert.log",
+        "incompatible-options",
+        "graph-capture",
+        "assert not self.nsa_kv_cache_store_fp8",
+        ["--attention-backend", "--kv-cache-dtype"],
+        {},
+    ),
+    (
+        "sglang-fa3-sm120.log",
+        "unsupported-hardware",
+        "kv-alloc",
+        "AssertionError: FlashAttention v3 Backend requires",
+        ["--attention-backend"],
+        {},
+    ),
     # transformers serve, real logs of the engine adapter's own tests (tests/test_trial_transformers.py)
-    ("transformers-flash-attn2.log", "missing-dependency", "load-weights", "ImportError: FlashAttention2 has been toggled on",
-     ["--attn-implementation"], {"--attn-implementation": ["flash_attention_2"]}),
-    ("transformers-kernels-hub-attn.log", "missing-dependency", "load-weights", "ImportError: `kernels` is either not",
-     ["--attn-implementation"], {}),
-    ("transformers-bnb-4bit.log", "missing-dependency", "load-weights", "requires bitsandbytes", ["--quantization"],
-     {"--quantization": ["bnb-4bit", "bnb-8bit"]}),
-    ("transformers-accelerate-missing.log", "missing-dependency", "load-weights", "ValueError: Using a `device_map`",
-     [], {}),
-    ("transformers-unknown-attn.log", "bad-flag", "load-weights", "Unsupported attention implementation: 'nonsense_attention'",
-     ["--attn-implementation"], {}),
-    ("transformers-unknown-quantization.log", "bad-flag", "load-weights", "Unsupported quantization method: 'awq-4bit'",
-     ["--quantization"], {}),
-    ("transformers-unknown-dtype.log", "bad-flag", "load-weights", "Unsupported dtype: 'float8'", ["--dtype"], {}),
-    ("transformers-cuda-device-on-cpu.log", "unsupported-hardware", "load-weights",
-     "AssertionError: Torch not compiled with CUDA enabled", ["--device"], {}),
-    ("transformers-cb-cache-too-big.log", "oom-kv-cache", "first-request", "MemoryError: Memory footprint",
-     ["--cb-num-blocks"], {}),
+    (
+        "transformers-flash-attn2.log",
+        "missing-dependency",
+        "load-weights",
+        "ImportError: FlashAttention2 has been toggled on",
+        ["--attn-implementation"],
+        {"--attn-implementation": ["flash_attention_2"]},
+    ),
+    (
+        "transformers-kernels-hub-attn.log",
+        "missing-dependency",
+        "load-weights",
+        "ImportError: `kernels` is either not",
+        ["--attn-implementation"],
+        {},
+    ),
+    (
+        "transformers-bnb-4bit.log",
+        "missing-dependency",
+        "load-weights",
+        "requires bitsandbytes",
+        ["--quantization"],
+        {"--quantization": ["bnb-4bit", "bnb-8bit"]},
+    ),
+    (
+        "transformers-accelerate-missing.log",
+        "missing-dependency",
+        "load-weights",
+        "ValueError: Using a `device_map`",
+        [],
+        {},
+    ),
+    (
+        "transformers-unknown-attn.log",
+        "bad-flag",
+        "load-weights",
+        "Unsupported attention implementation: 'nonsense_attention'",
+        ["--attn-implementation"],
+        {},
+    ),
+    (
+        "transformers-unknown-quantization.log",
+        "bad-flag",
+        "load-weights",
+        "Unsupported quantization method: 'awq-4bit'",
+        ["--quantization"],
+        {},
+    ),
+    (
+        "transformers-unknown-dtype.log",
+        "bad-flag",
+        "load-weights",
+        "Unsupported dtype: 'float8'",
+        ["--dtype"],
+        {},
+    ),
+    (
+        "transformers-cuda-device-on-cpu.log",
+        "unsupported-hardware",
+        "load-weights",
+        "AssertionError: Torch not compiled with CUDA enabled",
+        ["--device"],
+        {},
+    ),
+    (
+        "transformers-cb-cache-too-big.log",
+        "oom-kv-cache",
+        "first-request",
+        "MemoryError: Memory footprint",
+        ["--cb-num-blocks"],
+        {},
+    ),
     # transformers serve 5.17.0 on the H200 (issue 11's real GPU bring-up, tests/data/gpu/h200_bringup.sh)
-    ("transformers-h200-bnb-4bit.log", "missing-dependency", "load-weights", "requires bitsandbytes",
-     ["--quantization"], {"--quantization": ["bnb-4bit", "bnb-8bit"]}),
-    ("transformers-h200-flash-attention-2.log", "missing-dependency", "load-weights",
-     "ImportError: FlashAttention2 has been toggled on", ["--attn-implementation"],
-     {"--attn-implementation": ["flash_attention_2"]}),
+    (
+        "transformers-h200-bnb-4bit.log",
+        "missing-dependency",
+        "load-weights",
+        "requires bitsandbytes",
+        ["--quantization"],
+        {"--quantization": ["bnb-4bit", "bnb-8bit"]},
+    ),
+    (
+        "transformers-h200-flash-attention-2.log",
+        "missing-dependency",
+        "load-weights",
+        "ImportError: FlashAttention2 has been toggled on",
+        ["--attn-implementation"],
+        {"--attn-implementation": ["flash_attention_2"]},
+    ),
     # real SGLang 0.5.23 (the PyPI wheel, CUDA torch) on this CPU machine (tests/test_sglang_real.py)
-    ("sglang-cpu-no-vllm.log", "missing-dependency", "load-weights", "ModuleNotFoundError: No module named 'vllm'",
-     ["env:SGLANG_USE_CPU_ENGINE"], {}),
+    (
+        "sglang-cpu-no-vllm.log",
+        "missing-dependency",
+        "load-weights",
+        "ModuleNotFoundError: No module named 'vllm'",
+        ["env:SGLANG_USE_CPU_ENGINE"],
+        {},
+    ),
     # "ImportError:" with its message on the next lines; raised while resolving the arguments
-    ("sglang-cpu-engine-no-sgl-kernel.log", "missing-dependency", "parse-args",
-     "[sgl_kernel] CRITICAL: Could not load any common_ops library!", ["host.sgl-kernel"], {}),
+    (
+        "sglang-cpu-engine-no-sgl-kernel.log",
+        "missing-dependency",
+        "parse-args",
+        "[sgl_kernel] CRITICAL: Could not load any common_ops library!",
+        ["host.sgl-kernel"],
+        {},
+    ),
     # an ExceptionGroup (PEP 654 box drawing) around the real error, raised on the first request
-    ("transformers-h200-flex-attention-continuous-batching.log", "bad-flag", "first-request",
-     'ValueError: Specified `attn_implementation="paged|flex_attention"` is not supported', ["--attn-implementation"],
-     {}),
+    (
+        "transformers-h200-flex-attention-continuous-batching.log",
+        "bad-flag",
+        "first-request",
+        'ValueError: Specified `attn_implementation="paged|flex_attention"` is not supported',
+        ["--attn-implementation"],
+        {},
+    ),
 ]
-WORKING = {"transformers-works.log"}  # a log of a server that served: explained as works (test_signatures_transformers)
+WORKING = {
+    "transformers-works.log"
+}  # a log of a server that served: explained as works (test_signatures_transformers)
 
 
 @pytest.mark.parametrize("name, cls, phase, line, implicates, levels", CASES, ids=[c[0] for c in CASES])
@@ -392,13 +681,18 @@ def test_transformers_logs_are_recognised():
 
 # -- knowledge strings are not cut at " #" (YAML comments) --------------------------------
 
+
 def test_cut_values_finds_a_source_cut_by_a_comment():
-    text = "signatures:\n  - id: x\n    source: sglang #18870 (docs/facts.md)\n    hint: 'quoted #1 is kept'\n"
+    text = (
+        "signatures:\n  - id: x\n    source: sglang #18870 (docs/facts.md)\n    hint: 'quoted #1 is kept'\n"
+    )
     assert cut_values(text) == [(3, "source", "sglang", "#18870 (docs/facts.md)")]
 
 
 def test_no_knowledge_string_is_cut_by_a_comment():
-    files = sorted((ROOT / "bringup" / "data").rglob("*.yaml")) + sorted((ROOT / "bringup" / "scenarios").glob("*.yaml"))
+    files = sorted((ROOT / "bringup" / "data").rglob("*.yaml")) + sorted(
+        (ROOT / "bringup" / "scenarios").glob("*.yaml")
+    )
     assert len(files) > 10
     cut = [(str(f.relative_to(ROOT)), *c) for f in files for c in cut_values(f.read_text())]
     assert cut == []

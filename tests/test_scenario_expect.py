@@ -17,9 +17,13 @@ from bringup.candidate import Candidate, parse_command
 from bringup.scenario import load_scenario, scenario_path
 from bringup.scenario.oracle import Oracle
 
-NEW = ["qwen25-7b-sm120-flashinfer-sampler-vllm", "qwen25-32b-graph-oom-sm120-vllm",
-       "gpt-oss-20b-triton-smem-sm120-vllm", "llama31-70b-pcie-nccl-hang-vllm",
-       "deepseek-r1-nvfp4-no-backend-sm120-vllm"]
+NEW = [
+    "qwen25-7b-sm120-flashinfer-sampler-vllm",
+    "qwen25-32b-graph-oom-sm120-vllm",
+    "gpt-oss-20b-triton-smem-sm120-vllm",
+    "llama31-70b-pcie-nccl-hang-vllm",
+    "deepseek-r1-nvfp4-no-backend-sm120-vllm",
+]
 UNSOLVABLE = "deepseek-r1-nvfp4-no-backend-sm120-vllm"
 
 
@@ -79,8 +83,18 @@ def _real(name: str, changes: str, scale: str = "0.002", extra: tuple[str, ...] 
     flags, env = launch(name, changes)
     from bringup.candidate import render_flags
 
-    rc, d, _, err = bringup("trial", "--scenario", str(scenario_path(name)), "--time-scale", scale, "--json",
-                            *extra, "--", *render_flags(flags), env=env)
+    rc, d, _, err = bringup(
+        "trial",
+        "--scenario",
+        str(scenario_path(name)),
+        "--time-scale",
+        scale,
+        "--json",
+        *extra,
+        "--",
+        *render_flags(flags),
+        env=env,
+    )
     assert d is not None, err
     return rc, d
 
@@ -96,8 +110,10 @@ def test_a_real_trial_validates_the_known_fix(name, tmp_path):
 def test_a_real_trial_of_the_unsolvable_baseline_names_every_refused_backend(tmp_path):
     rc, d = _real(UNSOLVABLE, "", extra=("--runs-dir", str(tmp_path)))
     assert rc == 1 and d["status"] == "fails" and d["phase"] == "load-weights"
-    assert any("No valid attention backend found" in e and "TRITON_MLA: [kv_cache_dtype not supported]" in e
-               for e in d["evidence"]), d["evidence"]
+    assert any(
+        "No valid attention backend found" in e and "TRITON_MLA: [kv_cache_dtype not supported]" in e
+        for e in d["evidence"]
+    ), d["evidence"]
 
 
 def test_repeating_watchdog_lines_do_not_hide_a_hang(tmp_path):
@@ -118,5 +134,7 @@ def test_repeating_watchdog_lines_do_not_hide_a_hang(tmp_path):
 
 
 def test_the_nccl_fix_validates_in_a_real_trial(tmp_path):
-    rc, d = _real("llama31-70b-pcie-nccl-hang-vllm", "NCCL_P2P_DISABLE=1", extra=("--runs-dir", str(tmp_path)))
+    rc, d = _real(
+        "llama31-70b-pcie-nccl-hang-vllm", "NCCL_P2P_DISABLE=1", extra=("--runs-dir", str(tmp_path))
+    )
     assert rc == 0 and d["status"] == "works", d.get("evidence")

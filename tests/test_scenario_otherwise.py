@@ -73,17 +73,32 @@ def test_otherwise_factors_then_default(tmp_path):
     assert (o.status, o.phase, o.rule) == ("fails", "load-weights", "otherwise:attention-backend")
 
 
-@pytest.mark.parametrize("extra, message", [
-    ("otherwise:\n  factors: [{flag: attention-backnd, levels: [A], serve: {mode: ok}}]\n",
-     "otherwise.factors[0].flag: unknown flag --attention-backnd"),
-    ("otherwise:\n  factors: [{flag: attention-backend, levels: [A]}]\n", "exactly one of fail, hang, serve"),
-    ("otherwise:\n  default: {when: {tp: 2}, serve: {mode: ok}}\n", "takes no `when`"),
-    ("rules:\n  - hang: {phase: kv-alloc, repeat: {every: 0, lines: [x]}}\n", "greater than 0"),
-])
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (
+            "otherwise:\n  factors: [{flag: attention-backnd, levels: [A], serve: {mode: ok}}]\n",
+            "otherwise.factors[0].flag: unknown flag --attention-backnd",
+        ),
+        (
+            "otherwise:\n  factors: [{flag: attention-backend, levels: [A]}]\n",
+            "exactly one of fail, hang, serve",
+        ),
+        ("otherwise:\n  default: {when: {tp: 2}, serve: {mode: ok}}\n", "takes no `when`"),
+        ("rules:\n  - hang: {phase: kv-alloc, repeat: {every: 0, lines: [x]}}\n", "greater than 0"),
+    ],
+)
 def test_bad_otherwise_and_repeat_name_the_field(tmp_path, extra, message):
     with pytest.raises(ScenarioError) as e:
-        _load(tmp_path, MINIMAL.replace("rules:\n  - {id: triton-wrong, when: {attention-backend: TRITON_ATTN}, "
-                                        "serve: {mode: garbage}}\n", "") + extra)
+        _load(
+            tmp_path,
+            MINIMAL.replace(
+                "rules:\n  - {id: triton-wrong, when: {attention-backend: TRITON_ATTN}, "
+                "serve: {mode: garbage}}\n",
+                "",
+            )
+            + extra,
+        )
     assert message in str(e.value)
 
 
@@ -95,22 +110,48 @@ def test_every_shipped_scenario_says_what_unnamed_levels_do():
 
 
 def test_phase_order_puts_distributed_init_and_kernel_warmup_where_engines_run_them():
-    order = ["spawn", "parse-args", "distributed-init", "load-weights", "kv-alloc", "kernel-warmup",
-             "graph-capture", "warmup", "ready", "first-request", "decode"]
+    order = [
+        "spawn",
+        "parse-args",
+        "distributed-init",
+        "load-weights",
+        "kv-alloc",
+        "kernel-warmup",
+        "graph-capture",
+        "warmup",
+        "ready",
+        "first-request",
+        "decode",
+    ]
     assert [phase_index(p) for p in order] == sorted(phase_index(p) for p in order)
     assert phase_index("distributed-init") >= 0 and phase_index("kernel-warmup") >= 0
 
 
 def test_engine_phase_markers_see_the_new_phases():
     vl, sg = Engine(name="vllm"), Engine(name="sglang")
-    assert vl.phase_of("(Worker_TP0 pid=9) INFO 11-30 10:00:00 [pynccl.py:113] vLLM is using nccl==2.28.9") \
+    assert (
+        vl.phase_of("(Worker_TP0 pid=9) INFO 11-30 10:00:00 [pynccl.py:113] vLLM is using nccl==2.28.9")
         == "distributed-init"
-    assert vl.phase_of("(EngineCore_DP0 pid=9) INFO 11-30 10:00:00 [gpu_model_runner.py:2602] Starting to load "
-                       "model m...") == "load-weights"
-    assert vl.phase_of("2026-11-30 10:00:00,000 - INFO - autotuner.py:256 - flashinfer.jit: [Autotuner]: "
-                       "Autotuning process starts ...") == "kernel-warmup"
+    )
+    assert (
+        vl.phase_of(
+            "(EngineCore_DP0 pid=9) INFO 11-30 10:00:00 [gpu_model_runner.py:2602] Starting to load "
+            "model m..."
+        )
+        == "load-weights"
+    )
+    assert (
+        vl.phase_of(
+            "2026-11-30 10:00:00,000 - INFO - autotuner.py:256 - flashinfer.jit: [Autotuner]: "
+            "Autotuning process starts ..."
+        )
+        == "kernel-warmup"
+    )
     assert sg.phase_of("[2026-11-30 10:00:00 TP0] Init torch distributed begin.") == "distributed-init"
-    assert sg.phase_of("[2026-11-30 10:00:00 TP0] Init torch distributed ends. mem usage=0.62 GB") == "load-weights"
+    assert (
+        sg.phase_of("[2026-11-30 10:00:00 TP0] Init torch distributed ends. mem usage=0.62 GB")
+        == "load-weights"
+    )
 
 
 def test_salad_is_random_tokens_and_misses_known_answers():
@@ -152,12 +193,15 @@ def test_a_hang_repeats_its_watchdog_lines_on_the_simulated_clock():
 
 
 def test_repeated_lines_are_not_progress():
-    a = ("(EngineCore_DP0 pid=18346) INFO 11-30 20:30:29 [shm_broadcast.py:501] No available shared memory "
-         "broadcast block found in 60 seconds.")
+    a = (
+        "(EngineCore_DP0 pid=18346) INFO 11-30 20:30:29 [shm_broadcast.py:501] No available shared memory "
+        "broadcast block found in 60 seconds."
+    )
     b = a.replace("pid=18346", "pid=1").replace("20:30:29", "20:31:29").replace(":501]", ":502]")
     assert progress_key(a) == progress_key(b)
-    assert progress_key("[2026-11-30 10:00:01 TP0] Load weight begin") == \
-        progress_key("[2026-11-30 10:09:01 TP0] Load weight begin")
+    assert progress_key("[2026-11-30 10:00:01 TP0] Load weight begin") == progress_key(
+        "[2026-11-30 10:09:01 TP0] Load weight begin"
+    )
     assert progress_key("Capturing batches: 10%") != progress_key("Capturing batches: 20%")  # tqdm moves on
 
 
@@ -178,13 +222,16 @@ def test_deadlines_are_in_engine_seconds_with_a_real_floor(tmp_path):
     assert t._deadlines() == (600.0, 1800.0)
 
 
-KERNEL_WARMUP = MINIMAL.replace("rules:\n", """timing: {start: 2, distributed_init: 3, load_weights: 4, kv_alloc: 1, kernel_warmup: 5, graph_capture: 2,
+KERNEL_WARMUP = MINIMAL.replace(
+    "rules:\n",
+    """timing: {start: 2, distributed_init: 3, load_weights: 4, kv_alloc: 1, kernel_warmup: 5, graph_capture: 2,
          warmup: 1, per_output_token: 0.01}
 rules:
   - id: autotune-dies
     when: {max-num-seqs: 3}
     fail: {phase: kernel-warmup, lines: ["RuntimeError: autotuning failed"]}
-""")
+""",
+)
 
 
 def test_kernel_warmup_and_distributed_init_take_their_time_in_order(tmp_path):
@@ -201,8 +248,19 @@ def test_a_real_trial_reports_the_kernel_warmup_phase(tmp_path):
 
     p = tmp_path / "kw.yaml"
     p.write_text(KERNEL_WARMUP)
-    rc, d, _, err = bringup("trial", "--scenario", str(p), "--time-scale", "0.01", "--json", "--runs-dir",
-                            str(tmp_path / "runs"), "--", "--max-num-seqs", "3")
+    rc, d, _, err = bringup(
+        "trial",
+        "--scenario",
+        str(p),
+        "--time-scale",
+        "0.01",
+        "--json",
+        "--runs-dir",
+        str(tmp_path / "runs"),
+        "--",
+        "--max-num-seqs",
+        "3",
+    )
     assert rc == 1 and d["status"] == "fails" and d["phase"] == "kernel-warmup", (d, err)
     log = open(d["log_path"]).read()
     assert "[Autotuner]: Autotuning process starts" in log and "autotuning failed" in log

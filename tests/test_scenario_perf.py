@@ -36,12 +36,25 @@ SC = load_scenario(TUNE)
 SCALE = 0.5
 
 # The documented grid (docs/scenarios.md, "The tuning scenario's grid") and its optimum.
-DOC_WORKLOAD = {"concurrency": 96, "input_len": 1536, "output_len": 512, "num_prompts": 400,
-                "slo": {"ttft_p99": 10.0, "itl_p99": 0.2}}
-DOC_AXES = {"mem-fraction-static": [0.80, 0.85, 0.88, 0.92], "max-running-requests": [32, 64, 96, 128, 256],
-            "chunked-prefill-size": [256, 512, 1024, 2048], "cuda-graph-max-bs": [64, 128, 256]}
-DOC_BEST = {"mem-fraction-static": 0.92, "max-running-requests": 96, "chunked-prefill-size": 1024,
-            "cuda-graph-max-bs": 128}
+DOC_WORKLOAD = {
+    "concurrency": 96,
+    "input_len": 1536,
+    "output_len": 512,
+    "num_prompts": 400,
+    "slo": {"ttft_p99": 10.0, "itl_p99": 0.2},
+}
+DOC_AXES = {
+    "mem-fraction-static": [0.80, 0.85, 0.88, 0.92],
+    "max-running-requests": [32, 64, 96, 128, 256],
+    "chunked-prefill-size": [256, 512, 1024, 2048],
+    "cuda-graph-max-bs": [64, 128, 256],
+}
+DOC_BEST = {
+    "mem-fraction-static": 0.92,
+    "max-running-requests": 96,
+    "chunked-prefill-size": 1024,
+    "cuda-graph-max-bs": 128,
+}
 
 
 def model(flags: dict[str, Any] | None = None) -> StepModel:
@@ -63,7 +76,8 @@ def test_step_cost_follows_the_documented_formula():
     assert m.step_seconds(8, 0, 8000) == pytest.approx(p.step_overhead_s + weights_s + 8000 * kv_s)
     # a step that prefills is compute-bound and eager
     assert m.step_seconds(8, 1024, 8000) == pytest.approx(
-        p.step_overhead_s + p.per_token_s * 1032 + 8000 * kv_s + p.eager_overhead_s)
+        p.step_overhead_s + p.per_token_s * 1032 + 8000 * kv_s + p.eager_overhead_s
+    )
     # decode batches above the CUDA-graph max batch size run eagerly
     small = model({"cuda-graph-max-bs": 16})
     assert small.step_seconds(32, 0, 0) == pytest.approx(m.step_seconds(32, 0, 0) + p.eager_overhead_s)
@@ -82,7 +96,8 @@ def test_tp_halves_weights_and_kv_per_gpu_and_pays_allreduce():
     assert two.kv_capacity > 2 * one.kv_capacity  # half the weights per GPU leaves far more for KV
     n = 40
     assert two.step_seconds(n, 0, 0) == pytest.approx(
-        p.step_overhead_s + two.weights_read_s + p.allreduce_s + p.allreduce_per_token_s * n)
+        p.step_overhead_s + two.weights_read_s + p.allreduce_s + p.allreduce_per_token_s * n
+    )
 
 
 def test_kv_capacity_follows_the_memory_fraction():
@@ -198,11 +213,25 @@ def test_the_step_loop_reports_how_late_it_ran():
 
 # -- the offline evaluator ----------------------------------------------------------------------
 def test_expected_reports_the_tuner_metrics_and_is_reproducible():
-    wl = {"concurrency": 8, "input_len": 512, "output_len": 64, "num_prompts": 48,
-          "slo": {"ttft_p99": 1.0, "itl_p99": 0.05}}
+    wl = {
+        "concurrency": 8,
+        "input_len": 512,
+        "output_len": 64,
+        "num_prompts": 48,
+        "slo": {"ttft_p99": 1.0, "itl_p99": 0.05},
+    }
     a = expected(SC, {"max-running-requests": 8}, wl)
-    for key in ("goodput_rps", "output_tps", "rps", "ttft_p50_s", "ttft_p99_s", "itl_p99_s", "e2e_p99_s",
-                "feasible", "failure_phase"):
+    for key in (
+        "goodput_rps",
+        "output_tps",
+        "rps",
+        "ttft_p50_s",
+        "ttft_p99_s",
+        "itl_p99_s",
+        "e2e_p99_s",
+        "feasible",
+        "failure_phase",
+    ):
         assert key in a
     assert a["feasible"] and a["failure_phase"] is None
     assert a == expected(SC, {"max-running-requests": 8}, wl)
@@ -223,23 +252,46 @@ def test_workloads_are_read_like_the_load_generator():
     bc = bench_config({"concurrency": 4, "slo": {"ttft_p99": 2.0, "itl_p50": 0.05}})
     assert [(s.metric, s.stat, s.target_s) for s in bc.slos] == [("ttft", "p99", 2.0), ("itl", "p50", 0.05)]
     assert bench_config({"slo": "ttft_p99=2s"}).request_rate == math.inf
-    res = simulate(SC, {}, {"concurrency": 4, "input_len": 100, "output_len": 20, "range_ratio": 0.5,
-                            "num_prompts": 30, "seed": 3})
+    res = simulate(
+        SC,
+        {},
+        {
+            "concurrency": 4,
+            "input_len": 100,
+            "output_len": 20,
+            "range_ratio": 0.5,
+            "num_prompts": 30,
+            "seed": 3,
+        },
+    )
     ins = [r.input_tokens for r in res.records]
     assert len(set(ins)) > 5 and min(ins) >= 50 and max(ins) <= 150
     # the same seed gives the same lengths, as bench() draws them
-    res2 = simulate(SC, {}, {"concurrency": 4, "input_len": 100, "output_len": 20, "range_ratio": 0.5,
-                             "num_prompts": 30, "seed": 3})
+    res2 = simulate(
+        SC,
+        {},
+        {
+            "concurrency": 4,
+            "input_len": 100,
+            "output_len": 20,
+            "range_ratio": 0.5,
+            "num_prompts": 30,
+            "seed": 3,
+        },
+    )
     assert [r.output_tokens for r in res.records] == [r.output_tokens for r in res2.records]
 
 
-@pytest.mark.parametrize("flags,phase,rule", [
-    ({"mem-fraction-static": 0.92, "cuda-graph-max-bs": 256}, "graph-capture", "graph-capture-oom"),
-    ({"mem-fraction-static": 0.95, "cuda-graph-max-bs": 64}, "graph-capture", "graph-capture-oom"),
-    ({"mem-fraction-static": 0.95, "disable-cuda-graph": True}, "warmup", "graph-capture-oom"),
-    ({"mem-fraction-static": 0.45}, "kv-alloc", "not-enough-memory"),
-    ({"tp-size": 2, "dp-size": 2}, "load-weights", "too-many-gpus"),
-])
+@pytest.mark.parametrize(
+    "flags,phase,rule",
+    [
+        ({"mem-fraction-static": 0.92, "cuda-graph-max-bs": 256}, "graph-capture", "graph-capture-oom"),
+        ({"mem-fraction-static": 0.95, "cuda-graph-max-bs": 64}, "graph-capture", "graph-capture-oom"),
+        ({"mem-fraction-static": 0.95, "disable-cuda-graph": True}, "warmup", "graph-capture-oom"),
+        ({"mem-fraction-static": 0.45}, "kv-alloc", "not-enough-memory"),
+        ({"tp-size": 2, "dp-size": 2}, "load-weights", "too-many-gpus"),
+    ],
+)
 def test_the_scenario_rules_make_configurations_infeasible(flags, phase, rule):
     cfg = engine_config(SC, flags)
     assert decide(SC, cfg) is not None and decide(SC, cfg).label == rule  # what the server would do
@@ -301,8 +353,10 @@ def test_chunk_size_trades_ttft_of_long_prompts_for_itl_spikes():
 
 def test_decode_batches_above_the_graph_size_are_slower():
     wl = {"concurrency": 48, "input_len": 128, "output_len": 256, "num_prompts": 144}
-    itl = [expected(SC, flags, wl)["itl_p50_s"] for flags in
-           ({"cuda-graph-max-bs": 64}, {"cuda-graph-max-bs": 16}, {"disable-cuda-graph": True})]
+    itl = [
+        expected(SC, flags, wl)["itl_p50_s"]
+        for flags in ({"cuda-graph-max-bs": 64}, {"cuda-graph-max-bs": 16}, {"disable-cuda-graph": True})
+    ]
     assert itl[0] < itl[1]
     assert itl[1] == pytest.approx(itl[2], rel=0.02)  # batch 48 > 16: eager either way
 
@@ -345,7 +399,13 @@ def quick_start(tmp_path_factory) -> Path:
     """The tuning scenario with a near-zero start-up: its 25 simulated seconds of start-up would
     cost 12 real seconds at this scale, and only serving is under test (same performance model)."""
     raw = yaml.safe_load(TUNE.read_text())
-    raw["timing"] = {"start": 0.01, "load_weights": 0.01, "kv_alloc": 0.01, "graph_capture": 0.01, "warmup": 0.01}
+    raw["timing"] = {
+        "start": 0.01,
+        "load_weights": 0.01,
+        "kv_alloc": 0.01,
+        "graph_capture": 0.01,
+        "warmup": 0.01,
+    }
     path = tmp_path_factory.mktemp("perf") / TUNE.name
     path.write_text(yaml.safe_dump(raw, sort_keys=False))
     return path
@@ -357,8 +417,10 @@ def measured(quick_start: Path) -> dict[str, Any]:
     (the benchmarks need the CPU), next to the evaluator's expectation for the same file."""
     sc = load_scenario(quick_start)
     assert sc.performance == SC.performance
-    procs = {name: ScenarioProcess(quick_start, flags_argv(sc, flags), time_scale=SCALE)
-             for name, flags in CASES.items()}
+    procs = {
+        name: ScenarioProcess(quick_start, flags_argv(sc, flags), time_scale=SCALE)
+        for name, flags in CASES.items()
+    }
     try:
         for p in procs.values():
             p.start()
@@ -366,9 +428,20 @@ def measured(quick_start: Path) -> dict[str, Any]:
             list(pool.map(lambda p: p.wait_for("The server is fired up and ready", 60), procs.values()))
         out: dict[str, Any] = {}
         for name, p in procs.items():
-            out[name] = (clean_bench(p, BenchConfig(url=p.url, **SERVER_WL)), expected(sc, CASES[name], SERVER_WL))
-        out["chat"] = bench(BenchConfig(url=procs["base"].url, endpoint="chat", concurrency=4, input_len=64,
-                                        output_len=8, num_prompts=8))
+            out[name] = (
+                clean_bench(p, BenchConfig(url=p.url, **SERVER_WL)),
+                expected(sc, CASES[name], SERVER_WL),
+            )
+        out["chat"] = bench(
+            BenchConfig(
+                url=procs["base"].url,
+                endpoint="chat",
+                concurrency=4,
+                input_len=64,
+                output_len=8,
+                num_prompts=8,
+            )
+        )
         slots = CASES["queued"]["max-running-requests"]
         out["after-abandon"] = abandon_then_serve(procs["queued"].url, slots)
         return out
@@ -405,8 +478,12 @@ def abandon_then_serve(url: str, slots: int) -> float:
     opened = []
     try:
         for i in range(slots):
-            cm = httpx.stream("POST", f"{url}/v1/completions", timeout=30, json={
-                "prompt": f"a long story {i}", "max_tokens": 2000, "ignore_eos": True, "stream": True})
+            cm = httpx.stream(
+                "POST",
+                f"{url}/v1/completions",
+                timeout=30,
+                json={"prompt": f"a long story {i}", "max_tokens": 2000, "ignore_eos": True, "stream": True},
+            )
             lines = cm.__enter__().iter_lines()
             opened.append(cm)
             while not next(lines).startswith("data:"):
@@ -423,9 +500,15 @@ def abandon_then_serve(url: str, slots: int) -> float:
 def sim(res: BenchResult) -> dict[str, float]:
     """The benchmark's numbers in simulated seconds (real seconds / time scale, rates x scale)."""
     s = res.summary
-    return {"rps": s.request_throughput * SCALE, "output_tps": s.output_throughput * SCALE,
-            **{f"{m}_{q}_s": getattr(getattr(s, f"{m}_ms"), q) / 1e3 / SCALE
-               for m in ("ttft", "itl", "e2e") for q in ("mean", "p50", "p99")}}
+    return {
+        "rps": s.request_throughput * SCALE,
+        "output_tps": s.output_throughput * SCALE,
+        **{
+            f"{m}_{q}_s": getattr(getattr(s, f"{m}_ms"), q) / 1e3 / SCALE
+            for m in ("ttft", "itl", "e2e")
+            for q in ("mean", "p50", "p99")
+        },
+    }
 
 
 AGREE = ("rps", "output_tps", "ttft_p50_s", "ttft_p99_s", "itl_mean_s", "itl_p99_s", "e2e_p50_s", "e2e_p99_s")

@@ -30,15 +30,43 @@ ROOT = Path(__file__).resolve().parent.parent
 GLM = scenario_path("glm5-nvfp4-sm120")
 QWEN = scenario_path("qwen3-30b-a3b-fp8-sm120-vllm")
 SCALE = 0.002
-MODEL_CARD = ["--model-path", "zai-org/GLM-5-NVFP4", "--tp", "8", "--quantization", "modelopt_fp4",
-              "--attention-backend", "flashinfer", "--moe-runner-backend", "flashinfer_cutlass",
-              "--kv-cache-dtype", "fp8_e4m3"]
-WORKING = [*MODEL_CARD, "--mem-fraction-static", "0.88", "--nsa-decode-backend", "trtllm", "--nsa-prefill-backend", "trtllm"]
+MODEL_CARD = [
+    "--model-path",
+    "zai-org/GLM-5-NVFP4",
+    "--tp",
+    "8",
+    "--quantization",
+    "modelopt_fp4",
+    "--attention-backend",
+    "flashinfer",
+    "--moe-runner-backend",
+    "flashinfer_cutlass",
+    "--kv-cache-dtype",
+    "fp8_e4m3",
+]
+WORKING = [
+    *MODEL_CARD,
+    "--mem-fraction-static",
+    "0.88",
+    "--nsa-decode-backend",
+    "trtllm",
+    "--nsa-prefill-backend",
+    "trtllm",
+]
 QWEN_FLAGS = ["--model", "Qwen/Qwen3-30B-A3B-Instruct-2507-FP8", "--max-model-len", "32768"]
 TWO_PLUS_TWO = "What is 2+2? Answer briefly."
 ENGINES = yaml.safe_load((ROOT / "bringup" / "data" / "engines.yaml").read_text())
-PHASES = ["spawn", "parse-args", "distributed-init", "load-weights", "kv-alloc", "kernel-warmup", "graph-capture",
-          "warmup", "ready"]
+PHASES = [
+    "spawn",
+    "parse-args",
+    "distributed-init",
+    "load-weights",
+    "kv-alloc",
+    "kernel-warmup",
+    "graph-capture",
+    "warmup",
+    "ready",
+]
 
 
 def phase_reached(lines: list[str], engine: str) -> str:
@@ -56,13 +84,24 @@ def phase_reached(lines: list[str], engine: str) -> str:
 
 
 def chat(url: str, prompt: str, max_tokens: int = 64, **extra) -> httpx.Response:
-    return httpx.post(f"{url}/v1/chat/completions", timeout=20, json={
-        "messages": [{"role": "user", "content": prompt}], "max_tokens": max_tokens, "temperature": 0, **extra})
+    return httpx.post(
+        f"{url}/v1/chat/completions",
+        timeout=20,
+        json={
+            "messages": [{"role": "user", "content": prompt}],
+            "max_tokens": max_tokens,
+            "temperature": 0,
+            **extra,
+        },
+    )
 
 
 def completion(url: str, prompt: str, max_tokens: int = 16, **extra) -> httpx.Response:
-    return httpx.post(f"{url}/v1/completions", timeout=20, json={
-        "prompt": prompt, "max_tokens": max_tokens, "temperature": 0, **extra})
+    return httpx.post(
+        f"{url}/v1/completions",
+        timeout=20,
+        json={"prompt": prompt, "max_tokens": max_tokens, "temperature": 0, **extra},
+    )
 
 
 def sse(url: str, path: str, body: dict) -> list[dict | str]:
@@ -72,12 +111,14 @@ def sse(url: str, path: str, body: dict) -> list[dict | str]:
         assert r.headers["content-type"].startswith("text/event-stream")
         for line in r.iter_lines():
             if line.startswith("data: "):
-                data = line[len("data: "):]
+                data = line[len("data: ") :]
                 events.append(data if data == "[DONE]" else json.loads(data))
     return events
 
 
-def launch(scenario: Path, flags: list[str], scale: float = SCALE, env: dict | None = None) -> ScenarioProcess:
+def launch(
+    scenario: Path, flags: list[str], scale: float = SCALE, env: dict | None = None
+) -> ScenarioProcess:
     return ScenarioProcess(scenario, flags, scale, env=env)
 
 
@@ -132,7 +173,15 @@ def test_seed_attempt_2_ready_then_nan_on_first_decode():
 
 @pytest.mark.slow
 def test_seed_attempt_3_triton_asserts_on_the_fp8_nsa_kv_store():
-    flags = [*MODEL_CARD, "--mem-fraction-static", "0.88", "--attention-backend", "triton", "--sampling-backend", "pytorch"]
+    flags = [
+        *MODEL_CARD,
+        "--mem-fraction-static",
+        "0.88",
+        "--attention-backend",
+        "triton",
+        "--sampling-backend",
+        "pytorch",
+    ]
     with launch(GLM, flags) as p:
         rc = p.wait_exit(30)
         lines = p.lines
@@ -144,11 +193,14 @@ def test_seed_attempt_3_triton_asserts_on_the_fp8_nsa_kv_store():
     assert c.failure_class == "incompatible-options" and c.phase == "graph-capture"
 
 
-@pytest.mark.parametrize("extra, graphs", [
-    (["--nsa-decode-backend", "flashmla_sparse"], True),  # seeds attempt 4
-    (["--fp8-gemm-backend", "cutlass"], True),  # attempt 5
-    (["--disable-cuda-graph"], False),  # attempt 6
-])
+@pytest.mark.parametrize(
+    "extra, graphs",
+    [
+        (["--nsa-decode-backend", "flashmla_sparse"], True),  # seeds attempt 4
+        (["--fp8-gemm-backend", "cutlass"], True),  # attempt 5
+        (["--disable-cuda-graph"], False),  # attempt 6
+    ],
+)
 @pytest.mark.slow
 def test_seed_attempts_4_to_6_still_nan_in_decode(extra, graphs):
     with launch(GLM, [*MODEL_CARD, "--mem-fraction-static", "0.88", *extra]) as p:
@@ -169,11 +221,19 @@ def test_seed_attempt_7_trtllm_serves_and_answers():
         # Effective config: the forced and defaulted values show, with their log lines.
         assert "Use nsa attention backend for DeepSeek with DSA." in text
         assert "Setting KV cache dtype to fp8_e4m3 for DeepSeek DSA on SM12 device." in text
-        assert "Force NSA prefill to use sparse MLA (i.e. disable MHA_ONE_SHOT) for GlmMoeDsaForCausalLM on Blackwell." in text
+        assert (
+            "Force NSA prefill to use sparse MLA (i.e. disable MHA_ONE_SHOT) for GlmMoeDsaForCausalLM on Blackwell."
+            in text
+        )
         assert "DeepGemm is enabled but the scale_fmt of checkpoint is not ue8m0" in text
         assert "RoPE parameters" in text
         server_args = next(ln for ln in p.lines if "server_args=ServerArgs(" in ln)
-        for piece in ("attention_backend='nsa'", "nsa_decode_backend='trtllm'", "kv_cache_dtype='fp8_e4m3'", "tp_size=8"):
+        for piece in (
+            "attention_backend='nsa'",
+            "nsa_decode_backend='trtllm'",
+            "kv_cache_dtype='fp8_e4m3'",
+            "tp_size=8",
+        ):
             assert piece in server_args
         # Chat, not streamed.
         r = chat(p.url, TWO_PLUS_TWO)
@@ -182,13 +242,27 @@ def test_seed_attempt_7_trtllm_serves_and_answers():
         assert re.search(r"\b4\b", body["choices"][0]["message"]["content"])
         assert body["usage"]["completion_tokens"] == len(body["choices"][0]["message"]["content"].split()) + 1
         # Chat, streamed, with usage.
-        ev = sse(p.url, "/v1/chat/completions", {"messages": [{"role": "user", "content": TWO_PLUS_TWO}],
-                                                   "max_tokens": 64, "temperature": 0,
-                                                   "stream_options": {"include_usage": True}})
+        ev = sse(
+            p.url,
+            "/v1/chat/completions",
+            {
+                "messages": [{"role": "user", "content": TWO_PLUS_TWO}],
+                "max_tokens": 64,
+                "temperature": 0,
+                "stream_options": {"include_usage": True},
+            },
+        )
         assert ev[-1] == "[DONE]" and ev[0]["choices"][0]["delta"]["role"] == "assistant"
-        streamed = "".join(e["choices"][0]["delta"].get("content", "") for e in ev[:-1] if isinstance(e, dict) and e["choices"])
+        streamed = "".join(
+            e["choices"][0]["delta"].get("content", "")
+            for e in ev[:-1]
+            if isinstance(e, dict) and e["choices"]
+        )
         assert streamed == body["choices"][0]["message"]["content"]
-        assert ev[-2]["choices"] == [] and ev[-2]["usage"]["completion_tokens"] == body["usage"]["completion_tokens"]
+        assert (
+            ev[-2]["choices"] == []
+            and ev[-2]["usage"]["completion_tokens"] == body["usage"]["completion_tokens"]
+        )
         # Completions, streamed and not: the same greedy text, finite logprobs.
         r = completion(p.url, TWO_PLUS_TWO, max_tokens=32, logprobs=2)
         choice = r.json()["choices"][0]
@@ -226,7 +300,15 @@ def test_time_scale_compresses_a_600_second_load():
 
 def test_dummy_weights_and_fewer_layers_screen_fast_with_the_same_kernel_failure():
     override = json.dumps({"num_hidden_layers": 2})
-    flags = [*MODEL_CARD, "--mem-fraction-static", "0.95", "--load-format", "dummy", "--json-model-override-args", override]
+    flags = [
+        *MODEL_CARD,
+        "--mem-fraction-static",
+        "0.95",
+        "--load-format",
+        "dummy",
+        "--json-model-override-args",
+        override,
+    ]
     with launch(GLM, flags) as p:
         p.wait_for("fired up", 30)  # no graph-capture OOM with 2 layers
         ready = p.clock()
@@ -240,23 +322,57 @@ def test_dummy_weights_and_fewer_layers_screen_fast_with_the_same_kernel_failure
 
 
 # -- flag validation, as the engine's argparse ------------------------------------------------------
-@pytest.mark.parametrize("scenario, flags, tail", [
-    (GLM, ["--model-path", "m", "--kv-cache-dtype", "nonsense"],
-     "launch_server.py: error: argument --kv-cache-dtype: invalid choice: 'nonsense' (choose from 'auto', 'fp8_e5m2', "
-     "'fp8_e4m3', 'bf16', 'bfloat16', 'fp4_e2m1')"),
-    (GLM, ["--model-path", "m", "--nsa-decode-backend", "trtllm", "--no-such-flag", "1"],
-     "launch_server.py: error: unrecognized arguments: --no-such-flag 1"),
-    (scenario_path("glm51-nvfp4-sm120-sglang0523"), ["--model-path", "m", "--nsa-decode-backend", "trtllm"],
-     "launch_server.py: error: unrecognized arguments: --nsa-decode-backend trtllm"),  # renamed --dsa-* in 0.5.23
-    (GLM, ["--tp", "8"], "launch_server.py: error: the following arguments are required: --model-path/--model"),
-    (GLM, ["--model-path", "m", "--port", "http"], "launch_server.py: error: argument --port: invalid int value: 'http'"),
-    (QWEN, ["--model", "m", "--enforce-eager", "--nsa-decode-backend", "trtllm"],  # trtllm fills the model_tag positional
-     "api_server.py: error: unrecognized arguments: --nsa-decode-backend"),
-])
+@pytest.mark.parametrize(
+    "scenario, flags, tail",
+    [
+        (
+            GLM,
+            ["--model-path", "m", "--kv-cache-dtype", "nonsense"],
+            "launch_server.py: error: argument --kv-cache-dtype: invalid choice: 'nonsense' (choose from 'auto', 'fp8_e5m2', "
+            "'fp8_e4m3', 'bf16', 'bfloat16', 'fp4_e2m1')",
+        ),
+        (
+            GLM,
+            ["--model-path", "m", "--nsa-decode-backend", "trtllm", "--no-such-flag", "1"],
+            "launch_server.py: error: unrecognized arguments: --no-such-flag 1",
+        ),
+        (
+            scenario_path("glm51-nvfp4-sm120-sglang0523"),
+            ["--model-path", "m", "--nsa-decode-backend", "trtllm"],
+            "launch_server.py: error: unrecognized arguments: --nsa-decode-backend trtllm",
+        ),  # renamed --dsa-* in 0.5.23
+        (
+            GLM,
+            ["--tp", "8"],
+            "launch_server.py: error: the following arguments are required: --model-path/--model",
+        ),
+        (
+            GLM,
+            ["--model-path", "m", "--port", "http"],
+            "launch_server.py: error: argument --port: invalid int value: 'http'",
+        ),
+        (
+            QWEN,
+            [
+                "--model",
+                "m",
+                "--enforce-eager",
+                "--nsa-decode-backend",
+                "trtllm",
+            ],  # trtllm fills the model_tag positional
+            "api_server.py: error: unrecognized arguments: --nsa-decode-backend",
+        ),
+    ],
+)
 def test_invalid_flags_exit_2_with_argparse_message_fast(scenario, flags, tail):
     t0 = time.monotonic()
-    out = subprocess.run([sys.executable, "-m", "bringup.scenario", "serve", "--scenario", str(scenario), "--", *flags],
-                         capture_output=True, text=True, timeout=30, cwd=ROOT)
+    out = subprocess.run(
+        [sys.executable, "-m", "bringup.scenario", "serve", "--scenario", str(scenario), "--", *flags],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        cwd=ROOT,
+    )
     elapsed = time.monotonic() - t0
     assert out.returncode == 2
     prog = "api_server.py" if scenario == QWEN else "launch_server.py"
@@ -266,15 +382,34 @@ def test_invalid_flags_exit_2_with_argparse_message_fast(scenario, flags, tail):
     assert elapsed < 2.0
     # (bringup's signatures have no pattern yet for argparse's "the following arguments are required")
     if "are required" not in tail:
-        assert classify(out.stderr.splitlines(), "sglang" if prog.startswith("launch") else "vllm",
-                        "parse-args").failure_class == "bad-flag"
+        assert (
+            classify(
+                out.stderr.splitlines(), "sglang" if prog.startswith("launch") else "vllm", "parse-args"
+            ).failure_class
+            == "bad-flag"
+        )
 
 
 def test_bad_scenario_file_exits_3_naming_file_and_field(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text(GLM.read_text().replace("phase: kv-alloc", "phase: kv-allocation", 1))
-    out = subprocess.run([sys.executable, "-m", "bringup.scenario", "serve", "--scenario", str(bad), "--",
-                          "--model-path", "m"], capture_output=True, text=True, timeout=30, cwd=ROOT)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bringup.scenario",
+            "serve",
+            "--scenario",
+            str(bad),
+            "--",
+            "--model-path",
+            "m",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        cwd=ROOT,
+    )
     assert out.returncode == 3
     assert f"{bad}: rules[" in out.stderr and "].fail.phase: Input should be" in out.stderr
 
@@ -287,7 +422,9 @@ def test_sigterm_ends_the_server_promptly(stage):
     with launch(GLM, WORKING, scale=scale) as p:
         p.wait_for("Load weight begin" if stage == "loading" else "fired up", 30)
         if stage == "serving":  # a request in flight must not delay the exit
-            pending = ThreadPoolExecutor(1).submit(completion, p.url, "Once upon a time", 20000, ignore_eos=True)
+            pending = ThreadPoolExecutor(1).submit(
+                completion, p.url, "Once upon a time", 20000, ignore_eos=True
+            )
             time.sleep(0.3)
         t0 = time.monotonic()
         os.killpg(p.proc.pid, signal.SIGTERM)
@@ -315,7 +452,10 @@ def test_sigint_too():
 def test_garbage_mode_answers_wrong_without_any_error():
     with launch(QWEN, QWEN_FLAGS, scale=0.005) as p:
         p.wait_for("Application startup complete", 30)
-        answers = [chat(p.url, q) for q in (TWO_PLUS_TWO, "What is the capital of France?", "How many days are in a week?")]
+        answers = [
+            chat(p.url, q)
+            for q in (TWO_PLUS_TWO, "What is the capital of France?", "How many days are in a week?")
+        ]
         assert all(a.status_code == 200 for a in answers)
         texts = [a.json()["choices"][0]["message"]["content"] for a in answers]
         r = completion(p.url, "The quick brown fox", logprobs=1).json()["choices"][0]
@@ -323,7 +463,11 @@ def test_garbage_mode_answers_wrong_without_any_error():
         time.sleep(0.2)
         log = p.text
         assert p.proc.poll() is None
-    assert not re.search(r"\b4\b", texts[0]) and "paris" not in texts[1].lower() and not re.search(r"\b7\b", texts[2])
+    assert (
+        not re.search(r"\b4\b", texts[0])
+        and "paris" not in texts[1].lower()
+        and not re.search(r"\b7\b", texts[2])
+    )
     assert all(t.startswith("The answer is") for t in texts)
     assert not re.search(r"Error|Traceback|Exception|ERROR|nan", log)
     assert "Using 'FLASHINFER_CUTLASS' Fp8 MoE backend" in log  # what the engine chose, in the log
@@ -431,7 +575,9 @@ def test_vllm_streaming_death_sends_an_error_event(vllm_scenario):
 
 @pytest.mark.slow
 def test_hang_stops_progress_and_never_gets_ready(vllm_scenario):
-    with launch(vllm_scenario, ["--model", "tiny/model", "--enforce-eager", "--max-num-seqs", "7"], scale=0.01) as p:
+    with launch(
+        vllm_scenario, ["--model", "tiny/model", "--enforce-eager", "--max-num-seqs", "7"], scale=0.01
+    ) as p:
         p.wait_for("waiting for peers", 30)
         n = len(p.lines)
         time.sleep(1.0)  # far longer than the whole start-up at this scale
@@ -455,7 +601,9 @@ def test_port_in_use_is_reported_like_uvicorn():
 
 
 def test_a_serving_hang_repeats_its_watchdog_line_and_never_answers(vllm_scenario):
-    with launch(vllm_scenario, ["--model", "tiny/model", "--enforce-eager", "--max-num-seqs", "9"], scale=0.005) as p:
+    with launch(
+        vllm_scenario, ["--model", "tiny/model", "--enforce-eager", "--max-num-seqs", "9"], scale=0.005
+    ) as p:
         p.wait_for("Application startup complete", 30)
         with pytest.raises(httpx.ReadTimeout):
             httpx.post(f"{p.url}/v1/completions", timeout=1.5, json={"prompt": "hello", "max_tokens": 4})

@@ -16,14 +16,26 @@ from conftest import ROOT, bringup, group_alive
 
 SCEN = ROOT / "bringup" / "data" / "scenarios"
 SEED = SCEN / "glm5-nvfp4-sm120.yaml"
-CARD = ("--tp 8 --quantization modelopt_fp4 --attention-backend flashinfer --moe-runner-backend "
-        "flashinfer_cutlass --kv-cache-dtype fp8_e4m3 --mem-fraction-static 0.95")
+CARD = (
+    "--tp 8 --quantization modelopt_fp4 --attention-backend flashinfer --moe-runner-backend "
+    "flashinfer_cutlass --kv-cache-dtype fp8_e4m3 --mem-fraction-static 0.95"
+)
 FAST = ("--time-scale", "0.002", "--timeout", "120", "--hang-timeout", "30")
 
 
 def run(runs: Path, *args: str, baseline: str = CARD, scenario: Path = SEED):
-    rc, data, out, err = bringup("run", "--scenario", str(scenario), "--baseline", baseline, "--runs-dir", str(runs),
-                                 "--json", *FAST, *args)
+    rc, data, out, err = bringup(
+        "run",
+        "--scenario",
+        str(scenario),
+        "--baseline",
+        baseline,
+        "--runs-dir",
+        str(runs),
+        "--json",
+        *FAST,
+        *args,
+    )
     assert data is not None, err
     return rc, data
 
@@ -37,8 +49,15 @@ def test_seed_scenario_with_knowledge(tmp_path):
     rc, d = run(tmp_path)
     assert rc == 0 and d["validated"] is True and d["status"] == "validated"
     assert d["launches"] <= 2
-    for key in ("launches", "screening_launches", "minimize_launches", "simulated_hours", "final_command",
-                "minimal_fix", "run_dir"):
+    for key in (
+        "launches",
+        "screening_launches",
+        "minimize_launches",
+        "simulated_hours",
+        "final_command",
+        "minimal_fix",
+        "run_dir",
+    ):
         assert key in d
     assert "--nsa-decode-backend trtllm" in _fix(d)
     assert d["simulated_hours"] > 0.1  # a 600 s simulated weight load per full launch
@@ -46,7 +65,9 @@ def test_seed_scenario_with_knowledge(tmp_path):
     assert "--nsa-decode-backend trtllm" in d["final_command"]
     # the minimal fix was proven: without it the engine NaNs in decode
     explained = [a for a in d["attempts"] if a["purpose"] == "minimize"]
-    assert len(explained) == d["minimize_launches"] and any(a["failure_class"] == "nan-output" for a in explained)
+    assert len(explained) == d["minimize_launches"] and any(
+        a["failure_class"] == "nan-output" for a in explained
+    )
     findings = Path(d["run_dir"]) / "FINDINGS.md"
     text = findings.read_text()
     assert "**Result: validated**" in text and "| # | changed from baseline |" in text
@@ -60,7 +81,9 @@ def test_seed_scenario_without_knowledge(tmp_path):
     rc, d = run(tmp_path, "--no-knowledge")
     assert rc == 0 and d["validated"] and d["knowledge"] is False
     assert "--nsa-decode-backend trtllm" in _fix(d)
-    classes = [a["failure_class"] for a in d["attempts"] if a["purpose"] != "minimize" and a["status"] != "works"]
+    classes = [
+        a["failure_class"] for a in d["attempts"] if a["purpose"] != "minimize" and a["status"] != "works"
+    ]
     # the seeds' traps show up and are named from the log
     assert "oom-graph-capture" in classes and "nan-output" in classes
     # never the same effective configuration twice
@@ -87,16 +110,35 @@ def test_second_run_starts_from_the_journal(tmp_path):
 
 def _journal_trials(db: Path, run_id: str) -> list[tuple]:
     with sqlite3.connect(db) as c:
-        return c.execute("SELECT seq, purpose, candidate_key, status FROM trials WHERE run_id=? ORDER BY seq",
-                         (run_id,)).fetchall()
+        return c.execute(
+            "SELECT seq, purpose, candidate_key, status FROM trials WHERE run_id=? ORDER BY seq", (run_id,)
+        ).fetchall()
 
 
 @pytest.mark.slow
 def test_resume_after_kill_mid_trial(tmp_path):
     runs = tmp_path / "runs"
-    argv = [sys.executable, "-m", "bringup", "run", "--scenario", str(SEED), "--baseline", CARD, "--runs-dir",
-            str(runs), "--json", "--no-knowledge", "--time-scale", "0.01", "--timeout", "120"]
-    proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    argv = [
+        sys.executable,
+        "-m",
+        "bringup",
+        "run",
+        "--scenario",
+        str(SEED),
+        "--baseline",
+        CARD,
+        "--runs-dir",
+        str(runs),
+        "--json",
+        "--no-knowledge",
+        "--time-scale",
+        "0.01",
+        "--timeout",
+        "120",
+    ]
+    proc = subprocess.Popen(
+        argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
+    )
     db = runs / "journal.sqlite"
     try:
         deadline = time.monotonic() + 120
@@ -142,10 +184,19 @@ def test_resume_after_kill_mid_trial(tmp_path):
 
 @pytest.mark.slow
 def test_bad_inputs_are_clear(tmp_path):
-    rc, _, _, err = bringup("run", "--scenario", str(SEED), "--baseline", "--nsa-decode-backend nonsense",
-                            "--runs-dir", str(tmp_path))
+    rc, _, _, err = bringup(
+        "run",
+        "--scenario",
+        str(SEED),
+        "--baseline",
+        "--nsa-decode-backend nonsense",
+        "--runs-dir",
+        str(tmp_path),
+    )
     assert rc == 2 and "invalid choice: 'nonsense'" in err
-    rc, _, _, err = bringup("run", "--scenario", str(SEED), "--vary", "--no-such-flag", "--runs-dir", str(tmp_path))
+    rc, _, _, err = bringup(
+        "run", "--scenario", str(SEED), "--vary", "--no-such-flag", "--runs-dir", str(tmp_path)
+    )
     assert rc == 2 and "no such flag" in err
     rc, _, _, err = bringup("run", "--scenario", str(SEED), "--fix", "garbage", "--runs-dir", str(tmp_path))
     assert rc == 2 and "FLAG=VALUE" in err
@@ -194,7 +245,9 @@ def test_every_shipped_scenario_validates_with_knowledge(tmp_path, name):
     baseline = getattr(sc, "baseline", None) or ""
     rc, d = run(tmp_path, "--no-minimize", baseline=baseline, scenario=SCEN / f"{name}.yaml")
     assert rc == 0 and d["validated"], d["stop_reason"]
-    assert d["launches"] <= 3  # docs/search.md has the per-scenario figures (the most: the tuning scenario, 3)
+    assert (
+        d["launches"] <= 3
+    )  # docs/search.md has the per-scenario figures (the most: the tuning scenario, 3)
     for pid_file in Path(d["run_dir"]).glob("trials/*/server.pid"):
         assert group_alive(int(pid_file.read_text().split()[0])) == []
     assert json.loads((Path(d["run_dir"]) / "findings.json").read_text())["validated"] is True
@@ -219,8 +272,14 @@ def test_screening_skips_memory_only_changes_when_a_launch_is_short(tmp_path):
     (fewer layers use less memory, so a screen would pass blindly), unless a full launch is long
     (the seeds' 400 GB model), where a screen still catches kernel failures cheaply."""
     tune = SCEN / "tune-llama31-70b-fp8-h200-sglang.yaml"
-    rc, d = run(tmp_path / "a", "--no-minimize", "--screen", "auto", scenario=tune,
-                baseline="--mem-fraction-static 0.92 --cuda-graph-max-bs 256 --max-running-requests 256")
+    rc, d = run(
+        tmp_path / "a",
+        "--no-minimize",
+        "--screen",
+        "auto",
+        scenario=tune,
+        baseline="--mem-fraction-static 0.92 --cuda-graph-max-bs 256 --max-running-requests 256",
+    )
     assert rc == 0 and d["validated"] and d["screening_launches"] == 0 and d["launches"] == 2
     assert d["attempts"][0]["failure_class"] == "oom-graph-capture"
     rc, d = run(tmp_path / "b", "--no-minimize", "--screen", "auto", "--no-knowledge")

@@ -49,13 +49,24 @@ def test_generic_wrapper_is_evidence_only_when_alone():
     generic = "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}"
     alone = classify(["INFO starting", generic], "vllm", "load-weights")
     assert alone.failure_class == "unknown" and alone.evidence == [generic]
-    withroot = classify(["ValueError: Available memory on node 0 (7.13/8.46 GiB) on startup is less than desired "
-                         "CPU memory utilization (0.99, 8.38 GiB).", generic], "vllm", "load-weights")
+    withroot = classify(
+        [
+            "ValueError: Available memory on node 0 (7.13/8.46 GiB) on startup is less than desired "
+            "CPU memory utilization (0.99, 8.38 GiB).",
+            generic,
+        ],
+        "vllm",
+        "load-weights",
+    )
     assert withroot.failure_class == "oom-kv-cache" and generic not in withroot.evidence
 
 
 def test_unknown_keeps_error_lines_as_evidence():
-    c = classify(["INFO ok", "Traceback (most recent call last):", "  File x", "ZeroDivisionError: boom"], "vllm", "warmup")
+    c = classify(
+        ["INFO ok", "Traceback (most recent call last):", "  File x", "ZeroDivisionError: boom"],
+        "vllm",
+        "warmup",
+    )
     assert c.failure_class == "unknown" and "ZeroDivisionError: boom" in c.evidence
 
 
@@ -66,9 +77,22 @@ def test_engine_scoping():
 
 
 def test_every_class_of_design_is_known_and_signatures_cover_failures():
-    design = {"bad-flag", "missing-dependency", "unsupported-hardware", "incompatible-options", "oom-weights",
-              "oom-kv-cache", "oom-graph-capture", "device-assert", "nan-output", "wrong-output", "hang",
-              "port-in-use", "distributed-init", "unknown"}
+    design = {
+        "bad-flag",
+        "missing-dependency",
+        "unsupported-hardware",
+        "incompatible-options",
+        "oom-weights",
+        "oom-kv-cache",
+        "oom-graph-capture",
+        "device-assert",
+        "nan-output",
+        "wrong-output",
+        "hang",
+        "port-in-use",
+        "distributed-init",
+        "unknown",
+    }
     assert design <= set(classes())
     covered = {s.failure_class for s in default_signatures()}
     # wrong-output and hang come from probes and the clock, not from log lines
@@ -76,13 +100,19 @@ def test_every_class_of_design_is_known_and_signatures_cover_failures():
     assert all(s.source and s.hint for s in default_signatures())
 
 
-@pytest.mark.parametrize("entry, message", [
-    ("{id: a, pattern: 'x', class: nonsense-class, hint: h, source: s}", "unknown class 'nonsense-class'"),
-    ("{id: a, pattern: '(', class: unknown, hint: h, source: s}", "pattern does not compile"),
-    ("{id: a, pattern: 'x', class: unknown, phase: lunch, hint: h, source: s}", "unknown phase 'lunch'"),
-    ("{id: a, pattern: 'x', class: unknown, hint: h}", "source"),
-    ("{id: a, pattern: 'x', class: unknown, hint: h, source: s, colour: red}", "colour"),
-])
+@pytest.mark.parametrize(
+    "entry, message",
+    [
+        (
+            "{id: a, pattern: 'x', class: nonsense-class, hint: h, source: s}",
+            "unknown class 'nonsense-class'",
+        ),
+        ("{id: a, pattern: '(', class: unknown, hint: h, source: s}", "pattern does not compile"),
+        ("{id: a, pattern: 'x', class: unknown, phase: lunch, hint: h, source: s}", "unknown phase 'lunch'"),
+        ("{id: a, pattern: 'x', class: unknown, hint: h}", "source"),
+        ("{id: a, pattern: 'x', class: unknown, hint: h, source: s, colour: red}", "colour"),
+    ],
+)
 def test_invalid_signature_files_name_file_and_field(tmp_path, entry, message):
     f = tmp_path / "bad.yaml"
     f.write_text(f"signatures:\n  - {entry}\n")
@@ -93,7 +123,9 @@ def test_invalid_signature_files_name_file_and_field(tmp_path, entry, message):
 
 def test_duplicate_ids_rejected(tmp_path):
     f = tmp_path / "dup.yaml"
-    f.write_text("signatures:\n  - {id: a, pattern: x, class: unknown, hint: h, source: s}\n"
-                 "  - {id: a, pattern: y, class: unknown, hint: h, source: s}\n")
+    f.write_text(
+        "signatures:\n  - {id: a, pattern: x, class: unknown, hint: h, source: s}\n"
+        "  - {id: a, pattern: y, class: unknown, hint: h, source: s}\n"
+    )
     with pytest.raises(KnowledgeFileError, match="duplicate id"):
         load_signatures([f])

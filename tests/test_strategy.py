@@ -11,22 +11,39 @@ from bringup.strategy import Strategy
 
 SG = bundled_help("sglang", "0.5.10.post1")
 VL = bundled_help("vllm", "0.32.0")
-SM120 = {"device": "cuda", "gpu.compute_capability": 12.0, "gpu.count": 8, "gpu.memory_gib": 96,
-         "model.attention": "dsa", "model.moe": True}
-CARD = ("--tp 8 --quantization modelopt_fp4 --attention-backend flashinfer --moe-runner-backend flashinfer_cutlass "
-        "--kv-cache-dtype fp8_e4m3 --mem-fraction-static 0.95")
+SM120 = {
+    "device": "cuda",
+    "gpu.compute_capability": 12.0,
+    "gpu.count": 8,
+    "gpu.memory_gib": 96,
+    "model.attention": "dsa",
+    "model.moe": True,
+}
+CARD = (
+    "--tp 8 --quantization modelopt_fp4 --attention-backend flashinfer --moe-runner-backend flashinfer_cutlass "
+    "--kv-cache-dtype fp8_e4m3 --mem-fraction-static 0.95"
+)
 
 
 def make(engine="sglang", spec=SG, baseline=CARD, facts=None, knowledge=False, **kw) -> Strategy:
     base = Candidate.make(engine, "m", parse_flags(baseline, spec))
     space = build_space(engine, spec, base, **kw)
-    kn = Knowledge(facts or SM120, engine, "0.5.10.post1" if engine == "sglang" else "0.32.0", enabled=knowledge)
+    kn = Knowledge(
+        facts or SM120, engine, "0.5.10.post1" if engine == "sglang" else "0.32.0", enabled=knowledge
+    )
     return Strategy(space, base, kn, spec)
 
 
 def outcome(status="fails", cls=None, phase=None, effective=None, implicates=(), signature=None, evidence=()):
-    return Outcome(status=status, failure_class=cls, phase=phase, effective=effective or {},
-                   implicates=list(implicates), signature=signature, evidence=list(evidence))
+    return Outcome(
+        status=status,
+        failure_class=cls,
+        phase=phase,
+        effective=effective or {},
+        implicates=list(implicates),
+        signature=signature,
+        evidence=list(evidence),
+    )
 
 
 def test_first_proposal_is_the_baseline_without_knowledge():
@@ -38,27 +55,52 @@ def test_first_proposal_is_the_baseline_without_knowledge():
 def test_nan_in_decode_changes_the_decode_backend_and_never_repeats():
     s = make()
     base = s.propose().candidate
-    s.observe(base, outcome(cls="nan-output", phase="decode",
-                            effective={"nsa_decode_backend": "flashmla_kv", "kv_cache_dtype": "fp8_e4m3",
-                                       "attention_backend": "nsa"},
-                            implicates=["--nsa-decode-backend", "--attention-backend", "--kv-cache-dtype",
-                                        "--sampling-backend"], signature="nan-probability"))
+    s.observe(
+        base,
+        outcome(
+            cls="nan-output",
+            phase="decode",
+            effective={
+                "nsa_decode_backend": "flashmla_kv",
+                "kv_cache_dtype": "fp8_e4m3",
+                "attention_backend": "nsa",
+            },
+            implicates=[
+                "--nsa-decode-backend",
+                "--attention-backend",
+                "--kv-cache-dtype",
+                "--sampling-backend",
+            ],
+            signature="nan-probability",
+        ),
+    )
     p = s.propose()
     changed = {c.flag for c in p.candidate.diff(s.baseline)}
     assert "--nsa-decode-backend" in changed
     # the engine used nsa when flashinfer was asked: frozen, never varied again
     assert s.frozen["--attention-backend"][0] == "nsa" and "--attention-backend" not in changed
     # the same family as the failed kernel is suspect too
-    assert p.candidate.flag_dict["--nsa-decode-backend"] not in ("flashmla_sparse", "flashmla_auto", "flashmla_kv")
+    assert p.candidate.flag_dict["--nsa-decode-backend"] not in (
+        "flashmla_sparse",
+        "flashmla_auto",
+        "flashmla_kv",
+    )
     assert p.key != s.observations[0].key
 
 
 def test_oom_lowers_the_memory_fraction_past_the_failed_value():
     s = make()
     base = s.propose().candidate
-    s.observe(base, outcome(cls="oom-graph-capture", phase="graph-capture", effective={"mem_fraction_static": 0.95},
-                            implicates=["--mem-fraction-static", "--cuda-graph-max-bs", "--disable-cuda-graph"],
-                            signature="sglang-graph-capture-failed"))
+    s.observe(
+        base,
+        outcome(
+            cls="oom-graph-capture",
+            phase="graph-capture",
+            effective={"mem_fraction_static": 0.95},
+            implicates=["--mem-fraction-static", "--cuda-graph-max-bs", "--disable-cuda-graph"],
+            signature="sglang-graph-capture-failed",
+        ),
+    )
     p = s.propose()
     mem = p.candidate.flag_dict.get("--mem-fraction-static")
     assert mem is None or float(mem) <= 0.9  # the engine default (unset), or a step down past the near window
@@ -75,11 +117,21 @@ def test_oom_lowers_the_memory_fraction_past_the_failed_value():
 def test_limit_read_from_the_error_message():
     s = make("vllm", VL, "--gpu-memory-utilization 0.99", facts={"device": "cpu"})
     base = s.propose().candidate
-    line = ("ValueError: Available memory on node 0 (7.13/8.46 GiB) on startup is less than desired CPU memory "
-            "utilization (0.99, 8.38 GiB).")
-    s.observe(base, outcome(cls="oom-kv-cache", phase="kv-alloc", effective={"gpu_memory_utilization": 0.99},
-                            implicates=["--gpu-memory-utilization"], signature="vllm-cpu-memory-reservation",
-                            evidence=[line]))
+    line = (
+        "ValueError: Available memory on node 0 (7.13/8.46 GiB) on startup is less than desired CPU memory "
+        "utilization (0.99, 8.38 GiB)."
+    )
+    s.observe(
+        base,
+        outcome(
+            cls="oom-kv-cache",
+            phase="kv-alloc",
+            effective={"gpu_memory_utilization": 0.99},
+            implicates=["--gpu-memory-utilization"],
+            signature="vllm-cpu-memory-reservation",
+            evidence=[line],
+        ),
+    )
     p = s.propose()
     v = float(p.candidate.flag_dict["--gpu-memory-utilization"])
     assert v <= 7.13 / 8.46 * 0.95 and v >= 0.7  # the highest level under the bound, with a margin
@@ -98,13 +150,24 @@ def test_knowledge_excludes_incompatible_and_applies_preferred():
 
 
 def test_unexplained_failure_points_outside_the_space():
-    s = make("vllm", VL, "--gpu-memory-utilization 0.5", facts={"device": "cpu", "model.attention": "mha"},
-             knowledge=True)
+    s = make(
+        "vllm",
+        VL,
+        "--gpu-memory-utilization 0.5",
+        facts={"device": "cpu", "model.attention": "mha"},
+        knowledge=True,
+    )
     base = s.propose().candidate
-    s.observe(base, outcome(cls="unsupported-hardware", phase="first-request",
-                            implicates=["--attention-backend", "model.head_dim"],
-                            signature="vllm-cpu-unsupported-attention",
-                            evidence=["RuntimeError: Unsupported CPU attention configuration: head_dim=16"]))
+    s.observe(
+        base,
+        outcome(
+            cls="unsupported-hardware",
+            phase="first-request",
+            implicates=["--attention-backend", "model.head_dim"],
+            signature="vllm-cpu-unsupported-attention",
+            evidence=["RuntimeError: Unsupported CPU attention configuration: head_dim=16"],
+        ),
+    )
     assert s.outside >= 0.8
     msg = s.explain_stop()
     assert "model.head_dim (a property of the model" in msg and "cpu_attn" in msg
@@ -131,8 +194,13 @@ def _probes(failed: str) -> list:
 
 
 WRONG = ["--attention-backend", "--moe-backend", "--kv-cache-dtype"]
-QWEN_FACTS = {"device": "cuda", "gpu.compute_capability": 12.0, "gpu.count": 1, "model.attention": "gqa",
-              "model.moe": True}
+QWEN_FACTS = {
+    "device": "cuda",
+    "gpu.compute_capability": 12.0,
+    "gpu.count": 1,
+    "model.attention": "gqa",
+    "model.moe": True,
+}
 
 
 def test_a_changed_symptom_pins_the_factor_that_changed():
@@ -142,14 +210,19 @@ def test_a_changed_symptom_pins_the_factor_that_changed():
     s = make("vllm", VL, "--max-model-len 32768", facts=QWEN_FACTS, vary=WRONG)
     base = s.propose().candidate
     eff = {"attention_backend": "FLASHINFER", "kv_cache_dtype": "auto"}
-    o1 = outcome("wrong-output", "wrong-output", "decode", {**eff, "moe_backend": "flashinfer_cutlass"}, WRONG)
+    o1 = outcome(
+        "wrong-output", "wrong-output", "decode", {**eff, "moe_backend": "flashinfer_cutlass"}, WRONG
+    )
     o1.probes = _probes("known-answers")
     s.observe(base, o1)
     second = base.with_changes({"--moe-backend": "batched_triton"})
     o2 = outcome("wrong-output", "wrong-output", "load", {**eff, "moe_backend": "batched_triton"}, WRONG)
     o2.probes = _probes("batch-invariance")
     s.observe(second, o2)
-    assert s.p[("--moe-backend", "batched_triton")] >= 0.9 and s.p[("--moe-backend", "flashinfer_cutlass")] >= 0.9
+    assert (
+        s.p[("--moe-backend", "batched_triton")] >= 0.9
+        and s.p[("--moe-backend", "flashinfer_cutlass")] >= 0.9
+    )
     assert s.p[("--attention-backend", "flashinfer")] < 0.3
     nxt = s.propose().candidate
     assert [c.flag for c in nxt.diff(s.baseline)] == ["--moe-backend"]
@@ -161,23 +234,42 @@ def test_a_failure_revealed_by_a_fix_is_not_blamed_on_the_fix():
     launch never reached decode, so the NaN is not the memory fraction's doing."""
     s = make()
     base = s.propose().candidate
-    s.observe(base, outcome(cls="oom-graph-capture", phase="graph-capture", effective={"mem_fraction_static": 0.95},
-                            implicates=["--mem-fraction-static"], signature="cuda-graph-oom"))
-    dropped = Candidate.make("sglang", "m", {k: v for k, v in base.flag_dict.items() if k != "--mem-fraction-static"})
-    s.observe(dropped, outcome(cls="nan-output", phase="decode",
-                               effective={"nsa_decode_backend": "flashmla_kv", "mem_fraction_static": 0.88},
-                               implicates=["--nsa-decode-backend", "--kv-cache-dtype"], signature="nan-probability"))
+    s.observe(
+        base,
+        outcome(
+            cls="oom-graph-capture",
+            phase="graph-capture",
+            effective={"mem_fraction_static": 0.95},
+            implicates=["--mem-fraction-static"],
+            signature="cuda-graph-oom",
+        ),
+    )
+    dropped = Candidate.make(
+        "sglang", "m", {k: v for k, v in base.flag_dict.items() if k != "--mem-fraction-static"}
+    )
+    s.observe(
+        dropped,
+        outcome(
+            cls="nan-output",
+            phase="decode",
+            effective={"nsa_decode_backend": "flashmla_kv", "mem_fraction_static": 0.88},
+            implicates=["--nsa-decode-backend", "--kv-cache-dtype"],
+            signature="nan-probability",
+        ),
+    )
     nxt = s.propose().candidate
     assert "--mem-fraction-static" not in nxt.flag_dict and "--nsa-decode-backend" in nxt.flag_dict
 
 
 # vLLM 0.32.0 vllm/platforms/cuda.py raises this when no backend validates (reasons from
 # vllm/v1/attention/backend.py validate_configuration); the reasons here are an SM120-like machine's.
-NONE_VALID = ("ValueError: No valid attention backend found for cuda with AttentionSelectorConfig(head_size=576, "
-              "dtype=torch.bfloat16, kv_cache_dtype=auto, block_size=64, use_mla=True). Reasons: "
-              "{FLASHMLA: [compute capability not supported], FLASH_ATTN_MLA: [compute capability not supported], "
-              "CUTLASS_MLA: [compute capability not supported], FLASHINFER_MLA: [compute capability not supported], "
-              "TRITON_MLA: [head_size not supported]}.")
+NONE_VALID = (
+    "ValueError: No valid attention backend found for cuda with AttentionSelectorConfig(head_size=576, "
+    "dtype=torch.bfloat16, kv_cache_dtype=auto, block_size=64, use_mla=True). Reasons: "
+    "{FLASHMLA: [compute capability not supported], FLASH_ATTN_MLA: [compute capability not supported], "
+    "CUTLASS_MLA: [compute capability not supported], FLASHINFER_MLA: [compute capability not supported], "
+    "TRITON_MLA: [head_size not supported]}."
+)
 
 
 def test_an_error_that_refuses_every_level_stops_the_search_at_once():
@@ -192,11 +284,22 @@ def test_an_error_that_refuses_every_level_stops_the_search_at_once():
 
 
 def test_a_refusal_that_depends_on_another_setting_is_not_final():
-    line = NONE_VALID.replace("TRITON_MLA: [head_size not supported]", "TRITON_MLA: [kv_cache_dtype not supported]")
-    s = make("vllm", VL, "--kv-cache-dtype fp8_e4m3", facts={"device": "cuda", "gpu.compute_capability": 12.0})
+    line = NONE_VALID.replace(
+        "TRITON_MLA: [head_size not supported]", "TRITON_MLA: [kv_cache_dtype not supported]"
+    )
+    s = make(
+        "vllm", VL, "--kv-cache-dtype fp8_e4m3", facts={"device": "cuda", "gpu.compute_capability": 12.0}
+    )
     base = s.propose().candidate
-    s.observe(base, outcome(cls="unsupported-hardware", phase="load-weights", evidence=[line],
-                            implicates=["--attention-backend", "--kv-cache-dtype"]))
+    s.observe(
+        base,
+        outcome(
+            cls="unsupported-hardware",
+            phase="load-weights",
+            evidence=[line],
+            implicates=["--attention-backend", "--kv-cache-dtype"],
+        ),
+    )
     d = s.next_launch([], [], set())
     assert d.candidate is not None and s.blocked is None
     f = s.space.get("--attention-backend")
@@ -210,8 +313,12 @@ def test_a_low_chance_is_reported_as_such_not_as_an_exhausted_space(monkeypatch)
 
     s = make()
     base = s.propose().candidate
-    s.observe(base, outcome(cls="nan-output", phase="decode", implicates=["--nsa-decode-backend"],
-                            signature="nan-probability"))
+    s.observe(
+        base,
+        outcome(
+            cls="nan-output", phase="decode", implicates=["--nsa-decode-backend"], signature="nan-probability"
+        ),
+    )
     monkeypatch.setattr(strategy, "MIN_P_SUCCESS", 0.999)  # whatever is left now counts as unlikely
     assert s.next_launch([], [], set()).candidate is None
     why = s.explain_stop()
@@ -224,7 +331,9 @@ def _with_env(engine="vllm", spec=VL, baseline="", facts=None):
 
     base = Candidate.make(engine, "m", parse_flags(baseline, spec))
     space = build_space(engine, spec, base)
-    kn = Knowledge(facts or {"device": "cuda", "gpu.compute_capability": 12.0}, engine, "0.32.0", enabled=False)
+    kn = Knowledge(
+        facts or {"device": "cuda", "gpu.compute_capability": 12.0}, engine, "0.32.0", enabled=False
+    )
     env = EnvFactors(load_registry(engine, version="0.32.0", installed=False), device="cuda")
     return Strategy(space, base, kn, spec, env=env)
 
@@ -232,8 +341,10 @@ def _with_env(engine="vllm", spec=VL, baseline="", facts=None):
 def test_a_variable_the_log_advises_joins_the_space_and_is_tried_next():
     s = _with_env()
     base = s.propose().candidate
-    line = ("RuntimeError: CUDA error: an illegal memory access was encountered in the sampler; "
-            "set VLLM_USE_FLASHINFER_SAMPLER=0 to use the PyTorch sampler instead")
+    line = (
+        "RuntimeError: CUDA error: an illegal memory access was encountered in the sampler; "
+        "set VLLM_USE_FLASHINFER_SAMPLER=0 to use the PyTorch sampler instead"
+    )
     s.observe(base, outcome(cls="device-assert", phase="decode", evidence=[line]))
     assert s.space.get("env:VLLM_USE_FLASHINFER_SAMPLER") is not None
     p = s.propose()
@@ -244,9 +355,16 @@ def test_a_variable_the_log_advises_joins_the_space_and_is_tried_next():
 def test_a_nan_brings_the_sampler_variables_that_no_line_names():
     s = _with_env()
     base = s.propose().candidate
-    s.observe(base, outcome(status="wrong-output", cls="nan-output", phase="decode",
-                            evidence=["probe long-decode: NaN logprob at token 17"],
-                            implicates=["--attention-backend", "--kv-cache-dtype"]))
+    s.observe(
+        base,
+        outcome(
+            status="wrong-output",
+            cls="nan-output",
+            phase="decode",
+            evidence=["probe long-decode: NaN logprob at token 17"],
+            implicates=["--attention-backend", "--kv-cache-dtype"],
+        ),
+    )
     added = [f.name for f in s.space.factors if f.origin == "ranked"]
     assert "env:VLLM_USE_FLASHINFER_SAMPLER" in added and len(added) <= 3
     # Launches made before a factor joined keep their identity (never proposed again).
@@ -273,11 +391,23 @@ def test_a_variable_this_version_ignores_is_frozen_not_searched():
 def test_a_missing_package_rules_out_every_level_that_loads_it():
     tr = bundled_help("transformers", "5.19.0")
     base = Candidate.make("transformers", "m", parse_flags("--quantization bnb-4bit", tr))
-    s = Strategy(build_space("transformers", tr, base), base,
-                 Knowledge({"device": "cuda"}, "transformers", "5.19.0", enabled=False), tr)
-    s.observe(base, Outcome(status="fails", failure_class="missing-dependency", phase="load-weights",
-                            implicates=["--quantization"], evidence=["ImportError: ... requires bitsandbytes"],
-                            implicated_levels={"--quantization": ["bnb-4bit", "bnb-8bit"]}))
+    s = Strategy(
+        build_space("transformers", tr, base),
+        base,
+        Knowledge({"device": "cuda"}, "transformers", "5.19.0", enabled=False),
+        tr,
+    )
+    s.observe(
+        base,
+        Outcome(
+            status="fails",
+            failure_class="missing-dependency",
+            phase="load-weights",
+            implicates=["--quantization"],
+            evidence=["ImportError: ... requires bitsandbytes"],
+            implicated_levels={"--quantization": ["bnb-4bit", "bnb-8bit"]},
+        ),
+    )
     nxt = s.propose().candidate
     assert nxt.flag_dict.get("--quantization") not in ("bnb-4bit", "bnb-8bit")
 
@@ -288,7 +418,9 @@ def test_the_first_launch_keeps_the_baselines_own_rarely_suspect_settings():
     from bringup.envfactors import EnvFactors
     from bringup.envvars import load_registry
 
-    base = Candidate.make("vllm", "m", parse_flags("--max-num-seqs 64", VL), {"VLLM_USE_FLASHINFER_SAMPLER": "0"})
+    base = Candidate.make(
+        "vllm", "m", parse_flags("--max-num-seqs 64", VL), {"VLLM_USE_FLASHINFER_SAMPLER": "0"}
+    )
     env = EnvFactors(load_registry("vllm", version="0.32.0", installed=False), device="cuda")
     space = build_space("vllm", VL, base)
     for f in env.initial(base.env_dict):
@@ -301,8 +433,14 @@ def test_plumbing_variables_never_join_a_candidate():
     from bringup.envvars import launch_environment, load_registry
 
     reg = load_registry("vllm", version="0.32.0", installed=False)
-    env = {"LD_LIBRARY_PATH": "/usr/lib", "CUDA_HOME": "/usr/local/cuda", "VLLM_USE_FLASHINFER_SAMPLER": "0",
-           "CUDA_VISIBLE_DEVICES": "0", "HF_TOKEN": "secret", "NCCL_P2P_DISABLE": "1"}
+    env = {
+        "LD_LIBRARY_PATH": "/usr/lib",
+        "CUDA_HOME": "/usr/local/cuda",
+        "VLLM_USE_FLASHINFER_SAMPLER": "0",
+        "CUDA_VISIBLE_DEVICES": "0",
+        "HF_TOKEN": "secret",
+        "NCCL_P2P_DISABLE": "1",
+    }
     assert launch_environment(reg, env) == {"VLLM_USE_FLASHINFER_SAMPLER": "0", "NCCL_P2P_DISABLE": "1"}
 
 
@@ -311,9 +449,16 @@ def test_a_failure_of_the_model_itself_brings_no_guessed_variables():
     the search must stop saying so, not try variables whose names share a word with the log."""
     s = _with_env(facts={"device": "cpu"})
     base = s.propose().candidate
-    s.observe(base, outcome(cls="unsupported-hardware", phase="first-request", implicates=["model.head_dim"],
-                            signature="vllm-cpu-unsupported-attention",
-                            evidence=["RuntimeError: Unsupported CPU attention configuration: head_dim=16"]))
+    s.observe(
+        base,
+        outcome(
+            cls="unsupported-hardware",
+            phase="first-request",
+            implicates=["model.head_dim"],
+            signature="vllm-cpu-unsupported-attention",
+            evidence=["RuntimeError: Unsupported CPU attention configuration: head_dim=16"],
+        ),
+    )
     assert not [f for f in s.space.factors if f.origin == "ranked"]
     assert s.next_launch([], [], set()).candidate is None
     assert "model.head_dim" in s.explain_stop()
@@ -327,19 +472,41 @@ def test_a_memory_plan_that_rules_out_low_fractions_does_not_block_after_the_hig
     # also implicates (the batch limit, the capture sizes).
     from bringup.knowledge import memory_model_for
 
-    facts = {"device": "cuda", "gpu.compute_capability": 12.0, "gpu.count": 1, "gpu.memory_gib": 95.6,
-             "model.weights_gib": 61.0}
-    base = Candidate.make("vllm", "m", parse_flags("--max-model-len 131072 --gpu-memory-utilization 0.95", VL))
+    facts = {
+        "device": "cuda",
+        "gpu.compute_capability": 12.0,
+        "gpu.count": 1,
+        "gpu.memory_gib": 95.6,
+        "model.weights_gib": 61.0,
+    }
+    base = Candidate.make(
+        "vllm", "m", parse_flags("--max-model-len 131072 --gpu-memory-utilization 0.95", VL)
+    )
     kn = Knowledge(facts, "vllm", "0.32.0", memory_model=memory_model_for(facts, "vllm"))
     s = Strategy(build_space("vllm", VL, base), base, kn, VL)
     f = s.space.get("--gpu-memory-utilization")
     assert s.p_bad(f, "0.5") >= 0.97 and s.p_bad(f, "0.95") < 0.97  # the plan's verdicts
-    s.observe(base, outcome(cls="oom-graph-capture", phase="graph-capture", signature="rootcause-oom-graph-capture",
-                            effective={"gpu_memory_utilization": 0.95},
-                            implicates=["--max-num-seqs", "--max-cudagraph-capture-size", "--enforce-eager",
-                                        "--gpu-memory-utilization"]))
-    kv = outcome(cls="oom-kv-cache", phase="kv-alloc", signature="vllm-kv-too-small-for-max-len",
-                 implicates=["--max-model-len", "--gpu-memory-utilization"])
+    s.observe(
+        base,
+        outcome(
+            cls="oom-graph-capture",
+            phase="graph-capture",
+            signature="rootcause-oom-graph-capture",
+            effective={"gpu_memory_utilization": 0.95},
+            implicates=[
+                "--max-num-seqs",
+                "--max-cudagraph-capture-size",
+                "--enforce-eager",
+                "--gpu-memory-utilization",
+            ],
+        ),
+    )
+    kv = outcome(
+        cls="oom-kv-cache",
+        phase="kv-alloc",
+        signature="vllm-kv-too-small-for-max-len",
+        implicates=["--max-model-len", "--gpu-memory-utilization"],
+    )
     for frac in ("0.9", None):  # 0.9, then the engine's default (0.92)
         p = s.propose()
         assert p is not None and p.candidate.flag_dict.get("--gpu-memory-utilization") == frac
@@ -351,39 +518,74 @@ def test_a_memory_plan_that_rules_out_low_fractions_does_not_block_after_the_hig
     assert {"--max-num-seqs", "--max-cudagraph-capture-size", "--enforce-eager"} & set(flags)
 
 
-SELECTED_NOT_VALID = ("ValueError: Selected backend AttentionBackendEnum.TRITON_MLA is not valid for this configuration. "
-                      "Reason: ['compute capability not supported', 'kv_cache_dtype not supported', 'MLA not supported']")
+SELECTED_NOT_VALID = (
+    "ValueError: Selected backend AttentionBackendEnum.TRITON_MLA is not valid for this configuration. "
+    "Reason: ['compute capability not supported', 'kv_cache_dtype not supported', 'MLA not supported']"
+)
 
 
 def test_one_level_refused_for_the_gpu_is_ruled_out_and_makes_a_later_refusal_final():
     # vLLM refuses the one backend it was asked for, with reasons; one of them (compute capability)
     # depends on nothing a launch changes: that level is out, whatever the KV dtype.
-    s = make("vllm", VL, "--kv-cache-dtype fp8 --attention-backend TRITON_MLA",
-             facts={"device": "cuda", "gpu.compute_capability": 12.0})
+    s = make(
+        "vllm",
+        VL,
+        "--kv-cache-dtype fp8 --attention-backend TRITON_MLA",
+        facts={"device": "cuda", "gpu.compute_capability": 12.0},
+    )
     base = s.propose().candidate
-    s.observe(base, outcome(cls="incompatible-options", phase="load-weights", evidence=[SELECTED_NOT_VALID],
-                            implicates=["--kv-cache-dtype", "--attention-backend"]))
+    s.observe(
+        base,
+        outcome(
+            cls="incompatible-options",
+            phase="load-weights",
+            evidence=[SELECTED_NOT_VALID],
+            implicates=["--kv-cache-dtype", "--attention-backend"],
+        ),
+    )
     f = s.space.get("--attention-backend")
     assert s.p_bad(f, "TRITON_MLA") > 0.99 and s.blocked is None
     nxt = s.next_launch([], [], set()).candidate
     assert nxt is not None and nxt.flag_dict.get("--attention-backend") != "TRITON_MLA"
     # The engine then refuses every backend; TRITON_MLA "only" for the KV dtype this time, but it was
     # refused for the GPU before: nothing in the space can work, and the search stops now.
-    line = NONE_VALID.replace("TRITON_MLA: [head_size not supported]", "TRITON_MLA: [kv_cache_dtype not supported]")
+    line = NONE_VALID.replace(
+        "TRITON_MLA: [head_size not supported]", "TRITON_MLA: [kv_cache_dtype not supported]"
+    )
     assert line != NONE_VALID
-    s.observe(nxt, outcome(cls="unsupported-hardware", phase="load-weights", evidence=[line],
-                           implicates=["--attention-backend", "--kv-cache-dtype"]))
+    s.observe(
+        nxt,
+        outcome(
+            cls="unsupported-hardware",
+            phase="load-weights",
+            evidence=[line],
+            implicates=["--attention-backend", "--kv-cache-dtype"],
+        ),
+    )
     assert s.next_launch([], [], set()).candidate is None
     assert s.explain_stop().startswith("nothing in the space can work")
 
 
 def test_one_level_refused_for_another_setting_is_not_ruled_out():
-    line = "ValueError: Selected backend AttentionBackendEnum.TRITON_MLA is not valid for this configuration. " \
-           "Reason: ['kv_cache_dtype not supported']"
-    s = make("vllm", VL, "--kv-cache-dtype fp8 --attention-backend TRITON_MLA",
-             facts={"device": "cuda", "gpu.compute_capability": 12.0})
-    s.observe(s.propose().candidate, outcome(cls="incompatible-options", phase="load-weights", evidence=[line],
-                                             implicates=["--kv-cache-dtype", "--attention-backend"]))
+    line = (
+        "ValueError: Selected backend AttentionBackendEnum.TRITON_MLA is not valid for this configuration. "
+        "Reason: ['kv_cache_dtype not supported']"
+    )
+    s = make(
+        "vllm",
+        VL,
+        "--kv-cache-dtype fp8 --attention-backend TRITON_MLA",
+        facts={"device": "cuda", "gpu.compute_capability": 12.0},
+    )
+    s.observe(
+        s.propose().candidate,
+        outcome(
+            cls="incompatible-options",
+            phase="load-weights",
+            evidence=[line],
+            implicates=["--kv-cache-dtype", "--attention-backend"],
+        ),
+    )
     assert s.p_bad(s.space.get("--attention-backend"), "TRITON_MLA") < 0.97
 
 
@@ -393,7 +595,9 @@ def test_asking_vllm_for_its_default_capture_size_is_not_a_new_configuration():
     unset = s.baseline
     asked = unset.with_changes({"--max-cudagraph-capture-size": "512"})
     assert s.predicted_key(asked) == s.predicted_key(unset)
-    assert s.predicted_key(unset.with_changes({"--max-cudagraph-capture-size": "256"})) != s.predicted_key(unset)
+    assert s.predicted_key(unset.with_changes({"--max-cudagraph-capture-size": "256"})) != s.predicted_key(
+        unset
+    )
 
 
 def test_equally_suspect_flag_and_variable_change_the_flag_first():

@@ -43,16 +43,22 @@ def test_known_model_answers_what_its_file_says(known_model):
     for prompt, expected in answers.items():
         assert greedy_chat(m, tok, prompt) == expected
     # Through the chat template as a server applies it, not only our own rendering of it.
-    ids = tok.apply_chat_template([{"role": "user", "content": "rev g a d"}], add_generation_prompt=True,
-                                  return_tensors="pt", return_dict=True)["input_ids"]
+    ids = tok.apply_chat_template(
+        [{"role": "user", "content": "rev g a d"}],
+        add_generation_prompt=True,
+        return_tensors="pt",
+        return_dict=True,
+    )["input_ids"]
     out = m.generate(ids, max_new_tokens=8, do_sample=False, pad_token_id=tok.eos_token_id)
-    assert tok.decode(out[0, ids.shape[1]:], skip_special_tokens=True).strip() == "d a g"
+    assert tok.decode(out[0, ids.shape[1] :], skip_special_tokens=True).strip() == "d a g"
 
 
 def _logits(model: Path, dtype: torch.dtype) -> torch.Tensor:
     tok = AutoTokenizer.from_pretrained(str(model))
     m = LlamaForCausalLM.from_pretrained(str(model), dtype=dtype).eval()
-    ids = tok(["<|user|>\nrev a b c</s>\n<|assistant|>\n"], add_special_tokens=False, return_tensors="pt").input_ids
+    ids = tok(
+        ["<|user|>\nrev a b c</s>\n<|assistant|>\n"], add_special_tokens=False, return_tensors="pt"
+    ).input_ids
     with torch.no_grad():
         return m(ids).logits[0].float()
 
@@ -70,8 +76,10 @@ def test_fp16_overflows_while_bf16_agrees_with_fp32(known_model, overflow_model)
 
     def served(dtype: str) -> list[ServerOutput]:
         r = compute_reference(str(overflow_model), tokens=8, dtype=dtype)
-        return [ServerOutput(p.text, [s.token for s in p.steps], [s.logprob for s in p.steps], "length")
-                for p in r.prompts]
+        return [
+            ServerOutput(p.text, [s.token for s in p.steps], [s.logprob for s in p.steps], "length")
+            for p in r.prompts
+        ]
 
     assert compare(ref, served("bfloat16"), tolerance("bfloat16")).passed
     v = compare(ref, served("float16"), tolerance("float16"))
@@ -80,15 +88,31 @@ def test_fp16_overflows_while_bf16_agrees_with_fp32(known_model, overflow_model)
 
 def test_llama_8b_preset_shapes_and_shards(tmp_path):
     cfg = PRESETS["llama-8b"]
-    assert (cfg["hidden_size"], cfg["num_hidden_layers"], cfg["num_attention_heads"], cfg["num_key_value_heads"],
-            cfg["intermediate_size"], cfg["vocab_size"]) == (4096, 32, 32, 8, 14336, 128256)
+    assert (
+        cfg["hidden_size"],
+        cfg["num_hidden_layers"],
+        cfg["num_attention_heads"],
+        cfg["num_key_value_heads"],
+        cfg["intermediate_size"],
+        cfg["vocab_size"],
+    ) == (4096, 32, 32, 8, 14336, 128256)
     params = sum(int(torch.tensor(s).prod()) for _, s in tensor_shapes(cfg))
     assert 8.0e9 < params < 8.1e9  # Llama-3-8B: 8.03 B
-    small = {"hidden_size": 128, "num_hidden_layers": 2, "intermediate_size": 256, "vocab_size": 1024,
-             "num_attention_heads": 4, "num_key_value_heads": 2}
+    small = {
+        "hidden_size": 128,
+        "num_hidden_layers": 2,
+        "intermediate_size": 256,
+        "vocab_size": 1024,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+    }
     out = write_preset(tmp_path / "m", "llama-8b", Spec(), overrides=small, shard_gib=0.0005)
     config = json.loads((out / "config.json").read_text())
-    assert config["num_key_value_heads"] == 2 and config["torch_dtype"] == "bfloat16" and config["head_dim"] == 32
+    assert (
+        config["num_key_value_heads"] == 2
+        and config["torch_dtype"] == "bfloat16"
+        and config["head_dim"] == 32
+    )
     index = json.loads((out / "model.safetensors.index.json").read_text())
     shards = sorted({f for f in index["weight_map"].values()})
     assert len(shards) > 1 and all((out / f).is_file() for f in shards)
@@ -107,7 +131,9 @@ def test_llama_8b_preset_shapes_and_shards(tmp_path):
                     assert 0.01 < float(t.float().std()) < 0.03
     assert total == index["metadata"]["total_size"]
     m = LlamaForCausalLM.from_pretrained(str(out))  # transformers loads the shards by the index
-    assert sum(p.numel() for p in m.parameters()) == sum(int(torch.tensor(s).prod()) for _, s in tensor_shapes(config))
+    assert sum(p.numel() for p in m.parameters()) == sum(
+        int(torch.tensor(s).prod()) for _, s in tensor_shapes(config)
+    )
 
 
 def test_preset_listing_and_bad_preset(tmp_path):

@@ -31,11 +31,15 @@ def _tests() -> dict[str, set[str]]:
         tree = ast.parse(path.read_text())
         module_marks: set[str] = set()
         for node in tree.body:
-            if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "pytestmark" for t in node.targets):
+            if isinstance(node, ast.Assign) and any(
+                getattr(t, "id", "") == "pytestmark" for t in node.targets
+            ):
                 module_marks |= _marks(node.value)
         for node in tree.body:
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name.startswith("test_"):
-                marks = set().union(*(_marks(d) for d in node.decorator_list)) if node.decorator_list else set()
+                marks = (
+                    set().union(*(_marks(d) for d in node.decorator_list)) if node.decorator_list else set()
+                )
                 found[f"{path.name}::{node.name}"] = marks | module_marks
     return found
 
@@ -59,7 +63,11 @@ def test_real_sglang_tests_are_in_neither_tier_of_make_test():
     var = dict(ln.split(" = ", 1) for ln in make.splitlines() if ln.startswith(("FAST = ", "REST = ")))
     assert all(v.endswith("and not sglang") for v in var.values())
     recipe = make.split("\ntest-sglang: ")[1].split("\n\n")[0]
-    assert "setup-sglang" in recipe.splitlines()[0] and "-m sglang" in recipe and "BRINGUP_SGLANG_PYTHON=" in recipe
+    assert (
+        "setup-sglang" in recipe.splitlines()[0]
+        and "-m sglang" in recipe
+        and "BRINGUP_SGLANG_PYTHON=" in recipe
+    )
 
 
 def test_the_tier_marks_are_registered():
@@ -75,7 +83,10 @@ def test_the_tier_marks_are_registered():
 def test_make_test_runs_the_fast_tier_first_then_the_rest():
     make = (ROOT / "Makefile").read_text()
     var = dict(ln.split(" = ", 1) for ln in make.splitlines() if ln.startswith(("FAST = ", "REST = ")))
-    assert var == {"FAST": "not engine and not slow and not sglang", "REST": "(slow or engine) and not sglang"}
+    assert var == {
+        "FAST": "not engine and not slow and not sglang",
+        "REST": "(slow or engine) and not sglang",
+    }
     recipe = make.split("\ntest: ")[1].split("\n\n")[0].splitlines()[1:]
     assert [ln.strip() for ln in recipe] == ["$(call tier,$(FAST))", "$(call tier,$(REST))"]
     assert (ROOT / ".ci" / "run").read_text().strip().endswith("make test")

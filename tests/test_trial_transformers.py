@@ -15,8 +15,22 @@ pytestmark = pytest.mark.engine
 
 
 def _trial(model: Path, runs: Path, *flags: str):
-    rc, data, _, _ = bringup("trial", "--engine", "transformers", "--model", str(model), "--runs-dir", str(runs),
-                             "--json", "--timeout", "300", "--hang-timeout", "120", "--", *flags)
+    rc, data, _, _ = bringup(
+        "trial",
+        "--engine",
+        "transformers",
+        "--model",
+        str(model),
+        "--runs-dir",
+        str(runs),
+        "--json",
+        "--timeout",
+        "300",
+        "--hang-timeout",
+        "120",
+        "--",
+        *flags,
+    )
     return rc, data
 
 
@@ -25,8 +39,15 @@ def test_defaults_work_and_every_probe_passes(tiny_model, tmp_path):
     assert rc == 0, o
     assert o["status"] == "works" and o["failure_class"] is None
     assert o["engine"] == "transformers" and o["engine_version"] == md.version("transformers")
-    assert [p["name"] for p in o["probes"]] == ["health", "completion", "chat", "reference", "long-decode",
-                                                "batch", "batch-invariance"]
+    assert [p["name"] for p in o["probes"]] == [
+        "health",
+        "completion",
+        "chat",
+        "reference",
+        "long-decode",
+        "batch",
+        "batch-invariance",
+    ]
     assert "compared greedy text (this engine returns no logprobs)" in o["probes"][3]["detail"]
     assert all(p["passed"] for p in o["probes"]), o["probes"]
     # What this engine's API lacks is said, not failed: /v1/models lists only the HF cache,
@@ -64,12 +85,29 @@ def test_continuous_batching_cache_too_big_dies_on_first_request(tiny_model, tmp
 
 
 def _run(model: Path, runs: Path, *extra: str) -> dict:
-    rc, r, _, err = bringup("run", "--engine", "transformers", "--model", str(model), "--runs-dir", str(runs),
-                            "--baseline", "--attn-implementation flash_attention_2", "--json", "--timeout", "300",
-                            "--hang-timeout", "120", *extra)
+    rc, r, _, err = bringup(
+        "run",
+        "--engine",
+        "transformers",
+        "--model",
+        str(model),
+        "--runs-dir",
+        str(runs),
+        "--baseline",
+        "--attn-implementation flash_attention_2",
+        "--json",
+        "--timeout",
+        "300",
+        "--hang-timeout",
+        "120",
+        *extra,
+    )
     assert rc == 0, err[-2000:]
     assert r["status"] == "validated" and r["validated"]
-    assert r["final_candidate"]["flags"].get("--attn-implementation") not in ("flash_attention_2", "flash_attention_3")
+    assert r["final_candidate"]["flags"].get("--attn-implementation") not in (
+        "flash_attention_2",
+        "flash_attention_3",
+    )
     assert all(p["passed"] for p in r["final_probes"])
     assert r["final_command"].startswith("python -m transformers.cli.transformers serve ")
     return r

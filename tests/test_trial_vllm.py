@@ -17,8 +17,23 @@ pytestmark = pytest.mark.engine
 
 
 def _trial(model: Path, runs: Path, *flags: str, extra: tuple[str, ...] = ()):
-    rc, data, out, err = bringup("trial", "--engine", "vllm", "--model", str(model), "--runs-dir", str(runs),
-                                 "--json", "--timeout", "300", "--hang-timeout", "120", *extra, "--", *flags)
+    rc, data, out, err = bringup(
+        "trial",
+        "--engine",
+        "vllm",
+        "--model",
+        str(model),
+        "--runs-dir",
+        str(runs),
+        "--json",
+        "--timeout",
+        "300",
+        "--hang-timeout",
+        "120",
+        *extra,
+        "--",
+        *flags,
+    )
     return rc, data
 
 
@@ -46,7 +61,15 @@ def test_memory_fraction_099_is_oom_before_ready(tiny_model, tmp_path):
     rc, o = _trial(tiny_model, tmp_path, "--gpu-memory-utilization", "0.99")
     assert rc == 1
     assert o["status"] == "fails" and o["failure_class"].startswith("oom-")
-    assert o["phase"] in ("spawn", "parse-args", "distributed-init", "load-weights", "kv-alloc", "graph-capture", "warmup")
+    assert o["phase"] in (
+        "spawn",
+        "parse-args",
+        "distributed-init",
+        "load-weights",
+        "kv-alloc",
+        "graph-capture",
+        "warmup",
+    )
     assert "is less than desired CPU memory utilization" in o["evidence"][0]
     assert not any("Engine core initialization failed" in e for e in o["evidence"])
     assert "--gpu-memory-utilization" in o["hint"]
@@ -76,7 +99,9 @@ def test_flash_attn_on_cpu_works_and_reports_override(tiny_model, tmp_path):
     ov = {x["flag"]: x for x in o["overrides"]}
     assert ov["--attention-backend"]["requested"] == "FLASH_ATTN"
     assert ov["--attention-backend"]["effective"] == "CPU_ATTN"
-    assert "Cannot use AttentionBackendEnum.FLASH_ATTN backend on CPU" in ov["--attention-backend"]["evidence"]
+    assert (
+        "Cannot use AttentionBackendEnum.FLASH_ATTN backend on CPU" in ov["--attention-backend"]["evidence"]
+    )
     assert o["requested"]["--attention-backend"] == "FLASH_ATTN"
     assert_nothing_left(Path(o["log_path"]).parent)
 
@@ -106,9 +131,27 @@ def test_invalid_choice_rejected_by_the_real_engine(tiny_model, tmp_path):
 def test_interrupting_bringup_tears_the_server_down(tiny_model, tmp_path, sig):
     runs = tmp_path / "runs"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "bringup", "trial", "--engine", "vllm", "--model", str(tiny_model),
-         "--runs-dir", str(runs), "--json", "--", "--gpu-memory-utilization", MEM],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+        [
+            sys.executable,
+            "-m",
+            "bringup",
+            "trial",
+            "--engine",
+            "vllm",
+            "--model",
+            str(tiny_model),
+            "--runs-dir",
+            str(runs),
+            "--json",
+            "--",
+            "--gpu-memory-utilization",
+            MEM,
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
     try:
         # Wait until the engine has workers (a real process tree), then interrupt bringup.
         deadline = time.monotonic() + 120
@@ -133,4 +176,6 @@ def test_interrupting_bringup_tears_the_server_down(tiny_model, tmp_path, sig):
             proc.wait()
     assert rc == 128 + sig  # 130 for SIGINT, 143 for SIGTERM
     assert_nothing_left(pidfile.parent)
-    assert not (pidfile.parent / "outcome.json").exists() or json.loads((pidfile.parent / "outcome.json").read_text())
+    assert not (pidfile.parent / "outcome.json").exists() or json.loads(
+        (pidfile.parent / "outcome.json").read_text()
+    )

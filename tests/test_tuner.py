@@ -7,9 +7,11 @@ from bringup.tuning.tuner import Evaluation, Tuner, grid
 
 
 def knobs() -> list[Knob]:
-    return [Knob("--mem", ["0.7", "0.8", "0.85", "0.9"], monotone_memory=True),
-            Knob("--batch", ["16", "32", "64", "128", "256"]),
-            Knob("--chunk", ["1024", "2048", "4096"])]
+    return [
+        Knob("--mem", ["0.7", "0.8", "0.85", "0.9"], monotone_memory=True),
+        Knob("--batch", ["16", "32", "64", "128", "256"]),
+        Knob("--chunk", ["1024", "2048", "4096"]),
+    ]
 
 
 def value(k: dict) -> float:
@@ -24,10 +26,21 @@ class Eval:
     def __call__(self, k: dict, best):
         self.calls.append(k)
         if float(k["--mem"]) >= 0.9:
-            return Evaluation("infeasible", failure_class="oom-graph-capture", phase="graph-capture",
-                              signature="sglang-graph-capture-failed", evidence="Capture cuda graph failed: CUDA out of memory")
-        return Evaluation("ok", metrics={"goodput_rps": value(k), "output_tps": 100 * value(k),
-                                         "e2e_p99_s": int(k["--batch"]) / 64})
+            return Evaluation(
+                "infeasible",
+                failure_class="oom-graph-capture",
+                phase="graph-capture",
+                signature="sglang-graph-capture-failed",
+                evidence="Capture cuda graph failed: CUDA out of memory",
+            )
+        return Evaluation(
+            "ok",
+            metrics={
+                "goodput_rps": value(k),
+                "output_tps": 100 * value(k),
+                "e2e_p99_s": int(k["--batch"]) / 64,
+            },
+        )
 
 
 def test_finds_the_optimum_without_repeating_or_crashing():
@@ -66,7 +79,10 @@ def test_start_point_is_measured_first():
 
     def wrapped(k, best):
         calls.append(k)
-        k = {f: ("0.8" if v == DEFAULT and f == "--mem" else "2048" if v == DEFAULT else v) for f, v in k.items()}
+        k = {
+            f: ("0.8" if v == DEFAULT and f == "--mem" else "2048" if v == DEFAULT else v)
+            for f, v in k.items()
+        }
         return ev2(k, best)
 
     Tuner(ks, wrapped, budget=3, seed=0, start=start).run()
@@ -83,8 +99,10 @@ def test_pareto_front_is_non_dominated():
         for q in t.points:
             if q.evaluation.status != "ok":
                 continue
-            better = (q.evaluation.metrics["output_tps"] > p.evaluation.metrics["output_tps"]
-                      and q.evaluation.metrics["e2e_p99_s"] < p.evaluation.metrics["e2e_p99_s"])
+            better = (
+                q.evaluation.metrics["output_tps"] > p.evaluation.metrics["output_tps"]
+                and q.evaluation.metrics["e2e_p99_s"] < p.evaluation.metrics["e2e_p99_s"]
+            )
             assert not better
 
 

@@ -14,15 +14,22 @@ from bringup.tuning.knobs import Knob, start_point, with_base_levels
 from bringup.tuning.tuner import Tuner, grid
 
 TUNE = "tune-llama31-70b-fp8-h200-sglang"
-WORKLOAD = {"concurrency": 96, "input_len": 1536, "output_len": 512, "num_prompts": 400,
-            "slo": {"ttft_p99": 10.0, "itl_p99": 0.2}}
+WORKLOAD = {
+    "concurrency": 96,
+    "input_len": 1536,
+    "output_len": 512,
+    "num_prompts": 400,
+    "slo": {"ttft_p99": 10.0, "itl_p99": 0.2},
+}
 
 
 def knobs() -> list[Knob]:
-    return [Knob("--mem-fraction-static", ["0.8", "0.85", "0.88", "0.92"], monotone_memory=True),
-            Knob("--max-running-requests", ["32", "64", "96", "128", "256"]),
-            Knob("--chunked-prefill-size", ["256", "512", "1024", "2048"]),
-            Knob("--cuda-graph-max-bs", ["64", "128", "256"], monotone_memory=True)]
+    return [
+        Knob("--mem-fraction-static", ["0.8", "0.85", "0.88", "0.92"], monotone_memory=True),
+        Knob("--max-running-requests", ["32", "64", "96", "128", "256"]),
+        Knob("--chunked-prefill-size", ["256", "512", "1024", "2048"]),
+        Knob("--cuda-graph-max-bs", ["64", "128", "256"], monotone_memory=True),
+    ]
 
 
 @pytest.mark.slow
@@ -37,7 +44,13 @@ def test_tuner_reaches_the_grid_optimum_in_a_fraction_of_the_launches():
     optimum = max(values.values())
     assert sum(1 for v in values.values() if v == 0.0) >= 10  # infeasible points exist (graph capture OOM)
     ks = with_base_levels(knobs(), base)
-    t = Tuner(ks, ScenarioOracle(sc, base, WORKLOAD, noise_seed=1000), budget=72, seed=0, start=start_point(ks, base))
+    t = Tuner(
+        ks,
+        ScenarioOracle(sc, base, WORKLOAD, noise_seed=1000),
+        budget=72,
+        seed=0,
+        start=start_point(ks, base),
+    )
     t.run()
     best = t.best()
     got = values.get(tuple(sorted(best.knobs.items())))
@@ -57,11 +70,32 @@ def test_tuner_reaches_the_grid_optimum_in_a_fraction_of_the_launches():
 
 @pytest.mark.slow
 def test_bringup_tune_on_the_scenario_end_to_end(tmp_path):
-    rc, d, _, err = bringup("tune", "--scenario", str(ROOT / "bringup" / "data" / "scenarios" / f"{TUNE}.yaml"), "--config",
-                            "--mem-fraction-static 0.92 --cuda-graph-max-bs 256", "--knobs",
-                            "mem-fraction-static,cuda-graph-max-bs", "--trials", "3", "--sweep", "4,16",
-                            "--concurrency", "16", "--num-prompts", "24", "--input-len", "256", "--output-len", "32",
-                            "--time-scale", "0.05", "--runs-dir", str(tmp_path), "--json")
+    rc, d, _, err = bringup(
+        "tune",
+        "--scenario",
+        str(ROOT / "bringup" / "data" / "scenarios" / f"{TUNE}.yaml"),
+        "--config",
+        "--mem-fraction-static 0.92 --cuda-graph-max-bs 256",
+        "--knobs",
+        "mem-fraction-static,cuda-graph-max-bs",
+        "--trials",
+        "3",
+        "--sweep",
+        "4,16",
+        "--concurrency",
+        "16",
+        "--num-prompts",
+        "24",
+        "--input-len",
+        "256",
+        "--output-len",
+        "32",
+        "--time-scale",
+        "0.05",
+        "--runs-dir",
+        str(tmp_path),
+        "--json",
+    )
     assert rc == 0, err[-2000:]
     pts = d["points"]
     assert pts[0]["knobs"] == {"--mem-fraction-static": "0.92", "--cuda-graph-max-bs": "256"}

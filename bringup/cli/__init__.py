@@ -53,9 +53,18 @@ def main() -> None:
         if isinstance(e, (JournalDamaged, PreflightError, InputError, KnowledgeFileError)):
             print(f"error: {e}", file=sys.stderr)
             sys.exit(2)
-        if isinstance(e, OSError) and e.errno in (errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC, errno.EDQUOT):
+        if isinstance(e, OSError) and e.errno in (
+            errno.EROFS,
+            errno.EACCES,
+            errno.EPERM,
+            errno.ENOSPC,
+            errno.EDQUOT,
+        ):
             where = f" {e.filename}" if e.filename else ""
-            print(f"error: cannot write{where}: {e.strerror or e}. Nothing recorded so far was changed; "
-                  "free space or give a writable --runs-dir.", file=sys.stderr)
+            print(
+                f"error: cannot write{where}: {e.strerror or e}. Nothing recorded so far was changed; "
+                "free space or give a writable --runs-dir.",
+                file=sys.stderr,
+            )
             sys.exit(2)
         raise

@@ -19,7 +19,12 @@ if TYPE_CHECKING:  # every command module imports this one: keep `bringup --help
 out_console = Console(highlight=False, soft_wrap=True)
 err_console = Console(stderr=True, highlight=False)
 
-STATUS_STYLE = {"works": "bold green", "fails": "bold red", "wrong-output": "bold magenta", "timeout": "bold yellow"}
+STATUS_STYLE = {
+    "works": "bold green",
+    "fails": "bold red",
+    "wrong-output": "bold magenta",
+    "timeout": "bold yellow",
+}
 
 
 def usage_error(msg: str) -> typer.Exit:

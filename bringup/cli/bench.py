@@ -38,7 +38,8 @@ def _summary_lines(res: BenchResult) -> list[str]:
     s = res.summary
     lines = [
         f"requests: {s.completed} ok, {s.failed} failed"
-        + (f", {s.cancelled} cancelled" if s.cancelled else "") + f" in {s.duration_s:.2f} s"
+        + (f", {s.cancelled} cancelled" if s.cancelled else "")
+        + f" in {s.duration_s:.2f} s"
         + (f"  (warm-up failures: {res.warmup_failed})" if res.warmup_failed else ""),
         f"throughput: {s.request_throughput:.2f} req/s, {s.output_throughput:.1f} output tok/s, "
         f"{s.total_token_throughput:.1f} total tok/s",
@@ -47,11 +48,15 @@ def _summary_lines(res: BenchResult) -> list[str]:
         + (f", {s.mean_tokens_per_chunk:.2f} tokens/chunk" if s.mean_tokens_per_chunk else ""),
     ]
     if s.good_requests is not None:
-        lines.append(f"goodput: {s.request_goodput:.2f} req/s, {s.output_goodput:.1f} output tok/s "
-                     f"({s.good_requests} good requests, attainment {100 * (s.slo_attainment or 0):.0f}%)")
+        lines.append(
+            f"goodput: {s.request_goodput:.2f} req/s, {s.output_goodput:.1f} output tok/s "
+            f"({s.good_requests} good requests, attainment {100 * (s.slo_attainment or 0):.0f}%)"
+        )
         for c in s.slo_checks:
-            lines.append(f"  {c.slo} <= {c.target_ms:g} ms: measured {_ms(c.measured_ms)} ms "
-                         f"{'[green]met[/]' if c.met else '[red]missed[/]'}; {c.good_requests} requests within")
+            lines.append(
+                f"  {c.slo} <= {c.target_ms:g} ms: measured {_ms(c.measured_ms)} ms "
+                f"{'[green]met[/]' if c.met else '[red]missed[/]'}; {c.good_requests} requests within"
+            )
         lines.append(f"SLOs met: {'[green]yes[/]' if s.slos_met else '[red]no[/]'}")
     if s.stopped_early:
         lines.append(f"[yellow]stopped early[/]: {s.stop_reason}")
@@ -66,15 +71,33 @@ def _short(point: str) -> str:
 
 def _sweep_table(results: list[BenchResult]) -> Table:
     t = Table(title="sweep (latencies in ms)", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
-    for c in ("point", "ok/fail", "req/s", "out tok/s", "TTFT p50", "TTFT p99", "ITL p99", "TPOT p50",
-              "good req/s", "SLOs"):
+    for c in (
+        "point",
+        "ok/fail",
+        "req/s",
+        "out tok/s",
+        "TTFT p50",
+        "TTFT p99",
+        "ITL p99",
+        "TPOT p50",
+        "good req/s",
+        "SLOs",
+    ):
         t.add_column(c, justify="left" if c == "point" else "right", no_wrap=True)
     for r in results:
         s = r.summary
-        t.add_row(_short(s.point), f"{s.completed}/{s.failed}", f"{s.request_throughput:.2f}",
-                  f"{s.output_throughput:.0f}", _ms(s.ttft_ms.p50), _ms(s.ttft_ms.p99), _ms(s.itl_ms.p99),
-                  _ms(s.tpot_ms.p50), "-" if s.request_goodput is None else f"{s.request_goodput:.2f}",
-                  "-" if s.slos_met is None else ("yes" if s.slos_met else "no"))
+        t.add_row(
+            _short(s.point),
+            f"{s.completed}/{s.failed}",
+            f"{s.request_throughput:.2f}",
+            f"{s.output_throughput:.0f}",
+            _ms(s.ttft_ms.p50),
+            _ms(s.ttft_ms.p99),
+            _ms(s.itl_ms.p99),
+            _ms(s.tpot_ms.p50),
+            "-" if s.request_goodput is None else f"{s.request_goodput:.2f}",
+            "-" if s.slos_met is None else ("yes" if s.slos_met else "no"),
+        )
     return t
 
 
@@ -82,25 +105,41 @@ def _sweep_table(results: list[BenchResult]) -> Table:
 def bench_cmd(
     url: str = typer.Option(..., help="Server base URL, e.g. http://127.0.0.1:8000"),
     model: str = typer.Option(None, help="Model name to request (default: the first at /v1/models)."),
-    api_key: str = typer.Option(None, envvar="VLLM_API_KEY", show_default=False,
-                                help="Bearer key for a server started with --api-key (or VLLM_API_KEY)."),
+    api_key: str = typer.Option(
+        None,
+        envvar="VLLM_API_KEY",
+        show_default=False,
+        help="Bearer key for a server started with --api-key (or VLLM_API_KEY).",
+    ),
     endpoint: str = typer.Option("completions", help="completions or chat."),
-    num_prompts: int = typer.Option(None, min=1, help="Requests to measure (default 100, or every line of --prompts)."),
+    num_prompts: int = typer.Option(
+        None, min=1, help="Requests to measure (default 100, or every line of --prompts)."
+    ),
     concurrency: int = typer.Option(None, min=1, help="Closed loop: keep N requests in flight."),
-    request_rate: str = typer.Option(None, help="Open loop: Poisson arrivals at R req/s ('inf': all at once)."),
+    request_rate: str = typer.Option(
+        None, help="Open loop: Poisson arrivals at R req/s ('inf': all at once)."
+    ),
     max_concurrency: int = typer.Option(None, min=1, help="Cap on requests in flight with --request-rate."),
     burstiness: float = typer.Option(1.0, help="Gamma shape of arrival gaps (1 = Poisson)."),
     sweep_concurrency: str = typer.Option(None, help="Sweep: e.g. 1,2,4,8 (one result row each)."),
     sweep_rate: str = typer.Option(None, help="Sweep: e.g. 1,2,4,inf (one result row each)."),
-    input_len: int = typer.Option(256, min=1, help="Synthetic prompt length in tokens (special tokens included)."),
+    input_len: int = typer.Option(
+        256, min=1, help="Synthetic prompt length in tokens (special tokens included)."
+    ),
     output_len: int = typer.Option(64, min=1, help="Tokens to generate per request (max_tokens)."),
     range_ratio: float = typer.Option(0.0, min=0.0, max=0.99, help="Spread of lengths around the means."),
-    len_dist: str = typer.Option("uniform", help="Length distribution with --range-ratio: uniform or normal."),
+    len_dist: str = typer.Option(
+        "uniform", help="Length distribution with --range-ratio: uniform or normal."
+    ),
     prefix_len: int = typer.Option(0, min=0, help="Shared prefix tokens before each synthetic prompt."),
-    prompts: Path = typer.Option(None, help="JSONL file: {\"prompt\": ..., \"max_tokens\": ...} per line."),
-    tokenizer: str = typer.Option("auto", help="auto, server, words, or a path to tokenizer.json / its folder."),
+    prompts: Path = typer.Option(None, help='JSONL file: {"prompt": ..., "max_tokens": ...} per line.'),
+    tokenizer: str = typer.Option(
+        "auto", help="auto, server, words, or a path to tokenizer.json / its folder."
+    ),
     seed: int = typer.Option(0, help="Seed for prompts and arrivals."),
-    ignore_eos: bool = typer.Option(True, help="Ask the server to ignore EOS so outputs have the asked length."),
+    ignore_eos: bool = typer.Option(
+        True, help="Ask the server to ignore EOS so outputs have the asked length."
+    ),
     warmup: int = typer.Option(1, min=0, help="Warm-up requests before measuring (not counted)."),
     slo: str = typer.Option(None, help="Latency targets, e.g. ttft_p99=2s,itl_p99=50ms,e2e_p90=10s."),
     abort_factor: float = typer.Option(None, help="Stop early once an SLO is exceeded by this factor."),
@@ -121,17 +160,37 @@ def bench_cmd(
     err = Console(stderr=True)
     try:
         cfg = BenchConfig(
-            url=url, api_key=api_key, model=model, endpoint=endpoint, num_prompts=num_prompts, concurrency=concurrency,
+            url=url,
+            api_key=api_key,
+            model=model,
+            endpoint=endpoint,
+            num_prompts=num_prompts,
+            concurrency=concurrency,
             request_rate=None if request_rate is None else parse_number_list(request_rate)[0],
-            max_concurrency=max_concurrency, burstiness=burstiness,
+            max_concurrency=max_concurrency,
+            burstiness=burstiness,
             sweep_concurrency=parse_number_list(sweep_concurrency, int) if sweep_concurrency else None,
             sweep_rate=parse_number_list(sweep_rate) if sweep_rate else None,
-            input_len=input_len, output_len=output_len, range_ratio=range_ratio, len_dist=len_dist,
-            prefix_len=prefix_len, prompts_file=prompts, tokenizer=tokenizer, seed=seed, ignore_eos=ignore_eos,
-            warmup=warmup, slos=parse_slos(slo), abort_factor=abort_factor, request_timeout_s=timeout)
+            input_len=input_len,
+            output_len=output_len,
+            range_ratio=range_ratio,
+            len_dist=len_dist,
+            prefix_len=prefix_len,
+            prompts_file=prompts,
+            tokenizer=tokenizer,
+            seed=seed,
+            ignore_eos=ignore_eos,
+            warmup=warmup,
+            slos=parse_slos(slo),
+            abort_factor=abort_factor,
+            request_timeout_s=timeout,
+        )
     except (ValidationError, ValueError) as e:
-        msgs = [f"{'.'.join(map(str, x['loc']))}: {x['msg']}" for x in e.errors()] \
-            if isinstance(e, ValidationError) else [str(e)]
+        msgs = (
+            [f"{'.'.join(map(str, x['loc']))}: {x['msg']}" for x in e.errors()]
+            if isinstance(e, ValidationError)
+            else [str(e)]
+        )
         err.print(f"[red]error:[/] {'; '.join(msgs)}")
         raise typer.Exit(2) from None
 
@@ -139,12 +198,21 @@ def bench_cmd(
     if not console.is_terminal:
         console = Console(width=160)  # piped output: do not squeeze the sweep table to 80 columns
     show = progress and not json_out and sys.stderr.isatty()
-    bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                   TextColumn("{task.fields[failed]} failed"), TimeElapsedColumn(),
-                   console=err, disable=not show, transient=True)
+    bar = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[failed]} failed"),
+        TimeElapsedColumn(),
+        console=err,
+        disable=not show,
+        transient=True,
+    )
     points = cfg.points()
     total = cfg.num_prompts or (None if cfg.prompts_file else 100)
-    tasks = {p.point_label(): bar.add_task(p.point_label(), total=total, failed=0, start=False) for p in points}
+    tasks = {
+        p.point_label(): bar.add_task(p.point_label(), total=total, failed=0, start=False) for p in points
+    }
     state = {"point": 0}
 
     def on_request(rec: RequestRecord) -> None:
@@ -155,7 +223,9 @@ def bench_cmd(
             bar.update(task, failed=bar.tasks[task].fields["failed"] + 1)
 
     def on_point(res: BenchResult) -> None:
-        bar.update(tasks[res.summary.point], total=res.summary.num_requests, completed=res.summary.num_requests)
+        bar.update(
+            tasks[res.summary.point], total=res.summary.num_requests, completed=res.summary.num_requests
+        )
         state["point"] += 1
 
     try:
@@ -174,7 +244,9 @@ def bench_cmd(
                 console.print(line, highlight=False)
         if len(results) > 1:
             # never squeeze the sweep table into ellipses: a narrow terminal wraps it instead
-            Console(width=max(console.width, 130), force_terminal=console.is_terminal).print(_sweep_table(results))
+            Console(width=max(console.width, 130), force_terminal=console.is_terminal).print(
+                _sweep_table(results)
+            )
     if out is not None:
         paths = write_results(results, out)
         (err if json_out else console).print(f"wrote {', '.join(str(p) for p in paths)}", highlight=False)

@@ -16,10 +16,18 @@ console = Console()
 
 @app.command("doctor")
 def doctor_cmd(
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON object (gpus, driver, cuda, topology, packages, facts)."),
-    smem: bool | None = typer.Option(None, "--smem/--no-smem", help="Measure SM count and shared memory per block (default: "
-                              "where PyTorch is installed, from torch.cuda.get_device_properties)."),
-    from_dir: Path | None = typer.Option(None, "--from", help="Read a folder recorded with `python -m bringup.hardware --record`."),
+    as_json: bool = typer.Option(
+        False, "--json", help="Print one JSON object (gpus, driver, cuda, topology, packages, facts)."
+    ),
+    smem: bool | None = typer.Option(
+        None,
+        "--smem/--no-smem",
+        help="Measure SM count and shared memory per block (default: "
+        "where PyTorch is installed, from torch.cuda.get_device_properties).",
+    ),
+    from_dir: Path | None = typer.Option(
+        None, "--from", help="Read a folder recorded with `python -m bringup.hardware --record`."
+    ),
 ) -> None:
     """The machine: GPUs, compute capability, memory, driver, CUDA, GPU links, CPUs, engine packages."""
     from bringup import hardware  # inside each command: `bringup --help` imports no command's modules
@@ -37,18 +45,35 @@ def doctor_cmd(
         typer.echo(json.dumps(d, indent=2))
         return
     if snap.gpus:
-        t = Table(title=f"{len(snap.gpus)} GPU(s), driver {snap.driver or '?'}, CUDA {snap.cuda or '?'}, "
-                        f"link {snap.topology.link}")
+        t = Table(
+            title=f"{len(snap.gpus)} GPU(s), driver {snap.driver or '?'}, CUDA {snap.cuda or '?'}, "
+            f"link {snap.topology.link}"
+        )
         for col in ("#", "name", "cc", "memory", "SMs", "smem/block (opt-in)"):
             t.add_column(col)
         for g in snap.gpus:
-            smem_txt = (f"{g.smem_per_block_optin // 1024} KiB (measured, {g.smem_source})" if g.smem_per_block_optin else
-                        (f"{f['gpu.smem_per_block_kib']} KiB (table)" if src["gpu.smem_per_block_kib"] == "table" else "?"))
-            t.add_row(str(g.index), g.name, g.compute_capability or "?", f"{g.memory_gib:.1f} GiB",
-                      str(g.multiprocessor_count or "?"), smem_txt)
+            smem_txt = (
+                f"{g.smem_per_block_optin // 1024} KiB (measured, {g.smem_source})"
+                if g.smem_per_block_optin
+                else (
+                    f"{f['gpu.smem_per_block_kib']} KiB (table)"
+                    if src["gpu.smem_per_block_kib"] == "table"
+                    else "?"
+                )
+            )
+            t.add_row(
+                str(g.index),
+                g.name,
+                g.compute_capability or "?",
+                f"{g.memory_gib:.1f} GiB",
+                str(g.multiprocessor_count or "?"),
+                smem_txt,
+            )
         console.print(t)
     else:
-        console.print("[bold]No NVIDIA GPU[/bold] on this machine: CPU targets only (such as the vLLM CPU build).")
+        console.print(
+            "[bold]No NVIDIA GPU[/bold] on this machine: CPU targets only (such as the vLLM CPU build)."
+        )
     console.print(f"host: {f['cpu.count']} CPUs, {f['host.memory_gib']} GiB memory")
     pk = Table(title="packages")
     pk.add_column("package")
@@ -64,8 +89,10 @@ def doctor_cmd(
     from bringup.rayexec import worker_command  # Ray itself is not imported
 
     fp = hardware_fingerprint(f, None)
-    console.print(f"hardware fingerprint: {fp}; a Ray worker of this machine joins with: "
-                  f"{worker_command(fp)}", soft_wrap=True)
+    console.print(
+        f"hardware fingerprint: {fp}; a Ray worker of this machine joins with: {worker_command(fp)}",
+        soft_wrap=True,
+    )
 
 
 def _model_cmd(model_dir: Path, as_json: bool, kv_dtype: list[str]) -> None:
@@ -76,8 +103,11 @@ def _model_cmd(model_dir: Path, as_json: bool, kv_dtype: list[str]) -> None:
     except (OSError, ValueError) as e:  # PreflightError, SafetensorsError: the file and the fault
         raise typer.BadParameter(str(e)) from None
     if as_json:
-        d = {"fingerprint": fp.to_dict(), "facts": modelinfo.facts(fp),
-             "kv_bytes_per_token": {k: modelinfo.kv_cache_bytes(fp, k).alloc_bytes for k in kv_dtype}}
+        d = {
+            "fingerprint": fp.to_dict(),
+            "facts": modelinfo.facts(fp),
+            "kv_bytes_per_token": {k: modelinfo.kv_cache_bytes(fp, k).alloc_bytes for k in kv_dtype},
+        }
         typer.echo(json.dumps(d, indent=2, default=str))
         return
     for line in modelinfo.report_lines(fp, tuple(kv_dtype)):
@@ -88,7 +118,9 @@ def _model_cmd(model_dir: Path, as_json: bool, kv_dtype: list[str]) -> None:
 def model_cmd(
     model_dir: Path = typer.Argument(..., help="Model folder (config.json, safetensors)."),
     as_json: bool = typer.Option(False, "--json", help="Print the fingerprint and its facts as JSON."),
-    kv_dtype: list[str] = typer.Option(["bfloat16", "fp8_e4m3"], "--kv-dtype", help="KV dtypes to cost per token."),
+    kv_dtype: list[str] = typer.Option(
+        ["bfloat16", "fp8_e4m3"], "--kv-dtype", help="KV dtypes to cost per token."
+    ),
 ) -> None:
     """The model's fingerprint: architecture, attention kind, MoE, quantization, exact weight bytes."""
     _model_cmd(model_dir, as_json, kv_dtype)
@@ -106,23 +138,41 @@ def fingerprint_cmd(
 
 @app.command("plan")
 def plan_cmd(
-    model_dir: Path | None = typer.Argument(None, help="Model folder (config.json; safetensors optional with --weights-gib)."),
-    weights_gib: float | None = typer.Option(None, "--weights-gib", help="Weights per GPU in GiB (overrides the headers)."),
-    gpus: int | None = typer.Option(None, "--gpus", help="GPUs on the machine (default: what doctor finds, else tp)."),
+    model_dir: Path | None = typer.Argument(
+        None, help="Model folder (config.json; safetensors optional with --weights-gib)."
+    ),
+    weights_gib: float | None = typer.Option(
+        None, "--weights-gib", help="Weights per GPU in GiB (overrides the headers)."
+    ),
+    gpus: int | None = typer.Option(
+        None, "--gpus", help="GPUs on the machine (default: what doctor finds, else tp)."
+    ),
     tp: int = typer.Option(1, "--tp", min=1, help="Tensor-parallel size."),
     ep: int = typer.Option(1, "--ep", min=1, help="Expert-parallel size."),
-    mem_fraction: float = typer.Option(..., "--mem-fraction", help="SGLang --mem-fraction-static / vLLM --gpu-memory-utilization."),
+    mem_fraction: float = typer.Option(
+        ..., "--mem-fraction", help="SGLang --mem-fraction-static / vLLM --gpu-memory-utilization."
+    ),
     engine: str = typer.Option("sglang", "--engine", help="sglang or vllm."),
-    gpu_mem_gib: float | None = typer.Option(None, "--gpu-mem-gib", help="Memory per GPU in GiB (default: this machine's)."),
+    gpu_mem_gib: float | None = typer.Option(
+        None, "--gpu-mem-gib", help="Memory per GPU in GiB (default: this machine's)."
+    ),
     kv_dtype: str = typer.Option("auto", "--kv-dtype", help="The engine's --kv-cache-dtype."),
     cc: float | None = typer.Option(None, "--cc", help="Compute capability (default: this machine's)."),
     context_len: int | None = typer.Option(None, "--context-len", help="Max context (default: the model's)."),
-    max_running_requests: int | None = typer.Option(None, "--max-running-requests", help="SGLang --max-running-requests / vLLM --max-num-seqs."),
+    max_running_requests: int | None = typer.Option(
+        None, "--max-running-requests", help="SGLang --max-running-requests / vLLM --max-num-seqs."
+    ),
     cuda_graph_max_bs: int | None = typer.Option(None, "--cuda-graph-max-bs"),
     chunked_prefill_size: int | None = typer.Option(None, "--chunked-prefill-size"),
-    device: str | None = typer.Option(None, "--device", help="cuda or cpu (default: cuda when a GPU or --gpu-mem-gib is given)."),
-    runs_dir: Path | None = typer.Option(None, "--runs-dir", help="Correct the plan with what engines reported on this "
-                                         "machine before (the journal of that runs folder)."),
+    device: str | None = typer.Option(
+        None, "--device", help="cuda or cpu (default: cuda when a GPU or --gpu-mem-gib is given)."
+    ),
+    runs_dir: Path | None = typer.Option(
+        None,
+        "--runs-dir",
+        help="Correct the plan with what engines reported on this "
+        "machine before (the journal of that runs folder).",
+    ),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Will it fit? Weights per GPU, the KV pool and its tokens, and the CUDA-graph headroom."""
@@ -147,15 +197,30 @@ def plan_cmd(
                 gpu_mem_gib, device = f["host.memory_gib"], device or "cpu"
                 host_avail = _host_available_gib()
             else:
-                raise typer.BadParameter("no GPU found here: pass --gpu-mem-gib (and --cc) to plan for another machine")
+                raise typer.BadParameter(
+                    "no GPU found here: pass --gpu-mem-gib (and --cc) to plan for another machine"
+                )
         cc = cc if cc is not None else f["gpu.compute_capability"]
         gpus = gpus if gpus is not None else (f["gpu.count"] or None)
     try:
-        p = memplan.plan(gpu_mem_gib=gpu_mem_gib, tp=tp, ep=ep, mem_fraction=mem_fraction, engine=engine, fp=fp,
-                         weights_gib=weights_gib, gpus=gpus if gpus and gpus >= tp else None, kv_dtype=kv_dtype,
-                         compute_capability=cc, context_len=context_len, max_running_requests=max_running_requests,
-                         cuda_graph_max_bs=cuda_graph_max_bs, chunked_prefill_size=chunked_prefill_size,
-                         device=device or "cuda", host_available_gib=host_avail)
+        p = memplan.plan(
+            gpu_mem_gib=gpu_mem_gib,
+            tp=tp,
+            ep=ep,
+            mem_fraction=mem_fraction,
+            engine=engine,
+            fp=fp,
+            weights_gib=weights_gib,
+            gpus=gpus if gpus and gpus >= tp else None,
+            kv_dtype=kv_dtype,
+            compute_capability=cc,
+            context_len=context_len,
+            max_running_requests=max_running_requests,
+            cuda_graph_max_bs=cuda_graph_max_bs,
+            chunked_prefill_size=chunked_prefill_size,
+            device=device or "cuda",
+            host_available_gib=host_avail,
+        )
     except ValueError as e:
         raise typer.BadParameter(str(e)) from e
     if runs_dir is not None and (runs_dir / "journal.sqlite").is_file():
@@ -167,8 +232,12 @@ def plan_cmd(
     if as_json:
         typer.echo(json.dumps(p.to_dict(), indent=2))
         return
-    colour = {"fits": "green", "tight": "yellow", "graph-capture-risk": "red", "does-not-fit": "red"}[p.verdict]
-    t = Table(title=f"{p.engine} on {p.gpus or 'CPU'} x {p.gpu_mem_gib:.1f} GiB, tp {p.tp}, fraction {p.mem_fraction}")
+    colour = {"fits": "green", "tight": "yellow", "graph-capture-risk": "red", "does-not-fit": "red"}[
+        p.verdict
+    ]
+    t = Table(
+        title=f"{p.engine} on {p.gpus or 'CPU'} x {p.gpu_mem_gib:.1f} GiB, tp {p.tp}, fraction {p.mem_fraction}"
+    )
     t.add_column("")
     t.add_column("per GPU", justify="right")
     t.add_row("weights", f"{p.weights_per_gpu_gib:.2f} GiB ({p.weights_source})")

@@ -17,9 +17,17 @@ def _describe(reg, name: str, suggested: list[str]) -> dict:
     var = reg.get(name)
     row = {"name": name, "status": reg.status(name), "explain": reg.explain(name)}
     if var is not None:
-        row.update({"type": var.type, "default": var.default_text if not var.default_known else var.default,
-                    "choices": list(var.choices), "description": var.description, "section": var.section,
-                    "levels": levels(var, suggested), "owner": var.owner})
+        row.update(
+            {
+                "type": var.type,
+                "default": var.default_text if not var.default_known else var.default,
+                "choices": list(var.choices),
+                "description": var.description,
+                "section": var.section,
+                "levels": levels(var, suggested),
+                "owner": var.owner,
+            }
+        )
     if reg.replacement(name):
         row["replacement"] = reg.replacement(name)
     return row
@@ -27,12 +35,20 @@ def _describe(reg, name: str, suggested: list[str]) -> dict:
 
 @app.command("env")
 def env_cmd(
-    names: list[str] = typer.Argument(None, help="Variables to describe (default: those of your environment)."),
+    names: list[str] = typer.Argument(
+        None, help="Variables to describe (default: those of your environment)."
+    ),
     engine: str = typer.Option("vllm", help="vllm or sglang."),
     python: str = typer.Option(None, help="Python interpreter of the engine's environment."),
-    version: str = typer.Option(None, help="An engine version (a bundled snapshot when it is not the installed one)."),
-    log: Path = typer.Option(None, help="A server log: the variables it names, and those its failure implicates."),
-    device: str = typer.Option(None, help="cuda or cpu: leave out other platforms' variables from the ranking."),
+    version: str = typer.Option(
+        None, help="An engine version (a bundled snapshot when it is not the installed one)."
+    ),
+    log: Path = typer.Option(
+        None, help="A server log: the variables it names, and those its failure implicates."
+    ),
+    device: str = typer.Option(
+        None, help="cuda or cpu: leave out other platforms' variables from the ranking."
+    ),
     top: int = typer.Option(10, help="How many ranked variables to show for --log."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
@@ -54,8 +70,14 @@ def env_cmd(
         reg = load_registry(engine, python=python, version=version)
     except KnowledgeFileError as e:
         raise usage_error(str(e)) from None
-    head = {"engine": engine, "version": reg.version, "origin": reg.origin, "location": reg.location,
-            "variables": len(reg), "deprecated": len(reg.deprecated)}
+    head = {
+        "engine": engine,
+        "version": reg.version,
+        "origin": reg.origin,
+        "location": reg.location,
+        "variables": len(reg),
+        "deprecated": len(reg.deprecated),
+    }
     found, ranked = [], []
     if log is not None:
         if not log.is_file():
@@ -71,16 +93,38 @@ def env_cmd(
     rows = [_describe(reg, n, suggested_values(found, n)) for n in (names or [])]
     mine = user_env() if not names else {}
     if json_out:
-        print_json({**head, "described": rows,
-                    "user_env": [{"name": k, "value": v, "status": reg.status(k)} for k, v in mine.items()],
-                    "mentions": [{"name": m.name, "value": m.value, "action": m.action, "status": reg.status(m.name),
-                                  "text": m.text} for m in found],
-                    "ranked": [{"name": r.var.name, "score": r.score, "reasons": list(r.reasons),
-                                "status": reg.status(r.var.name),
-                                "levels": levels(r.var, suggested_values(found, r.var.name))} for r in ranked]})
+        print_json(
+            {
+                **head,
+                "described": rows,
+                "user_env": [{"name": k, "value": v, "status": reg.status(k)} for k, v in mine.items()],
+                "mentions": [
+                    {
+                        "name": m.name,
+                        "value": m.value,
+                        "action": m.action,
+                        "status": reg.status(m.name),
+                        "text": m.text,
+                    }
+                    for m in found
+                ],
+                "ranked": [
+                    {
+                        "name": r.var.name,
+                        "score": r.score,
+                        "reasons": list(r.reasons),
+                        "status": reg.status(r.var.name),
+                        "levels": levels(r.var, suggested_values(found, r.var.name)),
+                    }
+                    for r in ranked
+                ],
+            }
+        )
         raise typer.Exit(0)
-    out_console.print(f"[bold]{engine} {reg.version or '(version unknown)'}[/]: {len(reg)} variables "
-                      f"({reg.origin}{': ' + reg.location if reg.location else ''})")
+    out_console.print(
+        f"[bold]{engine} {reg.version or '(version unknown)'}[/]: {len(reg)} variables "
+        f"({reg.origin}{': ' + reg.location if reg.location else ''})"
+    )
     for row in rows:
         out_console.print(f"\n[bold]{row['name']}[/] ({row['status']}): {row['explain']}")
         for key in ("type", "default", "choices", "levels", "replacement", "section", "description"):
@@ -99,7 +143,11 @@ def env_cmd(
     if ranked:
         t = Table(f"implicated by {head['failure_class']}", "score", "levels", "why", header_style="bold")
         for r in ranked:
-            t.add_row(r.var.name, f"{r.score:g}", " ".join(levels(r.var, suggested_values(found, r.var.name))),
-                      ", ".join(r.reasons))
+            t.add_row(
+                r.var.name,
+                f"{r.score:g}",
+                " ".join(levels(r.var, suggested_values(found, r.var.name))),
+                ", ".join(r.reasons),
+            )
         out_console.print(t)
     raise typer.Exit(0)

@@ -27,9 +27,22 @@ def explain_cmd(
 
     outcome = explain_file(logfile, engine)
     if json_out:
-        keep = ("status", "failure_class", "phase", "evidence", "hint", "implicates", "implicated_levels",
-                "root_exception", "signature",
-                "requested", "effective", "overrides", "log_path", "engine")
+        keep = (
+            "status",
+            "failure_class",
+            "phase",
+            "evidence",
+            "hint",
+            "implicates",
+            "implicated_levels",
+            "root_exception",
+            "signature",
+            "requested",
+            "effective",
+            "overrides",
+            "log_path",
+            "engine",
+        )
         print_json({k: v for k, v in outcome.model_dump().items() if k in keep})
     else:
         render_outcome(outcome)

@@ -13,7 +13,9 @@ from bringup.cli._common import err_console, usage_error
 @app.command("reference")
 def reference_cmd(
     model: str = typer.Argument(..., help="Model folder or hub id."),
-    out: Path = typer.Option(None, "-o", "--out", help="Reference file to write (default MODEL-NAME.reference.json)."),
+    out: Path = typer.Option(
+        None, "-o", "--out", help="Reference file to write (default MODEL-NAME.reference.json)."
+    ),
     tokens: int = typer.Option(16, min=1, max=256, help="Greedy tokens per prompt."),
     device: str = typer.Option("cpu", help="Torch device for the float32 forward (cpu, cuda, cuda:1)."),
 ) -> None:

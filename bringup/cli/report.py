@@ -24,8 +24,10 @@ def find_run_dir(run: str, runs_dir: Path | None) -> Path:
         row = Journal(j, readonly=True).run(run)
         if row and (Path(row["run_dir"]) / "findings.json").is_file():
             return Path(row["run_dir"])
-    raise usage_error(f"no finished run {run!r}: give a run folder (with findings.json) or a run id in "
-                      f"{root} (bringup run prints both)")
+    raise usage_error(
+        f"no finished run {run!r}: give a run folder (with findings.json) or a run id in "
+        f"{root} (bringup run prints both)"
+    )
 
 
 @app.command("report")
@@ -33,7 +35,9 @@ def report_cmd(
     run: str = typer.Argument(..., help="A run folder or run id."),
     runs_dir: Path = typer.Option(None, help="Runs folder (default ./bringup-runs)."),
     json_out: bool = typer.Option(False, "--json", help="Print findings.json."),
-    html: bool = typer.Option(False, "--html", help="Write report.html (bring-up and tuning) and print its path."),
+    html: bool = typer.Option(
+        False, "--html", help="Write report.html (bring-up and tuning) and print its path."
+    ),
 ) -> None:
     """Reprint FINDINGS.md of a run (regenerated from findings.json)."""
     from bringup.report import load_result, render_markdown  # inside: `bringup --help` stays fast

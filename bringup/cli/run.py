@@ -39,25 +39,41 @@ def _table(attempts: list[Attempt]) -> Table:
         t.add_column(c, overflow="fold")
     style = {"works": "green", "fails": "red", "wrong-output": "magenta", "timeout": "yellow"}
     for a in attempts:
-        t.add_row(str(a.number), a.purpose, a.changes[:60], f"[{style.get(a.status, '')}]{a.status}[/]",
-                  f"{a.failure_class or ''} {('/ ' + a.phase) if a.phase and a.status != 'works' else ''}",
-                  (a.evidence if a.status != "works" else "all probes passed")[:90])
+        t.add_row(
+            str(a.number),
+            a.purpose,
+            a.changes[:60],
+            f"[{style.get(a.status, '')}]{a.status}[/]",
+            f"{a.failure_class or ''} {('/ ' + a.phase) if a.phase and a.status != 'works' else ''}",
+            (a.evidence if a.status != "works" else "all probes passed")[:90],
+        )
     return t
 
 
 @app.command("run")
 def run_cmd(
-    engine: str = typer.Option(None, help="vllm, sglang or transformers (default with no model and no scenario: vllm)."),
+    engine: str = typer.Option(
+        None, help="vllm, sglang or transformers (default with no model and no scenario: vllm)."
+    ),
     model: str = typer.Option(None, help="Model folder or hub id (default: a tiny generated model)."),
     scenario: Path = typer.Option(None, help="Replay a scenario file instead of a real engine."),
-    baseline: str = typer.Option("", help="The starting command: 'NAME=VALUE ... --flag x' (environment, then "
-                                 "engine flags), e.g. a model card's."),
-    env: list[str] = typer.Option([], help="An environment variable of the starting command: NAME=VALUE (repeatable)."),
+    baseline: str = typer.Option(
+        "",
+        help="The starting command: 'NAME=VALUE ... --flag x' (environment, then "
+        "engine flags), e.g. a model card's.",
+    ),
+    env: list[str] = typer.Option(
+        [], help="An environment variable of the starting command: NAME=VALUE (repeatable)."
+    ),
     vary: str = typer.Option(None, help="Only vary these flags (comma-separated)."),
     fix: list[str] = typer.Option([], help="Pin a flag: FLAG=VALUE (repeatable)."),
     space: Path = typer.Option(None, help="A space file (YAML: factors and levels, fixed flags)."),
-    knowledge: bool = typer.Option(True, help="Use knowledge rules and the memory plan (--no-knowledge: signatures alone)."),
-    screen: str = typer.Option("auto", help="Screen kernels with dummy weights and fewer layers: auto, always, never."),
+    knowledge: bool = typer.Option(
+        True, help="Use knowledge rules and the memory plan (--no-knowledge: signatures alone)."
+    ),
+    screen: str = typer.Option(
+        "auto", help="Screen kernels with dummy weights and fewer layers: auto, always, never."
+    ),
     max_launches: int = typer.Option(12, min=1, help="Launch budget for the search (screens count)."),
     max_hours: float = typer.Option(None, help="Time budget in hours (simulated hours for scenarios)."),
     minimize: bool = typer.Option(True, help="Find the minimal fix by delta debugging (extra launches)."),
@@ -70,16 +86,29 @@ def run_cmd(
     hang_timeout: float = typer.Option(600.0, help="Seconds without a log line that make a hang."),
     python: str = typer.Option(None, help="Python interpreter of the engine's environment."),
     answer: list[str] = typer.Option([], help="Known answer 'PROMPT=EXPECTED' (repeatable)."),
-    reference: str = typer.Option("auto", help="Reference for the reference probe: a file from `bringup reference`, "
-                                  "auto (in-process when the model is a local folder that fits), or none."),
-    parallel: str = typer.Option(None, help="Trials at once, each on its own GPUs and port: a number, or auto "
-                                  "(as many as the GPUs hold with the baseline's need). Default 1; with --ray, auto."),
-    ray: str = typer.Option(None, "--ray", help="Run the trials on a Ray cluster: auto (the cluster running here, "
-                            "else a one-node one) or its address (HEAD:6379). Its nodes of this machine's hardware "
-                            "take the trials; `bringup doctor` prints how a worker declares it. Needs "
-                            "pip install 'bringup[ray]'."),
-    gpus: str = typer.Option(None, help="The GPUs the run may use (CUDA_VISIBLE_DEVICES entries, e.g. 0,1; "
-                             "default: every GPU doctor sees)."),
+    reference: str = typer.Option(
+        "auto",
+        help="Reference for the reference probe: a file from `bringup reference`, "
+        "auto (in-process when the model is a local folder that fits), or none.",
+    ),
+    parallel: str = typer.Option(
+        None,
+        help="Trials at once, each on its own GPUs and port: a number, or auto "
+        "(as many as the GPUs hold with the baseline's need). Default 1; with --ray, auto.",
+    ),
+    ray: str = typer.Option(
+        None,
+        "--ray",
+        help="Run the trials on a Ray cluster: auto (the cluster running here, "
+        "else a one-node one) or its address (HEAD:6379). Its nodes of this machine's hardware "
+        "take the trials; `bringup doctor` prints how a worker declares it. Needs "
+        "pip install 'bringup[ray]'.",
+    ),
+    gpus: str = typer.Option(
+        None,
+        help="The GPUs the run may use (CUDA_VISIBLE_DEVICES entries, e.g. 0,1; "
+        "default: every GPU doctor sees).",
+    ),
     runs_dir: Path = typer.Option(None, help="Runs folder with the journal (default ./bringup-runs)."),
     json_out: bool = typer.Option(False, "--json", help="Print the result as one JSON object."),
 ) -> None:
@@ -105,7 +134,9 @@ def run_cmd(
         settings = RunSettings.model_validate(row["settings"])
         rid = row["id"]
         if row["status"] in ("validated", "no-working-config"):
-            err_console.print(f"run {rid} already ended ({row['status']}); its report: {row['run_dir']}/FINDINGS.md")
+            err_console.print(
+                f"run {rid} already ended ({row['status']}); its report: {row['run_dir']}/FINDINGS.md"
+            )
     else:
         if scenario is None and model is None and engine in (None, "vllm"):
             engine, model = "vllm", str(default_model())
@@ -115,15 +146,34 @@ def run_cmd(
         except (SpaceError, FlagError) as e:
             raise usage_error(f"--fix/--env: {e}") from None
         settings = RunSettings(
-            engine=engine, model=model, scenario=str(scenario) if scenario else None, python=python,
-            time_scale=time_scale, baseline=baseline, env=env_vars, vary=[v.strip() for v in vary.split(",") if v.strip()] if vary else [],
-            fix=fixed, space_file=str(space) if space else None, knowledge=knowledge, screen=screen,
-            max_launches=max_launches, max_hours=max_hours, minimize=minimize,
-            max_minimize_launches=max_minimize_launches, retry_known=retry_known, timeout=timeout,
-            hang_timeout=hang_timeout, answers=[(a.prompt, a.expected) for a in parse_answers(answer)],
-            reference=reference, parallel=parallel or ("auto" if ray else "1"), gpus=gpus, ray=ray,
+            engine=engine,
+            model=model,
+            scenario=str(scenario) if scenario else None,
+            python=python,
+            time_scale=time_scale,
+            baseline=baseline,
+            env=env_vars,
+            vary=[v.strip() for v in vary.split(",") if v.strip()] if vary else [],
+            fix=fixed,
+            space_file=str(space) if space else None,
+            knowledge=knowledge,
+            screen=screen,
+            max_launches=max_launches,
+            max_hours=max_hours,
+            minimize=minimize,
+            max_minimize_launches=max_minimize_launches,
+            retry_known=retry_known,
+            timeout=timeout,
+            hang_timeout=hang_timeout,
+            answers=[(a.prompt, a.expected) for a in parse_answers(answer)],
+            reference=reference,
+            parallel=parallel or ("auto" if ray else "1"),
+            gpus=gpus,
+            ray=ray,
         )
-    live = Live(_table([]), console=err_console, refresh_per_second=4, transient=False) if not json_out else None
+    live = (
+        Live(_table([]), console=err_console, refresh_per_second=4, transient=False) if not json_out else None
+    )
     r = Run(settings, root, run_id=rid, observer=LiveTable(live) if live else QuietObserver())
     try:
         if live:
@@ -134,8 +184,10 @@ def run_cmd(
     except (TargetError, RunError, SpaceError, KnowledgeFileError, RayClusterError) as e:
         raise usage_error(str(e)) from None
     except Interrupted as e:
-        err_console.print(f"[bold yellow]interrupted ({e}); servers torn down.[/] Resume with: "
-                          f"bringup run --resume --run-id {r.run_id} --runs-dir {root}")
+        err_console.print(
+            f"[bold yellow]interrupted ({e}); servers torn down.[/] Resume with: "
+            f"bringup run --resume --run-id {r.run_id} --runs-dir {root}"
+        )
         raise typer.Exit(e.exit_code) from None
     if json_out:
         d = result.model_dump()
@@ -155,8 +207,10 @@ class LiveTable:
         self.attempts: list[Attempt] = []
 
     def started(self, run_id: str, run_dir: Path, space: Space, resumed: int) -> None:
-        err_console.print(f"run {run_id}: {len(space.factors)} factors, {space.size():,} configurations in the space"
-                          + (f"; resuming after {resumed} finished trials" if resumed else ""))
+        err_console.print(
+            f"run {run_id}: {len(space.factors)} factors, {space.size():,} configurations in the space"
+            + (f"; resuming after {resumed} finished trials" if resumed else "")
+        )
 
     def launching(self, seq: int, purpose: Purpose, changes: str, screen: bool) -> None:
         self.live.update(_table(self.attempts))
@@ -178,19 +232,23 @@ class LiveTable:
 def summary(r: RunResult) -> Group:
     """The end of the main job in the terminal: the result, the command, the fix, where to read more."""
     style = "bold green" if r.validated else "bold red"
-    head = Text.assemble(("validated" if r.validated else r.status.replace("-", " "), style),
-                         f" after {r.launches} launch{'es' if r.launches != 1 else ''}"
-                         + (f" ({r.screening_launches} screens)" if r.screening_launches else "")
-                         + (f" + {r.minimize_launches} to minimize the fix" if r.minimize_launches else "")
-                         + (f", {r.simulated_hours:.2f} simulated hours" if r.simulated_hours is not None else "")
-                         + f": {r.stop_reason}")
+    head = Text.assemble(
+        ("validated" if r.validated else r.status.replace("-", " "), style),
+        f" after {r.launches} launch{'es' if r.launches != 1 else ''}"
+        + (f" ({r.screening_launches} screens)" if r.screening_launches else "")
+        + (f" + {r.minimize_launches} to minimize the fix" if r.minimize_launches else "")
+        + (f", {r.simulated_hours:.2f} simulated hours" if r.simulated_hours is not None else "")
+        + f": {r.stop_reason}",
+    )
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="dim")
     grid.add_column(overflow="fold")
     if r.final_command:
         grid.add_row("command", Text(r.final_command))
     if r.minimal_fix_str:
-        grid.add_row("minimal fix", Text(r.minimal_fix_str + ("" if r.minimal_fix_verified else " (not minimised)")))
+        grid.add_row(
+            "minimal fix", Text(r.minimal_fix_str + ("" if r.minimal_fix_verified else " (not minimised)"))
+        )
     grid.add_row("baseline", Text(r.baseline_command))
     findings = Path(r.run_dir) / "FINDINGS.md"
     grid.add_row("findings", Text(str(findings)))

@@ -32,10 +32,17 @@ def space_cmd(
     from bringup.targets import TargetError
 
     try:
-        settings = RunSettings(engine=engine, model=model, scenario=str(scenario) if scenario else None,
-                               python=python, baseline=baseline,
-                               vary=[v.strip() for v in vary.split(",") if v.strip()] if vary else [],
-                               fix=parse_fix(fix), space_file=str(space) if space else None, knowledge=knowledge)
+        settings = RunSettings(
+            engine=engine,
+            model=model,
+            scenario=str(scenario) if scenario else None,
+            python=python,
+            baseline=baseline,
+            vary=[v.strip() for v in vary.split(",") if v.strip()] if vary else [],
+            fix=parse_fix(fix),
+            space_file=str(space) if space else None,
+            knowledge=knowledge,
+        )
         r = Run(settings, Path("/nonexistent-bringup-runs"))
         r.prepare_offline()
     except (TargetError, RunError, SpaceError, KnowledgeFileError) as e:
@@ -46,28 +53,62 @@ def space_cmd(
         base = st.base_level(f)
         if f.name in st.frozen:
             value, why = st.frozen[f.name]
-            rows.append({"flag": f.name, "level": "any", "baseline": True, "effective": value, "p_bad": None,
-                         "verdicts": [{"verdict": "forced", "reason": why, "source": "", "rule": "", "facts": {},
-                                       "value": value}]})
+            rows.append(
+                {
+                    "flag": f.name,
+                    "level": "any",
+                    "baseline": True,
+                    "effective": value,
+                    "p_bad": None,
+                    "verdicts": [
+                        {
+                            "verdict": "forced",
+                            "reason": why,
+                            "source": "",
+                            "rule": "",
+                            "facts": {},
+                            "value": value,
+                        }
+                    ],
+                }
+            )
             continue
         levels = [None, *f.levels]
         for lv in levels:
             vs = st.verdicts(f, lv)
-            rows.append({
-                "flag": f.name, "level": f.describe_level(lv), "baseline": (lv == base) if lv is not None else base is None,
-                "effective": st.eff(f, lv), "p_bad": round(st.p_bad(f, lv), 3),
-                "verdicts": [v.to_json() for v in vs],
-            })
+            rows.append(
+                {
+                    "flag": f.name,
+                    "level": f.describe_level(lv),
+                    "baseline": (lv == base) if lv is not None else base is None,
+                    "effective": st.eff(f, lv),
+                    "p_bad": round(st.p_bad(f, lv), 3),
+                    "verdicts": [v.to_json() for v in vs],
+                }
+            )
     frozen = {k: {"value": v, "why": w} for k, (v, w) in st.frozen.items()}
     if json_out:
-        print_json({"engine": r.target.engine.log_dialect, "engine_version": r.target.version, "facts": r.facts,
-                    "factors": [{"flag": f.name, "kind": f.kind, "levels": ["unset", *map(str, f.levels)]}
-                                for f in r.space.factors],
-                    "levels": rows, "frozen": frozen, "fixed": r.space.fixed, "size": r.space.size()})
+        print_json(
+            {
+                "engine": r.target.engine.log_dialect,
+                "engine_version": r.target.version,
+                "facts": r.facts,
+                "factors": [
+                    {"flag": f.name, "kind": f.kind, "levels": ["unset", *map(str, f.levels)]}
+                    for f in r.space.factors
+                ],
+                "levels": rows,
+                "frozen": frozen,
+                "fixed": r.space.fixed,
+                "size": r.space.size(),
+            }
+        )
         raise typer.Exit(0)
-    out_console.print(f"[bold]{r.target.engine.log_dialect} {r.target.version}[/]: {len(r.space.factors)} factors, "
-                      f"{r.space.size():,} configurations. Facts: " +
-                      ", ".join(f"{k}={v}" for k, v in r.facts.items() if k.startswith(("gpu.", "model.", "device"))))
+    out_console.print(
+        f"[bold]{r.target.engine.log_dialect} {r.target.version}[/]: {len(r.space.factors)} factors, "
+        f"{r.space.size():,} configurations. Facts: "
+        + ", ".join(f"{k}={v}" for k, v in r.facts.items() if k.startswith(("gpu.", "model.", "device")))
+    )
     t = Table(header_style="bold", show_lines=False)
     for c in ("flag", "level", "verdict", "reason", "facts used"):
         t.add_column(c, overflow="fold")
@@ -76,8 +117,13 @@ def space_cmd(
         if row["verdicts"]:
             v = row["verdicts"][0]
             facts = ", ".join(f"{k}={val}" for k, val in v["facts"].items())
-            t.add_row(row["flag"], row["level"] + (" (baseline)" if row["baseline"] else ""),
-                      f"[{style.get(v['verdict'], '')}]{v['verdict']}[/]", v["reason"], facts)
+            t.add_row(
+                row["flag"],
+                row["level"] + (" (baseline)" if row["baseline"] else ""),
+                f"[{style.get(v['verdict'], '')}]{v['verdict']}[/]",
+                v["reason"],
+                facts,
+            )
         else:
             t.add_row(row["flag"], row["level"] + (" (baseline)" if row["baseline"] else ""), "", "", "")
     out_console.print(t)

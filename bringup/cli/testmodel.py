@@ -12,15 +12,20 @@ from bringup.cli import app
 @app.command("testmodel")
 def testmodel_cmd(
     out_dir: Path = typer.Argument(..., help="Folder to write the model into (created)."),
-    head_dim: int = typer.Option(64, help="Attention head size. 64 serves on the vLLM CPU build; 16 does not."),
+    head_dim: int = typer.Option(
+        64, help="Attention head size. 64 serves on the vLLM CPU build; 16 does not."
+    ),
     layers: int = typer.Option(2, min=1, help="Decoder layers."),
     vocab: int = typer.Option(512, min=300, help="Tokenizer vocabulary size (byte-level BPE)."),
     heads: int = typer.Option(2, min=1, help="Attention heads."),
     kv_heads: int = typer.Option(0, min=0, help="KV heads (0: same as heads; fewer gives GQA)."),
     seed: int = typer.Option(0, help="Seed for the random weights."),
-    preset: str = typer.Option("random", help="What to write: random (tiny random weights), known (trained: known "
-                               "answers), fp16-overflow (wrong in float16, right in bf16/fp32), llama-8b (8 B random "
-                               "weights for a GPU). docs/probes.md says more."),
+    preset: str = typer.Option(
+        "random",
+        help="What to write: random (tiny random weights), known (trained: known "
+        "answers), fp16-overflow (wrong in float16, right in bf16/fp32), llama-8b (8 B random "
+        "weights for a GPU). docs/probes.md says more.",
+    ),
     shard_gib: float = typer.Option(4.0, min=0.001, help="llama-8b: the largest safetensors shard, GiB."),
 ) -> None:
     """Write a small Llama-style model with a real tokenizer and a chat template (or a --preset)."""
@@ -31,8 +36,9 @@ def testmodel_cmd(
         raise typer.BadParameter(f"--preset {preset!r}: use one of {', '.join(PRESET_HELP)}")
     if kv_heads and heads % kv_heads:
         raise typer.BadParameter(f"heads ({heads}) must be a multiple of kv-heads ({kv_heads})")
-    spec = TestModelSpec(head_dim=head_dim, layers=layers, vocab=vocab, heads=heads,
-                         kv_heads=kv_heads or heads, seed=seed)
+    spec = TestModelSpec(
+        head_dim=head_dim, layers=layers, vocab=vocab, heads=heads, kv_heads=kv_heads or heads, seed=seed
+    )
     if preset != "random":
         path = write_preset(out_dir, preset, spec, shard_gib=shard_gib)
         typer.echo(f"wrote {path} (preset {preset}, seed {seed})")

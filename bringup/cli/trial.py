@@ -38,21 +38,32 @@ def parse_answers(answers: list[str]) -> list[KnownAnswer]:
 @app.command("trial", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def trial_cmd(
     ctx: typer.Context,
-    engine: str = typer.Option(None, help="vllm, sglang or transformers (engines.yaml; not with --scenario)."),
+    engine: str = typer.Option(
+        None, help="vllm, sglang or transformers (engines.yaml; not with --scenario)."
+    ),
     model: str = typer.Option(None, help="Model folder or hub id (with --scenario: the scenario's model)."),
     scenario: Path = typer.Option(None, help="Replay a scenario file instead of a real engine."),
     time_scale: float = typer.Option(0.01, help="Scenario only: real seconds per simulated second."),
     port: int = typer.Option(None, help="Port for the server (default: a free one)."),
     timeout: float = typer.Option(1800.0, help="Seconds from launch to ready before giving up."),
-    hang_timeout: float = typer.Option(600.0, help="Seconds without a new log line (not ready) that make a hang."),
-    python: str = typer.Option(None, help="Python interpreter of the engine's environment (default: this one)."),
-    gpus: str = typer.Option(None, help="CUDA_VISIBLE_DEVICES for the server, e.g. 0,1 (default: inherited)."),
+    hang_timeout: float = typer.Option(
+        600.0, help="Seconds without a new log line (not ready) that make a hang."
+    ),
+    python: str = typer.Option(
+        None, help="Python interpreter of the engine's environment (default: this one)."
+    ),
+    gpus: str = typer.Option(
+        None, help="CUDA_VISIBLE_DEVICES for the server, e.g. 0,1 (default: inherited)."
+    ),
     answer: list[str] = typer.Option([], help="Known answer 'PROMPT=EXPECTED' to check (repeatable)."),
     env: list[str] = typer.Option([], help="Environment variable for the server: NAME=VALUE (repeatable)."),
     batch: int = typer.Option(8, min=2, help="Concurrent requests in the batch probe."),
     long_tokens: int = typer.Option(256, min=200, help="Tokens in the long greedy decode probe."),
-    reference: str = typer.Option("auto", help="Reference for the reference probe: a file from `bringup reference`, "
-                                  "auto (in-process when the model is a local folder that fits), or none."),
+    reference: str = typer.Option(
+        "auto",
+        help="Reference for the reference probe: a file from `bringup reference`, "
+        "auto (in-process when the model is a local folder that fits), or none.",
+    ),
     validate: bool = typer.Option(True, help="Reject flags the engine's --help rejects without launching."),
     runs_dir: Path = typer.Option(None, help="Where trial folders go (default ./bringup-runs)."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
@@ -72,8 +83,9 @@ def trial_cmd(
     from bringup.trial import Trial, TrialSettings
 
     try:
-        target = resolve_target(engine=engine, model=model, scenario=scenario, python=python,
-                                time_scale=time_scale, gpus=gpus)
+        target = resolve_target(
+            engine=engine, model=model, scenario=scenario, python=python, time_scale=time_scale, gpus=gpus
+        )
     except TargetError as e:
         raise usage_error(str(e)) from None
     tokens = list(ctx.args)
@@ -104,7 +116,10 @@ def trial_cmd(
         if not json_out:
             err_console.print(f"[dim]reference:[/] {why}")
     settings = TrialSettings(
-        timeout=timeout, hang_timeout=hang_timeout, port=port, validate=validate,
+        timeout=timeout,
+        hang_timeout=hang_timeout,
+        port=port,
+        validate=validate,
         probe=ProbeConfig(batch_size=batch, long_tokens=long_tokens, answers=answers, reference=ref),
     )
     trial_dir = new_trial_dir(writable_runs_root(runs_dir), target.engine.log_dialect, cand.key())
@@ -121,11 +136,13 @@ def trial_cmd(
             state["phase"] = text
         elif kind == "line" and text.strip():
             from bringup.safetext import safe_line
+
             state["line"] = escape(safe_line(text.strip(), 100))  # no escapes or markup reach the terminal
         status.update(f"[bold]{state['phase']}[/]  [dim]{state['line']}[/]")
 
-    trial = Trial(target.engine, cand, trial_dir, settings, spec=target.spec, version=target.version,
-                  on_event=on_event)
+    trial = Trial(
+        target.engine, cand, trial_dir, settings, spec=target.spec, version=target.version, on_event=on_event
+    )
     try:
         if status:
             with status:
@@ -133,7 +150,9 @@ def trial_cmd(
         else:
             outcome = trial.run()
     except Interrupted as e:
-        err_console.print(f"[bold yellow]interrupted ({e}); the server was torn down.[/] Log: {trial_dir / 'server.log'}")
+        err_console.print(
+            f"[bold yellow]interrupted ({e}); the server was torn down.[/] Log: {trial_dir / 'server.log'}"
+        )
         raise typer.Exit(e.exit_code) from None
     if json_out:
         print_json(outcome.model_dump())

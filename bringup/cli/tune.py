@@ -22,7 +22,9 @@ from bringup.cli._common import (
 
 @app.command("tune")
 def tune_cmd(
-    run: str = typer.Option(None, "--run", help="Tune the validated configuration of this bring-up run (id)."),
+    run: str = typer.Option(
+        None, "--run", help="Tune the validated configuration of this bring-up run (id)."
+    ),
     engine: str = typer.Option(None, help="vllm or sglang (with --model and --config)."),
     model: str = typer.Option(None, help="Model folder or hub id."),
     scenario: Path = typer.Option(None, help="A scenario file (with a performance model)."),
@@ -30,24 +32,37 @@ def tune_cmd(
     knobs: str = typer.Option(None, help="Only these knobs (comma-separated flags)."),
     knob: list[str] = typer.Option([], help="Levels for a knob: FLAG=v1,v2,... (repeatable)."),
     trials: int = typer.Option(20, min=1, help="Launch budget."),
-    objective: str = typer.Option("goodput", help="goodput (requests/s meeting --slo), throughput, or pareto."),
+    objective: str = typer.Option(
+        "goodput", help="goodput (requests/s meeting --slo), throughput, or pareto."
+    ),
     sampler: str = typer.Option("tpe", help="tpe (Optuna), random, or grid (every point)."),
     slo: str = typer.Option(None, help="Latency targets, e.g. ttft_p99=2s,itl_p99=50ms (engine seconds)."),
     concurrency: int = typer.Option(8, min=1, help="Concurrent requests in the workload."),
     num_prompts: int = typer.Option(64, min=4, help="Requests per point."),
     input_len: int = typer.Option(128, min=1, help="Prompt tokens."),
     output_len: int = typer.Option(64, min=1, help="Output tokens."),
-    sweep: str = typer.Option("1,2,4,8,16,32", help="Concurrencies for the best configuration's sweep ('' for none)."),
+    sweep: str = typer.Option(
+        "1,2,4,8,16,32", help="Concurrencies for the best configuration's sweep ('' for none)."
+    ),
     seed: int = typer.Option(0, help="Seed for the sampler and the workload."),
     time_scale: float = typer.Option(0.01, help="Scenario only: real seconds per simulated second."),
     python: str = typer.Option(None, help="Python interpreter of the engine's environment."),
     timeout: float = typer.Option(1800.0, help="Seconds from launch to ready per point."),
-    reference: str = typer.Option("auto", help="Reference the winner must agree with: a file from `bringup reference`, "
-                                  "auto (the run's, or in-process when the model is a local folder that fits), none."),
-    parallel: str = typer.Option("1", help="Points at once, each on its own GPUs and port: a number, or auto "
-                                  "(one per GPU; a point that needs several GPUs takes several)."),
-    gpus: str = typer.Option(None, help="The GPUs the tuning may use (CUDA_VISIBLE_DEVICES entries, e.g. 0,1; "
-                             "default: every GPU the machine has)."),
+    reference: str = typer.Option(
+        "auto",
+        help="Reference the winner must agree with: a file from `bringup reference`, "
+        "auto (the run's, or in-process when the model is a local folder that fits), none.",
+    ),
+    parallel: str = typer.Option(
+        "1",
+        help="Points at once, each on its own GPUs and port: a number, or auto "
+        "(one per GPU; a point that needs several GPUs takes several).",
+    ),
+    gpus: str = typer.Option(
+        None,
+        help="The GPUs the tuning may use (CUDA_VISIBLE_DEVICES entries, e.g. 0,1; "
+        "default: every GPU the machine has).",
+    ),
     runs_dir: Path = typer.Option(None, help="Runs folder with the journal (default ./bringup-runs)."),
     json_out: bool = typer.Option(False, "--json", help="Print the result as one JSON object."),
 ) -> None:
@@ -94,22 +109,34 @@ def tune_cmd(
             if row is None:
                 raise usage_error(f"no run {run!r} in {root / 'journal.sqlite'}")
             if not (row.get("result") or {}).get("final_candidate"):
-                raise usage_error(f"run {run} has no validated configuration to tune (status {row['status']})")
+                raise usage_error(
+                    f"run {run} has no validated configuration to tune (status {row['status']})"
+                )
             s = row["settings"]
-            target = resolve_target(engine=s.get("engine"), model=s.get("model"),
-                                    scenario=Path(s["scenario"]) if s.get("scenario") else None,
-                                    python=s.get("python"), time_scale=time_scale, gpus=gpus)
+            target = resolve_target(
+                engine=s.get("engine"),
+                model=s.get("model"),
+                scenario=Path(s["scenario"]) if s.get("scenario") else None,
+                python=s.get("python"),
+                time_scale=time_scale,
+                gpus=gpus,
+            )
             base = Candidate.from_json(row["result"]["final_candidate"])
             run_id, run_dir = row["id"], Path(row["run_dir"])
         else:
-            target = resolve_target(engine=engine, model=model, scenario=scenario, python=python,
-                                    time_scale=time_scale, gpus=gpus)
+            target = resolve_target(
+                engine=engine, model=model, scenario=scenario, python=python, time_scale=time_scale, gpus=gpus
+            )
             base = Candidate.make(target.engine.log_dialect, target.model, parse_flags(config, target.spec))
             run_id = None
         facts, _ = gather_facts(target)
-        knob_list = load_knobs(target.engine.log_dialect, target.spec, facts,
-                               only=[k.strip() for k in knobs.split(",") if k.strip()] if knobs else None,
-                               overrides=parse_knob_overrides(knob))
+        knob_list = load_knobs(
+            target.engine.log_dialect,
+            target.spec,
+            facts,
+            only=[k.strip() for k in knobs.split(",") if k.strip()] if knobs else None,
+            overrides=parse_knob_overrides(knob),
+        )
         gpu_list = parse_gpus(gpus, int(facts.get("gpu.count") or 0))
         width = parallel_width(parallel, len(gpu_list))
     except (TargetError, KnowledgeFileError, KnobError, SlotError) as e:
@@ -119,7 +146,11 @@ def tune_cmd(
     knob_list = with_base_levels(knob_list, base.flag_dict)
     ref, ref_why = None, "no reference for a scenario"
     if not target.engine.simulated:
-        choice = reference if reference != "auto" or not run or row is None else (row["settings"].get("reference") or "auto")
+        choice = (
+            reference
+            if reference != "auto" or not run or row is None
+            else (row["settings"].get("reference") or "auto")
+        )
         try:
             ref, ref_why = reference_for(target.model, choice, cache_dir=root / "references")
         except ReferenceError as e:
@@ -130,18 +161,50 @@ def tune_cmd(
     if run_id is None:
         run_id = f"{tune_id}-{target.engine.log_dialect}"
         run_dir = root / "runs" / run_id
-        journal.create_run(run_id, target.engine.log_dialect, target.version, model_id, hw_fp,
-                           {"tune_only": True, "engine": target.engine.log_dialect, "model": target.model,
-                            "scenario": str(scenario) if scenario else None, "config": config}, run_dir)
+        journal.create_run(
+            run_id,
+            target.engine.log_dialect,
+            target.version,
+            model_id,
+            hw_fp,
+            {
+                "tune_only": True,
+                "engine": target.engine.log_dialect,
+                "model": target.model,
+                "scenario": str(scenario) if scenario else None,
+                "config": config,
+            },
+            run_dir,
+        )
     tune_dir = run_dir / "tune" / tune_id
     tune_dir.mkdir(parents=True, exist_ok=True)
-    cfg = BenchConfig(url="http://127.0.0.1:1", concurrency=concurrency, num_prompts=num_prompts, input_len=input_len,
-                      output_len=output_len, seed=seed, slos=slos, warmup=1,
-                      tokenizer=target.engine.tokenizer_kind)
+    cfg = BenchConfig(
+        url="http://127.0.0.1:1",
+        concurrency=concurrency,
+        num_prompts=num_prompts,
+        input_len=input_len,
+        output_len=output_len,
+        seed=seed,
+        slos=slos,
+        warmup=1,
+        tokenizer=target.engine.tokenizer_kind,
+    )
     ts = time_scale if target.engine.simulated else 1.0
-    ev = LaunchEvaluator(target, base, cfg, tune_dir, journal, run_id, hw_fp, model_id, time_scale=ts,
-                         timeout=timeout, objective=goal if goal != "pareto" else "throughput",
-                         reference=ref, machine_gpus=len(gpu_list))
+    ev = LaunchEvaluator(
+        target,
+        base,
+        cfg,
+        tune_dir,
+        journal,
+        run_id,
+        hw_fp,
+        model_id,
+        time_scale=ts,
+        timeout=timeout,
+        objective=goal if goal != "pareto" else "throughput",
+        reference=ref,
+        machine_gpus=len(gpu_list),
+    )
     table = Table(box=None, header_style="bold")
     for c in ("#", "knobs", "status", "objective", "output tok/s", "p99 e2e s", "note"):
         table.add_column(c, overflow="fold")
@@ -151,18 +214,33 @@ def tune_cmd(
         if not e.launched:
             return
         note = e.failure_class or e.reason or ""
-        err_console.print(f"  point {p.number}: {' '.join(f'{k} {v}' for k, v in p.knobs.items())} -> {e.status}"
-                          + (f" objective {p.objective:.3g}" if p.objective is not None else "")
-                          + (f" ({note})" if note else ""))
+        err_console.print(
+            f"  point {p.number}: {' '.join(f'{k} {v}' for k, v in p.knobs.items())} -> {e.status}"
+            + (f" objective {p.objective:.3g}" if p.objective is not None else "")
+            + (f" ({note})" if note else "")
+        )
 
-    tuner = Tuner(knob_list, ev, objective=goal, budget=trials, seed=seed, sampler=how, on_point=on_point,
-                  predicted_infeasible=parallel_check(facts, base.flag_dict), start=start_point(knob_list, base.flag_dict),
-                  storage=_storage(tune_dir, width), study_name=tune_id,
-                  simulated=target.engine.simulated)
+    tuner = Tuner(
+        knob_list,
+        ev,
+        objective=goal,
+        budget=trials,
+        seed=seed,
+        sampler=how,
+        on_point=on_point,
+        predicted_infeasible=parallel_check(facts, base.flag_dict),
+        start=start_point(knob_list, base.flag_dict),
+        storage=_storage(tune_dir, width),
+        study_name=tune_id,
+        simulated=target.engine.simulated,
+    )
     t0 = time.time()
-    err_console.print(f"tuning {len(knob_list)} knobs ({tuner.grid_size} grid points) with {sampler}, "
-                      f"budget {trials} launches" + (f", {width} at once on GPUs {','.join(gpu_list)}" if width > 1 else "")
-                      + f"; points go to {tune_dir}")
+    err_console.print(
+        f"tuning {len(knob_list)} knobs ({tuner.grid_size} grid points) with {sampler}, "
+        f"budget {trials} launches"
+        + (f", {width} at once on GPUs {','.join(gpu_list)}" if width > 1 else "")
+        + f"; points go to {tune_dir}"
+    )
     try:
         _run_tuner(tuner, ev, gpu_list, width, target.engine.simulated)
         best = tuner.best()
@@ -186,26 +264,37 @@ def tune_cmd(
         if p.failure_class == "predicted":
             continue
         m = p.metrics
-        table.add_row(str(p.number), " ".join(f"{k} {v}" for k, v in p.knobs.items()), p.status,
-                      f"{p.objective:.3g}" if p.objective is not None else "",
-                      f"{m.get('output_tps', 0):.1f}" if m else "", f"{m.get('e2e_p99_s', 0):.3f}" if m else "",
-                      (p.failure_class or "") + (f": {p.evidence[:60]}" if p.evidence else ""))
+        table.add_row(
+            str(p.number),
+            " ".join(f"{k} {v}" for k, v in p.knobs.items()),
+            p.status,
+            f"{p.objective:.3g}" if p.objective is not None else "",
+            f"{m.get('output_tps', 0):.1f}" if m else "",
+            f"{m.get('e2e_p99_s', 0):.3f}" if m else "",
+            (p.failure_class or "") + (f": {p.evidence[:60]}" if p.evidence else ""),
+        )
     out_console.print(table)
     if skipped:
-        out_console.print(f"{len(skipped)} configurations ruled out without a launch, e.g. point {skipped[0].number}: "
-                          f"{skipped[0].evidence}")
+        out_console.print(
+            f"{len(skipped)} configurations ruled out without a launch, e.g. point {skipped[0].number}: "
+            f"{skipped[0].evidence}"
+        )
     if result.best:
         m = result.best.metrics
-        out_console.print(f"[bold green]best[/] (point {result.best.number}, {objective} {result.best.objective:.3g}): "
-                          f"{m.get('output_tps', 0):.1f} output tok/s, {m.get('rps', 0):.2f} req/s, "
-                          f"TTFT p99 {m.get('ttft_p99_s', 0):.3f} s, ITL p99 {m.get('itl_p99_s', 0):.4f} s")
+        out_console.print(
+            f"[bold green]best[/] (point {result.best.number}, {objective} {result.best.objective:.3g}): "
+            f"{m.get('output_tps', 0):.1f} output tok/s, {m.get('rps', 0):.2f} req/s, "
+            f"TTFT p99 {m.get('ttft_p99_s', 0):.3f} s, ITL p99 {m.get('itl_p99_s', 0):.4f} s"
+        )
         out_console.print(result.best_command, markup=False, highlight=False)
         if result.reference_verdict:
             out_console.print(f"reference ({result.reference}): {result.reference_verdict}", markup=False)
     else:
         out_console.print("[bold red]no feasible point[/]: every launch failed (see the table)")
-    out_console.print(f"{result.launches} launches of {result.grid_size} grid points; result: {tune_dir / 'tune.json'}"
-                      + (f"; report: {html}" if html else ""))
+    out_console.print(
+        f"{result.launches} launches of {result.grid_size} grid points; result: {tune_dir / 'tune.json'}"
+        + (f"; report: {html}" if html else "")
+    )
     raise typer.Exit(0 if result.best else 1)
 
 

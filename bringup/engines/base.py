@@ -94,8 +94,11 @@ class EngineInfo(BaseModel):
     teardown_log: str | None = None
     # Lines where the engine says which implementation it picked ("Using FlashInfer for top-p &
     # top-k sampling."): evidence that names a component when output is silently wrong.
-    implementation_log: list[str] = Field(default_factory=lambda: [
-        r"\bUsing\b.{1,80}?\b(backend|kernel|sampler|sampling|GEMM|attention|MoE|all-?reduce)\b"])
+    implementation_log: list[str] = Field(
+        default_factory=lambda: [
+            r"\bUsing\b.{1,80}?\b(backend|kernel|sampler|sampling|GEMM|attention|MoE|all-?reduce)\b"
+        ]
+    )
     log_marker: str | None = None  # a regex that tells this engine's log apart (bringup explain)
     gpus: GpuNeed = Field(default_factory=GpuNeed)
 
@@ -152,8 +155,19 @@ class Engine:
         return [self.info.model_flag, model] if self.info.model_flag else [model]
 
     def launch_argv(self, cand: Candidate, host: str, port: int) -> list[str]:
-        return [self.python, "-m", self.info.module, *self.info.command, *self.model_args(cand.model),
-                "--host", host, "--port", str(port), *self.info.fixed_args, *cand.argv_flags()]
+        return [
+            self.python,
+            "-m",
+            self.info.module,
+            *self.info.command,
+            *self.model_args(cand.model),
+            "--host",
+            host,
+            "--port",
+            str(port),
+            *self.info.fixed_args,
+            *cand.argv_flags(),
+        ]
 
     def command_prefix(self, cand: Candidate) -> list[str]:
         """The start of a copy-pasteable command (report only)."""
@@ -203,10 +217,14 @@ class Engine:
     def probe_config(self, cfg: ProbeConfig, cand: Candidate) -> ProbeConfig:
         """The probe settings for this engine's server: what its API lacks is not asked for."""
         sup = self.info.probes
-        return replace(cfg, list_models=sup.list_models and cfg.list_models,
-                       ignore_eos=sup.ignore_eos and cfg.ignore_eos, logprobs=sup.logprobs and cfg.logprobs,
-                       model_name=cfg.model_name or (None if sup.list_models else cand.model),
-                       reference_precision=precision_of(cand.flag_dict))
+        return replace(
+            cfg,
+            list_models=sup.list_models and cfg.list_models,
+            ignore_eos=sup.ignore_eos and cfg.ignore_eos,
+            logprobs=sup.logprobs and cfg.logprobs,
+            model_name=cfg.model_name or (None if sup.list_models else cand.model),
+            reference_precision=precision_of(cand.flag_dict),
+        )
 
     # -- version and help ------------------------------------------------------------------
     def version(self) -> str | None:
@@ -224,8 +242,13 @@ class Engine:
         env.update(self.info.env)
         env["COLUMNS"] = "80"  # argparse and click wrap help to the terminal width; keep captures comparable
         try:
-            out = subprocess.run([self.python, "-m", self.info.module, *self.info.command, *self.info.help_args],
-                                 capture_output=True, text=True, timeout=180, env=env)
+            out = subprocess.run(
+                [self.python, "-m", self.info.module, *self.info.command, *self.info.help_args],
+                capture_output=True,
+                text=True,
+                timeout=180,
+                env=env,
+            )
         except (OSError, subprocess.TimeoutExpired):
             return None
         text = out.stdout
@@ -276,6 +299,7 @@ class Engine:
         from bringup.envvars import load_registry
 
         return load_registry(self.log_dialect, self.python, version)
+
     def clock_scale(self) -> float:
         """Real seconds per engine second: the trial's deadlines (launch timeout, hang timeout) are
         in engine seconds and run this much faster or slower in real time. 1.0 for a real engine."""
@@ -317,8 +341,9 @@ class Engine:
     def is_ready_line(self, line: str) -> bool:
         return bool(self.info.ready_log and re.search(self.info.ready_log, line))
 
-    def effective(self, lines: list[str], requested: dict[str, FlagValue],
-                  spec: HelpSpec | None) -> EffectiveConfig:
+    def effective(
+        self, lines: list[str], requested: dict[str, FlagValue], spec: HelpSpec | None
+    ) -> EffectiveConfig:
         values: dict[str, Any] = {}
         evidence: dict[str, str] = {}
         source: list[str] = []

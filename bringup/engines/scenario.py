@@ -85,6 +85,7 @@ class ScenarioEngine(Engine):
         from bringup.envvars import load_registry
 
         return load_registry(self.dialect, version=version or self.version(), installed=False)
+
     def clock_scale(self) -> float:
         """The scenario server sleeps each simulated second x time_scale: so do the deadlines."""
         return self.time_scale
@@ -105,10 +106,18 @@ def scenario_engine(path: Path, time_scale: float, python: str | None = None) ->
 
     missing = [m for m in ("starlette", "uvicorn") if importlib.util.find_spec(m) is None]
     if missing:
-        raise ScenarioLoadError(f"the scenario engine needs {', '.join(missing)}: pip install 'bringup[scenario]'")
+        raise ScenarioLoadError(
+            f"the scenario engine needs {', '.join(missing)}: pip install 'bringup[scenario]'"
+        )
     try:
         sc = load_scenario(Path(path))
     except (ScenarioError, KnowledgeFileError, FileNotFoundError) as e:
         raise ScenarioLoadError(str(e)) from e
-    return ScenarioEngine(name="scenario", python=python or sys.executable, scenario_path=Path(path).resolve(),
-                          dialect=sc.engine, time_scale=time_scale, scenario=sc)
+    return ScenarioEngine(
+        name="scenario",
+        python=python or sys.executable,
+        scenario_path=Path(path).resolve(),
+        dialect=sc.engine,
+        time_scale=time_scale,
+        scenario=sc,
+    )

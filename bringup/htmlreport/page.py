@@ -32,14 +32,20 @@ TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 REPORT_NAME = "report.html"
 STATUSES = ("works", "fails", "wrong-output", "timeout")
 KINDS = {"search": "full", "screen": "screen", "minimize": "minimize"}
-KIND_LONG = {"search": "full launch", "screen": "screen (dummy weights, fewer layers)",
-             "minimize": "minimize (full launch)"}
+KIND_LONG = {
+    "search": "full launch",
+    "screen": "screen (dummy weights, fewer layers)",
+    "minimize": "minimize (full launch)",
+}
 EVIDENCE_CHARS = 200  # in the attempt table; the failure cards show every line in full
 
 # Tuning metrics in the points table, in this order (keys ending in _s are seconds).
 METRICS: list[tuple[str, str]] = [
-    ("output_tps", "output tok/s"), ("goodput_rps", "goodput req/s"), ("ttft_p99_s", "TTFT p99"),
-    ("itl_p99_s", "ITL p99"), ("e2e_p99_s", "E2E p99"),
+    ("output_tps", "output tok/s"),
+    ("goodput_rps", "goodput req/s"),
+    ("ttft_p99_s", "TTFT p99"),
+    ("itl_p99_s", "ITL p99"),
+    ("e2e_p99_s", "E2E p99"),
 ]
 # The best point's numbers, in this order.
 BEST_METRICS = ["output_tps", "goodput_rps", "rps", "ttft_p50_s", "ttft_p99_s", "itl_p99_s", "e2e_p99_s"]
@@ -51,6 +57,7 @@ PARETO_X = ("e2e_p99_s", "ttft_p99_s", "itl_p99_s", "tpot_p99_s")
 
 
 # -- small formatting helpers -----------------------------------------------------------------
+
 
 def _secs(v: float | None) -> str:
     if v is None:
@@ -125,11 +132,14 @@ class Links:
 def _links(trial: Path | None, report_dir: Path) -> Links:
     if trial is None:
         return Links()
-    return Links(log=_href(trial / "server.log", report_dir) if (trial / "server.log").is_file() else "",
-                 outcome=_href(trial / "outcome.json", report_dir) if (trial / "outcome.json").is_file() else "")
+    return Links(
+        log=_href(trial / "server.log", report_dir) if (trial / "server.log").is_file() else "",
+        outcome=_href(trial / "outcome.json", report_dir) if (trial / "outcome.json").is_file() else "",
+    )
 
 
 # -- the bring-up view --------------------------------------------------------------------------
+
 
 @dataclass
 class AttemptRow:
@@ -217,15 +227,28 @@ def _run_view(r: RunResult, report_dir: Path) -> RunView:
     engine = _engine(r.engine, r.engine_version)
     full = sum(1 for a in r.attempts if a.purpose == "search")
     real = sum(a.wall_s for a in r.attempts)
-    time_line = (f"{r.simulated_hours:.2f} simulated hours of launches ({real:.0f} s real)"
-                 if r.simulated_hours is not None else f"{_secs(real) or '0 s'} of launches")
+    time_line = (
+        f"{r.simulated_hours:.2f} simulated hours of launches ({real:.0f} s real)"
+        if r.simulated_hours is not None
+        else f"{_secs(real) or '0 s'} of launches"
+    )
     plural = "es" if r.launches != 1 else ""
-    result_line = (f"{r.launches} launch{plural} ({r.screening_launches} screening with dummy weights, {full} full)"
-                   + (f" + {r.minimize_launches} to minimize the fix" if r.minimize_launches else ""))
+    result_line = (
+        f"{r.launches} launch{plural} ({r.screening_launches} screening with dummy weights, {full} full)"
+        + (f" + {r.minimize_launches} to minimize the fix" if r.minimize_launches else "")
+    )
     if r.minimal_fix_str:
-        note = ("verified by delta debugging" if r.minimal_fix_verified
-                else "not minimised: the minimize budget ran out")
-    elif r.validated and r.attempts and r.attempts[0].status == "works" and r.attempts[0].changes == "(baseline)":
+        note = (
+            "verified by delta debugging"
+            if r.minimal_fix_verified
+            else "not minimised: the minimize budget ran out"
+        )
+    elif (
+        r.validated
+        and r.attempts
+        and r.attempts[0].status == "works"
+        and r.attempts[0].changes == "(baseline)"
+    ):
         note = "the baseline itself works: no fix was needed"
     else:
         note = ""
@@ -234,9 +257,24 @@ def _run_view(r: RunResult, report_dir: Path) -> RunView:
     risky = [p for p in r.predictions if p.verdict in ("incompatible", "risky")]
     if risky and not any(a.changes == "(baseline)" for a in r.attempts):
         why = "; ".join(f"{p.flag} {p.level}: {p.reason}" for p in risky[:2])
-        rows.append(AttemptRow(0, "(baseline, not launched)", "plan", "plan: judged before any launch",
-                               "predicted fail", "status-predicted", "", "", _clip(why, EVIDENCE_CHARS), why,
-                               "0 s", "", Links(), predicted=True))
+        rows.append(
+            AttemptRow(
+                0,
+                "(baseline, not launched)",
+                "plan",
+                "plan: judged before any launch",
+                "predicted fail",
+                "status-predicted",
+                "",
+                "",
+                _clip(why, EVIDENCE_CHARS),
+                why,
+                "0 s",
+                "",
+                Links(),
+                predicted=True,
+            )
+        )
     failures: list[FailureCard] = []
     final_probes: list[ProbeResult] = []
     final_links = Links()
@@ -246,24 +284,48 @@ def _run_view(r: RunResult, report_dir: Path) -> RunView:
         works = a.status == "works"
         anchor = "" if works else f"attempt-{a.number}"
         ev = "all probes passed" if works else a.evidence
-        rows.append(AttemptRow(a.number, a.changes, KINDS.get(a.purpose, a.purpose),
-                               KIND_LONG.get(a.purpose, a.purpose), a.status, _status_cls(a.status),
-                               a.failure_class or "", a.phase or "", _clip(ev, EVIDENCE_CHARS), ev,
-                               _duration(a), anchor, links))
+        rows.append(
+            AttemptRow(
+                a.number,
+                a.changes,
+                KINDS.get(a.purpose, a.purpose),
+                KIND_LONG.get(a.purpose, a.purpose),
+                a.status,
+                _status_cls(a.status),
+                a.failure_class or "",
+                a.phase or "",
+                _clip(ev, EVIDENCE_CHARS),
+                ev,
+                _duration(a),
+                anchor,
+                links,
+            )
+        )
         outcome = _load_outcome(trial)
         if works:
             if outcome and (a.purpose == "search" or not final_probes):  # full launch beats a screen
                 final_probes, final_links = outcome.probes, links
             continue
-        evidence = (outcome.evidence if outcome and outcome.evidence else [a.evidence] if a.evidence else [])
-        failures.append(FailureCard(
-            anchor=anchor, number=a.number, kind_long=KIND_LONG.get(a.purpose, a.purpose), status=a.status,
-            status_cls=_status_cls(a.status), failure_class=a.failure_class or a.status, phase=a.phase or "?",
-            changes=a.changes, meaning=meaning.get(a.failure_class or "", ""),
-            hint=a.hint or (outcome.hint if outcome and outcome.hint else ""),
-            signature=a.signature or "", evidence=evidence,
-            failed_probes=[p for p in (outcome.probes if outcome else []) if not p.passed],
-            duration=_duration(a), links=links))
+        evidence = outcome.evidence if outcome and outcome.evidence else [a.evidence] if a.evidence else []
+        failures.append(
+            FailureCard(
+                anchor=anchor,
+                number=a.number,
+                kind_long=KIND_LONG.get(a.purpose, a.purpose),
+                status=a.status,
+                status_cls=_status_cls(a.status),
+                failure_class=a.failure_class or a.status,
+                phase=a.phase or "?",
+                changes=a.changes,
+                meaning=meaning.get(a.failure_class or "", ""),
+                hint=a.hint or (outcome.hint if outcome and outcome.hint else ""),
+                signature=a.signature or "",
+                evidence=evidence,
+                failed_probes=[p for p in (outcome.probes if outcome else []) if not p.passed],
+                duration=_duration(a),
+                links=links,
+            )
+        )
 
     overrides: dict[str, OverrideRecord] = {}
     for a in r.attempts:
@@ -271,13 +333,30 @@ def _run_view(r: RunResult, report_dir: Path) -> RunView:
             overrides.setdefault(o.flag, o)
     chosen = [(flag, d.value, d.why) for flag, d in r.strategy_state.defaults.items()]
     return RunView(
-        title=f"Bring-up: {r.model} on {_short_machine(r)}, {engine}", validated=r.validated, status=r.status,
-        result_line=result_line, time_line=time_line, minimal_fix=r.minimal_fix_str or "",
-        minimal_fix_note=note, final_command=r.final_command or "", baseline_command=r.baseline_command,
-        stop_reason=r.stop_reason, machine=describe_machine(r), model=describe_model(r), engine=engine,
-        facts=[(k, str(v)) for k, v in sorted(r.facts.items())], rows=rows, timeline=_timeline(r),
-        failures=failures, final_probes=final_probes, final_links=final_links,
-        overrides=list(overrides.values()), chosen=chosen, run_id=r.run_id, run_dir=r.run_dir)
+        title=f"Bring-up: {r.model} on {_short_machine(r)}, {engine}",
+        validated=r.validated,
+        status=r.status,
+        result_line=result_line,
+        time_line=time_line,
+        minimal_fix=r.minimal_fix_str or "",
+        minimal_fix_note=note,
+        final_command=r.final_command or "",
+        baseline_command=r.baseline_command,
+        stop_reason=r.stop_reason,
+        machine=describe_machine(r),
+        model=describe_model(r),
+        engine=engine,
+        facts=[(k, str(v)) for k, v in sorted(r.facts.items())],
+        rows=rows,
+        timeline=_timeline(r),
+        failures=failures,
+        final_probes=final_probes,
+        final_links=final_links,
+        overrides=list(overrides.values()),
+        chosen=chosen,
+        run_id=r.run_id,
+        run_dir=r.run_dir,
+    )
 
 
 def _timeline(r: RunResult) -> svg.Chart | None:
@@ -286,28 +365,38 @@ def _timeline(r: RunResult) -> svg.Chart | None:
     if not r.attempts:
         return None
     simulated = all(a.simulated_s is not None for a in r.attempts)
-    lengths = [float(a.simulated_s if simulated and a.simulated_s is not None else a.wall_s) for a in r.attempts]
+    lengths = [
+        float(a.simulated_s if simulated and a.simulated_s is not None else a.wall_s) for a in r.attempts
+    ]
     minutes = sum(lengths) > 180
     div = 60.0 if minutes else 1.0
     unit = ("simulated " if simulated else "") + ("minutes" if minutes else "seconds")
     bars, t = [], 0.0
     for a, length in zip(r.attempts, lengths, strict=True):
         label = "works" if a.status == "works" else (a.failure_class or a.status)
-        bars.append(svg.Bar(
-            start=t / div, length=length / div, row_label=f"#{a.number} {KINDS.get(a.purpose, a.purpose)}",
-            cls=f"{_status_cls(a.status)} kind-{KINDS.get(a.purpose, 'other')}", label=label,
-            title=f"#{a.number} {KIND_LONG.get(a.purpose, a.purpose)}: {a.status}"
-                  + (f", {a.failure_class} in {a.phase}" if a.failure_class else "")
-                  + f"; {a.changes}; {_duration(a)}",
-            href=f"#attempt-{a.number}" if a.status != "works" else ""))
+        bars.append(
+            svg.Bar(
+                start=t / div,
+                length=length / div,
+                row_label=f"#{a.number} {KINDS.get(a.purpose, a.purpose)}",
+                cls=f"{_status_cls(a.status)} kind-{KINDS.get(a.purpose, 'other')}",
+                label=label,
+                title=f"#{a.number} {KIND_LONG.get(a.purpose, a.purpose)}: {a.status}"
+                + (f", {a.failure_class} in {a.phase}" if a.failure_class else "")
+                + f"; {a.changes}; {_duration(a)}",
+                href=f"#attempt-{a.number}" if a.status != "works" else "",
+            )
+        )
         t += length
     legend = [(_status_cls(s), s) for s in STATUSES if any(a.status == s for a in r.attempts)]
     legend.append(("kind-screen legend-screen", "paler: screening launch"))
-    return svg.timeline(bars, xlabel=f"{unit} since the first launch",
-                        title="Launches over time", legend=legend)
+    return svg.timeline(
+        bars, xlabel=f"{unit} since the first launch", title="Launches over time", legend=legend
+    )
 
 
 # -- the tuning view ----------------------------------------------------------------------------
+
 
 @dataclass
 class TuneRow:
@@ -365,31 +454,59 @@ def _tune_view(t: TuneResult, report_dir: Path, run_dir: Path) -> TuneView:
     rows: list[TuneRow] = []
     for p in sorted(t.points, key=lambda p: p.number):
         ev = p.evidence or ""
-        rows.append(TuneRow(
-            number=p.number, knobs=[str(p.knobs[k]) if k in p.knobs else "·" for k in knob_cols],
-            status=p.status, status_cls={"ok": "status-works", "infeasible": "status-fails"}.get(p.status, "status-pruned"),
-            failure_class=p.failure_class or "", evidence=_clip(ev, 160), evidence_full=ev,
-            objective="" if p.objective is None else svg.fmt_num(p.objective),
-            metrics=[_metric(k, p.metrics.get(k)) for k, _ in metric_cols],
-            launch=(_secs(p.simulated_s) if p.simulated_s is not None else _secs(p.launch_s) or "0 s")
-            if p.launch_s or p.simulated_s or p.trial_dir else "not launched",  # ruled out by the tuner
-            pareto=p.number in pareto, best=p.number == best_no,
-            links=_links(_trial_path(p.trial_dir, roots), report_dir),
-            measured=p.objective is not None or any(k in p.metrics for k, _ in metric_cols)))
+        rows.append(
+            TuneRow(
+                number=p.number,
+                knobs=[str(p.knobs[k]) if k in p.knobs else "·" for k in knob_cols],
+                status=p.status,
+                status_cls={"ok": "status-works", "infeasible": "status-fails"}.get(
+                    p.status, "status-pruned"
+                ),
+                failure_class=p.failure_class or "",
+                evidence=_clip(ev, 160),
+                evidence_full=ev,
+                objective="" if p.objective is None else svg.fmt_num(p.objective),
+                metrics=[_metric(k, p.metrics.get(k)) for k, _ in metric_cols],
+                launch=(_secs(p.simulated_s) if p.simulated_s is not None else _secs(p.launch_s) or "0 s")
+                if p.launch_s or p.simulated_s or p.trial_dir
+                else "not launched",  # ruled out by the tuner
+                pareto=p.number in pareto,
+                best=p.number == best_no,
+                links=_links(_trial_path(p.trial_dir, roots), report_dir),
+                measured=p.objective is not None or any(k in p.metrics for k, _ in metric_cols),
+            )
+        )
 
-    objective = {"goodput": "goodput (requests per second meeting the SLOs)", "throughput": "output throughput",
-                 "pareto": "the throughput / p99 latency trade-off"}.get(t.objective, t.objective)
+    objective = {
+        "goodput": "goodput (requests per second meeting the SLOs)",
+        "throughput": "output throughput",
+        "pareto": "the throughput / p99 latency trade-off",
+    }.get(t.objective, t.objective)
     feasible = sum(1 for p in t.points if p.status == "ok")
     summary = [("objective", objective + (f" under {_slo_text(t.slo)}" if t.slo else ""))]
     if t.workload:
         summary.append(("workload", ", ".join(f"{k}={v}" for k, v in t.workload.items())))
     if t.knobs:
         summary.append(("searched", "; ".join(f"{k}: {', '.join(map(str, v))}" for k, v in t.knobs.items())))
-    summary.append(("launches", f"{t.launches}" + (f" of a {t.grid_size}-point grid" if t.grid_size else "")
-                    + f"; {feasible} measured, {sum(1 for p in t.points if p.status == 'infeasible')} infeasible, "
-                    f"{sum(1 for p in t.points if p.status == 'pruned')} pruned"))
-    summary.append(("time", (f"{t.simulated_hours:.2f} simulated hours ({t.wall_seconds:.0f} s real)"
-                             if t.simulated_hours is not None else _secs(t.wall_seconds) or "0 s")))
+    summary.append(
+        (
+            "launches",
+            f"{t.launches}"
+            + (f" of a {t.grid_size}-point grid" if t.grid_size else "")
+            + f"; {feasible} measured, {sum(1 for p in t.points if p.status == 'infeasible')} infeasible, "
+            f"{sum(1 for p in t.points if p.status == 'pruned')} pruned",
+        )
+    )
+    summary.append(
+        (
+            "time",
+            (
+                f"{t.simulated_hours:.2f} simulated hours ({t.wall_seconds:.0f} s real)"
+                if t.simulated_hours is not None
+                else _secs(t.wall_seconds) or "0 s"
+            ),
+        )
+    )
     summary.append(("base command", t.base_command))
     if t.reference_verdict:  # the winner against the model's own output (bringup/reference.py)
         summary.append(("reference", f"{t.reference_verdict} ({t.reference})"))
@@ -398,16 +515,26 @@ def _tune_view(t: TuneResult, report_dir: Path, run_dir: Path) -> TuneView:
     if t.best:
         if t.best.objective is not None:
             best_numbers.append((f"objective ({t.objective})", svg.fmt_num(t.best.objective)))
-        best_numbers += [(LABELS[k], _metric(k, t.best.metrics[k])) for k in BEST_METRICS if k in t.best.metrics]
+        best_numbers += [
+            (LABELS[k], _metric(k, t.best.metrics[k])) for k in BEST_METRICS if k in t.best.metrics
+        ]
     chart, not_plotted = _pareto(t, rows)
     view = TuneView(
-        anchor=f"tune-{t.tune_id}", tune_id=t.tune_id,
+        anchor=f"tune-{t.tune_id}",
+        tune_id=t.tune_id,
         heading=f"Tuning {t.tune_id}: {t.model}, {_engine(t.engine, t.engine_version)}",
-        summary=summary, knob_cols=knob_cols, metric_cols=metric_cols, rows=rows,
-        best_command=t.best_command or (t.best.command if t.best else ""), best_numbers=best_numbers,
-        best_knobs=_knob_text(t.best.knobs) if t.best else "", best_number=best_no,
+        summary=summary,
+        knob_cols=knob_cols,
+        metric_cols=metric_cols,
+        rows=rows,
+        best_command=t.best_command or (t.best.command if t.best else ""),
+        best_numbers=best_numbers,
+        best_knobs=_knob_text(t.best.knobs) if t.best else "",
+        best_number=best_no,
         launch_header="launch (sim.)" if any(p.simulated_s is not None for p in t.points) else "launch",
-        pareto_chart=chart, not_plotted=not_plotted)
+        pareto_chart=chart,
+        not_plotted=not_plotted,
+    )
     _sweep(t, view)
     return view
 
@@ -415,9 +542,16 @@ def _tune_view(t: TuneResult, report_dir: Path, run_dir: Path) -> TuneView:
 def _front(points: list[TunePoint], xkey: str) -> set[int]:
     """The points no other point beats on both throughput (higher) and latency (lower)."""
     ok = [p for p in points if p.status == "ok" and xkey in p.metrics and PARETO_Y in p.metrics]
-    return {p.number for p in ok if not any(
-        q.metrics[PARETO_Y] >= p.metrics[PARETO_Y] and q.metrics[xkey] <= p.metrics[xkey]
-        and (q.metrics[PARETO_Y] > p.metrics[PARETO_Y] or q.metrics[xkey] < p.metrics[xkey]) for q in ok)}
+    return {
+        p.number
+        for p in ok
+        if not any(
+            q.metrics[PARETO_Y] >= p.metrics[PARETO_Y]
+            and q.metrics[xkey] <= p.metrics[xkey]
+            and (q.metrics[PARETO_Y] > p.metrics[PARETO_Y] or q.metrics[xkey] < p.metrics[xkey])
+            for q in ok
+        )
+    }
 
 
 def _front_latency(t: TuneResult) -> str | None:
@@ -436,7 +570,9 @@ def _pareto(t: TuneResult, rows: list[TuneRow]) -> tuple[svg.Chart | None, list[
     ykey = PARETO_Y if any(PARETO_Y in p.metrics for p in have) else None
     xkey = _front_latency(t)
     by_no = {r.number: r for r in rows}
-    plotted: list[TunePoint] = [p for p in have if xkey in p.metrics and ykey in p.metrics] if xkey and ykey else []
+    plotted: list[TunePoint] = (
+        [p for p in have if xkey in p.metrics and ykey in p.metrics] if xkey and ykey else []
+    )
     not_plotted = [by_no[p.number] for p in sorted(t.points, key=lambda p: p.number) if p not in plotted]
     if not plotted or not xkey or not ykey:
         return None, not_plotted
@@ -445,25 +581,40 @@ def _pareto(t: TuneResult, rows: list[TuneRow]) -> tuple[svg.Chart | None, list[
     pts = []
     for p in plotted:
         cls = "pt pruned" if p.status == "pruned" else "pt pareto" if p.number in pareto else "pt"
-        pts.append(svg.Point(
-            x=p.metrics[xkey], y=p.metrics[ykey], cls=cls, best=p.number == best_no,
-            label=f"#{p.number}" if p.number in pareto else "",
-            title=f"#{p.number} {_knob_text(p.knobs)}: {LABELS[ykey]} {_metric(ykey, p.metrics[ykey])}, "
-                  f"{LABELS[xkey]} {_metric(xkey, p.metrics[xkey])}"
-                  + (" (on the Pareto front)" if p.number in pareto else "")
-                  + (" (pruned early)" if p.status == "pruned" else "")))
+        pts.append(
+            svg.Point(
+                x=p.metrics[xkey],
+                y=p.metrics[ykey],
+                cls=cls,
+                best=p.number == best_no,
+                label=f"#{p.number}" if p.number in pareto else "",
+                title=f"#{p.number} {_knob_text(p.knobs)}: {LABELS[ykey]} {_metric(ykey, p.metrics[ykey])}, "
+                f"{LABELS[xkey]} {_metric(xkey, p.metrics[xkey])}"
+                + (" (on the Pareto front)" if p.number in pareto else "")
+                + (" (pruned early)" if p.status == "pruned" else ""),
+            )
+        )
     front = [(p.metrics[xkey], p.metrics[ykey]) for p in plotted if p.number in pareto]
     slo_key = xkey.removesuffix("_s")
     vline = (t.slo[slo_key], f"SLO {LABELS[xkey]} {_secs(t.slo[slo_key])}") if slo_key in t.slo else None
     legend = [("pt", "measured"), ("pt pareto", "Pareto front"), ("best", "best")]
     if any(p.status == "pruned" for p in plotted):
         legend.append(("pt pruned", "pruned early"))
-    chart = svg.scatter(pts, front=front, xlabel=f"{LABELS[xkey]} latency (s)", ylabel=LABELS[ykey],
-                        title=f"{LABELS[ykey]} against {LABELS[xkey]}", vline=vline, legend=legend)
+    chart = svg.scatter(
+        pts,
+        front=front,
+        xlabel=f"{LABELS[xkey]} latency (s)",
+        ylabel=LABELS[ykey],
+        title=f"{LABELS[ykey]} against {LABELS[xkey]}",
+        vline=vline,
+        legend=legend,
+    )
     infeasible = sum(1 for r in not_plotted if r.status == "infeasible")
-    chart.note = (f"{len(plotted)} measured points; up and to the left is better."
-                  + (f" {infeasible} infeasible point{'s' if infeasible != 1 else ''} (no numbers) listed below."
-                     if infeasible else ""))
+    chart.note = f"{len(plotted)} measured points; up and to the left is better." + (
+        f" {infeasible} infeasible point{'s' if infeasible != 1 else ''} (no numbers) listed below."
+        if infeasible
+        else ""
+    )
     return chart, not_plotted
 
 
@@ -474,33 +625,64 @@ def _sweep(t: TuneResult, view: TuneView) -> None:
     xlabel = "request rate (req/s)" if rate else "concurrency (requests in flight)"
     pts = sorted(t.sweep, key=lambda s: s.concurrency)
     xs = [s.concurrency for s in pts]
-    titles = [f"{'rate' if rate else 'concurrency'} {svg.fmt_num(s.concurrency)}: {svg.fmt_num(s.output_tps)} "
-              f"output tok/s, {svg.fmt_num(s.rps)} req/s"
-              + (f", TTFT p99 {_secs(s.ttft_p99_s)}" if s.ttft_p99_s is not None else "") for s in pts]
-    view.sweep_charts.append(svg.line_chart(xs, [s.output_tps for s in pts], xlabel=xlabel,
-                                            ylabel="output tok/s", title="Throughput under rising load",
-                                            titles=titles))
+    titles = [
+        f"{'rate' if rate else 'concurrency'} {svg.fmt_num(s.concurrency)}: {svg.fmt_num(s.output_tps)} "
+        f"output tok/s, {svg.fmt_num(s.rps)} req/s"
+        + (f", TTFT p99 {_secs(s.ttft_p99_s)}" if s.ttft_p99_s is not None else "")
+        for s in pts
+    ]
+    view.sweep_charts.append(
+        svg.line_chart(
+            xs,
+            [s.output_tps for s in pts],
+            xlabel=xlabel,
+            ylabel="output tok/s",
+            title="Throughput under rising load",
+            titles=titles,
+        )
+    )
     lat = [(s, s.ttft_p99_s) for s in pts if s.ttft_p99_s is not None]
     if lat:
         hline = (t.slo["ttft_p99"], f"SLO {_secs(t.slo['ttft_p99'])}") if "ttft_p99" in t.slo else None
-        view.sweep_charts.append(svg.line_chart(
-            [s.concurrency for s, _ in lat], [v for _, v in lat], xlabel=xlabel, ylabel="TTFT p99 (s)",
-            title="TTFT p99 under rising load", hline=hline,
-            titles=[f"{svg.fmt_num(s.concurrency)}: TTFT p99 {_secs(v)}" for s, v in lat]))
-    cols = [("output_tps", "output tok/s"), ("rps", "req/s"), ("goodput_rps", "goodput req/s"),
-            ("ttft_p50_s", "TTFT p50"), ("ttft_p99_s", "TTFT p99"), ("itl_p99_s", "ITL p99")]
+        view.sweep_charts.append(
+            svg.line_chart(
+                [s.concurrency for s, _ in lat],
+                [v for _, v in lat],
+                xlabel=xlabel,
+                ylabel="TTFT p99 (s)",
+                title="TTFT p99 under rising load",
+                hline=hline,
+                titles=[f"{svg.fmt_num(s.concurrency)}: TTFT p99 {_secs(v)}" for s, v in lat],
+            )
+        )
+    cols = [
+        ("output_tps", "output tok/s"),
+        ("rps", "req/s"),
+        ("goodput_rps", "goodput req/s"),
+        ("ttft_p50_s", "TTFT p50"),
+        ("ttft_p99_s", "TTFT p99"),
+        ("itl_p99_s", "ITL p99"),
+    ]
     cols = [(k, h) for k, h in cols if any(getattr(s, k) is not None for s in pts)]
     view.sweep_cols = ["request rate" if rate else "concurrency"] + [h for _, h in cols]
-    view.sweep_rows = [[svg.fmt_num(s.concurrency)] + [_metric(k, getattr(s, k)) for k, _ in cols] for s in pts]
+    view.sweep_rows = [
+        [svg.fmt_num(s.concurrency)] + [_metric(k, getattr(s, k)) for k, _ in cols] for s in pts
+    ]
 
 
 # -- the page -----------------------------------------------------------------------------------
 
+
 def _env() -> jinja2.Environment:
     # autoescape=True for every template, whatever its name; StrictUndefined makes a misspelt
     # field an error in the tests rather than an empty cell in a report.
-    return jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
-                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
 
 
 def render_html(run_dir: Path, result: RunResult | None, tunes: list[TuneResult]) -> str:

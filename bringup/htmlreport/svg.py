@@ -77,11 +77,12 @@ class Chart:
 
 # -- scales and ticks ---------------------------------------------------------------------------
 
+
 def fmt_num(v: float, step: float | None = None) -> str:
     """A tick or value label: as many decimals as the tick step needs, thousands separated."""
     if step is not None and step > 0:
         decimals = max(0, -math.floor(math.log10(step) + 1e-9))
-        if abs(step * 10 ** decimals - round(step * 10 ** decimals)) > 1e-6:  # 2.5, 0.25 steps
+        if abs(step * 10**decimals - round(step * 10**decimals)) > 1e-6:  # 2.5, 0.25 steps
             decimals += 1
         return f"{v:,.{decimals}f}"
     if v == 0:
@@ -152,8 +153,8 @@ def log2_axis(values: list[float], p0: float, p1: float) -> tuple[Scale, list[Ti
     scale = Scale(a, b, p0, p1, log2=True)
     ticks = []
     k = math.floor(math.log2(a))
-    while 2 ** k <= b * (1 + 1e-9):
-        ticks.append(Tick(scale(2 ** k), fmt_num(2 ** k)))
+    while 2**k <= b * (1 + 1e-9):
+        ticks.append(Tick(scale(2**k), fmt_num(2**k)))
         k += 1
     return scale, ticks
 
@@ -164,6 +165,7 @@ def wants_log2(values: list[float]) -> bool:
 
 
 # -- charts -------------------------------------------------------------------------------------
+
 
 @dataclass
 class Bar:
@@ -176,8 +178,7 @@ class Bar:
     href: str = ""
 
 
-def timeline(bars: list[Bar], *, xlabel: str, title: str,
-             legend: list[tuple[str, str]]) -> Chart:
+def timeline(bars: list[Bar], *, xlabel: str, title: str, legend: list[tuple[str, str]]) -> Chart:
     """A Gantt chart: one row per launch, time along x, a bar from its start to its end."""
     row_h, left = 24, 110
     # Leave room on the right for the last bar's label: labels sit just after their bar.
@@ -186,14 +187,43 @@ def timeline(bars: list[Bar], *, xlabel: str, title: str,
     x0, x1, y0 = left, width - right, top
     end = max((b.start + b.length for b in bars), default=1.0)
     scale, ticks = linear_axis([0.0, end], x0, x1)
-    c = Chart(kind="timeline", title=title, width=width, height=height, x0=x0, y0=y0, x1=x1,
-              y1=height - bottom, xlabel=xlabel, ylabel="", xticks=ticks, ygrid=False, legend=legend)
+    c = Chart(
+        kind="timeline",
+        title=title,
+        width=width,
+        height=height,
+        x0=x0,
+        y0=y0,
+        x1=x1,
+        y1=height - bottom,
+        xlabel=xlabel,
+        ylabel="",
+        xticks=ticks,
+        ygrid=False,
+        legend=legend,
+    )
     for i, b in enumerate(bars):
         y = top + i * row_h + 4
-        bx, bw = scale(b.start), max(2.0, scale(b.start + b.length) - scale(b.start))  # a 1 s screen stays visible
+        bx, bw = (
+            scale(b.start),
+            max(2.0, scale(b.start + b.length) - scale(b.start)),
+        )  # a 1 s screen stays visible
         c.yticks.append(Tick(y + (row_h - 8) / 2, b.row_label))
-        c.marks.append(Mark("rect", f"bar {b.cls}", bx, y, w=bw, h=row_h - 8, title=b.title, label=b.label,
-                            label_x=bx + bw + 5, label_y=y + (row_h - 8) / 2, href=b.href))
+        c.marks.append(
+            Mark(
+                "rect",
+                f"bar {b.cls}",
+                bx,
+                y,
+                w=bw,
+                h=row_h - 8,
+                title=b.title,
+                label=b.label,
+                label_x=bx + bw + 5,
+                label_y=y + (row_h - 8) / 2,
+                href=b.href,
+            )
+        )
     c.note = "Launches in order, end to end; click a failed launch for its evidence."
     return c
 
@@ -208,16 +238,37 @@ class Point:
     best: bool = False
 
 
-def scatter(points: list[Point], *, front: list[tuple[float, float]], xlabel: str, ylabel: str,
-            title: str, vline: tuple[float, str] | None = None, legend: list[tuple[str, str]]) -> Chart:
+def scatter(
+    points: list[Point],
+    *,
+    front: list[tuple[float, float]],
+    xlabel: str,
+    ylabel: str,
+    title: str,
+    vline: tuple[float, str] | None = None,
+    legend: list[tuple[str, str]],
+) -> Chart:
     """Throughput against p99 latency: every measured point, the Pareto front as a step line
     (up and to the left is better), the best point ringed, an SLO as a dashed vertical line."""
     x0, y0, x1, y1 = MARGIN_L, MARGIN_T, WIDTH - MARGIN_R, HEIGHT - MARGIN_B
     xs = [p.x for p in points] + ([vline[0]] if vline else [])
     xscale, xticks = linear_axis(xs, x0, x1)
     yscale, yticks = linear_axis([p.y for p in points], y1, y0)
-    c = Chart(kind="pareto", title=title, width=WIDTH, height=HEIGHT, x0=x0, y0=y0, x1=x1, y1=y1,
-              xlabel=xlabel, ylabel=ylabel, xticks=xticks, yticks=yticks, legend=legend)
+    c = Chart(
+        kind="pareto",
+        title=title,
+        width=WIDTH,
+        height=HEIGHT,
+        x0=x0,
+        y0=y0,
+        x1=x1,
+        y1=y1,
+        xlabel=xlabel,
+        ylabel=ylabel,
+        xticks=xticks,
+        yticks=yticks,
+        legend=legend,
+    )
     if len(front) > 1:
         # Staircase: from each front point, stay at its throughput until the next one's latency.
         f = sorted(front)
@@ -238,15 +289,34 @@ def scatter(points: list[Point], *, front: list[tuple[float, float]], xlabel: st
             label = ""
         if label:
             placed.append((px, py))
-        c.marks.append(Mark("circle", p.cls, px, py, r=5 if "pareto" in p.cls else 4, title=p.title,
-                            label=label, label_x=px + 7, label_y=py - 9))
+        c.marks.append(
+            Mark(
+                "circle",
+                p.cls,
+                px,
+                py,
+                r=5 if "pareto" in p.cls else 4,
+                title=p.title,
+                label=label,
+                label_x=px + 7,
+                label_y=py - 9,
+            )
+        )
         if p.best:
             c.marks.append(Mark("ring", "best", px, py, r=10, title=f"best: {p.title}"))
     return c
 
 
-def line_chart(xs: list[float], ys: list[float], *, xlabel: str, ylabel: str, title: str,
-               titles: list[str], hline: tuple[float, str] | None = None) -> Chart:
+def line_chart(
+    xs: list[float],
+    ys: list[float],
+    *,
+    xlabel: str,
+    ylabel: str,
+    title: str,
+    titles: list[str],
+    hline: tuple[float, str] | None = None,
+) -> Chart:
     """One measured series (a concurrency sweep): dots joined by a line, an optional SLO line."""
     x0, y0, x1, y1 = MARGIN_L, MARGIN_T, WIDTH - MARGIN_R, HEIGHT - MARGIN_B
     if wants_log2(xs):
@@ -255,8 +325,20 @@ def line_chart(xs: list[float], ys: list[float], *, xlabel: str, ylabel: str, ti
     else:
         xscale, xticks = linear_axis(xs, x0, x1)
     yscale, yticks = linear_axis(ys + ([hline[0]] if hline else []), y1, y0)
-    c = Chart(kind="sweep", title=title, width=WIDTH, height=HEIGHT, x0=x0, y0=y0, x1=x1, y1=y1,
-              xlabel=xlabel, ylabel=ylabel, xticks=xticks, yticks=yticks)
+    c = Chart(
+        kind="sweep",
+        title=title,
+        width=WIDTH,
+        height=HEIGHT,
+        x0=x0,
+        y0=y0,
+        x1=x1,
+        y1=y1,
+        xlabel=xlabel,
+        ylabel=ylabel,
+        xticks=xticks,
+        yticks=yticks,
+    )
     order = sorted(range(len(xs)), key=lambda i: xs[i])
     c.lines.append(Line(" ".join(f"{xscale(xs[i]):.1f},{yscale(ys[i]):.1f}" for i in order), "series"))
     if hline:

@@ -20,7 +20,25 @@ from bringup.loadgen.runner import (
 from bringup.loadgen.workload import Prompt
 
 __all__ = [
-    "SLO", "BenchConfig", "BenchError", "BenchResult", "BenchSummary", "Prompt", "RequestRecord",
-    "SLOCheck", "Stats", "StopFn", "arrival_times", "bench", "parse_duration", "parse_slos", "prepare",
-    "run_bench", "run_sweep", "slo_abort", "summarize", "sweep", "write_results",
+    "SLO",
+    "BenchConfig",
+    "BenchError",
+    "BenchResult",
+    "BenchSummary",
+    "Prompt",
+    "RequestRecord",
+    "SLOCheck",
+    "Stats",
+    "StopFn",
+    "arrival_times",
+    "bench",
+    "parse_duration",
+    "parse_slos",
+    "prepare",
+    "run_bench",
+    "run_sweep",
+    "slo_abort",
+    "summarize",
+    "sweep",
+    "write_results",
 ]

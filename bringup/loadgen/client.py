@@ -82,8 +82,11 @@ class Lanes:
             # benchmark must not go through a proxy picked up from the environment.
             self._session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=300, keepalive_timeout=60),
-                timeout=aiohttp.ClientTimeout(total=None, sock_connect=10), trust_env=False, headers=self._headers,
-                auto_decompress=True)
+                timeout=aiohttp.ClientTimeout(total=None, sock_connect=10),
+                trust_env=False,
+                headers=self._headers,
+                auto_decompress=True,
+            )
         return self._session
 
     async def aclose(self) -> None:
@@ -93,8 +96,12 @@ class Lanes:
 
 
 def build_body(prompt: Prompt, model: str, endpoint: str, ignore_eos: bool, extra: dict[str, Any]) -> bytes:
-    body: dict[str, Any] = {"model": model, "max_tokens": prompt.output_len, "stream": True,
-                            "stream_options": {"include_usage": True}}
+    body: dict[str, Any] = {
+        "model": model,
+        "max_tokens": prompt.output_len,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
     if endpoint == "chat":
         body["messages"] = [{"role": "user", "content": prompt.text}]
     else:
@@ -155,7 +162,7 @@ async def send(
                     if b"\r\n" in buf:
                         buf = buf.replace(b"\r\n", b"\n")
                     while (cut := buf.find(b"\n\n")) >= 0:
-                        event, buf = buf[:cut], buf[cut + 2:]
+                        event, buf = buf[:cut], buf[cut + 2 :]
                         for line in event.split(b"\n"):
                             if not line.startswith(b"data:"):
                                 continue  # SSE comments (keep-alive pings), event names
@@ -171,7 +178,12 @@ async def send(
                                 if chat:
                                     delta = c.get("delta") or {}
                                     piece = delta.get("content") or delta.get("reasoning_content") or ""
-                                    if not piece and chunks == 0 and "role" in delta and not c.get("finish_reason"):
+                                    if (
+                                        not piece
+                                        and chunks == 0
+                                        and "role" in delta
+                                        and not c.get("finish_reason")
+                                    ):
                                         continue  # role announcement, not a token
                                 else:
                                     piece = c.get("text") or ""

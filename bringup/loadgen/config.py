@@ -163,8 +163,12 @@ class BenchConfig(BaseModel):
 
     @model_validator(mode="after")
     def _check_shape(self) -> BenchConfig:
-        shapes = [self.concurrency is not None, self.request_rate is not None,
-                  bool(self.sweep_concurrency), bool(self.sweep_rate)]
+        shapes = [
+            self.concurrency is not None,
+            self.request_rate is not None,
+            bool(self.sweep_concurrency),
+            bool(self.sweep_rate),
+        ]
         if sum(shapes) > 1:
             raise ValueError("choose one of concurrency, request_rate, sweep_concurrency, sweep_rate")
         if self.max_concurrency is not None and (self.concurrency or self.sweep_concurrency):
@@ -182,11 +186,12 @@ class BenchConfig(BaseModel):
     def points(self) -> list[BenchConfig]:
         """One config per sweep point (or [self] when this is not a sweep)."""
         if self.sweep_concurrency:
-            return [self.model_copy(update={"sweep_concurrency": None, "concurrency": c})
-                    for c in self.sweep_concurrency]
+            return [
+                self.model_copy(update={"sweep_concurrency": None, "concurrency": c})
+                for c in self.sweep_concurrency
+            ]
         if self.sweep_rate:
-            return [self.model_copy(update={"sweep_rate": None, "request_rate": r})
-                    for r in self.sweep_rate]
+            return [self.model_copy(update={"sweep_rate": None, "request_rate": r}) for r in self.sweep_rate]
         return [self]
 
     def point_label(self) -> str:

@@ -56,8 +56,17 @@ class Stats(BaseModel):
             return cls()
         a = np.asarray(values_s, dtype=float) * 1e3
         p50, p90, p95, p99 = np.percentile(a, [50, 90, 95, 99])
-        return cls(n=len(a), mean=float(a.mean()), std=float(a.std()), min=float(a.min()),
-                   p50=float(p50), p90=float(p90), p95=float(p95), p99=float(p99), max=float(a.max()))
+        return cls(
+            n=len(a),
+            mean=float(a.mean()),
+            std=float(a.std()),
+            min=float(a.min()),
+            p50=float(p50),
+            p90=float(p90),
+            p95=float(p95),
+            p99=float(p99),
+            max=float(a.max()),
+        )
 
 
 class SLOCheck(BaseModel):
@@ -102,18 +111,39 @@ class BenchSummary(BaseModel):
 
     def flat(self) -> dict[str, Any]:
         """One flat row (CSV, sweep tables, the tuner's objective)."""
-        row: dict[str, Any] = {k: getattr(self, k) for k in (
-            "point", "concurrency", "request_rate", "max_concurrency", "num_requests", "completed",
-            "failed", "cancelled", "duration_s", "input_tokens", "output_tokens", "request_throughput",
-            "output_throughput", "total_token_throughput")}
+        row: dict[str, Any] = {
+            k: getattr(self, k)
+            for k in (
+                "point",
+                "concurrency",
+                "request_rate",
+                "max_concurrency",
+                "num_requests",
+                "completed",
+                "failed",
+                "cancelled",
+                "duration_s",
+                "input_tokens",
+                "output_tokens",
+                "request_throughput",
+                "output_throughput",
+                "total_token_throughput",
+            )
+        }
         for name in ("ttft", "itl", "tpot", "e2e"):
             st: Stats = getattr(self, f"{name}_ms")
             for k in STAT_KEYS:
                 row[f"{name}_{k}_ms"] = getattr(st, k)
-        row.update(mean_tokens_per_chunk=self.mean_tokens_per_chunk, good_requests=self.good_requests,
-                   request_goodput=self.request_goodput, output_goodput=self.output_goodput,
-                   slo_attainment=self.slo_attainment, slos_met=self.slos_met,
-                   stopped_early=self.stopped_early, stop_reason=self.stop_reason)
+        row.update(
+            mean_tokens_per_chunk=self.mean_tokens_per_chunk,
+            good_requests=self.good_requests,
+            request_goodput=self.request_goodput,
+            output_goodput=self.output_goodput,
+            slo_attainment=self.slo_attainment,
+            slos_met=self.slos_met,
+            stopped_early=self.stopped_early,
+            stop_reason=self.stop_reason,
+        )
         return row
 
     def __getitem__(self, key: str) -> Any:
@@ -135,8 +165,9 @@ def meets(rec: RequestRecord, slos: Sequence[SLO]) -> bool:
     return rec.ok and all(_request_value(rec, s) <= s.target_s for s in slos)
 
 
-def summarize(records: Sequence[RequestRecord], duration_s: float, slos: Sequence[SLO], point: str,
-              **shape: Any) -> BenchSummary:
+def summarize(
+    records: Sequence[RequestRecord], duration_s: float, slos: Sequence[SLO], point: str, **shape: Any
+) -> BenchSummary:
     ok = [r for r in records if r.ok]
     failed = [r for r in records if not r.ok and not r.cancelled]
     dur = max(duration_s, 1e-9)
@@ -154,7 +185,12 @@ def summarize(records: Sequence[RequestRecord], duration_s: float, slos: Sequenc
     e2es = [r.e2e_s for r in ok if r.e2e_s is not None]
     tpots = [r.tpot_s for r in ok if r.tpot_s is not None]
     itls = [g for r in ok for g in r.itl_s]
-    s.ttft_ms, s.e2e_ms, s.tpot_ms, s.itl_ms = Stats.of(ttfts), Stats.of(e2es), Stats.of(tpots), Stats.of(itls)
+    s.ttft_ms, s.e2e_ms, s.tpot_ms, s.itl_ms = (
+        Stats.of(ttfts),
+        Stats.of(e2es),
+        Stats.of(tpots),
+        Stats.of(itls),
+    )
     s.queue_ms = Stats.of([r.queue_s for r in records if not r.cancelled])
     chunks = sum(r.chunks for r in ok)
     s.mean_tokens_per_chunk = s.output_tokens / chunks if chunks else None
@@ -165,11 +201,15 @@ def summarize(records: Sequence[RequestRecord], duration_s: float, slos: Sequenc
         for slo in slos:
             vals = pooled[slo.metric]
             measured = stat_value(vals, slo.stat) if vals else None
-            s.slo_checks.append(SLOCheck(
-                slo=slo.name, target_ms=slo.target_s * 1e3,
-                measured_ms=None if measured is None else measured * 1e3,
-                met=measured is not None and measured <= slo.target_s,
-                good_requests=sum(1 for r in ok if _request_value(r, slo) <= slo.target_s)))
+            s.slo_checks.append(
+                SLOCheck(
+                    slo=slo.name,
+                    target_ms=slo.target_s * 1e3,
+                    measured_ms=None if measured is None else measured * 1e3,
+                    met=measured is not None and measured <= slo.target_s,
+                    good_requests=sum(1 for r in ok if _request_value(r, slo) <= slo.target_s),
+                )
+            )
         good = [r for r in ok if meets(r, slos)]
         s.good_requests = len(good)
         s.request_goodput = len(good) / dur

@@ -46,8 +46,9 @@ class BenchResult(BaseModel):
         return self.summary.flat()[key]
 
 
-def slo_abort(slos: Sequence[SLO], factor: float = 2.0, min_requests: int = 8,
-              max_failure_fraction: float = 0.5) -> StopFn:
+def slo_abort(
+    slos: Sequence[SLO], factor: float = 2.0, min_requests: int = 8, max_failure_fraction: float = 0.5
+) -> StopFn:
     """A stop hook for a tuner: once `min_requests` have finished, stop if any SLO's aggregate
     statistic already exceeds its target by `factor`, or if more than `max_failure_fraction`
     of the finished requests failed. Such a trial cannot end well; the rest is wasted time."""
@@ -78,8 +79,11 @@ def arrival_times(n: int, rate: float, burstiness: float, seed: int) -> np.ndarr
 
 def _client(cfg: BenchConfig) -> httpx.AsyncClient:
     """For setup calls only (models, tokenizer); the measured requests go through `Lanes`."""
-    return httpx.AsyncClient(timeout=httpx.Timeout(cfg.request_timeout_s, connect=10.0), trust_env=False,
-                             headers=auth_headers(cfg.api_key))
+    return httpx.AsyncClient(
+        timeout=httpx.Timeout(cfg.request_timeout_s, connect=10.0),
+        trust_env=False,
+        headers=auth_headers(cfg.api_key),
+    )
 
 
 async def resolve_model(client: httpx.AsyncClient, cfg: BenchConfig) -> str:
@@ -93,8 +97,10 @@ async def resolve_model(client: httpx.AsyncClient, cfg: BenchConfig) -> str:
     except httpx.HTTPError as e:
         raise BenchError(f"cannot reach {cfg.url}: {type(e).__name__}: {e}") from e
     if r.status_code == 401:
-        raise BenchError(f"{cfg.url} answers 401 Unauthorized: it was started with an API key; pass the same key "
-                         "with --api-key (or VLLM_API_KEY)")
+        raise BenchError(
+            f"{cfg.url} answers 401 Unauthorized: it was started with an API key; pass the same key "
+            "with --api-key (or VLLM_API_KEY)"
+        )
     if cfg.model:
         return cfg.model
     try:
@@ -117,8 +123,16 @@ def _shape(cfg: BenchConfig) -> dict[str, Any]:
     return {"concurrency": cfg.concurrency, "request_rate": rate, "max_concurrency": cfg.max_concurrency}
 
 
-async def _run_point(cfg: BenchConfig, model: str, prompts: Sequence[Prompt], tokenizer: str, *,
-                     warmup: int, stop_when: StopFn | None, on_request: OnRequest | None) -> BenchResult:
+async def _run_point(
+    cfg: BenchConfig,
+    model: str,
+    prompts: Sequence[Prompt],
+    tokenizer: str,
+    *,
+    warmup: int,
+    stop_when: StopFn | None,
+    on_request: OnRequest | None,
+) -> BenchResult:
     chat = cfg.endpoint == "chat"
     url = f"{cfg.url}/v1/{'chat/completions' if chat else 'completions'}"
     bodies = [build_body(p, model, cfg.endpoint, cfg.ignore_eos, cfg.extra_body) for p in prompts]
@@ -139,8 +153,15 @@ async def _run_point(cfg: BenchConfig, model: str, prompts: Sequence[Prompt], to
         async def warm(i: int) -> bool:
             async with warm_sem:
                 rec = RequestRecord(index=-1 - i)
-                await send(lanes, url, bodies[i % n], rec, chat=chat, t0=time.perf_counter(),
-                           timeout_s=cfg.request_timeout_s)
+                await send(
+                    lanes,
+                    url,
+                    bodies[i % n],
+                    rec,
+                    chat=chat,
+                    t0=time.perf_counter(),
+                    timeout_s=cfg.request_timeout_s,
+                )
                 return rec.ok
 
         warmup_failed = sum(not ok for ok in await asyncio.gather(*(warm(i) for i in range(warmup))))
@@ -153,12 +174,24 @@ async def _run_point(cfg: BenchConfig, model: str, prompts: Sequence[Prompt], to
         t0 = time.perf_counter()
 
         async def one(i: int, arrival: float) -> None:
-            rec = RequestRecord(index=i, arrival_at_s=arrival, expected_output_tokens=prompts[i].output_len,
-                                input_tokens=prompts[i].input_tokens)
+            rec = RequestRecord(
+                index=i,
+                arrival_at_s=arrival,
+                expected_output_tokens=prompts[i].output_len,
+                input_tokens=prompts[i].input_tokens,
+            )
             records.append(rec)
             try:
-                await send(lanes, url, bodies[i], rec, chat=chat, t0=t0,
-                           timeout_s=cfg.request_timeout_s, keep_text=cfg.keep_text)
+                await send(
+                    lanes,
+                    url,
+                    bodies[i],
+                    rec,
+                    chat=chat,
+                    t0=t0,
+                    timeout_s=cfg.request_timeout_s,
+                    keep_text=cfg.keep_text,
+                )
             except asyncio.CancelledError:
                 rec.cancelled, rec.ok, rec.error = True, False, "cancelled by early stop"
                 raise
@@ -166,8 +199,9 @@ async def _run_point(cfg: BenchConfig, model: str, prompts: Sequence[Prompt], to
             if on_request is not None:
                 on_request(rec)
             if stop_when is not None and not stop.is_set():
-                partial = summarize(finished, time.perf_counter() - t0, cfg.slos, cfg.point_label(),
-                                    **_shape(cfg))
+                partial = summarize(
+                    finished, time.perf_counter() - t0, cfg.slos, cfg.point_label(), **_shape(cfg)
+                )
                 verdict = stop_when(partial)
                 if verdict:
                     stop_reason.append(verdict if isinstance(verdict, str) else "stop_when returned True")
@@ -227,8 +261,15 @@ async def _run_point(cfg: BenchConfig, model: str, prompts: Sequence[Prompt], to
     summary = summarize(records, end - t0, cfg.slos, cfg.point_label(), **_shape(cfg))
     summary.stopped_early = bool(stop_reason)
     summary.stop_reason = stop_reason[0] if stop_reason else None
-    return BenchResult(config=cfg, model=model, tokenizer=tokenizer, started_at=started_at,
-                       warmup_failed=warmup_failed, summary=summary, requests=records)
+    return BenchResult(
+        config=cfg,
+        model=model,
+        tokenizer=tokenizer,
+        started_at=started_at,
+        warmup_failed=warmup_failed,
+        summary=summary,
+        requests=records,
+    )
 
 
 def _stop_hook(cfg: BenchConfig, stop_when: StopFn | None) -> StopFn | None:
@@ -240,8 +281,13 @@ def _stop_hook(cfg: BenchConfig, stop_when: StopFn | None) -> StopFn | None:
     return lambda s: stop_when(s) or builtin(s)
 
 
-async def run_bench(cfg: BenchConfig, *, stop_when: StopFn | None = None,
-                    on_request: OnRequest | None = None, prompts: Sequence[Prompt] | None = None) -> BenchResult:
+async def run_bench(
+    cfg: BenchConfig,
+    *,
+    stop_when: StopFn | None = None,
+    on_request: OnRequest | None = None,
+    prompts: Sequence[Prompt] | None = None,
+) -> BenchResult:
     """Benchmark one load point. `prompts` skips workload generation (the tuner can build them
     once with `prepare` and reuse them for every trial)."""
     if cfg.sweep_concurrency or cfg.sweep_rate:
@@ -252,19 +298,38 @@ async def run_bench(cfg: BenchConfig, *, stop_when: StopFn | None = None,
         async with _client(cfg) as client:
             model = await resolve_model(client, cfg)
         tok = "given"
-    return await _run_point(cfg, model, prompts, tok, warmup=cfg.warmup,
-                            stop_when=_stop_hook(cfg, stop_when), on_request=on_request)
+    return await _run_point(
+        cfg,
+        model,
+        prompts,
+        tok,
+        warmup=cfg.warmup,
+        stop_when=_stop_hook(cfg, stop_when),
+        on_request=on_request,
+    )
 
 
-async def run_sweep(cfg: BenchConfig, *, stop_when: StopFn | None = None, on_request: OnRequest | None = None,
-                    on_point: Callable[[BenchResult], None] | None = None) -> list[BenchResult]:
+async def run_sweep(
+    cfg: BenchConfig,
+    *,
+    stop_when: StopFn | None = None,
+    on_request: OnRequest | None = None,
+    on_point: Callable[[BenchResult], None] | None = None,
+) -> list[BenchResult]:
     """One result per point of `cfg.points()`, same prompts for every point; the warm-up runs
     before the first point only (the server is warm after that)."""
     model, prompts, tok = await prepare(cfg)
     results = []
     for k, point in enumerate(cfg.points()):
-        res = await _run_point(point, model, prompts, tok, warmup=cfg.warmup if k == 0 else 0,
-                               stop_when=_stop_hook(point, stop_when), on_request=on_request)
+        res = await _run_point(
+            point,
+            model,
+            prompts,
+            tok,
+            warmup=cfg.warmup if k == 0 else 0,
+            stop_when=_stop_hook(point, stop_when),
+            on_request=on_request,
+        )
         results.append(res)
         if on_point is not None:
             on_point(res)

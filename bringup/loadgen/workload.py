@@ -63,14 +63,21 @@ class LocalCodec:
             raise BenchError(f"no tokenizer at {file}")
         self.tok = Tokenizer.from_file(str(file))
         self.name = f"local:{file}"
-        self.n_special = len(self.tok.encode("a").ids) - len(self.tok.encode("a", add_special_tokens=False).ids)
+        self.n_special = len(self.tok.encode("a").ids) - len(
+            self.tok.encode("a", add_special_tokens=False).ids
+        )
         special = {i for i, t in self.tok.get_added_tokens_decoder().items() if t.special}
         # Byte-level vocabularies hold pieces of multi-byte characters: alone they decode to
         # U+FFFD, which re-encodes to other tokens and keeps the length from converging. Control
         # characters are left out too: prompts stay printable text, as real prompts are.
-        self.pool = [i for i in range(self.tok.get_vocab_size()) if i not in special
-                     and (piece := self.tok.decode([i])) and "\ufffd" not in piece
-                     and piece.replace(" ", "").isprintable()]
+        self.pool = [
+            i
+            for i in range(self.tok.get_vocab_size())
+            if i not in special
+            and (piece := self.tok.decode([i]))
+            and "\ufffd" not in piece
+            and piece.replace(" ", "").isprintable()
+        ]
 
     async def encode(self, text: str) -> list[int]:
         return self.tok.encode(text, add_special_tokens=False).ids
@@ -90,8 +97,9 @@ class ServerCodec:
         self.pool: list[int] = []
 
     async def _tokenize(self, text: str, special: bool) -> list[int]:
-        r = await self.client.post(f"{self.base}/tokenize", json={
-            "model": self.model, "prompt": text, "add_special_tokens": special})
+        r = await self.client.post(
+            f"{self.base}/tokenize", json={"model": self.model, "prompt": text, "add_special_tokens": special}
+        )
         r.raise_for_status()
         return list(r.json()["tokens"])
 
@@ -202,8 +210,9 @@ async def synthetic_prompts(cfg: BenchConfig, codec: Codec, n: int) -> list[Prom
     async def one(i: int) -> Prompt:
         body = [pool[(int(offsets[i]) + i + j) % len(pool)] for j in range(int(in_lens[i]))]
         async with sem:
-            text, count = await _fit(codec, prefix + body, len(prefix) + len(body),
-                                     np.random.default_rng(int(seeds[i])))
+            text, count = await _fit(
+                codec, prefix + body, len(prefix) + len(body), np.random.default_rng(int(seeds[i]))
+            )
         return Prompt(text=text, output_len=int(out_lens[i]), input_tokens=count + codec.n_special)
 
     return list(await asyncio.gather(*(one(i) for i in range(n))))

@@ -28,16 +28,28 @@ if TYPE_CHECKING:  # what the lazy names below are, for readers and type checker
     from bringup.scenario.schema import Scenario
 
 __all__ = [
-    "CLOCK_PREFIX", "CLOCK_RE", "SCENARIO_DIR", "Scenario", "ScenarioError", "bundled_scenarios", "load_scenario",
-    "parse_clock", "scenario_path", "serve_argv",
+    "CLOCK_PREFIX",
+    "CLOCK_RE",
+    "SCENARIO_DIR",
+    "Scenario",
+    "ScenarioError",
+    "bundled_scenarios",
+    "load_scenario",
+    "parse_clock",
+    "scenario_path",
+    "serve_argv",
 ]
 
 
 _LAZY = {
-    "SCENARIO_DIR": "bringup.scenario.loader", "ScenarioError": "bringup.scenario.loader",
-    "bundled_scenarios": "bringup.scenario.loader", "load_scenario": "bringup.scenario.loader",
-    "scenario_path": "bringup.scenario.loader", "Scenario": "bringup.scenario.schema",
-    "CLOCK_PREFIX": "bringup.scenario.logfmt", "CLOCK_RE": "bringup.scenario.logfmt",
+    "SCENARIO_DIR": "bringup.scenario.loader",
+    "ScenarioError": "bringup.scenario.loader",
+    "bundled_scenarios": "bringup.scenario.loader",
+    "load_scenario": "bringup.scenario.loader",
+    "scenario_path": "bringup.scenario.loader",
+    "Scenario": "bringup.scenario.schema",
+    "CLOCK_PREFIX": "bringup.scenario.logfmt",
+    "CLOCK_RE": "bringup.scenario.logfmt",
     "parse_clock": "bringup.scenario.logfmt",
 }
 
@@ -51,8 +63,19 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def serve_argv(scenario: str | Path, engine_flags: list[str], time_scale: float = 1.0,
-               python: str | None = None) -> list[str]:
+def serve_argv(
+    scenario: str | Path, engine_flags: list[str], time_scale: float = 1.0, python: str | None = None
+) -> list[str]:
     """The argv that launches a scenario server (engine flags include --model-path/--model, --host, --port)."""
-    return [python or sys.executable, "-m", "bringup.scenario", "serve", "--scenario", str(scenario),
-            "--time-scale", repr(float(time_scale)), "--", *engine_flags]
+    return [
+        python or sys.executable,
+        "-m",
+        "bringup.scenario",
+        "serve",
+        "--scenario",
+        str(scenario),
+        "--time-scale",
+        repr(float(time_scale)),
+        "--",
+        *engine_flags,
+    ]

@@ -21,8 +21,10 @@ import sys
 # large environment that alone costs about half a second, which a rejected flag must not pay.
 os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 
-USAGE = ("usage: python -m bringup.scenario serve --scenario FILE [--time-scale X] [--] ENGINE FLAGS...\n"
-         "       python -m bringup.scenario check FILE [--] [ENGINE FLAGS...]\n")
+USAGE = (
+    "usage: python -m bringup.scenario serve --scenario FILE [--time-scale X] [--] ENGINE FLAGS...\n"
+    "       python -m bringup.scenario check FILE [--] [ENGINE FLAGS...]\n"
+)
 SCENARIO_ERROR = 3
 
 
@@ -43,7 +45,7 @@ def _split_own(args: list[str], own: dict[str, bool]) -> tuple[dict[str, str], l
     while i < len(args):
         tok = args[i]
         if tok == "--":
-            return opts, args[i + 1:]
+            return opts, args[i + 1 :]
         name, eq, val = tok.partition("=")
         if name not in own:
             break

@@ -38,23 +38,65 @@ SGLANG_FIELD = {
 # server_args.py dataclass defaults); engine-computed ones (mem_fraction_static, cuda_graph_max_bs,
 # chunked_prefill_size) are placeholders a scenario's `defaults` should set for its hardware.
 SGLANG_DEFAULTS: dict[str, Any] = {
-    "host": "127.0.0.1", "port": 30000, "tokenizer_mode": "auto", "tokenizer_worker_num": 1,
-    "load_format": "auto", "model_loader_extra_config": "{}", "model_impl": "auto", "dtype": "auto",
-    "kv_cache_dtype": "auto", "mem_fraction_static": 0.85, "chunked_prefill_size": 8192,
-    "max_prefill_tokens": 16384, "schedule_policy": "fcfs", "schedule_conservativeness": 1.0,
-    "page_size": 1, "device": "cuda", "tensor_parallel_size": 1, "tp_size": 1, "pipeline_parallel_size": 1,
-    "pp_size": 1, "data_parallel_size": 1, "dp_size": 1, "expert_parallel_size": 1, "ep_size": 1,
-    "stream_interval": 1, "watchdog_timeout": 300, "log_level": "info", "decode_log_interval": 40,
-    "json_model_override_args": "{}", "lora_backend": "csgmv", "max_loras_per_batch": 8,
-    "grammar_backend": "xgrammar", "sampling_backend": "flashinfer", "fp8_gemm_backend": "auto",
-    "fp4_gemm_backend": "auto", "moe_runner_backend": "auto", "moe_a2a_backend": "none",
-    "sampling_defaults": "model", "weight_version": "default", "file_storage_path": "sglang_storage",
-    "load_balance_method": "round_robin", "nnodes": 1, "node_rank": 0, "base_gpu_id": 0,
-    "gpu_id_step": 1, "num_continuous_decode_steps": 1, "torch_compile_max_bs": 32,
-    "cuda_graph_max_bs": 256, "cuda_graph_max_bs_decode": 256, "cuda_graph_backend_decode": "full",
-    "radix_eviction_policy": "lru", "deepep_mode": "auto", "init_expert_location": "trivial",
-    "eplb_algorithm": "auto", "hicache_ratio": 2.0, "hicache_size": 0, "triton_attention_num_kv_splits": 8,
-    "disaggregation_mode": "null", "disaggregation_transfer_backend": "mooncake",
+    "host": "127.0.0.1",
+    "port": 30000,
+    "tokenizer_mode": "auto",
+    "tokenizer_worker_num": 1,
+    "load_format": "auto",
+    "model_loader_extra_config": "{}",
+    "model_impl": "auto",
+    "dtype": "auto",
+    "kv_cache_dtype": "auto",
+    "mem_fraction_static": 0.85,
+    "chunked_prefill_size": 8192,
+    "max_prefill_tokens": 16384,
+    "schedule_policy": "fcfs",
+    "schedule_conservativeness": 1.0,
+    "page_size": 1,
+    "device": "cuda",
+    "tensor_parallel_size": 1,
+    "tp_size": 1,
+    "pipeline_parallel_size": 1,
+    "pp_size": 1,
+    "data_parallel_size": 1,
+    "dp_size": 1,
+    "expert_parallel_size": 1,
+    "ep_size": 1,
+    "stream_interval": 1,
+    "watchdog_timeout": 300,
+    "log_level": "info",
+    "decode_log_interval": 40,
+    "json_model_override_args": "{}",
+    "lora_backend": "csgmv",
+    "max_loras_per_batch": 8,
+    "grammar_backend": "xgrammar",
+    "sampling_backend": "flashinfer",
+    "fp8_gemm_backend": "auto",
+    "fp4_gemm_backend": "auto",
+    "moe_runner_backend": "auto",
+    "moe_a2a_backend": "none",
+    "sampling_defaults": "model",
+    "weight_version": "default",
+    "file_storage_path": "sglang_storage",
+    "load_balance_method": "round_robin",
+    "nnodes": 1,
+    "node_rank": 0,
+    "base_gpu_id": 0,
+    "gpu_id_step": 1,
+    "num_continuous_decode_steps": 1,
+    "torch_compile_max_bs": 32,
+    "cuda_graph_max_bs": 256,
+    "cuda_graph_max_bs_decode": 256,
+    "cuda_graph_backend_decode": "full",
+    "radix_eviction_policy": "lru",
+    "deepep_mode": "auto",
+    "init_expert_location": "trivial",
+    "eplb_algorithm": "auto",
+    "hicache_ratio": 2.0,
+    "hicache_size": 0,
+    "triton_attention_num_kv_splits": 8,
+    "disaggregation_mode": "null",
+    "disaggregation_transfer_backend": "mooncake",
 }
 
 
@@ -187,8 +229,13 @@ def _condition_holds(entry: Entry | Rule, cfg: EffectiveConfig) -> bool:
     return entry.condition.holds(cfg.lookup)
 
 
-def compute_config(scenario: Scenario, spec: HelpSpec, requested: dict[str, Any], positionals: dict[str, Any],
-                   env: Mapping[str, str]) -> EffectiveConfig:
+def compute_config(
+    scenario: Scenario,
+    spec: HelpSpec,
+    requested: dict[str, Any],
+    positionals: dict[str, Any],
+    env: Mapping[str, str],
+) -> EffectiveConfig:
     model_flag = "--model-path" if scenario.engine == "sglang" else "--model"
     model_path = requested.get(model_flag) or positionals.get("model_tag") or scenario.model.name
     cfg = EffectiveConfig(scenario.engine, spec, str(model_path), dict(requested), dict(positionals), env)
@@ -230,7 +277,9 @@ def decide(scenario: Scenario, cfg: EffectiveConfig) -> Rule | None:
     for fac in other.factors:
         level = cfg.lookup(fac.target)
         if not any(_same(level, known) for known in fac.levels):
-            return Rule(id=f"otherwise:{fac.flag}", fail=fac.fail, hang=fac.hang, serve=fac.serve, why=fac.why)
+            return Rule(
+                id=f"otherwise:{fac.flag}", fail=fac.fail, hang=fac.hang, serve=fac.serve, why=fac.why
+            )
     return other.default if isinstance(other.default, Rule) else None
 
 
@@ -272,9 +321,15 @@ def non_default_args(cfg: EffectiveConfig) -> dict[str, Any]:
     return out
 
 
-_TORCH_DTYPE = {"auto": "torch.bfloat16", "bfloat16": "torch.bfloat16", "bf16": "torch.bfloat16",
-                "half": "torch.float16", "float16": "torch.float16", "float": "torch.float32",
-                "float32": "torch.float32"}
+_TORCH_DTYPE = {
+    "auto": "torch.bfloat16",
+    "bfloat16": "torch.bfloat16",
+    "bf16": "torch.bfloat16",
+    "half": "torch.float16",
+    "float16": "torch.float16",
+    "float": "torch.float32",
+    "float32": "torch.float32",
+}
 
 
 def vllm_engine_config(cfg: EffectiveConfig, max_model_len: int) -> str:
@@ -285,22 +340,36 @@ def vllm_engine_config(cfg: EffectiveConfig, max_model_len: int) -> str:
     mode = "NONE" if not cfg.cuda_graphs else "FULL_AND_PIECEWISE"
     capture = g("max_cudagraph_capture_size") or 512
     items = [
-        ("model", repr(model)), ("speculative_config", "None"), ("tokenizer", repr(g("tokenizer") or model)),
-        ("skip_tokenizer_init", g("skip_tokenizer_init") or False), ("tokenizer_mode", g("tokenizer_mode") or "auto"),
-        ("revision", g("revision")), ("tokenizer_revision", g("tokenizer_revision")),
+        ("model", repr(model)),
+        ("speculative_config", "None"),
+        ("tokenizer", repr(g("tokenizer") or model)),
+        ("skip_tokenizer_init", g("skip_tokenizer_init") or False),
+        ("tokenizer_mode", g("tokenizer_mode") or "auto"),
+        ("revision", g("revision")),
+        ("tokenizer_revision", g("tokenizer_revision")),
         ("trust_remote_code", bool(g("trust_remote_code"))),
-        ("dtype", _TORCH_DTYPE.get(str(g("dtype") or "auto"), "torch.bfloat16")), ("max_seq_len", max_model_len),
-        ("download_dir", g("download_dir")), ("load_format", g("load_format") or "auto"),
-        ("tensor_parallel_size", cfg.tp), ("pipeline_parallel_size", g("pipeline_parallel_size") or 1),
+        ("dtype", _TORCH_DTYPE.get(str(g("dtype") or "auto"), "torch.bfloat16")),
+        ("max_seq_len", max_model_len),
+        ("download_dir", g("download_dir")),
+        ("load_format", g("load_format") or "auto"),
+        ("tensor_parallel_size", cfg.tp),
+        ("pipeline_parallel_size", g("pipeline_parallel_size") or 1),
         ("data_parallel_size", g("data_parallel_size") or 1),
-        ("disable_custom_all_reduce", bool(g("disable_custom_all_reduce"))), ("quantization", g("quantization")),
-        ("enforce_eager", not cfg.cuda_graphs), ("kv_cache_dtype", g("kv_cache_dtype") or "auto"),
-        ("device_config", "cuda"), ("seed", g("seed") if g("seed") is not None else 0),
-        ("served_model_name", served), ("enable_prefix_caching", g("enable_prefix_caching") is not False),
+        ("disable_custom_all_reduce", bool(g("disable_custom_all_reduce"))),
+        ("quantization", g("quantization")),
+        ("enforce_eager", not cfg.cuda_graphs),
+        ("kv_cache_dtype", g("kv_cache_dtype") or "auto"),
+        ("device_config", "cuda"),
+        ("seed", g("seed") if g("seed") is not None else 0),
+        ("served_model_name", served),
+        ("enable_prefix_caching", g("enable_prefix_caching") is not False),
         ("enable_chunked_prefill", g("enable_chunked_prefill") is not False),
-        ("compilation_config", "{'mode': <CompilationMode.VLLM_COMPILE: 3>, "
-                               f"'cudagraph_mode': <CUDAGraphMode.{mode}>, "
-                               f"'max_cudagraph_capture_size': {capture}}}"),
+        (
+            "compilation_config",
+            "{'mode': <CompilationMode.VLLM_COMPILE: 3>, "
+            f"'cudagraph_mode': <CUDAGraphMode.{mode}>, "
+            f"'max_cudagraph_capture_size': {capture}}}",
+        ),
     ]
     return ", ".join(f"{k}={v}" for k, v in items)
 

@@ -25,6 +25,7 @@ def help_for(engine: str, version: str) -> tuple[HelpSpec, str]:
     found = sorted(DATA_HELP.glob(f"{engine}-{version}*.txt"))
     return bundled_help(engine, version), (found[0].read_text() if found else "")
 
+
 # The program name argparse prints. SGLang is run as `python -m sglang.launch_server`, and argparse
 # names the program after sys.argv[0] (the module file): real errors read `launch_server.py: error:`
 # (e.g. sglang issues #4116, #12818). vLLM's capture already says `api_server.py`.
@@ -33,16 +34,45 @@ PROG = {"sglang": "launch_server.py", "vllm": "api_server.py"}
 # SGLang's help prints no defaults and no types. Options whose argparse type is int or float, so
 # that `--port abc` fails as it does in SGLang (python/sglang/srt/server_args.py add_cli_args).
 _SGLANG_INT = {
-    "port", "nccl_port", "tensor_parallel_size", "tp_size", "pipeline_parallel_size", "pp_size",
-    "data_parallel_size", "dp_size", "expert_parallel_size", "ep_size", "max_running_requests",
-    "max_queued_requests", "max_total_tokens", "chunked_prefill_size", "max_prefill_tokens",
-    "context_length", "cuda_graph_max_bs", "cuda_graph_max_bs_decode", "cuda_graph_max_bs_prefill",
-    "page_size", "random_seed", "cuda_graph_bs", "torch_compile_max_bs", "stream_interval",
-    "num_continuous_decode_steps", "decode_log_interval", "base_gpu_id", "gpu_id_step", "nnodes",
-    "node_rank", "warmups",
+    "port",
+    "nccl_port",
+    "tensor_parallel_size",
+    "tp_size",
+    "pipeline_parallel_size",
+    "pp_size",
+    "data_parallel_size",
+    "dp_size",
+    "expert_parallel_size",
+    "ep_size",
+    "max_running_requests",
+    "max_queued_requests",
+    "max_total_tokens",
+    "chunked_prefill_size",
+    "max_prefill_tokens",
+    "context_length",
+    "cuda_graph_max_bs",
+    "cuda_graph_max_bs_decode",
+    "cuda_graph_max_bs_prefill",
+    "page_size",
+    "random_seed",
+    "cuda_graph_bs",
+    "torch_compile_max_bs",
+    "stream_interval",
+    "num_continuous_decode_steps",
+    "decode_log_interval",
+    "base_gpu_id",
+    "gpu_id_step",
+    "nnodes",
+    "node_rank",
+    "warmups",
 }
-_SGLANG_FLOAT = {"mem_fraction_static", "schedule_conservativeness", "watchdog_timeout", "dist_timeout",
-                 "swa_full_tokens_ratio"}
+_SGLANG_FLOAT = {
+    "mem_fraction_static",
+    "schedule_conservativeness",
+    "watchdog_timeout",
+    "dist_timeout",
+    "swa_full_tokens_ratio",
+}
 NUMBER = re.compile(r"^-?\d+(\.\d+)?([eE][-+]?\d+)?$")
 _HUMAN = re.compile(r"^(\d+(?:\.\d+)?)([kmgKMG]?)$")
 
@@ -60,8 +90,13 @@ def human_readable_int(value: str) -> int:
 
 
 # vLLM options that print no numeric default but are integers.
-_VLLM_TYPED = {"max_model_len": human_readable_int, "max_num_batched_tokens": human_readable_int,
-               "max_num_seqs": int, "seed": int, "max_cudagraph_capture_size": int}
+_VLLM_TYPED = {
+    "max_model_len": human_readable_int,
+    "max_num_batched_tokens": human_readable_int,
+    "max_num_seqs": int,
+    "seed": int,
+    "max_cudagraph_capture_size": int,
+}
 
 
 def _vllm_type(opt: HelpOption):
@@ -100,7 +135,7 @@ def _usage_block(text: str) -> str:
 def _required_names(usage: str, prog: str = "") -> set[str]:
     """Option strings the usage line shows outside brackets: required (SGLang's --model-path)."""
     body = (usage.split(":", 1)[1] if usage.startswith("usage:") else usage).strip()
-    body = body[len(prog):] if prog and body.startswith(prog) else body
+    body = body[len(prog) :] if prog and body.startswith(prog) else body
     found: set[str] = set()
     depth = 0
     for tok in re.findall(r"\[|\]|[^\s\[\]]+", body):
@@ -115,8 +150,9 @@ def _required_names(usage: str, prog: str = "") -> set[str]:
 
 def build_parser(spec: HelpSpec, engine: str, help_text: str = "") -> argparse.ArgumentParser:
     """An ArgumentParser that accepts what the engine version accepts, nothing more."""
-    parser = argparse.ArgumentParser(prog=PROG.get(engine, spec.usage_prog or engine), add_help=True,
-                                     argument_default=argparse.SUPPRESS)
+    parser = argparse.ArgumentParser(
+        prog=PROG.get(engine, spec.usage_prog or engine), add_help=True, argument_default=argparse.SUPPRESS
+    )
     required = _required_names(_usage_block(help_text), spec.usage_prog) if help_text else set()
     for pos in spec.positionals:
         parser.add_argument(pos, nargs="?", default=argparse.SUPPRESS)

@@ -97,9 +97,38 @@ def _fluent(rng: random.Random, n: int, first: bool) -> list[str]:
 
 # Token salad: what a model with broken numerics (NaN-free but wrong scales, a kernel reading the
 # wrong layout) writes: valid vocabulary ids in no order, subword pieces, scripts mixed.
-SALAD = ("ĠKaw", "_REF", "ocode", " ĉ", "ニ", " pestic", "uggest", ")});", " DESC", "ylon", " Über", "јер",
-         " 않", "_STAT", " glEnable", "ísimo", "\\\\", " Hier", "izzard", "ť", " ...)", "rimon", " Cf",
-         "ڭ", " ligt", "abilece", " ////////", "ObjectId", "ILLISE", "<|reserved_17|>")
+SALAD = (
+    "ĠKaw",
+    "_REF",
+    "ocode",
+    " ĉ",
+    "ニ",
+    " pestic",
+    "uggest",
+    ")});",
+    " DESC",
+    "ylon",
+    " Über",
+    "јер",
+    " 않",
+    "_STAT",
+    " glEnable",
+    "ísimo",
+    "\\\\",
+    " Hier",
+    "izzard",
+    "ť",
+    " ...)",
+    "rimon",
+    " Cf",
+    "ڭ",
+    " ligt",
+    "abilece",
+    " ////////",
+    "ObjectId",
+    "ILLISE",
+    "<|reserved_17|>",
+)
 
 
 def _salad(rng: random.Random, n: int) -> list[str]:
@@ -154,8 +183,11 @@ class Generator:
         if self.mode == "inconsistent" and batch_size > 1 and len(tokens) > INCONSISTENT_AFTER:
             alt = _fluent(_rng("batch", batch_size, *key), len(tokens) - INCONSISTENT_AFTER, first=False)
             tokens = tokens[:INCONSISTENT_AFTER] + alt
-        finish = "length" if limit is not None and len(tokens) >= limit and (s.ignore_eos or len(body) > limit) \
+        finish = (
+            "length"
+            if limit is not None and len(tokens) >= limit and (s.ignore_eos or len(body) > limit)
             else "stop"
+        )
         if s.stop:
             tokens, stopped = _apply_stop(tokens, s.stop)
             if stopped:

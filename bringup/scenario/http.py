@@ -28,12 +28,15 @@ DEAD_MESSAGE = "EngineCore encountered an issue. See stack trace (above) for the
 
 
 def _error(status: int, message: str, kind: str, param: str | None = None) -> JSONResponse:
-    return JSONResponse({"error": {"message": message, "type": kind, "param": param, "code": status}},
-                        status_code=status)
+    return JSONResponse(
+        {"error": {"message": message, "type": kind, "param": param, "code": status}}, status_code=status
+    )
 
 
 class BadRequest(Exception):
-    def __init__(self, message: str, status: int = 400, kind: str = "BadRequestError", param: str | None = None):
+    def __init__(
+        self, message: str, status: int = 400, kind: str = "BadRequestError", param: str | None = None
+    ):
         super().__init__(message)
         self.status, self.kind, self.param = status, kind, param
 
@@ -78,9 +81,15 @@ def _sampling(body: dict, chat: bool) -> Sampling:
     stop = body.get("stop") or ()
     stop = (stop,) if isinstance(stop, str) else tuple(str(s) for s in stop)
     seed = body.get("seed")
-    return Sampling(max_tokens=max_tokens, temperature=_float(body, "temperature", 1.0),
-                    top_p=_float(body, "top_p", 1.0), seed=seed if isinstance(seed, int) else None,
-                    ignore_eos=bool(body.get("ignore_eos", False)), logprobs=logprobs, stop=stop)
+    return Sampling(
+        max_tokens=max_tokens,
+        temperature=_float(body, "temperature", 1.0),
+        top_p=_float(body, "top_p", 1.0),
+        seed=seed if isinstance(seed, int) else None,
+        ignore_eos=bool(body.get("ignore_eos", False)),
+        logprobs=logprobs,
+        stop=stop,
+    )
 
 
 def _prompts(body: dict) -> list[str]:
@@ -119,21 +128,37 @@ def _completion_logprobs(plan: Plan, offset: int = 0) -> dict | None:
     for t in plan.tokens:
         offsets.append(pos)
         pos += len(t)
-    return {"text_offset": offsets, "token_logprobs": [lp.logprob for lp in plan.logprobs],
-            "tokens": list(plan.tokens), "top_logprobs": [dict(lp.top) for lp in plan.logprobs]}
+    return {
+        "text_offset": offsets,
+        "token_logprobs": [lp.logprob for lp in plan.logprobs],
+        "tokens": list(plan.tokens),
+        "top_logprobs": [dict(lp.top) for lp in plan.logprobs],
+    }
 
 
 def _chat_logprobs(plan: Plan) -> dict | None:
     if plan.logprobs is None:
         return None
-    return {"content": [{"token": t, "logprob": lp.logprob, "bytes": list(t.encode()),
-                         "top_logprobs": [{"token": a, "logprob": b, "bytes": list(a.encode())} for a, b in lp.top]}
-                        for t, lp in zip(plan.tokens, plan.logprobs, strict=True)]}
+    return {
+        "content": [
+            {
+                "token": t,
+                "logprob": lp.logprob,
+                "bytes": list(t.encode()),
+                "top_logprobs": [{"token": a, "logprob": b, "bytes": list(a.encode())} for a, b in lp.top],
+            }
+            for t, lp in zip(plan.tokens, plan.logprobs, strict=True)
+        ]
+    }
 
 
 def _usage(prompt_tokens: int, completion_tokens: int) -> dict:
-    return {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens + completion_tokens,
-            "completion_tokens": completion_tokens, "prompt_tokens_details": None}
+    return {
+        "prompt_tokens": prompt_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+        "completion_tokens": completion_tokens,
+        "prompt_tokens_details": None,
+    }
 
 
 def _sse(obj: Any) -> str:
@@ -161,12 +186,24 @@ def build_app(rt: Runtime) -> Starlette:
     async def models(request: HttpRequest) -> Response:
         if rt.dead:
             return await dead_response(request)
-        data = [{"id": n, "object": "model", "created": int(time.time()), "owned_by": owner,
-                 "root": cfg.model_path, "parent": None, "max_model_len": context_len} for n in names]
+        data = [
+            {
+                "id": n,
+                "object": "model",
+                "created": int(time.time()),
+                "owned_by": owner,
+                "root": cfg.model_path,
+                "parent": None,
+                "max_model_len": context_len,
+            }
+            for n in names
+        ]
         return JSONResponse({"object": "list", "data": data})
 
     async def model_info(request: HttpRequest) -> Response:
-        return JSONResponse({"model_path": cfg.model_path, "tokenizer_path": cfg.model_path, "is_generation": True})
+        return JSONResponse(
+            {"model_path": cfg.model_path, "tokenizer_path": cfg.model_path, "is_generation": True}
+        )
 
     async def version(request: HttpRequest) -> Response:
         return JSONResponse({"version": rt.sc.engine_version})
@@ -183,9 +220,11 @@ def build_app(rt: Runtime) -> Starlette:
         n = count_tokens(prompt)
         want = n + (s.max_tokens or 0)
         if want > context_len:
-            raise BadRequest(f"This model's maximum context length is {context_len} tokens. However, you requested "
-                             f"{want} tokens ({n} in the messages, {s.max_tokens or 0} in the completion). Please "
-                             "reduce the length of the messages or completion.")
+            raise BadRequest(
+                f"This model's maximum context length is {context_len} tokens. However, you requested "
+                f"{want} tokens ({n} in the messages, {s.max_tokens or 0} in the completion). Please "
+                "reduce the length of the messages or completion."
+            )
         return n
 
     async def completions(request: HttpRequest) -> Response:
@@ -219,8 +258,10 @@ def build_app(rt: Runtime) -> Starlette:
         if body.get("stream"):
             opts = body.get("stream_options") or {}
             rt.dialect.access(client, "POST", request.url.path, 200)
-            return StreamingResponse(stream(reqs[0], counts[0], rid, created, model, chat,
-                                            bool(opts.get("include_usage"))), media_type="text/event-stream")
+            return StreamingResponse(
+                stream(reqs[0], counts[0], rid, created, model, chat, bool(opts.get("include_usage"))),
+                media_type="text/event-stream",
+            )
         try:
             plans = await asyncio.gather(*(rt.generate(r) for r in reqs))
         except EngineDead as e:
@@ -232,19 +273,45 @@ def build_app(rt: Runtime) -> Starlette:
         choices = []
         for i, plan in enumerate(plans):
             if chat:
-                choices.append({"index": i, "message": {"role": "assistant", "content": plan.text,
-                                                        "reasoning_content": None, "tool_calls": []},
-                                "logprobs": _chat_logprobs(plan), "finish_reason": plan.finish_reason,
-                                "stop_reason": None})
+                choices.append(
+                    {
+                        "index": i,
+                        "message": {
+                            "role": "assistant",
+                            "content": plan.text,
+                            "reasoning_content": None,
+                            "tool_calls": [],
+                        },
+                        "logprobs": _chat_logprobs(plan),
+                        "finish_reason": plan.finish_reason,
+                        "stop_reason": None,
+                    }
+                )
             else:
-                choices.append({"index": i, "text": plan.text, "logprobs": _completion_logprobs(plan),
-                                "finish_reason": plan.finish_reason, "stop_reason": None})
+                choices.append(
+                    {
+                        "index": i,
+                        "text": plan.text,
+                        "logprobs": _completion_logprobs(plan),
+                        "finish_reason": plan.finish_reason,
+                        "stop_reason": None,
+                    }
+                )
         usage = _usage(sum(counts), sum(len(p.tokens) for p in plans))
-        return JSONResponse({"id": rid, "object": "chat.completion" if chat else "text_completion",
-                             "created": created, "model": model, "choices": choices, "usage": usage})
+        return JSONResponse(
+            {
+                "id": rid,
+                "object": "chat.completion" if chat else "text_completion",
+                "created": created,
+                "model": model,
+                "choices": choices,
+                "usage": usage,
+            }
+        )
 
-    async def stream(req: Request, prompt_tokens: int, rid: str, created: int, model: str, chat: bool,
-                     include_usage: bool) -> AsyncIterator[str]:
+    async def stream(
+        req: Request, prompt_tokens: int, rid: str, created: int, model: str, chat: bool, include_usage: bool
+    ) -> AsyncIterator[str]:
         obj = "chat.completion.chunk" if chat else "text_completion"
         queue: asyncio.Queue[tuple[int, Plan] | None] = asyncio.Queue()
 
@@ -260,9 +327,22 @@ def build_app(rt: Runtime) -> Starlette:
         task = asyncio.create_task(run())
         try:
             if chat:
-                yield _sse({"id": rid, "object": obj, "created": created, "model": model,
-                            "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""},
-                                         "logprobs": None, "finish_reason": None}]})
+                yield _sse(
+                    {
+                        "id": rid,
+                        "object": obj,
+                        "created": created,
+                        "model": model,
+                        "choices": [
+                            {
+                                "index": 0,
+                                "delta": {"role": "assistant", "content": ""},
+                                "logprobs": None,
+                                "finish_reason": None,
+                            }
+                        ],
+                    }
+                )
             offset = 0
             sent = 0
             while True:
@@ -276,32 +356,72 @@ def build_app(rt: Runtime) -> Starlette:
                 finish = plan.finish_reason if i == len(plan.tokens) - 1 else None
                 one = Plan([tok], "stop", [lp]) if lp is not None else None
                 if chat:
-                    choice = {"index": 0, "delta": {"content": tok}, "logprobs": _chat_logprobs(one) if one else None,
-                              "finish_reason": finish}
+                    choice = {
+                        "index": 0,
+                        "delta": {"content": tok},
+                        "logprobs": _chat_logprobs(one) if one else None,
+                        "finish_reason": finish,
+                    }
                 else:
-                    choice = {"index": 0, "text": tok, "logprobs": _completion_logprobs(one, offset) if one else None,
-                              "finish_reason": finish, "stop_reason": None}
+                    choice = {
+                        "index": 0,
+                        "text": tok,
+                        "logprobs": _completion_logprobs(one, offset) if one else None,
+                        "finish_reason": finish,
+                        "stop_reason": None,
+                    }
                 offset += len(tok)
                 sent += 1
-                yield _sse({"id": rid, "object": obj, "created": created, "model": model, "choices": [choice]})
+                yield _sse(
+                    {"id": rid, "object": obj, "created": created, "model": model, "choices": [choice]}
+                )
             try:
                 plan = await task
             except EngineDead as e:
                 if e.drop:
                     await asyncio.Event().wait()
-                yield _sse({"error": {"message": DEAD_MESSAGE, "type": "InternalServerError", "param": None,
-                                      "code": 500}})
+                yield _sse(
+                    {
+                        "error": {
+                            "message": DEAD_MESSAGE,
+                            "type": "InternalServerError",
+                            "param": None,
+                            "code": 500,
+                        }
+                    }
+                )
                 yield "data: [DONE]\n\n"
                 return
             if sent < len(plan.tokens) or not plan.tokens:  # nothing carried the finish reason yet
-                last = ({"index": 0, "delta": {}, "logprobs": None, "finish_reason": plan.finish_reason,
-                         "stop_reason": None} if chat else
-                        {"index": 0, "text": "", "logprobs": None, "finish_reason": plan.finish_reason,
-                         "stop_reason": None})
+                last = (
+                    {
+                        "index": 0,
+                        "delta": {},
+                        "logprobs": None,
+                        "finish_reason": plan.finish_reason,
+                        "stop_reason": None,
+                    }
+                    if chat
+                    else {
+                        "index": 0,
+                        "text": "",
+                        "logprobs": None,
+                        "finish_reason": plan.finish_reason,
+                        "stop_reason": None,
+                    }
+                )
                 yield _sse({"id": rid, "object": obj, "created": created, "model": model, "choices": [last]})
             if include_usage:
-                yield _sse({"id": rid, "object": obj, "created": created, "model": model, "choices": [],
-                            "usage": _usage(prompt_tokens, len(plan.tokens))})
+                yield _sse(
+                    {
+                        "id": rid,
+                        "object": obj,
+                        "created": created,
+                        "model": model,
+                        "choices": [],
+                        "usage": _usage(prompt_tokens, len(plan.tokens)),
+                    }
+                )
             yield "data: [DONE]\n\n"
         finally:
             if not task.done():

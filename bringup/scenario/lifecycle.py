@@ -44,13 +44,21 @@ class _Server:
             def install_signal_handlers(self) -> None:  # older uvicorn
                 pass
 
-        config = uvicorn.Config(app, log_config=None, access_log=False, lifespan="off", log_level="warning",
-                                timeout_graceful_shutdown=1)
+        config = uvicorn.Config(
+            app,
+            log_config=None,
+            access_log=False,
+            lifespan="off",
+            log_level="warning",
+            timeout_graceful_shutdown=1,
+        )
         return Quiet(config)
 
 
 class Startup:
-    def __init__(self, sc: Scenario, cfg: EffectiveConfig, rule: Rule | None, clock: SimClock, log: LogWriter):
+    def __init__(
+        self, sc: Scenario, cfg: EffectiveConfig, rule: Rule | None, clock: SimClock, log: LogWriter
+    ):
         self.sc, self.cfg, self.rule, self.clock, self.log = sc, cfg, rule, clock, log
         self.size = compute_sizing(sc, cfg)
         self.d: Dialect = dialect_for(sc, cfg, self.size, log)
@@ -75,8 +83,13 @@ class Startup:
             if w.at == at and w.condition.holds(self.cfg.lookup):
                 self.log.lines(w.log, self.values)
 
-    async def _progress(self, seconds: float, upto: float, report: Callable[[int, int, float, float], None] | None,
-                        total_items: int) -> None:
+    async def _progress(
+        self,
+        seconds: float,
+        upto: float,
+        report: Callable[[int, int, float, float], None] | None,
+        total_items: int,
+    ) -> None:
         """Advance the clock through `upto` of a phase lasting `seconds`, with progress lines."""
         steps = PROGRESS_STEPS if report is not None and seconds >= 1 else 1
         last = 0
@@ -103,9 +116,15 @@ class Startup:
         # hang: never ready; silent, or repeating its watchdog lines (output, not progress)
         await hang_forever(self.log, self.action.repeat, self.values)
 
-    async def phase(self, name: str, seconds: float, begin: Callable[[], None] | None,
-                    report: Callable[[int, int, float, float], None] | None, end: Callable[[float], None] | None,
-                    items: int = 1) -> None:
+    async def phase(
+        self,
+        name: str,
+        seconds: float,
+        begin: Callable[[], None] | None,
+        report: Callable[[int, int, float, float], None] | None,
+        end: Callable[[float], None] | None,
+        items: int = 1,
+    ) -> None:
         if begin:
             begin()
         self.warnings_at(name)
@@ -130,16 +149,20 @@ class Startup:
         d.effective_config()
         await self.phase("start", t.start, d.start_begin, None, lambda s: d.start_end())
         await self.phase("distributed-init", t.distributed_init, d.dist_begin, None, lambda s: d.dist_end())
-        load_s = (t.load_weights_dummy if t.load_weights_dummy is not None else t.load_weights * 0.05) \
-            if self.cfg.dummy_weights else t.load_weights
+        load_s = (
+            (t.load_weights_dummy if t.load_weights_dummy is not None else t.load_weights * 0.05)
+            if self.cfg.dummy_weights
+            else t.load_weights
+        )
         shards = max(1, int(sc.model.weights_gib // 5 * frac) or 1)
         await self.phase("load-weights", load_s * frac, d.load_begin, d.load_progress, d.load_end, shards)
         await self.phase("kv-alloc", t.kv_alloc * frac, None, None, lambda s: d.kv_lines())
         await self.phase("kernel-warmup", t.kernel_warmup, d.kernel_warmup_begin, None, None)
         init_s = t.kv_alloc * frac + t.kernel_warmup
         if self.cfg.cuda_graphs:
-            await self.phase("graph-capture", t.graph_capture * frac, d.graph_begin, d.graph_progress, d.graph_end,
-                             36)
+            await self.phase(
+                "graph-capture", t.graph_capture * frac, d.graph_begin, d.graph_progress, d.graph_end, 36
+            )
             init_s += t.graph_capture * frac
         if sc.engine == "vllm":
             await self.phase("warmup", t.warmup, None, None, None)

@@ -85,13 +85,16 @@ def _coerce(opt: HelpOption, value: Any, engine: str, where: str) -> Any:
         if isinstance(v, (dict, list)):
             raise ScenarioError(f"{where}: {opt.name}: expected a scalar value, got {v!r}")
         if opt.choices and not opt.open_choices and str(v) not in opt.choices:
-            raise ScenarioError(f"{where}: {v!r} is not a choice of {opt.name} "
-                                f"(choose from {', '.join(opt.choices)})")
+            raise ScenarioError(
+                f"{where}: {v!r} is not a choice of {opt.name} (choose from {', '.join(opt.choices)})"
+            )
         t = type_for(opt, engine)
         if t in (int, float):
             n = as_number(v)
             if n is None or (t is int and n != int(n)):
-                raise ScenarioError(f"{where}: {opt.name} needs {'an int' if t is int else 'a float'}, got {v!r}")
+                raise ScenarioError(
+                    f"{where}: {opt.name} needs {'an int' if t is int else 'a float'}, got {v!r}"
+                )
             v = t(n)
         elif t is not None:
             try:
@@ -120,8 +123,9 @@ def load_scenario(path: str | Path) -> Scenario:
     sc._path = str(path)
     if sc.engine_version not in bundled_versions(sc.engine):
         known = ", ".join(f"{sc.engine} {v}" for v in bundled_versions(sc.engine)) or "none"
-        raise ScenarioError(f"{path}: engine_version: no help capture for {sc.engine} {sc.engine_version}; "
-                            f"bundled: {known}")
+        raise ScenarioError(
+            f"{path}: engine_version: no help capture for {sc.engine} {sc.engine_version}; bundled: {known}"
+        )
     spec, _ = help_for(sc.engine, sc.engine_version)
     resolve = _key_resolver(spec, sc.engine, sc.engine_version)
     try:
@@ -151,7 +155,9 @@ def load_scenario(path: str | Path) -> Scenario:
             rule._condition = compile_condition(rule.when, resolve, f"rules[{i}].when")
             if rule.id:
                 if rule.id in ids:
-                    raise ScenarioError(f"{path}: rules[{i}].id: duplicate id {rule.id!r} (also rules[{ids[rule.id]}])")
+                    raise ScenarioError(
+                        f"{path}: rules[{i}].id: duplicate id {rule.id!r} (also rules[{ids[rule.id]}])"
+                    )
                 ids[rule.id] = i
         if sc.otherwise is not None:
             for i, fac in enumerate(sc.otherwise.factors):

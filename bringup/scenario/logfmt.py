@@ -81,7 +81,9 @@ class LogWriter:
     # -- timestamps and prefixes as each engine prints them -----------------------------------
     def ts(self) -> str:
         now = self.clock.now()
-        return now.strftime("%Y-%m-%d %H:%M:%S") if self.engine == "sglang" else now.strftime("%m-%d %H:%M:%S")
+        return (
+            now.strftime("%Y-%m-%d %H:%M:%S") if self.engine == "sglang" else now.strftime("%m-%d %H:%M:%S")
+        )
 
     def write(self, line: str) -> None:
         try:
@@ -103,7 +105,7 @@ class LogWriter:
         if proc.startswith("EngineCore"):
             return self.core_pid
         if proc.startswith("Worker_TP"):
-            return self.worker_pid(int(proc[len("Worker_TP"):] or 0))
+            return self.worker_pid(int(proc[len("Worker_TP") :] or 0))
         return self.pid
 
     def uvicorn(self, msg: str) -> None:
@@ -121,8 +123,13 @@ class LogWriter:
         """Fill {name} placeholders: {ts}, {pid}, and the effective config by dest name, optionally
         {name|upper} or {name|lower}; any other brace text (Python reprs in error messages) is
         left as written."""
-        extra = {"ts": self.ts(), "pid": self.pid if self.engine == "sglang" else self.core_pid,
-                 "api_pid": self.pid, "core_pid": self.core_pid, "worker_pid": self.worker_pid0}
+        extra = {
+            "ts": self.ts(),
+            "pid": self.pid if self.engine == "sglang" else self.core_pid,
+            "api_pid": self.pid,
+            "core_pid": self.core_pid,
+            "worker_pid": self.worker_pid0,
+        }
 
         def sub(m: re.Match[str]) -> str:
             k, filt = m.group(1), m.group(2)

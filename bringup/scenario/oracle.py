@@ -131,7 +131,9 @@ class _Req:
 class _Serving:
     """The probe ladder against the server's Runtime, as simulated time."""
 
-    def __init__(self, sc: Scenario, cfg: EffectiveConfig, rule: Rule | None, clock: _Clock, context_len: int):
+    def __init__(
+        self, sc: Scenario, cfg: EffectiveConfig, rule: Rule | None, clock: _Clock, context_len: int
+    ):
         self.sc, self.cfg, self.clock = sc, cfg, clock
         mode = rule.serve.mode if rule is not None and rule.serve is not None else "ok"
         self.mode = mode
@@ -243,7 +245,9 @@ def _ladder(srv: _Serving, probe: ProbeConfig) -> tuple[str | None, str]:
     else:
         disagree("long-decode")
     phase = "load"
-    prompts = [REFERENCE_PROMPT] + [BATCH_PROMPTS[i % len(BATCH_PROMPTS)] for i in range(probe.batch_size - 1)]
+    prompts = [REFERENCE_PROMPT] + [
+        BATCH_PROMPTS[i % len(BATCH_PROMPTS)] for i in range(probe.batch_size - 1)
+    ]
     batch = [_completion(p, probe.short_tokens) for p in prompts]
     if all(srv.fits(r) for r in batch):
         batch_ref = srv.run(batch)[0].tokens
@@ -279,7 +283,9 @@ class Oracle:
     def __post_init__(self) -> None:
         self.spec, self.help_text = help_for(self.scenario.engine, self.scenario.engine_version)
         if self.probe is None:
-            self.probe = ProbeConfig(answers=[KnownAnswer(a.prompt, a.expected) for a in self.scenario.answers])
+            self.probe = ProbeConfig(
+                answers=[KnownAnswer(a.prompt, a.expected) for a in self.scenario.answers]
+            )
 
     @property
     def model_flag(self) -> str:
@@ -302,7 +308,11 @@ class Oracle:
         by_name = {o.name: o for o in self.spec.options}
         order: dict[str, int] = {}
         for i, tok in enumerate(argv):  # keep the order the flags were written in
-            opt = self.spec.resolve(tok.split("=", 1)[0]) if tok.startswith("-") and not NUMBER.match(tok) else None
+            opt = (
+                self.spec.resolve(tok.split("=", 1)[0])
+                if tok.startswith("-") and not NUMBER.match(tok)
+                else None
+            )
             if opt is not None and opt.name not in order:
                 order[opt.name] = i
         flags: dict[str, object] = {}
@@ -314,14 +324,17 @@ class Oracle:
     def candidate(self, cand: Candidate, screen: bool = False) -> OracleOutcome:
         return self.outcome(cand.flag_dict, screen=screen, env=cand.env_dict)
 
-    def outcome(self, flags: Mapping[str, FlagValue], screen: bool = False,
-                env: Mapping[str, str] | None = None) -> OracleOutcome:
+    def outcome(
+        self, flags: Mapping[str, FlagValue], screen: bool = False, env: Mapping[str, str] | None = None
+    ) -> OracleOutcome:
         """What launching these flags (canonical `--flag` names, as `parse_flags` gives them) would do.
         A screening launch adds the screen flags and skips the known-answer probe, as `bringup run`."""
         launch = dict(flags)
         if screen:
             launch.update(self.screen_flags())
-        key = json.dumps([sorted((k, str(v)) for k, v in launch.items()), sorted((env or {}).items()), screen])
+        key = json.dumps(
+            [sorted((k, str(v)) for k, v in launch.items()), sorted((env or {}).items()), screen]
+        )
         if key not in self._cache:
             self._cache[key] = self._outcome(launch, screen, dict(env or {}))
         return self._cache[key]
@@ -363,9 +376,16 @@ class Oracle:
                 return self._struck(startup_action, strike, clock.t, label)
             clock.t += seconds
         assert self.probe is not None  # __post_init__ sets it
-        probe = self.probe if not screen else ProbeConfig(
-            batch_size=self.probe.batch_size, short_tokens=self.probe.short_tokens,
-            long_tokens=self.probe.long_tokens, answers=[])
+        probe = (
+            self.probe
+            if not screen
+            else ProbeConfig(
+                batch_size=self.probe.batch_size,
+                short_tokens=self.probe.short_tokens,
+                long_tokens=self.probe.long_tokens,
+                answers=[],
+            )
+        )
         srv = _Serving(sc, cfg, rule, clock, size.context_len)
         try:
             phase, probe_name = _ladder(srv, probe)
@@ -375,7 +395,9 @@ class Oracle:
                 return OracleOutcome("timeout", srv.action.phase, d.at + self.hang_s, label)
             return OracleOutcome("fails", srv.action.phase, d.at, label)
         if phase is not None:
-            return OracleOutcome("wrong-output", phase, clock.t, label, detail=f"probe {probe_name} disagrees")
+            return OracleOutcome(
+                "wrong-output", phase, clock.t, label, detail=f"probe {probe_name} disagrees"
+            )
         return OracleOutcome("works", None, clock.t, label)
 
     def _phases(self, cfg: EffectiveConfig, frac: float) -> list[tuple[str, float]]:
@@ -385,8 +407,13 @@ class Oracle:
         load_s = t.load_weights
         if cfg.dummy_weights:
             load_s = t.load_weights_dummy if t.load_weights_dummy is not None else t.load_weights * 0.05
-        out = [("start", t.start), ("distributed-init", t.distributed_init), ("load-weights", load_s * frac),
-               ("kv-alloc", t.kv_alloc * frac), ("kernel-warmup", t.kernel_warmup)]
+        out = [
+            ("start", t.start),
+            ("distributed-init", t.distributed_init),
+            ("load-weights", load_s * frac),
+            ("kv-alloc", t.kv_alloc * frac),
+            ("kernel-warmup", t.kernel_warmup),
+        ]
         if cfg.cuda_graphs:
             out.append(("graph-capture", t.graph_capture * frac))
         out.append(("warmup", t.warmup))

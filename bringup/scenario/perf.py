@@ -143,7 +143,7 @@ class StepModel:
         if self.tp > 1:
             t += p.allreduce_s + p.allreduce_per_token_s * n
         if p.noise_sigma and z:  # mean-one lognormal: noise moves single steps, not the average
-            t *= math.exp(p.noise_sigma * z - 0.5 * p.noise_sigma ** 2)
+            t *= math.exp(p.noise_sigma * z - 0.5 * p.noise_sigma**2)
         return t
 
     def noise(self, replica: int) -> random.Random:

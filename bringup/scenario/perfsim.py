@@ -135,8 +135,9 @@ def workload_lengths(bc: BenchConfig) -> tuple[list[int], list[int]]:
     """Prompt and output token counts per request, as `bench()` draws them for this seed (the
     scenario server has no tokenizer, so the load generator builds prompts of exact word counts)."""
     if bc.prompts_file is not None:
-        raise ValueError("the evaluator takes synthetic workloads (input_len, output_len), "
-                         "not a prompts file")
+        raise ValueError(
+            "the evaluator takes synthetic workloads (input_len, output_len), not a prompts file"
+        )
     n = bc.num_prompts or 100
     rng = np.random.default_rng(bc.seed)
     ins = sample_lengths(rng, n, max(bc.input_len, 1), bc.in_range_ratio, bc.len_dist)
@@ -181,8 +182,13 @@ def _infeasible(rule: Rule | None, cfg: EffectiveConfig, max_output: int) -> tup
     return (rule.serve.mode, None) if rule.serve.mode != "ok" else None
 
 
-def simulate(sc: Scenario, flags: Flags, workload: Workload, seed: int | None = None,
-             env: Mapping[str, str] | None = None) -> SimResult:
+def simulate(
+    sc: Scenario,
+    flags: Flags,
+    workload: Workload,
+    seed: int | None = None,
+    env: Mapping[str, str] | None = None,
+) -> SimResult:
     """Run the workload against the configuration on a virtual clock. `seed`: the step-noise
     seed (default: the engine's seed flag if given, else performance.seed)."""
     if sc.performance is None:
@@ -193,8 +199,15 @@ def simulate(sc: Scenario, flags: Flags, workload: Workload, seed: int | None = 
     rule = decide(sc, cfg)
     bad = _infeasible(rule, cfg, max(outs))
     if bad is not None:
-        return SimResult(False, None, [], None, failure_phase=bad[1],
-                         failure_rule=rule.label if rule else None, failure_action=bad[0])
+        return SimResult(
+            False,
+            None,
+            [],
+            None,
+            failure_phase=bad[1],
+            failure_rule=rule.label if rule else None,
+            failure_action=bad[0],
+        )
     model = StepModel.build(sc, cfg)
     if seed is not None:
         model = dataclasses.replace(model, seed=seed)
@@ -285,30 +298,58 @@ def _run(model: StepModel, ins: list[int], outs: list[int], bc: BenchConfig) -> 
     arrays = [np.asarray(e) for e in ends]
     for i, job in enumerate(jobs):
         assert job is not None and job.done
-        times_i = arrays[job.replica][job.first_step:job.first_step + job.output_tokens]
+        times_i = arrays[job.replica][job.first_step : job.first_step + job.output_tokens]
         ttft = float(times_i[0] - job.arrival)
         e2e = float(times_i[-1] - job.arrival)
         out = job.output_tokens
-        records.append(RequestRecord.model_construct(
-            index=i, ok=True, cancelled=False, error=None, status=200,
-            arrival_at_s=job.arrival if closed else released[i], sent_at_s=job.arrival,
-            ttft_s=ttft, e2e_s=e2e, tpot_s=(e2e - ttft) / (out - 1) if out > 1 else None,
-            itl_s=np.diff(times_i).tolist(), chunks=out,
-            input_tokens=job.prompt_tokens, output_tokens=out, expected_output_tokens=out,
-            output_tokens_source="usage", text=None))
-    shape = {"concurrency": bc.concurrency, "request_rate": None if closed else (bc.request_rate or math.inf),
-             "max_concurrency": bc.max_concurrency}
+        records.append(
+            RequestRecord.model_construct(
+                index=i,
+                ok=True,
+                cancelled=False,
+                error=None,
+                status=200,
+                arrival_at_s=job.arrival if closed else released[i],
+                sent_at_s=job.arrival,
+                ttft_s=ttft,
+                e2e_s=e2e,
+                tpot_s=(e2e - ttft) / (out - 1) if out > 1 else None,
+                itl_s=np.diff(times_i).tolist(),
+                chunks=out,
+                input_tokens=job.prompt_tokens,
+                output_tokens=out,
+                expected_output_tokens=out,
+                output_tokens_source="usage",
+                text=None,
+            )
+        )
+    shape = {
+        "concurrency": bc.concurrency,
+        "request_rate": None if closed else (bc.request_rate or math.inf),
+        "max_concurrency": bc.max_concurrency,
+    }
     summary = summarize(records, last, bc.slos, bc.point_label(), **shape)
     busy = sum(busy_time)
-    return SimResult(True, summary, records, model, mean_batch=sum(batch_time) / busy if busy else 0.0,
-                     peak_running=peak, steps=sum(len(e) for e in ends))
+    return SimResult(
+        True,
+        summary,
+        records,
+        model,
+        mean_batch=sum(batch_time) / busy if busy else 0.0,
+        peak_running=peak,
+        steps=sum(len(e) for e in ends),
+    )
 
 
 # -- the evaluator's answer ---------------------------------------------------------------------
 def metrics(res: SimResult) -> dict[str, Any]:
     """The flat metrics a tuner reads (simulated seconds)."""
-    out: dict[str, Any] = {"feasible": res.feasible, "failure_phase": res.failure_phase,
-                           "failure_rule": res.failure_rule, "failure_action": res.failure_action}
+    out: dict[str, Any] = {
+        "feasible": res.feasible,
+        "failure_phase": res.failure_phase,
+        "failure_rule": res.failure_rule,
+        "failure_action": res.failure_action,
+    }
     s = res.summary
     if s is None:
         out.update(goodput_rps=0.0, output_tps=0.0, rps=0.0)
@@ -316,8 +357,13 @@ def metrics(res: SimResult) -> dict[str, Any]:
     out.update(
         goodput_rps=s.request_goodput if s.request_goodput is not None else s.request_throughput,
         output_goodput_tps=s.output_goodput if s.output_goodput is not None else s.output_throughput,
-        output_tps=s.output_throughput, rps=s.request_throughput, slo_attainment=s.slo_attainment,
-        slos_met=s.slos_met, duration_s=s.duration_s, completed=s.completed)
+        output_tps=s.output_throughput,
+        rps=s.request_throughput,
+        slo_attainment=s.slo_attainment,
+        slos_met=s.slos_met,
+        duration_s=s.duration_s,
+        completed=s.completed,
+    )
     for name in ("ttft", "itl", "tpot", "e2e"):
         st = getattr(s, f"{name}_ms")
         for k in ("mean", "p50", "p90", "p99"):
@@ -325,15 +371,29 @@ def metrics(res: SimResult) -> dict[str, Any]:
             out[f"{name}_{k}_s"] = None if v is None else v / 1e3
     m = res.model
     assert m is not None
-    out.update(mean_batch=res.mean_batch, peak_running=res.peak_running, steps=res.steps,
-               kv_capacity_tokens=m.kv_capacity, max_running=m.max_running,
-               chunk=m.chunk if m.chunk < 1 << 40 else None, graph_max_bs=m.graph_max_bs, tp=m.tp, dp=m.dp,
-               seed=m.seed)
+    out.update(
+        mean_batch=res.mean_batch,
+        peak_running=res.peak_running,
+        steps=res.steps,
+        kv_capacity_tokens=m.kv_capacity,
+        max_running=m.max_running,
+        chunk=m.chunk if m.chunk < 1 << 40 else None,
+        graph_max_bs=m.graph_max_bs,
+        tp=m.tp,
+        dp=m.dp,
+        seed=m.seed,
+    )
     return out
 
 
-def expected(sc: Scenario, flags: Flags, workload: Workload, seed: int | None = None, runs: int = 1,
-             env: Mapping[str, str] | None = None) -> dict[str, Any]:
+def expected(
+    sc: Scenario,
+    flags: Flags,
+    workload: Workload,
+    seed: int | None = None,
+    runs: int = 1,
+    env: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
     """The metrics of `flags` under `workload` (simulated seconds): goodput_rps, output_tps, rps,
     ttft/itl/tpot/e2e mean, p50, p90, p99 (`*_s`), slo_attainment, slos_met, feasible,
     failure_phase (and failure_rule, failure_action), plus mean_batch, kv_capacity_tokens,
@@ -358,8 +418,14 @@ def expected(sc: Scenario, flags: Flags, workload: Workload, seed: int | None = 
     return out
 
 
-def grid(sc: Scenario, axes: Mapping[str, Iterable[Any]], workload: Workload, base: Flags | None = None,
-         objective: str = "goodput_rps", seed: int | None = None) -> list[dict[str, Any]]:
+def grid(
+    sc: Scenario,
+    axes: Mapping[str, Iterable[Any]],
+    workload: Workload,
+    base: Flags | None = None,
+    objective: str = "goodput_rps",
+    seed: int | None = None,
+) -> list[dict[str, Any]]:
     """Every combination of `axes` (flag -> levels) on top of `base`, best first by `objective`
     (infeasible points last). Each row: {"flags": {...}, **expected(...)}."""
     base_argv = flags_argv(sc, base if base is not None else [])
@@ -385,10 +451,11 @@ def main(argv: list[str] | None = None) -> int:
     flags: list[str] = []
     if "--" in args:
         cut = args.index("--")
-        args, flags = args[:cut], args[cut + 1:]
+        args, flags = args[:cut], args[cut + 1 :]
     p = argparse.ArgumentParser(
         prog="python -m bringup.scenario.perfsim",
-        description="Expected metrics of a scenario configuration (simulated seconds).")
+        description="Expected metrics of a scenario configuration (simulated seconds).",
+    )
     p.add_argument("scenario", help="scenario file or shipped name")
     p.add_argument("--concurrency", type=int)
     p.add_argument("--request-rate", type=float)
@@ -397,8 +464,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--num-prompts", type=int, default=200)
     p.add_argument("--slo", default=None, help="e.g. ttft_p99=2s,itl_p99=50ms")
     p.add_argument("--seed", type=int, default=None, help="step-noise seed")
-    p.add_argument("--grid", action="append", default=[], metavar="FLAG=V1,V2,...",
-                   help="evaluate every combination (repeatable); prints the best rows")
+    p.add_argument(
+        "--grid",
+        action="append",
+        default=[],
+        metavar="FLAG=V1,V2,...",
+        help="evaluate every combination (repeatable); prints the best rows",
+    )
     p.add_argument("--top", type=int, default=10)
     o = p.parse_args(args)
     path = Path(o.scenario)
@@ -418,7 +490,7 @@ def main(argv: list[str] | None = None) -> int:
         key, _, vals = g.partition("=")
         axes[key] = [v for v in vals.split(",") if v]
     rows = grid(sc, axes, wl, flags or None, seed=o.seed)
-    for r in rows[:o.top]:
+    for r in rows[: o.top]:
         keep = {k: r.get(k) for k in ("goodput_rps", "output_tps", "ttft_p99_s", "itl_p99_s", "mean_batch")}
         print(json.dumps({"flags": r["flags"], "feasible": r["feasible"], **keep}))
     print(f"{sum(r['feasible'] for r in rows)} of {len(rows)} feasible")

@@ -64,15 +64,26 @@ class Request:
 
 
 class Runtime:
-    def __init__(self, sc: Scenario, cfg: EffectiveConfig, rule: Rule | None, dialect: Dialect, log: LogWriter,
-                 clock: SimClock):
+    def __init__(
+        self,
+        sc: Scenario,
+        cfg: EffectiveConfig,
+        rule: Rule | None,
+        dialect: Dialect,
+        log: LogWriter,
+        clock: SimClock,
+    ):
         self.sc, self.cfg, self.rule, self.dialect, self.log, self.clock = sc, cfg, rule, dialect, log, clock
         self.mode = rule.serve.mode if rule is not None and rule.serve is not None else "ok"
         self.generator = Generator(self.mode, sc.answers)
         self.perf = perf_model_for(sc, cfg)
         self._engine: EngineLoop | None = None  # a `performance:` scenario: the batching engine
-        self.fail: Fail | None = rule.fail if rule and rule.fail and rule.fail.phase in SERVING_PHASES else None
-        self.hang: Hang | None = rule.hang if rule and rule.hang and rule.hang.phase in SERVING_PHASES else None
+        self.fail: Fail | None = (
+            rule.fail if rule and rule.fail and rule.fail.phase in SERVING_PHASES else None
+        )
+        self.hang: Hang | None = (
+            rule.hang if rule and rule.hang and rule.hang.phase in SERVING_PHASES else None
+        )
         self.ready = False
         self.dead = False
         self.drop = dialect.death_request == "drop"
@@ -134,8 +145,13 @@ class Runtime:
         """The batching engine of a `performance:` scenario (made in the server's event loop)."""
         if self._engine is None:
             assert isinstance(self.perf, StepModel)
-            self._engine = EngineLoop(self.perf, self.clock.scale, self.clock.t, on_step=self._step_log,
-                                      on_idle=lambda busy: self.log.write(busy.line()))
+            self._engine = EngineLoop(
+                self.perf,
+                self.clock.scale,
+                self.clock.t,
+                on_step=self._step_log,
+                on_idle=lambda busy: self.log.write(busy.line()),
+            )
         return self._engine
 
     def _step_log(self, rep: Replica, step: Step) -> None:
@@ -143,8 +159,9 @@ class Runtime:
         if step.decode and rep.steps % 40 == 0:
             self.dialect.request_decode(len(rep.decoding), rep.ctx, step.decode / max(step.duration, 1e-9))
 
-    async def _batched(self, job: Job, current: Callable[[], Plan], started: float,
-                       on_token: OnToken | None) -> None:
+    async def _batched(
+        self, job: Job, current: Callable[[], Plan], started: float, on_token: OnToken | None
+    ) -> None:
         """Hand out the tokens as the engine's steps make them (see scheduler.py)."""
         assert job.changed is not None
         paced = on_token is not None or self.fail is not None or self.hang is not None
@@ -165,8 +182,7 @@ class Runtime:
         for k in self._peaks:
             self._peaks[k] = max(self._peaks[k], self.inflight)
 
-    async def generate(self, req: Request,
-                       on_token: OnToken | None = None) -> Plan:
+    async def generate(self, req: Request, on_token: OnToken | None = None) -> Plan:
         """Plan the output, then pace it: prefill, then one decode step per token. Raises EngineDead."""
         if self.dead:
             if self.drop:
@@ -184,7 +200,9 @@ class Runtime:
             # Only `inconsistent` output depends on the batch: the largest one this request shared.
             b = self._peaks[rid] if self.mode == "inconsistent" else 1
             if b not in plans:
-                plans[b] = self.generator.plan(req.prompt, req.sampling, batch_size=b, default_max=req.default_max)
+                plans[b] = self.generator.plan(
+                    req.prompt, req.sampling, batch_size=b, default_max=req.default_max
+                )
             return plans[b]
 
         try:

@@ -30,8 +30,10 @@ from bringup.scenario.perf import StepModel
 MAX_LAG_REAL_S = 0.25  # a step loop this late (real seconds) restarts its schedule from now
 # The line a replica's step loop logs when it goes idle: how well it kept its real-time schedule.
 PERF_PREFIX = "[scenario-perf]"
-PERF_RE = re.compile(r"\[scenario-perf\] replica=(\d+) steps=(\d+) busy_s=([0-9.]+) late_max_ms=([0-9.]+) "
-                     r"late_mean_ms=([0-9.]+) restarts=(\d+)")
+PERF_RE = re.compile(
+    r"\[scenario-perf\] replica=(\d+) steps=(\d+) busy_s=([0-9.]+) late_max_ms=([0-9.]+) "
+    r"late_mean_ms=([0-9.]+) restarts=(\d+)"
+)
 
 
 @dataclass(eq=False)
@@ -192,8 +194,12 @@ def pick_replica(replicas: list[Replica], counter: int, method: str) -> Replica:
     if method == "total_requests":
         return min(replicas, key=lambda r: len(r.waiting) + r.running)
     if method == "total_tokens":
-        return min(replicas, key=lambda r: r.model.kv_capacity - r.kv_free
-                   + sum(j.prompt_tokens + j.output_tokens for j in r.waiting))
+        return min(
+            replicas,
+            key=lambda r: (
+                r.model.kv_capacity - r.kv_free + sum(j.prompt_tokens + j.output_tokens for j in r.waiting)
+            ),
+        )
     return replicas[counter % len(replicas)]
 
 
@@ -218,8 +224,10 @@ class Busy:
 
     def line(self) -> str:
         mean = self.late_sum_s / self.steps if self.steps else 0.0
-        return (f"{PERF_PREFIX} replica={self.replica} steps={self.steps} busy_s={self.real_s:.3f} "
-                f"late_max_ms={self.late_max_s * 1e3:.1f} late_mean_ms={mean * 1e3:.2f} restarts={self.restarts}")
+        return (
+            f"{PERF_PREFIX} replica={self.replica} steps={self.steps} busy_s={self.real_s:.3f} "
+            f"late_max_ms={self.late_max_s * 1e3:.1f} late_mean_ms={mean * 1e3:.2f} restarts={self.restarts}"
+        )
 
 
 class EngineLoop:
@@ -227,9 +235,14 @@ class EngineLoop:
     x scale, on an absolute schedule (the time spent handing tokens out does not stretch steps),
     then hands every request its token. Requests go to replicas by `pick_replica`."""
 
-    def __init__(self, model: StepModel, scale: float, sim_now: float = 0.0,
-                 on_step: Callable[[Replica, Step], None] | None = None,
-                 on_idle: Callable[[Busy], None] | None = None):
+    def __init__(
+        self,
+        model: StepModel,
+        scale: float,
+        sim_now: float = 0.0,
+        on_step: Callable[[Replica, Step], None] | None = None,
+        on_idle: Callable[[Busy], None] | None = None,
+    ):
         self.model = model
         self.scale = scale
         self.replicas = [Replica(model, r) for r in range(model.dp)]
@@ -245,8 +258,9 @@ class EngineLoop:
         return self._sim0 + (self._loop.time() - self._real0) / self.scale
 
     def submit(self, prompt_tokens: int, output_tokens: int) -> Job:
-        job = Job(max(prompt_tokens, 1), max(output_tokens, 1), arrival=self.sim_now(),
-                  changed=asyncio.Event())
+        job = Job(
+            max(prompt_tokens, 1), max(output_tokens, 1), arrival=self.sim_now(), changed=asyncio.Event()
+        )
         rep = pick_replica(self.replicas, self._next, self.model.dispatch)
         self._next += 1
         rep.add(job)

@@ -31,17 +31,59 @@ Engine = Literal["sglang", "vllm"]
 # parsed and before weights load; kernel-warmup (autotuning, JIT kernel builds) after the KV cache
 # and before CUDA graphs, as vLLM's gpu_worker.compile_or_warm_up_model runs kernel_warmup before
 # capture_model.
-FAIL_PHASES = ("parse-args", "distributed-init", "load-weights", "kv-alloc", "kernel-warmup", "graph-capture",
-               "warmup", "first-request", "decode")
+FAIL_PHASES = (
+    "parse-args",
+    "distributed-init",
+    "load-weights",
+    "kv-alloc",
+    "kernel-warmup",
+    "graph-capture",
+    "warmup",
+    "first-request",
+    "decode",
+)
 HANG_PHASES = FAIL_PHASES[1:]
-WARN_AT = ("startup", "config", "distributed-init", "load-weights", "kv-alloc", "kernel-warmup", "graph-capture",
-           "ready")
-FailPhase = Literal["parse-args", "distributed-init", "load-weights", "kv-alloc", "kernel-warmup", "graph-capture",
-                    "warmup", "first-request", "decode"]
-HangPhase = Literal["distributed-init", "load-weights", "kv-alloc", "kernel-warmup", "graph-capture", "warmup",
-                    "first-request", "decode"]
-WarnAt = Literal["startup", "config", "distributed-init", "load-weights", "kv-alloc", "kernel-warmup",
-                 "graph-capture", "ready"]
+WARN_AT = (
+    "startup",
+    "config",
+    "distributed-init",
+    "load-weights",
+    "kv-alloc",
+    "kernel-warmup",
+    "graph-capture",
+    "ready",
+)
+FailPhase = Literal[
+    "parse-args",
+    "distributed-init",
+    "load-weights",
+    "kv-alloc",
+    "kernel-warmup",
+    "graph-capture",
+    "warmup",
+    "first-request",
+    "decode",
+]
+HangPhase = Literal[
+    "distributed-init",
+    "load-weights",
+    "kv-alloc",
+    "kernel-warmup",
+    "graph-capture",
+    "warmup",
+    "first-request",
+    "decode",
+]
+WarnAt = Literal[
+    "startup",
+    "config",
+    "distributed-init",
+    "load-weights",
+    "kv-alloc",
+    "kernel-warmup",
+    "graph-capture",
+    "ready",
+]
 # ok: right answers; garbage: fluent wrong answers; salad: random tokens (broken numerics that do
 # not raise); inconsistent: greedy output depends on the batch.
 ServeMode = Literal["ok", "garbage", "salad", "inconsistent"]
@@ -238,7 +280,9 @@ class OtherwiseFactor(_Strict):
     def _one_action(self) -> OtherwiseFactor:
         given = [k for k in ("fail", "hang", "serve") if getattr(self, k) is not None]
         if len(given) != 1:
-            raise ValueError(f"an otherwise factor needs exactly one of fail, hang, serve (has: {', '.join(given) or 'none'})")
+            raise ValueError(
+                f"an otherwise factor needs exactly one of fail, hang, serve (has: {', '.join(given) or 'none'})"
+            )
         return self
 
     @property

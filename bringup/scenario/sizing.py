@@ -79,12 +79,27 @@ def compute_sizing(sc: Scenario, cfg: EffectiveConfig) -> Sizing:
     kv = max(kv, 0.25)
     page = 64 if m.attention == "dsa" else 16
     tokens = max(int(kv * (1 << 30) / bpt) // page * page, page)
-    graph_bs = int(as_number(cfg.value("cuda_graph_max_bs_decode", "cuda_graph_max_bs",
-                                       "max_cudagraph_capture_size")) or 256)
+    graph_bs = int(
+        as_number(cfg.value("cuda_graph_max_bs_decode", "cuda_graph_max_bs", "max_cudagraph_capture_size"))
+        or 256
+    )
     graph = (0.35 + 0.0045 * graph_bs) * max(frac_layers, 0.1) if cfg.cuda_graphs else 0.0
     avail_end = max(total - frac * total - graph, 0.3)
     ctx = _context(cfg, sc)
     mr = as_number(cfg.value("max_running_requests", "max_num_seqs"))
     max_running = int(mr) if mr else max(min(4096, tokens // 256), 16)
-    return Sizing(total, avail_start, round(weights, 2), round(kv, 2), tokens, round(graph, 2),
-                  round(avail_end, 2), layers, frac_layers, ctx, max_running, bpt, graph_bs)
+    return Sizing(
+        total,
+        avail_start,
+        round(weights, 2),
+        round(kv, 2),
+        tokens,
+        round(graph, 2),
+        round(avail_end, 2),
+        layers,
+        frac_layers,
+        ctx,
+        max_running,
+        bpt,
+        graph_bs,
+    )

@@ -17,7 +17,7 @@ def _headline(lines: list[str]) -> str:
         for line in lines:
             m = rx.search(line)
             if m and "Traceback" not in line:
-                return line[m.start():].strip()[:110]
+                return line[m.start() :].strip()[:110]
     return lines[0].strip()[:110]
 
 

@@ -22,9 +22,16 @@ __all__ = ["ScenarioProcess", "free_port"]
 
 
 class ScenarioProcess:
-    def __init__(self, scenario: str | Path, flags: list[str], time_scale: float = 0.002,
-                 env: dict[str, str] | None = None, port: int | None = None, host: str = "127.0.0.1",
-                 add_host_port: bool = True):
+    def __init__(
+        self,
+        scenario: str | Path,
+        flags: list[str],
+        time_scale: float = 0.002,
+        env: dict[str, str] | None = None,
+        port: int | None = None,
+        host: str = "127.0.0.1",
+        add_host_port: bool = True,
+    ):
         self.port = port or free_port()
         self.host = host
         net = ["--host", host, "--port", str(self.port)] if add_host_port else []

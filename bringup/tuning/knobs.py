@@ -41,8 +41,13 @@ def _gpu_divisors(facts: Mapping[str, Any]) -> list[str]:
     return [str(d) for d in range(1, n + 1) if n % d == 0]
 
 
-def load_knobs(engine: str, spec: HelpSpec | None, facts: Mapping[str, Any], only: list[str] | None = None,
-               overrides: dict[str, list[str]] | None = None) -> list[Knob]:
+def load_knobs(
+    engine: str,
+    spec: HelpSpec | None,
+    facts: Mapping[str, Any],
+    only: list[str] | None = None,
+    overrides: dict[str, list[str]] | None = None,
+) -> list[Knob]:
     path = DATA / "knobs.yaml"
     raw = load_yaml(path) or {}
     out: list[Knob] = []
@@ -56,7 +61,9 @@ def load_knobs(engine: str, spec: HelpSpec | None, facts: Mapping[str, Any], onl
         opt = spec.resolve(ks.flag) if spec else None
         if spec is not None and opt is None:
             continue
-        if ks.when is not None and not compile_condition(ks.when, lambda k: k, f"knobs[{i}].when").holds(facts.get):
+        if ks.when is not None and not compile_condition(ks.when, lambda k: k, f"knobs[{i}].when").holds(
+            facts.get
+        ):
             continue
         levels = _gpu_divisors(facts) if ks.levels == "gpu-divisors" else [str(v) for v in ks.levels]
         if len(levels) < 2:
@@ -80,7 +87,9 @@ def load_knobs(engine: str, spec: HelpSpec | None, facts: Mapping[str, Any], onl
             names.append(opt.name if opt else f)
         missing = [n for n in names if all(k.flag != n for k in out)]
         if missing:
-            raise KnobError(f"--knobs: no levels known for {', '.join(missing)}; give them with --knob FLAG=v1,v2")
+            raise KnobError(
+                f"--knobs: no levels known for {', '.join(missing)}; give them with --knob FLAG=v1,v2"
+            )
         out = [k for k in out if k.flag in names]
     return out
 
@@ -130,8 +139,13 @@ def parallel_check(facts: Mapping[str, Any], base_flags: Mapping[str, Any]):
                 need *= int(float(v))
         ep = knobs.get("--expert-parallel-size")
         tp = knobs.get("--tensor-parallel-size", base_flags.get("--tensor-parallel-size", 1))
-        if ep is not None and _num(str(ep)) and int(float(ep)) > int(float(tp or 1)) * int(float(
-                knobs.get("--data-parallel-size", base_flags.get("--data-parallel-size", 1)) or 1)):
+        if (
+            ep is not None
+            and _num(str(ep))
+            and int(float(ep))
+            > int(float(tp or 1))
+            * int(float(knobs.get("--data-parallel-size", base_flags.get("--data-parallel-size", 1)) or 1))
+        ):
             return f"expert-parallel size {ep} exceeds tp x dp"
         if need > gpus:
             return f"needs {need} GPUs (tp x dp x pp); the machine has {gpus}"

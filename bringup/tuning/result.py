@@ -14,7 +14,9 @@ class TunePoint(BaseModel):
     failure_class: str | None = None  # infeasible: what the trial runner classified
     phase: str | None = None
     evidence: str | None = None
-    metrics: dict[str, float] = Field(default_factory=dict)  # goodput_rps, output_tps, ttft_p99_s, itl_p99_s, ...
+    metrics: dict[str, float] = Field(
+        default_factory=dict
+    )  # goodput_rps, output_tps, ttft_p99_s, itl_p99_s, ...
     objective: float | None = None  # the value tuned for (higher is better)
     launch_s: float = 0.0  # real seconds of the launch and the benchmark
     simulated_s: float | None = None  # scenarios: simulated seconds of the launch

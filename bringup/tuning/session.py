@@ -76,20 +76,33 @@ class LaunchEvaluator:
     verdicts: dict[str, str] = field(default_factory=dict)  # trial dir -> the reference probe's verdict
 
     def _scaled_cfg(self, url: str) -> BenchConfig:
-        slos = [SLO(metric=x.metric, stat=x.stat, target_s=x.target_s * self.time_scale)
-                for x in self.bench_cfg.slos]
+        slos = [
+            SLO(metric=x.metric, stat=x.stat, target_s=x.target_s * self.time_scale)
+            for x in self.bench_cfg.slos
+        ]
         sup = self.target.engine.info.probes  # what the engine's API offers (engines.yaml)
         # The key the launched server expects (from the base's --api-key or VLLM_API_KEY).
         key = self.bench_cfg.api_key or api_key_of(self.base.flag_dict, self.base.env_dict)
-        update: dict = {"url": url, "slos": slos, "api_key": key,
-                        "ignore_eos": self.bench_cfg.ignore_eos and sup.ignore_eos}
+        update: dict = {
+            "url": url,
+            "slos": slos,
+            "api_key": key,
+            "ignore_eos": self.bench_cfg.ignore_eos and sup.ignore_eos,
+        }
         if not sup.list_models and not self.bench_cfg.model:
             update["model"] = self.target.model  # its /v1/models does not list the served model
         return self.bench_cfg.model_copy(update=update)
 
-    def run_trial(self, cand: Candidate, workload: Callable[[str], dict], purpose: str, seq: int | None = None,
-                  gpus: list[str] | None = None, port: int | None = None,
-                  cancel: threading.Event | None = None) -> tuple:
+    def run_trial(
+        self,
+        cand: Candidate,
+        workload: Callable[[str], dict],
+        purpose: str,
+        seq: int | None = None,
+        gpus: list[str] | None = None,
+        port: int | None = None,
+        cancel: threading.Event | None = None,
+    ) -> tuple:
         """One launch with a workload. ``seq``, ``gpus``, ``port``: where a trial that runs beside
         others goes (its own CUDA_VISIBLE_DEVICES and port); None: the next number, the target's
         GPUs, a free port."""
@@ -104,12 +117,20 @@ class LaunchEvaluator:
             n += 1
             tdir = self.tune_dir / "trials" / f"{seq:03d}-{cand.key()[:8]}-retry{n}"
         probe = ProbeConfig(long_tokens=64, batch_size=4, reference=self.reference)
-        settings = TrialSettings(timeout=self.timeout, hang_timeout=self.hang_timeout, probe=probe, port=port,
-                                 cancel=cancel)
+        settings = TrialSettings(
+            timeout=self.timeout, hang_timeout=self.hang_timeout, probe=probe, port=port, cancel=cancel
+        )
         engine = dataclasses.replace(self.target.engine, gpus=",".join(gpus)) if gpus else self.target.engine
         t0 = time.time()
-        out = Trial(engine, cand, tdir, settings, spec=self.target.spec, version=self.target.version,
-                    workload=workload).run()
+        out = Trial(
+            engine,
+            cand,
+            tdir,
+            settings,
+            spec=self.target.spec,
+            version=self.target.version,
+            workload=workload,
+        ).run()
         t1 = time.time()
         for r in out.probes:
             if r.name == "reference":
@@ -123,19 +144,32 @@ class LaunchEvaluator:
         """A point as a job for an executor (bringup/executor.py), with the GPUs its launch takes
         (tensor x pipeline x data parallel, from the engine's own flags) on ``machine_gpus``."""
         cand = self.base.with_changes(as_changes(knobs))
-        return Job(seq, "search", cand, False, {"knobs": knobs, "best": best},
-                   need=self.target.engine.gpus_needed(cand, self.target.spec, self.machine_gpus))
+        return Job(
+            seq,
+            "search",
+            cand,
+            False,
+            {"knobs": knobs, "best": best},
+            need=self.target.engine.gpus_needed(cand, self.target.spec, self.machine_gpus),
+        )
 
     def run_job(self, job: Job) -> TrialRun:
         """The executor's run function: the point's trial and workload on the job's GPUs and port;
         the evaluation rides along, and the trial's simulated seconds include the workload's."""
-        ev, out, t0, t1 = self._evaluate(job.extra["knobs"], job.extra.get("best"), job.seq, job.gpus, job.port,
-                                         job.cancel)
+        ev, out, t0, t1 = self._evaluate(
+            job.extra["knobs"], job.extra.get("best"), job.seq, job.gpus, job.port, job.cancel
+        )
         return TrialRun(out, Path(ev.trial_dir), t0, t1, value=ev, simulated_s=ev.trial_s)
 
-    def _evaluate(self, knobs: dict[str, str], best: float | None, seq: int | None = None,
-                  gpus: list[str] | None = None, port: int | None = None,
-                  cancel: threading.Event | None = None) -> tuple[Evaluation, Outcome, float, float]:
+    def _evaluate(
+        self,
+        knobs: dict[str, str],
+        best: float | None,
+        seq: int | None = None,
+        gpus: list[str] | None = None,
+        port: int | None = None,
+        cancel: threading.Event | None = None,
+    ) -> tuple[Evaluation, Outcome, float, float]:
         """The point's evaluation, and its trial's outcome and real start and end."""
         cand = self.base.with_changes(as_changes(knobs))
         stopped: dict[str, str] = {}
@@ -164,18 +198,53 @@ class LaunchEvaluator:
         cmd = cand.shell_command(self.target.engine.command_prefix(cand))
         if out.works and flat:
             # the workload's simulated seconds: its real ones over the scenario's time scale
-            work = (float(flat.get("duration_s") or 0.0) / self.time_scale) if self.target.engine.simulated else None
-            ev = Evaluation("pruned" if (flat.get("stopped_early") and stopped) else "ok", metrics, launch_s=t1 - t0, simulated_s=out.timings.simulated,
-                            trial_dir=str(tdir), command=cmd, reason=stopped.get("why", ""), workload_s=work,
-                            gpus=list(gpus or []))
+            work = (
+                (float(flat.get("duration_s") or 0.0) / self.time_scale)
+                if self.target.engine.simulated
+                else None
+            )
+            ev = Evaluation(
+                "pruned" if (flat.get("stopped_early") and stopped) else "ok",
+                metrics,
+                launch_s=t1 - t0,
+                simulated_s=out.timings.simulated,
+                trial_dir=str(tdir),
+                command=cmd,
+                reason=stopped.get("why", ""),
+                workload_s=work,
+                gpus=list(gpus or []),
+            )
         else:
-            ev = Evaluation("infeasible", {}, out.failure_class or out.status, out.phase, out.key_evidence()[:300],
-                            out.signature, t1 - t0, out.timings.simulated, str(tdir), cmd, gpus=list(gpus or []))
+            ev = Evaluation(
+                "infeasible",
+                {},
+                out.failure_class or out.status,
+                out.phase,
+                out.key_evidence()[:300],
+                out.signature,
+                t1 - t0,
+                out.timings.simulated,
+                str(tdir),
+                cmd,
+                gpus=list(gpus or []),
+            )
         extra: dict[str, Any] = {"knobs": knobs, "metrics": metrics, "status": ev.status}
         if gpus:
             extra["gpus"] = gpus
-        self.journal.add_trial(self.run_id, seq if seq is not None else self.seq, "tune", cand, cand.key(), out, tdir,
-                               t0, t1, self.hw_fp, self.model_id, extra)
+        self.journal.add_trial(
+            self.run_id,
+            seq if seq is not None else self.seq,
+            "tune",
+            cand,
+            cand.key(),
+            out,
+            tdir,
+            t0,
+            t1,
+            self.hw_fp,
+            self.model_id,
+            extra,
+        )
         return ev, out, t0, t1
 
     def sweep(self, knobs: dict[str, str], concurrencies: list[int]) -> list[SweepPoint]:
@@ -193,39 +262,103 @@ class LaunchEvaluator:
         pts = []
         for r in rows:
             m = metrics_from_summary(r, self.time_scale)
-            pts.append(SweepPoint(concurrency=r["c"], output_tps=m["output_tps"], rps=m["rps"],
-                                  goodput_rps=m.get("goodput_rps"), ttft_p50_s=m.get("ttft_p50_s"),
-                                  ttft_p99_s=m.get("ttft_p99_s"), itl_p99_s=m.get("itl_p99_s")))
-        self.journal.add_trial(self.run_id, self.seq, "tune", cand, cand.key(), out, tdir, t0, t1, self.hw_fp,
-                               self.model_id, {"knobs": knobs, "sweep": [p.model_dump() for p in pts]})
+            pts.append(
+                SweepPoint(
+                    concurrency=r["c"],
+                    output_tps=m["output_tps"],
+                    rps=m["rps"],
+                    goodput_rps=m.get("goodput_rps"),
+                    ttft_p50_s=m.get("ttft_p50_s"),
+                    ttft_p99_s=m.get("ttft_p99_s"),
+                    itl_p99_s=m.get("itl_p99_s"),
+                )
+            )
+        self.journal.add_trial(
+            self.run_id,
+            self.seq,
+            "tune",
+            cand,
+            cand.key(),
+            out,
+            tdir,
+            t0,
+            t1,
+            self.hw_fp,
+            self.model_id,
+            {"knobs": knobs, "sweep": [p.model_dump() for p in pts]},
+        )
         return pts
 
 
-def to_result(tuner: Tuner, tune_id: str, run_dir: Path, target: Target, base: Candidate,
-              bench_cfg: BenchConfig, sweep: list[SweepPoint], t0: float, parallel: int = 1) -> TuneResult:
+def to_result(
+    tuner: Tuner,
+    tune_id: str,
+    run_dir: Path,
+    target: Target,
+    base: Candidate,
+    bench_cfg: BenchConfig,
+    sweep: list[SweepPoint],
+    t0: float,
+    parallel: int = 1,
+) -> TuneResult:
     def tp(p: Point) -> TunePoint:
         ev = p.evaluation
-        cmd = ev.command or base.with_changes(as_changes(p.knobs)).shell_command(target.engine.command_prefix(base))
-        return TunePoint(number=p.number, knobs=p.knobs, status=ev.status, failure_class=ev.failure_class,
-                         phase=ev.phase, evidence=ev.evidence or ev.reason or None, metrics=ev.metrics,
-                         objective=p.objective, launch_s=ev.launch_s, simulated_s=ev.simulated_s,
-                         trial_dir=ev.trial_dir, command=cmd, clock_start_s=p.clock_start_s,
-                         clock_end_s=p.clock_end_s, gpus=list(ev.gpus))
+        cmd = ev.command or base.with_changes(as_changes(p.knobs)).shell_command(
+            target.engine.command_prefix(base)
+        )
+        return TunePoint(
+            number=p.number,
+            knobs=p.knobs,
+            status=ev.status,
+            failure_class=ev.failure_class,
+            phase=ev.phase,
+            evidence=ev.evidence or ev.reason or None,
+            metrics=ev.metrics,
+            objective=p.objective,
+            launch_s=ev.launch_s,
+            simulated_s=ev.simulated_s,
+            trial_dir=ev.trial_dir,
+            command=cmd,
+            clock_start_s=p.clock_start_s,
+            clock_end_s=p.clock_end_s,
+            gpus=list(ev.gpus),
+        )
 
     best = tuner.best()
     sims = [p.evaluation.simulated_s for p in tuner.points if p.evaluation.simulated_s]
     return TuneResult(
-        tune_id=tune_id, run_dir=str(run_dir), engine=target.engine.log_dialect, engine_version=target.version,
-        model=target.model, base_command=base.shell_command(target.engine.command_prefix(base)),
-        objective=tuner.objective, slo={x.name: x.target_s for x in bench_cfg.slos},
-        workload=json.loads(bench_cfg.model_dump_json(include={"concurrency", "request_rate", "num_prompts",
-                                                                "input_len", "output_len", "prefix_len", "seed"})),
-        knobs={k.flag: k.levels for k in tuner.knobs}, points=[tp(p) for p in tuner.points],
+        tune_id=tune_id,
+        run_dir=str(run_dir),
+        engine=target.engine.log_dialect,
+        engine_version=target.version,
+        model=target.model,
+        base_command=base.shell_command(target.engine.command_prefix(base)),
+        objective=tuner.objective,
+        slo={x.name: x.target_s for x in bench_cfg.slos},
+        workload=json.loads(
+            bench_cfg.model_dump_json(
+                include={
+                    "concurrency",
+                    "request_rate",
+                    "num_prompts",
+                    "input_len",
+                    "output_len",
+                    "prefix_len",
+                    "seed",
+                }
+            )
+        ),
+        knobs={k.flag: k.levels for k in tuner.knobs},
+        points=[tp(p) for p in tuner.points],
         best=tp(best) if best else None,
         best_command=tp(best).command if best else None,
-        pareto=[p.number for p in tuner.pareto()], sweep=sweep, launches=tuner.launches,
-        grid_size=tuner.grid_size, wall_seconds=time.time() - t0,
+        pareto=[p.number for p in tuner.pareto()],
+        sweep=sweep,
+        launches=tuner.launches,
+        grid_size=tuner.grid_size,
+        wall_seconds=time.time() - t0,
         simulated_hours=(sum(sims) / 3600) if target.engine.simulated else None,
-        parallel=parallel, clock="simulated" if tuner.simulated else "wall",
+        parallel=parallel,
+        clock="simulated" if tuner.simulated else "wall",
         clock_end_s=tuner.clock if tuner.points else None,
     )

@@ -87,15 +87,26 @@ class Point:
 
 
 class Tuner:
-    def __init__(self, knobs: list[Knob], evaluate: Evaluate, objective: Objective = "goodput", budget: int = 20,
-                 seed: int = 0, sampler: Literal["tpe", "random", "grid"] = "tpe",
-                 predicted_infeasible: Callable[[dict[str, str]], str | None] | None = None,
-                 on_point: Callable[[Point], None] | None = None,
-                 latency_metric: str = "e2e_p99_s", start: dict[str, str] | None = None,
-                 storage: optuna.storages.BaseStorage | str | None = None, study_name: str | None = None,
-                 simulated: bool = False):
+    def __init__(
+        self,
+        knobs: list[Knob],
+        evaluate: Evaluate,
+        objective: Objective = "goodput",
+        budget: int = 20,
+        seed: int = 0,
+        sampler: Literal["tpe", "random", "grid"] = "tpe",
+        predicted_infeasible: Callable[[dict[str, str]], str | None] | None = None,
+        on_point: Callable[[Point], None] | None = None,
+        latency_metric: str = "e2e_p99_s",
+        start: dict[str, str] | None = None,
+        storage: optuna.storages.BaseStorage | str | None = None,
+        study_name: str | None = None,
+        simulated: bool = False,
+    ):
         if not knobs:
-            raise ValueError("no knobs to tune: this engine version offers none of the known ones (see --knob)")
+            raise ValueError(
+                "no knobs to tune: this engine version offers none of the known ones (see --knob)"
+            )
         self.knobs = knobs
         self.evaluate = evaluate
         self.objective = objective
@@ -139,8 +150,14 @@ class Tuner:
         # covers points that share their values.
         same = {k.flag: knobs[k.flag] for k in self.knobs if not k.monotone_memory}
         if bounds:
-            self.infeasible_regions.append((bounds, same, direction, f"{ev.failure_class} at " +
-                                            ", ".join(f"{f} {knobs[f]}" for f in bounds)))
+            self.infeasible_regions.append(
+                (
+                    bounds,
+                    same,
+                    direction,
+                    f"{ev.failure_class} at " + ", ".join(f"{f} {knobs[f]}" for f in bounds),
+                )
+            )
 
     def _ruled_out(self, knobs: dict[str, str]) -> str | None:
         for bounds, same, direction, why in self.infeasible_regions:
@@ -159,7 +176,9 @@ class Tuner:
         sampler: optuna.samplers.BaseSampler
         where: dict[str, Any] = {"storage": self.storage, "study_name": self.study_name}
         if self.objective == "pareto":
-            sampler = optuna.samplers.NSGAIISampler(seed=self.seed, population_size=max(4, min(10, self.budget // 2)))
+            sampler = optuna.samplers.NSGAIISampler(
+                seed=self.seed, population_size=max(4, min(10, self.budget // 2))
+            )
             return optuna.create_study(directions=["maximize", "minimize"], sampler=sampler, **where)
         if self.sampler == "random":
             sampler = optuna.samplers.RandomSampler(seed=self.seed)
@@ -170,8 +189,13 @@ class Tuner:
                 # Several at once: points in flight count as already seen at the worst value so far
                 # (a constant liar), so the next ask goes elsewhere. One at a time, nothing is in
                 # flight at an ask and the sampler is the sequential one.
-                sampler = optuna.samplers.TPESampler(seed=self.seed, n_startup_trials=max(3, min(6, self.budget // 4)),
-                                                     multivariate=True, group=True, constant_liar=parallel)
+                sampler = optuna.samplers.TPESampler(
+                    seed=self.seed,
+                    n_startup_trials=max(3, min(6, self.budget // 4)),
+                    multivariate=True,
+                    group=True,
+                    constant_liar=parallel,
+                )
         return optuna.create_study(direction="maximize", sampler=sampler, **where)
 
     def best(self) -> Point | None:
@@ -196,13 +220,16 @@ class Tuner:
     def _predicted(why: str) -> Evaluation:
         return Evaluation("infeasible", launched=False, reason=why, failure_class="predicted")
 
-    def _add(self, knobs: dict[str, str], ev: Evaluation, start: float | None = None,
-             end: float | None = None) -> Point:
+    def _add(
+        self, knobs: dict[str, str], ev: Evaluation, start: float | None = None, end: float | None = None
+    ) -> Point:
         """A point's result: learned from, cached, reported."""
         if ev.launched:
             self.launches += 1
             self._learn(knobs, ev)
-        obj = objective_value(ev.metrics, self.objective) if ev.launched and ev.status != "infeasible" else None
+        obj = (
+            objective_value(ev.metrics, self.objective) if ev.launched and ev.status != "infeasible" else None
+        )
         p = Point(len(self.points) + 1, knobs, ev, obj, start, end)
         self.points.append(p)
         self.cache[self._key(knobs)] = p
@@ -228,7 +255,8 @@ class Tuner:
         # index as an integer, so it can model "more is better up to a point" instead of treating
         # each level as an unrelated category.
         dists: dict[str, optuna.distributions.BaseDistribution] = {
-            k.flag: optuna.distributions.IntDistribution(0, len(k.levels) - 1) for k in self.knobs}
+            k.flag: optuna.distributions.IntDistribution(0, len(k.levels) - 1) for k in self.knobs
+        }
         if self.start:
             study.enqueue_trial({k.flag: k.levels.index(self.start[k.flag]) for k in self.knobs})
         asks = 0
@@ -276,8 +304,11 @@ class Tuner:
     def _next_job(self, f: _Flight) -> tuple[optuna.trial.Trial | None, dict[str, str], Job] | None:
         """The next point to launch, or None when an ask was answered without one (already
         measured, in flight, ruled out) or the search is over (``f.exhausted``)."""
-        if (self.launches + len(f.flying) >= self.budget or len(self.cache) + len(f.flying) >= self.grid_size
-                or (f.study is not None and f.asks >= self.budget * 30)):
+        if (
+            self.launches + len(f.flying) >= self.budget
+            or len(self.cache) + len(f.flying) >= self.grid_size
+            or (f.study is not None and f.asks >= self.budget * 30)
+        ):
             f.exhausted = True
             return None
         asked = self._ask(f)
@@ -313,7 +344,8 @@ class Tuner:
             return (None, knobs) if knobs is not None else None
         assert f.study is not None
         dists: dict[str, optuna.distributions.BaseDistribution] = {
-            k.flag: optuna.distributions.IntDistribution(0, len(k.levels) - 1) for k in self.knobs}
+            k.flag: optuna.distributions.IntDistribution(0, len(k.levels) - 1) for k in self.knobs
+        }
         t = f.study.ask(dists)
         return t, {k.flag: k.levels[int(t.params[k.flag])] for k in self.knobs}
 
@@ -338,7 +370,13 @@ class Tuner:
         ev = p.evaluation
         if self.objective == "pareto":
             if ev.status == "ok":
-                study.tell(t, [float(ev.metrics.get("output_tps") or 0.0), float(ev.metrics.get(self.latency_metric) or 1e9)])
+                study.tell(
+                    t,
+                    [
+                        float(ev.metrics.get("output_tps") or 0.0),
+                        float(ev.metrics.get(self.latency_metric) or 1e9),
+                    ],
+                )
             else:
                 study.tell(t, state=optuna.trial.TrialState.FAIL)
             return
@@ -349,20 +387,29 @@ class Tuner:
         ok = [p for p in self.points if p.evaluation.status == "ok"]
         front = []
         for p in ok:
-            tp, lat = p.evaluation.metrics.get("output_tps") or 0.0, p.evaluation.metrics.get(self.latency_metric) or 1e9
-            dominated = any((q.evaluation.metrics.get("output_tps") or 0.0) >= tp
-                            and (q.evaluation.metrics.get(self.latency_metric) or 1e9) <= lat
-                            and ((q.evaluation.metrics.get("output_tps") or 0.0) > tp
-                                 or (q.evaluation.metrics.get(self.latency_metric) or 1e9) < lat)
-                            for q in ok)
+            tp, lat = (
+                p.evaluation.metrics.get("output_tps") or 0.0,
+                p.evaluation.metrics.get(self.latency_metric) or 1e9,
+            )
+            dominated = any(
+                (q.evaluation.metrics.get("output_tps") or 0.0) >= tp
+                and (q.evaluation.metrics.get(self.latency_metric) or 1e9) <= lat
+                and (
+                    (q.evaluation.metrics.get("output_tps") or 0.0) > tp
+                    or (q.evaluation.metrics.get(self.latency_metric) or 1e9) < lat
+                )
+                for q in ok
+            )
             if not dominated:
                 front.append(p)
         return sorted(front, key=lambda p: p.evaluation.metrics.get(self.latency_metric) or 0.0)
 
 
 def grid(knobs: list[Knob]) -> list[dict[str, str]]:
-    return [dict(zip([k.flag for k in knobs], combo, strict=True)) for combo in
-            itertools.product(*[k.levels for k in knobs])]
+    return [
+        dict(zip([k.flag for k in knobs], combo, strict=True))
+        for combo in itertools.product(*[k.levels for k in knobs])
+    ]
 
 
 @dataclass

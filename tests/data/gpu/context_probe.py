@@ -28,10 +28,22 @@ out["torch_reserved_mib"] = torch.cuda.memory_reserved() / 2**20
 free, total = torch.cuda.mem_get_info()
 out["mem_get_info_free_mib"], out["mem_get_info_total_mib"] = free / 2**20, total / 2**20
 p = torch.cuda.get_device_properties(0)
-out["props"] = {k: getattr(p, k) for k in ("name", "major", "minor", "total_memory", "multi_processor_count",
-                                           "shared_memory_per_block", "shared_memory_per_block_optin",
-                                           "shared_memory_per_multiprocessor", "L2_cache_size", "regs_per_multiprocessor")
-                if hasattr(p, k)}
+out["props"] = {
+    k: getattr(p, k)
+    for k in (
+        "name",
+        "major",
+        "minor",
+        "total_memory",
+        "multi_processor_count",
+        "shared_memory_per_block",
+        "shared_memory_per_block_optin",
+        "shared_memory_per_multiprocessor",
+        "L2_cache_size",
+        "regs_per_multiprocessor",
+    )
+    if hasattr(p, k)
+}
 out["torch"] = torch.__version__
 out["torch_cuda"] = torch.version.cuda
 print(json.dumps(out, indent=1))

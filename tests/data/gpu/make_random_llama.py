@@ -20,9 +20,17 @@ from safetensors.torch import save_file
 
 from bringup.testmodel import write_test_model
 
-SHAPES = {"hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
-          "head_dim": 128, "intermediate_size": 14336, "max_position_embeddings": 8192,
-          "rope_theta": 500000.0, "torch_dtype": "bfloat16"}
+SHAPES = {
+    "hidden_size": 4096,
+    "num_hidden_layers": 32,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "head_dim": 128,
+    "intermediate_size": 14336,
+    "max_position_embeddings": 8192,
+    "rope_theta": 500000.0,
+    "torch_dtype": "bfloat16",
+}
 
 
 def tensors(cfg: dict):
@@ -83,8 +91,9 @@ def main() -> None:
         if size >= args.shard_gb * 1e9:
             flush()
     flush()
-    (args.out / "model.safetensors.index.json").write_text(json.dumps(
-        {"metadata": {"total_size": total * 2}, "weight_map": index}, indent=2))
+    (args.out / "model.safetensors.index.json").write_text(
+        json.dumps({"metadata": {"total_size": total * 2}, "weight_map": index}, indent=2)
+    )
     print(json.dumps({"parameters": total, "bytes": total * 2, "shards": len(names)}))
 
 

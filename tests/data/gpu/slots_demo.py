@@ -28,7 +28,9 @@ from bringup.trial import Trial, TrialSettings
 
 def smi(query: str, kind: str = "gpu") -> list[list[str]]:
     flag = f"--query-{kind}={query}"
-    out = subprocess.run(["nvidia-smi", flag, "--format=csv,noheader,nounits"], capture_output=True, text=True).stdout
+    out = subprocess.run(
+        ["nvidia-smi", flag, "--format=csv,noheader,nounits"], capture_output=True, text=True
+    ).stdout
     return [[c.strip() for c in line.split(",")] for line in out.splitlines() if line.strip()]
 
 
@@ -63,24 +65,34 @@ def main() -> None:
     def sample() -> None:
         while not stop.is_set():
             mem = {int(i): int(m) for i, m in smi("index,memory.used")}
-            procs = [{"pid": int(p), "gpu": uuid_to_index.get(u), "mib": int(m)}
-                     for p, u, m in smi("pid,gpu_uuid,used_memory", "compute-apps") if p.isdigit()]
+            procs = [
+                {"pid": int(p), "gpu": uuid_to_index.get(u), "mib": int(m)}
+                for p, u, m in smi("pid,gpu_uuid,used_memory", "compute-apps")
+                if p.isdigit()
+            ]
             samples.append({"t": round(time.monotonic() - t0, 2), "mem": mem, "procs": procs})
             time.sleep(0.25)
 
     def run_trial(job: Job) -> TrialRun:
         eng = dataclasses.replace(engine, gpus=",".join(job.gpus))
         tdir = out_dir / f"{job.seq:02d}-{job.cand.label}"
-        s = TrialSettings(timeout=600, hang_timeout=300, port=job.port, cancel=job.cancel,
-                          probe=ProbeConfig(batch_size=4, long_tokens=64))
+        s = TrialSettings(
+            timeout=600,
+            hang_timeout=300,
+            port=job.port,
+            cancel=job.cancel,
+            probe=ProbeConfig(batch_size=4, long_tokens=64),
+        )
         started = time.monotonic() - t0
         o = Trial(eng, job.cand, tdir, s, spec=spec).run()
         return TrialRun(o, tdir, started, time.monotonic() - t0)
 
-    plan = [("sdpa-a", {"--device": "cuda:0", "--attn-implementation": "sdpa"}),
-            ("eager-b", {"--device": "cuda:0", "--attn-implementation": "eager"}),
-            ("split-both", {"--device": "auto", "--attn-implementation": "sdpa"}),
-            ("sdpa-c", {"--device": "cuda:0", "--attn-implementation": "sdpa", "--dtype": "bfloat16"})]
+    plan = [
+        ("sdpa-a", {"--device": "cuda:0", "--attn-implementation": "sdpa"}),
+        ("eager-b", {"--device": "cuda:0", "--attn-implementation": "eager"}),
+        ("split-both", {"--device": "auto", "--attn-implementation": "sdpa"}),
+        ("sdpa-c", {"--device": "cuda:0", "--attn-implementation": "sdpa", "--dtype": "bfloat16"}),
+    ]
     jobs = []
     for i, (label, flags) in enumerate(plan, start=1):
         cand = Candidate.make("transformers", model, flags, {}, label=label)
@@ -103,19 +115,38 @@ def main() -> None:
         r = d.run
         assert r is not None
         pid = int((r.tdir / "server.pid").read_text().split()[0])
-        trials.append({"seq": d.job.seq, "label": d.job.cand.label, "need": d.job.need, "gpus": d.job.gpus,
-                       "port": d.job.port, "pid": pid, "start_s": round(r.started, 2), "end_s": round(r.ended, 2),
-                       "status": r.outcome.status, "failure_class": r.outcome.failure_class,
-                       "gpu": r.outcome.gpu, "timings": r.outcome.timings.model_dump(),
-                       "evidence": r.outcome.evidence[:3]})
+        trials.append(
+            {
+                "seq": d.job.seq,
+                "label": d.job.cand.label,
+                "need": d.job.need,
+                "gpus": d.job.gpus,
+                "port": d.job.port,
+                "pid": pid,
+                "start_s": round(r.started, 2),
+                "end_s": round(r.ended, 2),
+                "status": r.outcome.status,
+                "failure_class": r.outcome.failure_class,
+                "gpu": r.outcome.gpu,
+                "timings": r.outcome.timings.model_dump(),
+                "evidence": r.outcome.evidence[:3],
+            }
+        )
     stray = strays(samples, trials)
     wall = max(t["end_s"] for t in trials)
-    report = {"trials": trials, "wall_s": round(wall, 1), "stray": stray[:50], "stray_count": len(stray),
-              "samples": samples}
+    report = {
+        "trials": trials,
+        "wall_s": round(wall, 1),
+        "stray": stray[:50],
+        "stray_count": len(stray),
+        "samples": samples,
+    }
     (out_dir / "slots.json").write_text(json.dumps(report, indent=1, default=str))
     for t in trials:
-        print(f"#{t['seq']} {t['label']:<11} gpus {','.join(t['gpus']):<4} {t['start_s']:7.1f}-{t['end_s']:7.1f} s "
-              f"{t['status']} {t['failure_class'] or ''} mem back {t['gpu'] and t['gpu'].get('returned_s')}")
+        print(
+            f"#{t['seq']} {t['label']:<11} gpus {','.join(t['gpus']):<4} {t['start_s']:7.1f}-{t['end_s']:7.1f} s "
+            f"{t['status']} {t['failure_class'] or ''} mem back {t['gpu'] and t['gpu'].get('returned_s')}"
+        )
     print(f"wall {wall:.1f} s; memory seen on a GPU no running trial was given: {len(stray)} samples")
 
 
