@@ -85,7 +85,7 @@ def explain_lines(lines: list[str], engine: str | None = None) -> Outcome:
                 )
             )
     fatal_hit = any(h.signature.fatal for h in cls.hits)
-    crashed = any("Traceback (most recent call last)" in ln or _HTTP_500.search(ln) for ln in lines)
+    crashed, survived = _crashed(lines, ready)
     failed = fatal_hit or crashed or not ready
     return Outcome(
         status="fails" if failed else "works",
@@ -105,7 +105,24 @@ def explain_lines(lines: list[str], engine: str | None = None) -> Outcome:
         overrides=overrides,
         engine=engine,
         launched=True,
+        warnings=[survived] if survived and not failed else [],
     )
+
+
+def _crashed(lines: list[str], ready: bool) -> tuple[bool, str]:
+    """(the log shows a crash, a note when it shows a request that failed and a server that went
+    on): a traceback or an HTTP 500 is the server's end unless a request is answered 200 after it
+    (`transformers serve` logs a whole traceback for a GET /v1/models it cannot answer, and serves on)."""
+    bad = [
+        i for i, ln in enumerate(lines) if "Traceback (most recent call last)" in ln or _HTTP_500.search(ln)
+    ]
+    if not bad:
+        return False, ""
+    after = lines[bad[-1] + 1 :]
+    if ready and any((m := _REQUEST.search(ln)) and m.group(2) == "200" for ln in after):
+        first = next((ln.strip() for ln in lines[bad[0] :] if _HTTP_500.search(ln)), lines[bad[0]].strip())
+        return False, f"a request failed ({first[:160]}) and the server went on answering 200 after it"
+    return True, ""
 
 
 def explain_file(path: Path, engine: str | None = None) -> Outcome:

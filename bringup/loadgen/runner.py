@@ -87,13 +87,16 @@ def _client(cfg: BenchConfig) -> httpx.AsyncClient:
 
 
 async def resolve_model(client: httpx.AsyncClient, cfg: BenchConfig) -> str:
-    """Check the server answers, and pick the model (the first listed) when none is given."""
+    """Check the server answers, and pick the model (the first listed) when none is given. With
+    the model given, /health is asked instead: a server whose /v1/models cannot list what it
+    serves (`transformers serve` answers 500 with a traceback in its log) is not made to fail."""
+    path = "/health" if cfg.model else "/v1/models"
     try:
-        r = await client.get(f"{cfg.url}/v1/models", timeout=10.0)
+        r = await client.get(f"{cfg.url}{path}", timeout=10.0)
     except httpx.ConnectError as e:
         raise BenchError(f"cannot connect to {cfg.url}: nothing is listening there ({e})") from e
     except httpx.TimeoutException as e:
-        raise BenchError(f"{cfg.url} did not answer /v1/models within 10 s") from e
+        raise BenchError(f"{cfg.url} did not answer {path} within 10 s") from e
     except httpx.HTTPError as e:
         raise BenchError(f"cannot reach {cfg.url}: {type(e).__name__}: {e}") from e
     if r.status_code == 401:
