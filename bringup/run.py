@@ -453,7 +453,13 @@ class Run:
         screened_ok: set[str] = set()
         seq, validated = self._replay(done, screened_ok)
         self._replayed_s = sum(self.screening.cost_s(a) for a in self.attempts)
-        self.ex = ex = self._executor()
+        try:
+            # Inside the try: an executor that cannot start (no Ray node of this hardware) marks the
+            # run interrupted in the journal, not forever "running".
+            self.ex = ex = self._executor()
+        except BaseException:
+            self.journal.set_status(self.run_id, "interrupted")
+            raise
         status, stop_reason = "budget", ""
         self._search_clock: float | None = None
         try:

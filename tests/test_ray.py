@@ -119,6 +119,11 @@ def test_no_node_of_this_hardware_says_how_to_start_one(cluster: LocalCluster, t
         run(tmp_path, other, ray=cluster.address)
     assert hw_resource(other) in str(e.value) and "ray start --address" in str(e.value)
     assert hw_resource(SAMPLER) in str(e.value)  # what the cluster does have
+    # and the journal does not keep the run "running" forever
+    from bringup.journal import Journal
+
+    row = Journal(tmp_path / "journal.sqlite").latest_run()
+    assert row is not None and row["status"] == "interrupted"
 
 
 class Stopped(Exception):
