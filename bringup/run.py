@@ -541,6 +541,7 @@ class Run:
     ) -> tuple[tuple[str, str] | None, int]:
         """Start launches while slots are free; returns (why the search stops, if it does; seq)."""
         s = self.settings
+        self._round = getattr(self, "_round", 0) + 1  # launches started together, in this call
         while len(ex.in_flight()) < ex.width:
             flying = ex.in_flight()
             launches = sum(1 for a in self.attempts if a.purpose in ("search", "screen")) + len(flying)
@@ -562,11 +563,22 @@ class Run:
                 return ("no-working-config", self.strategy.explain_stop()), seq
             extra = {"p_success": d.p_success, "reasons": d.reasons}
             job = self._job(seq + 1, "screen" if d.screen else "search", d.candidate, extra, screen=d.screen)
-            if not ex.fits(job):
+            if not ex.fits(job) or self._outlasts_likelier(job, flying):
                 break  # it waits for its GPUs; what is in flight reports first
             seq += 1
+            job.extra["round"] = self._round
             self._submit(ex, job)
         return None, seq
+
+    def _outlasts_likelier(self, job: Job, flying: list[Job]) -> bool:
+        """A screen started now would end after a likelier one started earlier: if that one passes,
+        its full launch wants the GPUs this one holds, and waits. (Screens started together end
+        together; those are a batch.)"""
+        p = job.extra.get("p_success") or 0.0
+        return job.screen and any(
+            j.screen and j.extra.get("round") != self._round and (j.extra.get("p_success") or 0.0) > p
+            for j in flying
+        )
 
     def _follow_up(self, ex: Executor, seq: int) -> tuple[bool, int]:
         """Start the first follow-up if its GPUs are free (or drop it: an answer that came back
