@@ -229,6 +229,8 @@ class RayExecutor:
                     if k.startswith("bringup-hw-")
                 }
             )
+            if self._own:  # a driver left connected to a cluster dies with it later
+                ray.shutdown()
             raise RayClusterError(
                 f"no live Ray node declares {self.resource} (this machine's hardware, {hw_fp}); the cluster has "
                 f"{', '.join(declared) or 'no bringup node'}. Start a worker of this hardware with: "

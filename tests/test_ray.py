@@ -49,6 +49,12 @@ def cluster():
             c.wait_nodes(n)
         yield c
     finally:
+        import ray
+
+        # A driver still connected when its cluster stops is killed by Ray once the GCS has been
+        # gone long enough (it took pytest down with it, tests later).
+        if ray.is_initialized():
+            ray.shutdown()
         c.stop()
         assert not c.processes(), "a process of the test cluster survived its stop"
 
@@ -91,7 +97,7 @@ def test_ray_run_finds_what_the_local_run_finds(cluster: LocalCluster, tmp_path:
     local = run(tmp_path / "local", SMEM)
     ev = Events()
     remote = run(tmp_path / "ray", SMEM, observer=ev, ray=cluster.address, parallel="1")
-    assert local.status == "validated" and local.launches >= 3
+    assert local.status == "validated" and local.launches >= 2  # a failure first, then the fix
     assert findings(remote) == findings(local)
     assert not remote.lost_trials
     # Each trial ran on a worker node, its folder (server.log ...) landed in the run folder.
