@@ -73,6 +73,49 @@ class Done:
 
 
 RunTrial = Callable[[Job], TrialRun]
+Result = Any  # a TrialRun, an exception the run function raised, or (Ray) why the trial was lost
+
+
+class FinishOrder:
+    """The run's clock, and finished trials handed back in order of their end on it: shared by
+    every executor, so that trials overlap on the simulated clock the same way wherever they ran."""
+
+    def __init__(self, simulated: bool) -> None:
+        self.simulated = simulated
+        self._clock = 0.0
+        self._t0 = time.monotonic()
+        self._done: list[tuple[float, int, Job, Result]] = []
+
+    def now(self) -> float:
+        return self._clock if self.simulated else time.monotonic() - self._t0
+
+    def add(self, job: Job, res: Result) -> None:
+        """A trial that ended: on a double, at its start plus the simulated seconds it stands for."""
+        if self.simulated:
+            sim = None
+            if isinstance(res, TrialRun):
+                sim = res.simulated_s if res.simulated_s is not None else res.outcome.timings.simulated
+            end = job.sim_start + (sim or 0.0)
+        else:
+            end = time.monotonic() - self._t0
+        self._done.append((end, job.seq, job, res))
+
+    def pop(self) -> tuple[Job, Result]:
+        """The earliest to end (the clock moves on to it)."""
+        self._done.sort(key=lambda t: (t[0], t[1]))
+        end, _, job, res = self._done.pop(0)
+        if self.simulated:
+            self._clock = max(self._clock, end)
+        return job, res
+
+    def jobs(self) -> list[Job]:
+        return [j for _, _, j, _ in self._done]
+
+    def clear(self) -> None:
+        self._done.clear()
+
+    def __len__(self) -> int:
+        return len(self._done)
 
 
 class Executor(Protocol):
@@ -125,9 +168,7 @@ class LocalExecutor:
         self.gpu_free = gpu_free  # a fresh reading: is a held GPU's memory back? (None: never recheck)
         self._pool = ThreadPoolExecutor(max_workers=self.width, thread_name_prefix="trial")
         self._running: dict[Future[TrialRun], Job] = {}
-        self._finished: list[tuple[float, int, Job, TrialRun | BaseException]] = []
-        self._clock = 0.0
-        self._t0 = time.monotonic()
+        self._finished = FinishOrder(simulated)
 
     # -- placing -------------------------------------------------------------------------------
     def _slots_free(self) -> int:
@@ -151,25 +192,17 @@ class LocalExecutor:
         self._running[self._pool.submit(self.run_trial, job)] = job
 
     def in_flight(self) -> list[Job]:
-        return [*self._running.values(), *(j for _, _, j, _ in self._finished)]
+        return [*self._running.values(), *self._finished.jobs()]
 
     def now(self) -> float:
-        return self._clock if self.simulated else time.monotonic() - self._t0
+        return self._finished.now()
 
     # -- waiting -------------------------------------------------------------------------------
     def _collect(self, futures: set[Future[TrialRun]]) -> None:
         for fut in futures:
             job = self._running.pop(fut)
             err = fut.exception()
-            res: TrialRun | BaseException = err if err is not None else fut.result()
-            if self.simulated:
-                sim = None
-                if isinstance(res, TrialRun):
-                    sim = res.simulated_s if res.simulated_s is not None else res.outcome.timings.simulated
-                end = job.sim_start + (sim or 0.0)
-            else:
-                end = time.monotonic() - self._t0
-            self._finished.append((end, job.seq, job, res))
+            self._finished.add(job, err if err is not None else fut.result())
 
     def wait(self) -> Done:
         if not self._running and not self._finished:
@@ -180,10 +213,7 @@ class LocalExecutor:
                 self._collect(set(wait(list(self._running)).done))
         elif not self._finished:
             self._collect(set(wait(list(self._running), return_when=FIRST_COMPLETED).done))
-        self._finished.sort(key=lambda t: (t[0], t[1]))
-        end, _, job, res = self._finished.pop(0)
-        if self.simulated:
-            self._clock = max(self._clock, end)
+        job, res = self._finished.pop()
         if job.port is not None:
             self.ports.give(job.port)
         if isinstance(res, TrialRun) and res.outcome.failure_class == "port-in-use" and job.port_tries < 3:

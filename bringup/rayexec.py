@@ -40,7 +40,7 @@ from typing import Any
 
 from bringup.candidate import Candidate
 from bringup.engines.base import Engine
-from bringup.executor import Done, Job, TrialRun
+from bringup.executor import Done, FinishOrder, Job, TrialRun
 from bringup.helptext import HelpSpec
 from bringup.outcome import Outcome
 from bringup.trial import TrialSettings
@@ -248,9 +248,7 @@ class RayExecutor:
         )
         self._task = ray.remote(run_remote)
         self._running: dict[Any, tuple[Job, Path, RemoteTrial]] = {}
-        self._finished: list[tuple[float, int, Job, TrialRun | BaseException | str]] = []
-        self._clock = 0.0
-        self._t0 = time.monotonic()
+        self._finished = FinishOrder(simulated)
         self._checked = time.monotonic()
 
     def _init(self, address: str, local_gpus: int) -> None:
@@ -307,10 +305,10 @@ class RayExecutor:
         self._running[ref] = (job, tdir, rt)
 
     def in_flight(self) -> list[Job]:
-        return [*(j for j, _, _ in self._running.values()), *(j for _, _, j, _ in self._finished)]
+        return [*(j for j, _, _ in self._running.values()), *self._finished.jobs()]
 
     def now(self) -> float:
-        return self._clock if self.simulated else time.monotonic() - self._t0
+        return self._finished.now()
 
     # -- waiting -------------------------------------------------------------------------------
     def _poll_events(self) -> None:
@@ -334,16 +332,11 @@ class RayExecutor:
             res = _lost_why(cause) if isinstance(cause, self.ray.exceptions.RayError) else (cause or e)
         except self.ray.exceptions.RayError as e:  # node, raylet or worker died; object lost; cancelled
             res = _lost_why(e)
-        if self.simulated:
-            sim = res.outcome.timings.simulated if isinstance(res, TrialRun) else None
-            end = job.sim_start + (sim or 0.0)
-        else:
-            end = time.monotonic() - self._t0
         if isinstance(res, TrialRun) and res.outcome.failure_class == "port-in-use" and job.port_tries < 3:
             job.port_tries += 1  # the node's race for a port, not the candidate's: again
             self._start(job, tdir, rt)
             return
-        self._finished.append((end, job.seq, job, res))
+        self._finished.add(job, res)
 
     def _land(self, got: dict[str, Any], tdir: Path) -> TrialRun:
         """The node's trial folder into the run folder, its paths made the driver's."""
@@ -380,10 +373,7 @@ class RayExecutor:
             if not ready:
                 self._check_nodes()
         self._poll_events()
-        self._finished.sort(key=lambda t: (t[0], t[1]))
-        end, _, job, res = self._finished.pop(0)
-        if self.simulated:
-            self._clock = max(self._clock, end)
+        job, res = self._finished.pop()
         if isinstance(res, str):
             return Done(job, None, self.now(), lost_why=res)
         if isinstance(res, BaseException):
