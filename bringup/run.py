@@ -191,11 +191,11 @@ class Run:
             self.space, self.baseline, self.knowledge, t.spec, screening=self.screening, env=self.env
         )
         self.answers = [KnownAnswer(p, e) for p, e in s.answers] + list(t.answers)
-        self.slots = self._slots()
+        self._slots()
         self.reference, self.reference_why = self._reference(journal)
 
-    def _slots(self) -> tuple[GpuSlots, int]:
-        """The run's GPUs and how many trials run at once on them."""
+    def _slots(self) -> None:
+        """The run's GPUs (``gpu_slots``) and how many trials run at once on them (``width``)."""
         s, t = self.settings, self.target
         try:
             gpus = parse_gpus(s.gpus, int(self.facts.get("gpu.count") or 0))
@@ -208,17 +208,12 @@ class Run:
             if width > 1 and self.screening.flags
             else {}
         )
-        self.screening.beside = bool(self.screen_shrink) and self.weights_big()
-        return GpuSlots(gpus), width
-
-    def weights_big(self) -> bool:
-        from bringup.screening import BIG_MODEL_GIB
-
-        return self.screening.weights_gib >= BIG_MODEL_GIB
+        self.screening.beside = bool(self.screen_shrink) and self.screening.big_model
+        self.gpu_slots, self.width = GpuSlots(gpus), width
 
     def _need(self, launch: Candidate) -> int:
         """GPUs a launch takes, at most the run's."""
-        total = len(self.slots[0].gpus)
+        total = len(self.gpu_slots.gpus)
         return min(total, self.target.engine.gpus_needed(launch, self.target.spec, total))
 
     def _as_launched(self, job: Job) -> Candidate:
@@ -234,7 +229,7 @@ class Run:
         if self.target.engine.simulated or not journal:
             return None, "no reference for a scenario or an offline plan"
         try:
-            gpus = self.slots[0].gpus
+            gpus = self.gpu_slots.gpus
             mem = self.facts.get("gpu.memory_gib")
             return reference_for(
                 self.target.model,
@@ -271,7 +266,7 @@ class Run:
         """Run one trial (in the executor's worker): the candidate on the job's GPUs and port."""
         launch, tdir, settings = self._trial_parts(job)
         engine = self.target.engine
-        if self.slots[1] > 1 and job.gpus:  # trials at once: each sees only its own GPUs
+        if self.width > 1 and job.gpus:  # trials at once: each sees only its own GPUs
             engine = dataclasses.replace(engine, gpus=",".join(job.gpus))
         started = time.time()
         out = Trial(
@@ -322,7 +317,7 @@ class Run:
             job.seq,
         )
         extra = dict(job.extra)
-        if self.slots[1] > 1 or job.where != "local":
+        if self.width > 1 or job.where != "local":
             extra.update(gpus=job.gpus, where=job.where, clock_start_s=job.sim_start, clock_end_s=d.clock)
         self._log(job.seq, job.purpose, job.cand, r.outcome, r.tdir, r.started, r.ended, extra)
         return r.outcome
@@ -462,6 +457,7 @@ class Run:
             raise
         status, stop_reason = "budget", ""
         self._search_clock: float | None = None
+        self._round = 0  # each _fill call: launches started together (see _outlasts_likelier)
         try:
             self._follow: list[Job] = []  # full launches of screens that passed; trials lost with their node
             while validated is None:
@@ -501,7 +497,7 @@ class Run:
         return result
 
     def _executor(self) -> Executor:
-        slots, width = self.slots
+        slots, width = self.gpu_slots, self.width
         if self.settings.ray:
             return self._ray_executor()
         watch = default_watch()
@@ -519,7 +515,7 @@ class Run:
         at once as their GPUs hold, or --parallel N."""
         from bringup.rayexec import RayClusterError, RayExecutor, RayMissing
 
-        s, (slots, _) = self.settings, self.slots
+        s, slots = self.settings, self.gpu_slots
         width = None if s.parallel == "auto" else parallel_width(s.parallel, slots.total)
         try:
             ex = RayExecutor(
@@ -533,7 +529,7 @@ class Run:
             )
         except (RayMissing, RayClusterError) as e:
             raise RunError(str(e)) from None
-        self.slots = (slots, ex.width)
+        self.width = ex.width
         return ex
 
     def _fill(
@@ -541,7 +537,7 @@ class Run:
     ) -> tuple[tuple[str, str] | None, int]:
         """Start launches while slots are free; returns (why the search stops, if it does; seq)."""
         s = self.settings
-        self._round = getattr(self, "_round", 0) + 1  # launches started together, in this call
+        self._round += 1  # launches started together, in this call
         while len(ex.in_flight()) < ex.width:
             flying = ex.in_flight()
             launches = sum(1 for a in self.attempts if a.purpose in ("search", "screen")) + len(flying)
@@ -745,7 +741,7 @@ class Run:
         return RunResult(
             final_probes=probes,
             warnings=warnings,
-            parallel=self.slots[1],
+            parallel=self.width,
             lost_trials=list(self.lost),
             reference=self.reference_why,
             node_type=getattr(self.ex, "resource", None),

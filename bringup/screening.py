@@ -65,6 +65,11 @@ class ScreeningPolicy:
     # then a screen costs a sliver of a full launch, and it pays before any full launch.
     beside: bool = False
 
+    @property
+    def big_model(self) -> bool:
+        """Big enough that a full launch is long and a screen's few layers save most of it."""
+        return self.weights_gib >= BIG_MODEL_GIB
+
     def cost_s(self, a: Attempt) -> float:
         """What a launch cost: the engine's simulated seconds, or the real ones."""
         return (a.simulated_s or 0.0) if self.simulated else a.wall_s
@@ -87,7 +92,7 @@ class ScreeningPolicy:
             # blindly and only catches a kernel failure the change did not cause; worth a launch
             # only where a full launch is long (the seeds' 400 GB model: 10 minutes and more).
             return False
-        if not (self.weights_gib >= BIG_MODEL_GIB and bool(full) and p_success < GAMBLE):
+        if not (self.big_model and bool(full) and p_success < GAMBLE):
             return False
         # A screen saves what a failing full launch would have cost beyond the screen itself. The
         # last full launch's failure is the measure of what the next one costs: one that failed
