@@ -524,8 +524,48 @@ def mentions(line: str, known: Iterable[str] | None = None) -> list[Mention]:
             continue
         seen.add(name)
         out.append(Mention(name, None, _advice(line[: m.start()]), m.group(0)))
+    out = [m for m in out if advice_holds(m.name, line)]
     order = {m.name: line.find(m.name) for m in out}
     return sorted(out, key=lambda m: order[m.name])
+
+
+_SIZE = re.compile(r"^(?P<n>[\d.]+) ?(?P<unit>[KMGT]?)i?B$")
+
+
+def _gib(text: str) -> str:
+    """A size as PyTorch prints it ("406.50 MiB", "1.12 GiB", "512 B") in GiB; other text as is."""
+    m = _SIZE.match(text.strip())
+    if m is None:
+        return text
+    scale = {"": 1 / 2**30, "K": 1 / 2**20, "M": 1 / 2**10, "G": 1.0, "T": 2**10}[m["unit"]]
+    return str(float(m["n"]) * scale)
+
+
+@lru_cache(maxsize=1)
+def _conditional_advice() -> tuple[tuple[str, re.Pattern[str], tuple[str, ...]], ...]:
+    return tuple(
+        (e["variable"], re.compile(e["pattern"]), tuple(e.get("requires") or ()))
+        for e in _common_doc().get("conditional_advice") or []
+    )
+
+
+def advice_holds(name: str, line: str) -> bool:
+    """False when ``line`` names ``name`` in advice that the library prints with every error of a
+    kind under a condition the line itself shows unmet (PyTorch's "If reserved but unallocated
+    memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True" after an OOM whose
+    reserved but unallocated memory is 1.12 of 94.97 GiB): that line is no evidence for it."""
+    from bringup.signatures import eval_limit
+
+    for var, rx, requires in _conditional_advice():
+        m = rx.search(line) if var == name else None
+        if m is None:
+            continue
+        groups = {k: _gib(v) for k, v in m.groupdict().items() if v is not None}
+        for expr in requires:
+            value = eval_limit(expr, groups)
+            if value is not None and value < 0:
+                return False
+    return True
 
 
 def mentions_in_lines(lines: Iterable[str], known: Iterable[str] | None = None) -> list[Mention]:
@@ -716,7 +756,9 @@ def _components_in(text: str) -> set[str]:
     return {c for c, spellings in comps.items() if any(f" {s} " in t for s in spellings for t in texts)}
 
 
-def _other_platform(name: str, device: str | None) -> bool:
+def other_platform(name: str, device: str | None) -> bool:
+    """Whether a name (a variable's, a kernel backend's) marks another platform than ``device``
+    (relevance.yaml other_platforms: SGLANG_AITER_*, the aiter attention backend on CUDA)."""
     words = _norm(name)
     return device is not None and any(f" {w} " in words for w in _relevance()[2].get(device, ()))
 
@@ -786,7 +828,7 @@ def rank(
         reasons: list[str] = []
         m = by_name.get(name)
         m_else = elsewhere.get(name) if m is None else None
-        if m is None and m_else is None and name not in implicated_env and _other_platform(name, device):
+        if m is None and m_else is None and name not in implicated_env and other_platform(name, device):
             continue
         if m is not None:
             score += W_NAMED_BY_LOG + (W_ADVISED if m.action == "set" else 0)

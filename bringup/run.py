@@ -22,7 +22,7 @@ from pydantic import BaseModel, Field
 from bringup import secrets
 from bringup.candidate import Candidate, FlagError, change_tokens, parse_command
 from bringup.envfactors import EnvFactors
-from bringup.envvars import launch_environment
+from bringup.envvars import launch_environment, other_platform
 from bringup.executor import Done, Executor, Job, LocalExecutor, TrialRun
 from bringup.gpus import default_watch, visible_indices
 from bringup.identity import gather_facts, hardware_fingerprint, model_identity
@@ -35,7 +35,7 @@ from bringup.probes import KnownAnswer, ProbeConfig
 from bringup.results import Attempt, Prediction, Purpose, RunResult
 from bringup.screening import ScreeningPolicy, one_gpu_screen, screen_flags
 from bringup.slots import GpuSlots, SlotError, parallel_width, parse_gpus
-from bringup.space import Space, build_space
+from bringup.space import Space, build_space, drop_levels
 from bringup.strategy import Strategy
 from bringup.targets import Target, resolve_target
 from bringup.trial import Trial, TrialSettings
@@ -173,6 +173,8 @@ class Run:
             fix=s.fix or None,
             space_file=Path(s.space_file) if s.space_file else None,
         )
+        device = self.facts.get("device")
+        drop_levels(self.space, self.baseline, lambda level: other_platform(level, device))
         self.env = EnvFactors(registry, device=self.facts.get("device"))
         for f in self.env.initial(
             {

@@ -8,6 +8,7 @@ or widened by the user (``--vary``, ``--fix``, or a space file). Every factor al
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,10 @@ class FactorSpec(BaseModel):
     # (batch limits, collectives) say so, so that merely having them in the space does not make
     # every candidate look riskier.
     p_unset: float | None = None
+    # What the flag sizes, for evidence that reads the engine's own memory report: "kv-pool" (the
+    # memory fraction whose share of the GPU becomes the KV cache, so a launch's reported pool
+    # predicts the lowest fraction that still holds one request; bringup/strategy.py).
+    sizes: str | None = None
 
 
 @dataclass
@@ -52,6 +57,7 @@ class Factor:
     group: str | None = None
     origin: str = "builtin"  # builtin | vary | space-file
     p_unset: float | None = None  # prior that the engine default fails (None: the strategy's)
+    sizes: str | None = None  # "kv-pool": the memory fraction that sizes the KV cache (FactorSpec)
 
     @property
     def is_env(self) -> bool:
@@ -152,7 +158,24 @@ def _factor(spec: FactorSpec, helpspec: HelpSpec | None, origin: str, where: str
         spec.group,
         origin,
         spec.p_unset,
+        spec.sizes,
     )
+
+
+def drop_levels(space: Space, baseline: Candidate, unwanted: Callable[[str], bool]) -> list[str]:
+    """Leave out of the built-in choice factors the levels ``unwanted`` names (those of another
+    platform than the machine's: SGLang's `aiter` backends are ROCm's kernels, as the vLLM MoE
+    backends' `only:` list says by hand); the baseline's own level always stays. Returns what went."""
+    gone = []
+    for f in space.factors:
+        if f.origin != "builtin" or f.kind != "choice":
+            continue
+        base = f.level_in(baseline.flag_dict, baseline.env_dict)
+        keep = [lv for lv in f.levels if not unwanted(str(lv)) or lv == base]
+        if keep and len(keep) < len(f.levels):
+            gone += [f"{f.name} {lv}" for lv in f.levels if lv not in keep]
+            f.levels = keep
+    return gone
 
 
 def build_space(

@@ -133,6 +133,9 @@ class Strategy:
     )  # factor -> launches that refused all its levels  # signature -> numeric factors it moved
     best_left: Proposal | None = None  # the untried candidate judged too unlikely to launch, if that ended it
     _pending_moves: list[frozenset[tuple[str, str]]] = field(default_factory=list)  # see _next_beside
+    cleared: set[tuple[str, str]] = field(
+        default_factory=set
+    )  # (factor, failure class): changing only that factor left that failure as it was
     refused_final: set[tuple[str, str]] = field(
         default_factory=set
     )  # (factor, level) refused for a reason no flag changes
@@ -182,8 +185,10 @@ class Strategy:
         for o in self.observations:
             o.key = self.predicted_key(o.candidate)
 
-    def _grow_env(self, outcome: Outcome) -> tuple[list[Factor], list[Factor]]:
-        """Variables this failure calls for join the space: (named by its lines, ranked)."""
+    def _grow_env(self, outcome: Outcome, own_fix: bool = False) -> tuple[list[Factor], list[Factor]]:
+        """Variables this failure calls for join the space: (named by its lines, ranked). With
+        ``own_fix`` (the signature names the numbers to move), a ranked variable is never a first
+        suspect, however many of the failure's words its name shares."""
         if self.env is None:
             return [], []
         named: list[Factor] = []
@@ -196,6 +201,8 @@ class Strategy:
         for prop in self.env.after_failure(outcome, self.space.names):
             if outside_only and prop.factor.origin != "log":
                 continue
+            if own_fix and prop.factor.origin == "ranked":
+                prop.named = False
             if prop.named and prop.factor.p_unset is None:
                 # The failure's own words name this variable's component: its default is as
                 # suspect as any flag's (a variable merely in the space rarely is).
@@ -324,6 +331,8 @@ class Strategy:
             return obs
         self._refusals(outcome)
         self._missing_package(outcome)
+        self._kv_floor(cand, outcome)
+        self._unchanged_failure(obs)
         if outcome.status == "timeout" and outcome.failure_class is None:
             return obs  # a deadline, not evidence against any level
         # 2. Numeric flags the signature says must move: the first one in the space that an earlier
@@ -343,6 +352,13 @@ class Strategy:
                     continue
                 if f.name not in moved:
                     moved.append(f.name)
+                if not self._room(f, cur, adj.direction):
+                    # Bounded on that side already (a KV pool that must still hold one request):
+                    # this flag cannot move that way; the next one the signature names is tried.
+                    self.notes.append(
+                        f"{f.name} cannot go {adj.direction} from {cur:g}: {sig.id} moves the next flag"
+                    )
+                    continue
                 # The other flags the signature says could move are suspects too, for when this one
                 # runs out of levels (bounded on both sides by two kinds of out-of-memory).
                 for other in sig.adjust:
@@ -353,26 +369,25 @@ class Strategy:
                 b = self.bounds.setdefault(f.name, [None, None])
                 if adj.direction == "lower":
                     b[1] = upper = cur if b[1] is None else min(b[1], cur)
-                    if adj.limit:
-                        for line in outcome.evidence:
-                            m = sig.regex.search(line)
-                            lim = eval_limit(adj.limit, m.groupdict()) if m else None
-                            if lim is not None:
-                                b[1] = min(upper, lim * 0.95)  # a margin: free memory moves
-                                self.notes.append(
-                                    f"{f.name} must stay below {lim:.2f} ({sig.id}: {line.strip()[:120]})"
-                                )
-                                break
-                        else:
-                            self.near[f.name] = (cur, "lower")
+                    lim, line = self._limit(sig, adj.limit, outcome.evidence, cur)
+                    if lim is not None:
+                        b[1] = min(upper, lim * 0.95)  # a margin: free memory moves
+                        self.notes.append(f"{f.name} must stay below {lim:.2f} ({sig.id}: {line[:120]})")
                     else:
                         self.near[f.name] = (cur, "lower")
                 else:
                     b[0] = cur if b[0] is None else max(b[0], cur)
+                    lim, line = self._limit(sig, adj.limit, outcome.evidence, cur)
+                    if lim is not None and lim > b[0]:
+                        b[0] = lim
+                        self.notes.append(f"{f.name} must be above {lim:.3f} ({sig.id}: {line[:120]})")
                     self.near[f.name] = (cur, "raise")
                 certain = True
                 break
-        env_named, env_ranked = self._grow_env(outcome)
+        # A failure whose signature says which numbers to move (an out-of-memory) names its own
+        # fix: variables that merely share its words (ranked, not named by a line) come after it.
+        own_fix = sig is not None and any(self._factor_for(a) is not None for a in sig.adjust)
+        env_named, env_ranked = self._grow_env(outcome, own_fix)
         # 3. Bayes over the implicated factors' effective levels.
         suspects: list[tuple[Factor, FlagValue | None]] = []
         # A factor the evidence names ("moe_backend='deep_gemm' is not supported") is the first
@@ -404,7 +419,12 @@ class Strategy:
         mentioned += [f.name for f in env_named]
         for name in [*mentioned, *outcome.implicates, *(f.name for f in env_ranked)]:
             f = self._factor_for(name)
-            if f is None or f.name in self.frozen or any(s[0] is f for s in suspects):
+            if (
+                f is None
+                or f.name in self.frozen
+                or any(s[0] is f for s in suspects)
+                or (f.name, outcome.failure_class or "") in self.cleared
+            ):
                 continue
             level = f.level_in(flags, cand.env_dict)
             suspects.append((f, level))
@@ -525,6 +545,70 @@ class Strategy:
                 key = (f.name, normalise(lv))
                 self.p[key] = max(self.p.get(key, 0.0), P_INCOMPATIBLE)
 
+    # -- numeric bounds -----------------------------------------------------------------------------
+    def _numbers(self) -> dict[str, str]:
+        """The machine's numeric facts as names a `limit` may use (gpu.memory_gib -> gpu_memory_gib)."""
+        out = {}
+        for k, v in self.knowledge.facts.items():
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                out[k.replace(".", "_")] = str(v)
+        return out
+
+    def _limit(self, sig, expr: str | None, lines: list[str], level: float) -> tuple[float | None, str]:
+        """A bound a signature's `limit` reads from the failure's own line: arithmetic over the
+        pattern's groups, the flag's `level` in that launch and the machine's numeric facts."""
+        if not expr:
+            return None, ""
+        for line in lines:
+            m = sig.regex.search(line)
+            if m is None:
+                continue
+            lim = eval_limit(expr, {**self._numbers(), **m.groupdict(), "level": str(level)})
+            if lim is not None:
+                return lim, line.strip()
+        return None, ""
+
+    def _room(self, f: Factor, cur: float, direction: str) -> bool:
+        """Whether any level of a numeric factor (its listed ones and its default) lies that way
+        from ``cur`` inside the bounds learnt so far."""
+        lo, hi = self.bounds.get(f.name, [None, None])
+        for level in [None, *f.levels]:
+            num = as_number(self.eff(f, level))
+            if num is None or (num >= cur if direction == "lower" else num <= cur):
+                continue
+            if (lo is None or num > lo + 1e-9) and (hi is None or num < hi - 1e-9):
+                return True
+        return False
+
+    def _kv_floor(self, cand: Candidate, outcome: Outcome) -> None:
+        """A launch that got past KV allocation and said how many requests of the maximum length its
+        pool holds bounds the memory fraction from below: the pool shrinks by the fraction's share of
+        the GPU, and under one request the engine refuses to start (vLLM: "To serve at least one
+        request ...", vllm/v1/core/kv_cache_utils.py). Evidence from the launch's own log, so it
+        holds with or without knowledge. A report of under one request from a launch that went on
+        contradicts the launch and is not used."""
+        rep = outcome.kv_report or {}
+        conc, pool = rep.get("max_concurrency"), rep.get("kv_budget_gib") or rep.get("kv_gib")
+        gpu = as_number(self.knowledge.facts.get("gpu.memory_gib"))
+        if not conc or not pool or not gpu or conc < 1 or rep.get("device") == "cpu":
+            return
+        for f in self.space.factors:
+            cur = (
+                as_number(self.eff(f, f.level_in(cand.flag_dict, cand.env_dict)))
+                if f.sizes == "kv-pool"
+                else None
+            )
+            if cur is None or not 0 < cur <= 1:
+                continue
+            floor = cur - float(pool) * (1 - 1 / float(conc)) / float(gpu)
+            b = self.bounds.setdefault(f.name, [None, None])
+            if b[0] is None or floor > b[0]:
+                b[0] = floor
+                self.notes.append(
+                    f"{f.name} must stay above {floor:.3f}: at {cur:g} the KV pool of {float(pool):.2f} GiB "
+                    f"held {float(conc):g} requests of the maximum length (launch {len(self.observations)})"
+                )
+
     def _names_other_factor(self, reason: str, f: Factor) -> bool:
         """A refusal that depends on another setting (kv_cache_dtype, block size) is not final."""
         low = reason.lower()
@@ -548,6 +632,32 @@ class Strategy:
         if o.status in ("works", "wrong-output"):
             return True  # it served: every start-up phase and the serving phases were survived
         return phase_index(o.phase) > phase_index(name) >= 0
+
+    def _unchanged_failure(self, new: Observation) -> None:
+        """Two failed launches that differ only in a factor of two levels (a switch, a variable's
+        one value) and fail alike: changing it left the failure as it was, so it is not this
+        failure's cause. Its blame for it is cleared, so that a change that did nothing is not
+        carried into the next candidates. (Not a factor of more levels: two MoE backends that both
+        answer wrongly leave the third suspect. Not numbers: a batch limit lowered too little fails
+        the same way, and the next step down is the fix.)"""
+        new_eff = self._effective_levels(new.candidate)
+        for old in self.observations[:-1]:
+            if old.source not in ("launch", "screen") or not self._same_failure(old.outcome, new.outcome):
+                continue
+            old_eff = self._effective_levels(old.candidate)
+            differ = [f for f in self.space.factors if old_eff[f.name] != new_eff[f.name]]
+            if len(differ) != 1 or differ[0].name in self.frozen or differ[0].kind == "number":
+                continue
+            f = differ[0]
+            if {self.eff(f, lv) for lv in [None, *f.levels]} - {old_eff[f.name], new_eff[f.name]}:
+                continue
+            self.cleared.add((f.name, new.outcome.failure_class or ""))
+            for e in (old_eff, new_eff):
+                self.p.pop((f.name, e[f.name]), None)
+            self.notes.append(
+                f"{f.name}: launches {self.observations.index(old) + 1} and {len(self.observations)} differ "
+                f"only in it and fail alike ({new.outcome.failure_class}): not the cause"
+            )
 
     def _differential(self, new: Observation, suspects: list[Factor]) -> None:
         """Two failed launches that differ in one factor only: a failure the other launch went
@@ -581,6 +691,17 @@ class Strategy:
                 key = (g.name, new_eff[g.name])
                 if g is not f and key in self.p:
                     self.p[key] = max(self.prior(g, g.level_in(flags, env)), self.p[key] / 2)
+
+    @staticmethod
+    def _same_failure(a: Outcome, b: Outcome) -> bool:
+        """Two failures alike: same class, same phase, and neither passed a check the other failed."""
+        return (
+            a.status == b.status
+            and a.failure_class is not None
+            and a.failure_class == b.failure_class
+            and a.phase == b.phase
+            and set(Strategy._failed_checks(a)) == set(Strategy._failed_checks(b))
+        )
 
     def _effective_levels(self, cand: Candidate) -> dict[str, str]:
         flags, env = cand.flag_dict, cand.env_dict

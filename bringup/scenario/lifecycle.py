@@ -62,7 +62,7 @@ class Startup:
         self.sc, self.cfg, self.rule, self.clock, self.log = sc, cfg, rule, clock, log
         self.size = compute_sizing(sc, cfg)
         self.d: Dialect = dialect_for(sc, cfg, self.size, log)
-        self.values = template_values(cfg)
+        self.values = {**template_values(cfg), **self.size.template_values()}
         action: Fail | Hang | None = None
         if rule is not None:
             action = rule.fail or rule.hang

@@ -30,6 +30,18 @@ class Sizing:
     kv_bytes_per_token: int
     graph_max_bs: int
 
+    def template_values(self) -> dict[str, str]:
+        """Placeholders a scenario's start-up lines may use, so that a quoted message agrees with
+        the figures the double's own log printed before it (a real engine's do): ``{kv_gib}`` the
+        KV pool, ``{kv_tokens}`` the tokens it holds (as vLLM's "estimated maximum model length"),
+        ``{kv_need_gib}`` what one request of the context length needs, ``{weights_gib}``."""
+        return {
+            "kv_gib": f"{self.kv_gib:.2f}",
+            "kv_tokens": str(self.kv_tokens),
+            "kv_need_gib": f"{self.context_len * self.kv_bytes_per_token / (1 << 30):.2f}",
+            "weights_gib": f"{self.weights:.2f}",
+        }
+
 
 def _kv_dtype_bytes(kv: str, model_dtype: str) -> float:
     kv = (kv or "auto").lower()
