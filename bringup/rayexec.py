@@ -30,6 +30,7 @@ from __future__ import annotations
 import dataclasses
 import shutil
 import socket
+import sys
 import tempfile
 import threading
 import time
@@ -265,6 +266,10 @@ class RayExecutor:
         self._running: dict[Any, tuple[Job, Path, RemoteTrial]] = {}
         self._finished = FinishOrder(simulated)
         self._checked = time.monotonic()
+        # Ray's driver prints what the cluster reports ("(raylet) The node with node id ... has
+        # been marked dead") on sys.stdout, from a thread of its own, whatever log_to_driver says;
+        # stdout is where `--json` writes its one object. While trials run, those lines go to stderr.
+        self._stdout, sys.stdout = sys.stdout, sys.stderr
 
     def _init(self, address: str, local_gpus: int) -> None:
         ray = self.ray
@@ -425,6 +430,8 @@ class RayExecutor:
             pass
         if self._own:
             ray.shutdown()
+        if sys.stdout is sys.stderr:
+            sys.stdout = self._stdout
 
 
 def cluster_executor(

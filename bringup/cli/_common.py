@@ -35,8 +35,11 @@ RAY_HELP = (
 
 
 def usage_error(msg: str) -> typer.Exit:
-    """Bad usage: say what was wrong and what to do; exit code 2."""
-    err_console.print(f"[bold red]error:[/] {msg}")
+    """Bad usage: say what was wrong and what to do; exit code 2. The message is text, not Rich
+    markup: "pip install 'bringup[ray]'" keeps its brackets."""
+    from rich.markup import escape
+
+    err_console.print(f"[bold red]error:[/] {escape(msg)}")
     return typer.Exit(2)
 
 
