@@ -23,6 +23,7 @@ from pathlib import Path
 import optuna
 import psutil
 import pytest
+from conftest import ROOT, TUNE_SCENARIO, bringup, tune_args
 from optuna.storages.journal import JournalFileBackend
 
 from bringup.rayexec import DOUBLE_GPU, resource_name
@@ -30,8 +31,7 @@ from tests.raycluster import LocalCluster, local_cluster
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[1]
-SCENARIO = ROOT / "bringup" / "data" / "scenarios" / "tune-llama31-70b-fp8-h200-sglang.yaml"
+SCENARIO = TUNE_SCENARIO
 OOM = "oom-graph-capture"  # the scenario's one failure on these knobs
 
 
@@ -61,36 +61,8 @@ def cluster():
         assert not c.processes(), "a process of the test cluster survived its stop"
 
 
-def tune_args(scenario: Path, runs: Path, *extra: str) -> list[str]:
-    return [
-        "tune",
-        "--scenario",
-        str(scenario),
-        "--config",
-        "--mem-fraction-static 0.92 --cuda-graph-max-bs 256",
-        "--knobs",
-        "mem-fraction-static,cuda-graph-max-bs",
-        "--sweep",
-        "",
-        "--concurrency",
-        "16",
-        "--num-prompts",
-        "24",
-        "--input-len",
-        "256",
-        "--output-len",
-        "32",
-        "--runs-dir",
-        str(runs),
-        "--json",
-        *extra,
-    ]
-
-
 def tune(scenario: Path, runs: Path, *extra: str) -> dict:
-    from conftest import bringup
-
-    rc, d, _, err = bringup(*tune_args(scenario, runs, *extra), timeout=400)
+    rc, d, _, err = bringup(*tune_args(runs, *extra, scenario=scenario), timeout=400)
     assert rc == 0, err[-3000:]
     return d
 
@@ -109,7 +81,7 @@ def feasibility(d: dict) -> dict[tuple, tuple]:
 
 
 def test_tune_on_the_cluster_finds_what_the_local_tuning_finds(cluster: LocalCluster, tmp_path: Path):
-    same = ("--sampler", "random", "--trials", "5", "--seed", "3", "--time-scale", "0.05")
+    same = ("--sampler", "random", "--trials", "5", "--seed", "3", "--time-scale", "0.05", "--sweep", "")
     local = tune(SCENARIO, tmp_path / "local", *same)
     remote = tune(SCENARIO, tmp_path / "ray", *same, "--ray", cluster.address, "--parallel", "1")
     assert local["launches"] == remote["launches"] == 5 and remote["parallel"] == 1
@@ -133,12 +105,13 @@ def test_tune_on_the_cluster_finds_what_the_local_tuning_finds(cluster: LocalClu
     # TPE, as wide as the cluster (--parallel defaults to auto with --ray): both workers, two at
     # once on the simulated clock, the study at the driver, and the same verdict on every point
     # both tunings measured.
-    wide = tune(SCENARIO, tmp_path / "wide", "--trials", "6", "--seed", "1", "--ray", cluster.address)
+    tpe = ("--trials", "6", "--seed", "1", "--sweep", "")
+    wide = tune(SCENARIO, tmp_path / "wide", *tpe, "--ray", cluster.address)
     assert wide["parallel"] == 2 and wide["launches"] == 6 and wide["clock"] == "simulated"
     pts = [p for p in wide["points"] if p["failure_class"] != "predicted"]
     assert len({p["where"] for p in pts}) == 2  # both workers took points
     assert sum(1 for p in pts if p["clock_start_s"] == 0.0) == 2
-    local_tpe = tune(SCENARIO, tmp_path / "local-tpe", "--trials", "6", "--seed", "1", "--parallel", "2")
+    local_tpe = tune(SCENARIO, tmp_path / "local-tpe", *tpe, "--parallel", "2")
     a, b = feasibility(wide), feasibility(local_tpe)
     common = set(a) & set(b)
     assert len(common) >= 3 and all(a[k] == b[k] for k in common)
@@ -182,7 +155,9 @@ def test_a_worker_killed_mid_point_costs_a_rerun_not_an_infeasible_point(
     sc = tmp_path / "sc" / SCENARIO.name
     sc.parent.mkdir()
     shutil.copy(SCENARIO, sc)
-    args = tune_args(sc, tmp_path / "ray", "--trials", "4", "--seed", "1", "--time-scale", "0.1")
+    args = tune_args(
+        tmp_path / "ray", "--trials", "4", "--sweep", "", "--seed", "1", "--time-scale", "0.1", scenario=sc
+    )
     proc = subprocess.Popen(
         [sys.executable, "-m", "bringup", *args, "--ray", cluster.address],
         stdout=subprocess.PIPE,
