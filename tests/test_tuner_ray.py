@@ -84,6 +84,9 @@ def test_tune_on_the_cluster_finds_what_the_local_tuning_finds(cluster: LocalClu
     same = ("--sampler", "random", "--trials", "5", "--seed", "3", "--time-scale", "0.05", "--sweep", "")
     local = tune(SCENARIO, tmp_path / "local", *same)
     remote = tune(SCENARIO, tmp_path / "ray", *same, "--ray", cluster.address, "--parallel", "1")
+    print(
+        f"\nwall s, 5 points one at a time: local {local['wall_seconds']:.1f}, ray {remote['wall_seconds']:.1f}"
+    )
     assert local["launches"] == remote["launches"] == 5 and remote["parallel"] == 1
     assert launched(remote) == launched(local)  # the same points, in the same order, same verdicts
     assert any(not ok for _, ok, _ in launched(local)) and any(ok for _, ok, _ in launched(local))
@@ -112,6 +115,10 @@ def test_tune_on_the_cluster_finds_what_the_local_tuning_finds(cluster: LocalClu
     assert len({p["where"] for p in pts}) == 2  # both workers took points
     assert sum(1 for p in pts if p["clock_start_s"] == 0.0) == 2
     local_tpe = tune(SCENARIO, tmp_path / "local-tpe", *tpe, "--parallel", "2")
+    print(
+        f"6 points two at once: wall s local {local_tpe['wall_seconds']:.1f}, ray {wide['wall_seconds']:.1f}; "
+        f"simulated clock at the end local {local_tpe['clock_end_s']:.0f}, ray {wide['clock_end_s']:.0f}"
+    )
     a, b = feasibility(wide), feasibility(local_tpe)
     common = set(a) & set(b)
     assert len(common) >= 3 and all(a[k] == b[k] for k in common)
@@ -186,7 +193,8 @@ def test_a_worker_killed_mid_point_costs_a_rerun_not_an_infeasible_point(
     assert proc.returncode == 0, err[-3000:]
     import json
 
-    d = json.loads(out)
+    d = json.loads(out)  # stdout is the one JSON object, whatever Ray said of the dead node
+    print(f"\nlost: {d['lost_trials']}; tuning wall {d['wall_seconds']:.1f} s")
     assert len(d["lost_trials"]) == 1, d["lost_trials"]
     assert "Error" in d["lost_trials"][0]  # the Ray exception that said so
     # the lost point ran again and counts once; the budget was spent on points, not on the loss
