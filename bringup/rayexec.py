@@ -30,6 +30,7 @@ from __future__ import annotations
 import dataclasses
 import shutil
 import socket
+import sys
 import tempfile
 import threading
 import time
@@ -43,6 +44,7 @@ from bringup.engines.base import Engine
 from bringup.executor import Done, FinishOrder, Job, TrialRun
 from bringup.helptext import HelpSpec
 from bringup.outcome import Outcome
+from bringup.slots import parallel_width
 from bringup.trial import TrialSettings
 
 DOUBLE_GPU = "bringup-gpu"  # what a node replaying a GPU machine (scenario double) declares per GPU
@@ -91,6 +93,9 @@ class RemoteTrial:
     spec: HelpSpec | None
     version: str | None
     real_gpus: bool  # the need is real GPUs (Ray assigns them), not a double's resource
+    # Run against the server once its probes pass (a tuning point's load), as a local trial's;
+    # it must pickle (no journal, no evaluator): bringup/tuning/session.py Workload.
+    workload: Callable[[str], dict] | None = None
 
 
 # -- the node's side -------------------------------------------------------------------------------
@@ -161,7 +166,14 @@ def run_remote(rt: RemoteTrial, seq: int, sink: Any) -> dict[str, Any]:
         started = time.time()
         settings = dataclasses.replace(rt.settings, cancel=cancel)
         out = Trial(
-            engine, rt.cand, tdir, settings, spec=rt.spec, version=rt.version, on_event=on_event
+            engine,
+            rt.cand,
+            tdir,
+            settings,
+            spec=rt.spec,
+            version=rt.version,
+            on_event=on_event,
+            workload=rt.workload,
         ).run()
         ended = time.time()
         stop.set()
@@ -206,9 +218,13 @@ class RayExecutor:
         width: int | None = None,
         on_event: Callable[[str, str], None] | None = None,
         local_gpus: int = 0,
+        finish: Callable[[Job, TrialRun], TrialRun] | None = None,
     ) -> None:
         self.ray = ray = import_ray()
         self.remote_for = remote_for
+        # What the driver makes of a landed trial before it is handed back (a tuning point's
+        # evaluation and journal row, as the local run function does on this machine).
+        self.finish = finish
         self.hw_fp = hw_fp
         self.resource = resource_name(hw_fp)
         self.simulated = simulated
@@ -250,6 +266,10 @@ class RayExecutor:
         self._running: dict[Any, tuple[Job, Path, RemoteTrial]] = {}
         self._finished = FinishOrder(simulated)
         self._checked = time.monotonic()
+        # Ray's driver prints what the cluster reports ("(raylet) The node with node id ... has
+        # been marked dead") on sys.stdout, from a thread of its own, whatever log_to_driver says;
+        # stdout is where `--json` writes its one object. While trials run, those lines go to stderr.
+        self._stdout, sys.stdout = sys.stdout, sys.stderr
 
     def _init(self, address: str, local_gpus: int) -> None:
         ray = self.ray
@@ -336,6 +356,8 @@ class RayExecutor:
             job.port_tries += 1  # the node's race for a port, not the candidate's: again
             self._start(job, tdir, rt)
             return
+        if isinstance(res, TrialRun) and self.finish is not None:
+            res = self.finish(job, res)
         self._finished.add(job, res)
 
     def _land(self, got: dict[str, Any], tdir: Path) -> TrialRun:
@@ -408,6 +430,32 @@ class RayExecutor:
             pass
         if self._own:
             ray.shutdown()
+        if sys.stdout is sys.stderr:
+            sys.stdout = self._stdout
+
+
+def cluster_executor(
+    remote_for: Callable[[Job], tuple[RemoteTrial, Path]],
+    hw_fp: str,
+    address: str,
+    parallel: str,
+    local_gpus: int,
+    simulated: bool,
+    on_event: Callable[[str, str], None] | None = None,
+    finish: Callable[[Job, TrialRun], TrialRun] | None = None,
+) -> RayExecutor:
+    """``--ray ADDRESS`` with ``--parallel``, as `run` and `tune` both take them: ``auto`` is as
+    many trials at once as the cluster's nodes of this hardware have GPUs, a number caps it."""
+    return RayExecutor(
+        remote_for,
+        hw_fp,
+        address=address or "auto",
+        simulated=simulated,
+        width=None if parallel == "auto" else parallel_width(parallel, local_gpus),
+        on_event=on_event,
+        local_gpus=local_gpus,
+        finish=finish,
+    )
 
 
 def _lost_why(e: BaseException) -> str:

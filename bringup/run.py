@@ -515,19 +515,18 @@ class Run:
     def _ray_executor(self) -> Executor:
         """Trials on a Ray cluster's nodes of this machine's hardware (bringup/rayexec.py); as many
         at once as their GPUs hold, or --parallel N."""
-        from bringup.rayexec import RayClusterError, RayExecutor, RayMissing
+        from bringup.rayexec import RayClusterError, RayMissing, cluster_executor
 
-        s, slots = self.settings, self.gpu_slots
-        width = None if s.parallel == "auto" else parallel_width(s.parallel, slots.total)
+        s = self.settings
         try:
-            ex = RayExecutor(
+            ex = cluster_executor(
                 self._remote_job,
                 self.hw_fp,
-                address=s.ray or "auto",
-                simulated=self.target.engine.simulated,
-                width=width,
+                s.ray or "auto",
+                s.parallel,
+                self.gpu_slots.total,
+                self.target.engine.simulated,
                 on_event=self.observer.trial_event,
-                local_gpus=slots.total,
             )
         except (RayMissing, RayClusterError) as e:
             raise RunError(str(e)) from None

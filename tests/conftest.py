@@ -51,6 +51,34 @@ def bringup(*args: str, timeout: float = 600, check_json: bool = True, env: dict
     return proc.returncode, data, proc.stdout, proc.stderr
 
 
+TUNE_SCENARIO = ROOT / "bringup" / "data" / "scenarios" / "tune-llama31-70b-fp8-h200-sglang.yaml"
+
+
+def tune_args(runs: Path, *extra: str, scenario: Path = TUNE_SCENARIO) -> list[str]:
+    """`bringup tune --json` on the tuning scenario, small: its two memory knobs from a baseline
+    that runs out of memory in graph capture, and a short workload (``extra``: budget, sweep ...)."""
+    return [
+        "tune",
+        "--scenario",
+        str(scenario),
+        "--config",
+        "--mem-fraction-static 0.92 --cuda-graph-max-bs 256",
+        "--knobs",
+        "mem-fraction-static,cuda-graph-max-bs",
+        "--concurrency",
+        "16",
+        "--num-prompts",
+        "24",
+        "--input-len",
+        "256",
+        "--output-len",
+        "32",
+        "--runs-dir",
+        str(runs),
+        "--json",
+        *extra,
+    ]
+
 def group_alive(pgid: int) -> list[int]:
     """Live (non-zombie) processes in a process group."""
     alive = []

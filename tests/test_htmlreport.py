@@ -669,6 +669,17 @@ def test_write_html_tuning_only_and_nothing(run_dir):
         write_html(run_dir, None, [])
 
 
+def test_tuning_on_ray_names_its_nodes_and_lost_points(run_dir):
+    t = make_tune(run_dir)
+    plain = parse_dom(render_html(run_dir, None, [t])).text()
+    assert "ran on" not in plain  # on this machine: nothing to say
+    t.points[0].where, t.points[1].where = "h1/aaaa1111", "h2/bbbb2222"
+    t.lost_trials = ["#3 on h1/aaaa1111: NodeDiedError: the node died"]
+    text = parse_dom(render_html(run_dir, None, [t])).text()
+    assert "Ray nodes h1/aaaa1111, h2/bbbb2222" in text
+    assert "lost with their node and run again: #3 on h1/aaaa1111: NodeDiedError" in text
+
+
 def test_no_working_configuration(run_dir):
     r = make_run(run_dir)
     r = r.model_copy(

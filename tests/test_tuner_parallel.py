@@ -226,37 +226,10 @@ def test_a_point_bigger_than_the_machine_is_ruled_out_not_launched():
 
 @pytest.mark.slow
 def test_bringup_tune_parallel_on_the_scenario(tmp_path):
-    from conftest import ROOT, bringup
+    from conftest import bringup, tune_args
 
-    scenario = ROOT / "bringup" / "data" / "scenarios" / "tune-llama31-70b-fp8-h200-sglang.yaml"
-    rc, d, _, err = bringup(
-        "tune",
-        "--scenario",
-        str(scenario),
-        "--config",
-        "--mem-fraction-static 0.92 --cuda-graph-max-bs 256",
-        "--knobs",
-        "mem-fraction-static,cuda-graph-max-bs",
-        "--trials",
-        "4",
-        "--sweep",
-        "",
-        "--concurrency",
-        "16",
-        "--num-prompts",
-        "24",
-        "--input-len",
-        "256",
-        "--output-len",
-        "32",
-        "--time-scale",
-        "0.05",
-        "--parallel",
-        "4",
-        "--runs-dir",
-        str(tmp_path),
-        "--json",
-    )
+    args = tune_args(tmp_path, "--trials", "4", "--sweep", "", "--time-scale", "0.05", "--parallel", "4")
+    rc, d, _, err = bringup(*args)
     assert rc == 0, err[-2000:]
     assert d["parallel"] == 4 and d["clock"] == "simulated" and d["launches"] == 4
     pts = [p for p in d["points"] if p["failure_class"] != "predicted"]

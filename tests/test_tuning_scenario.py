@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, bringup
+from conftest import bringup, tune_args
 
 from bringup.candidate import parse_flags
 from bringup.scenario import load_scenario, scenario_path
@@ -70,32 +70,8 @@ def test_tuner_reaches_the_grid_optimum_in_a_fraction_of_the_launches():
 
 @pytest.mark.slow
 def test_bringup_tune_on_the_scenario_end_to_end(tmp_path):
-    rc, d, _, err = bringup(
-        "tune",
-        "--scenario",
-        str(ROOT / "bringup" / "data" / "scenarios" / f"{TUNE}.yaml"),
-        "--config",
-        "--mem-fraction-static 0.92 --cuda-graph-max-bs 256",
-        "--knobs",
-        "mem-fraction-static,cuda-graph-max-bs",
-        "--trials",
-        "3",
-        "--sweep",
-        "4,16",
-        "--concurrency",
-        "16",
-        "--num-prompts",
-        "24",
-        "--input-len",
-        "256",
-        "--output-len",
-        "32",
-        "--time-scale",
-        "0.05",
-        "--runs-dir",
-        str(tmp_path),
-        "--json",
-    )
+    args = tune_args(tmp_path, "--trials", "3", "--sweep", "4,16", "--time-scale", "0.05")
+    rc, d, _, err = bringup(*args)
     assert rc == 0, err[-2000:]
     pts = d["points"]
     assert pts[0]["knobs"] == {"--mem-fraction-static": "0.92", "--cuda-graph-max-bs": "256"}

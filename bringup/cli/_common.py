@@ -26,10 +26,20 @@ STATUS_STYLE = {
     "timeout": "bold yellow",
 }
 
+# `--ray` of `run` and `tune` (bringup/rayexec.py): one text, one meaning.
+RAY_HELP = (
+    "Run the trials on a Ray cluster: auto (the cluster running here, else a one-node one) or its "
+    "address (HEAD:6379). Its nodes of this machine's hardware take the trials; `bringup doctor` "
+    "prints how a worker declares it. Needs pip install 'bringup[ray]'."
+)
+
 
 def usage_error(msg: str) -> typer.Exit:
-    """Bad usage: say what was wrong and what to do; exit code 2."""
-    err_console.print(f"[bold red]error:[/] {msg}")
+    """Bad usage: say what was wrong and what to do; exit code 2. The message is text, not Rich
+    markup: "pip install 'bringup[ray]'" keeps its brackets."""
+    from rich.markup import escape
+
+    err_console.print(f"[bold red]error:[/] {escape(msg)}")
     return typer.Exit(2)
 
 

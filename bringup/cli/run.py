@@ -12,7 +12,14 @@ from rich.table import Table
 from rich.text import Text
 
 from bringup.cli import app
-from bringup.cli._common import err_console, out_console, print_json, usage_error, writable_runs_root
+from bringup.cli._common import (
+    RAY_HELP,
+    err_console,
+    out_console,
+    print_json,
+    usage_error,
+    writable_runs_root,
+)
 from bringup.cli.trial import parse_answers
 
 if TYPE_CHECKING:
@@ -99,10 +106,7 @@ def run_cmd(
     ray: str = typer.Option(
         None,
         "--ray",
-        help="Run the trials on a Ray cluster: auto (the cluster running here, "
-        "else a one-node one) or its address (HEAD:6379). Its nodes of this machine's hardware "
-        "take the trials; `bringup doctor` prints how a worker declares it. Needs "
-        "pip install 'bringup[ray]'.",
+        help=RAY_HELP,
     ),
     gpus: str = typer.Option(
         None,

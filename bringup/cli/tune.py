@@ -12,6 +12,7 @@ from rich.table import Table
 
 from bringup.cli import app
 from bringup.cli._common import (
+    RAY_HELP,
     err_console,
     out_console,
     print_json,
@@ -54,10 +55,12 @@ def tune_cmd(
         "auto (the run's, or in-process when the model is a local folder that fits), none.",
     ),
     parallel: str = typer.Option(
-        "1",
+        None,
         help="Points at once, each on its own GPUs and port: a number, or auto "
-        "(one per GPU; a point that needs several GPUs takes several).",
+        "(one per GPU; a point that needs several GPUs takes several). Default 1; with --ray, auto "
+        "(one per GPU of the cluster's nodes of this hardware).",
     ),
+    ray: str = typer.Option(None, "--ray", help=RAY_HELP),
     gpus: str = typer.Option(
         None,
         help="The GPUs the tuning may use (CUDA_VISIBLE_DEVICES entries, e.g. 0,1; "
@@ -76,6 +79,7 @@ def tune_cmd(
     from bringup.loadgen import BenchConfig
     from bringup.loadgen.config import parse_slos
     from bringup.process import Interrupted
+    from bringup.rayexec import RayClusterError, RayMissing  # Ray itself is imported only with --ray
     from bringup.reference import ReferenceError, reference_for
     from bringup.slots import SlotError, parallel_width, parse_gpus
     from bringup.targets import TargetError, resolve_target
@@ -94,6 +98,7 @@ def tune_cmd(
         raise usage_error(f"--objective {objective!r}: use goodput, throughput or pareto")
     if sampler not in ("tpe", "random", "grid"):
         raise usage_error(f"--sampler {sampler!r}: use tpe, random or grid")
+    parallel = parallel or ("auto" if ray else "1")  # as `bringup run` takes them
     goal = cast(Objective, objective)  # checked just above (typer hands a str over)
     how = cast(Literal["tpe", "random", "grid"], sampler)
     root = writable_runs_root(runs_dir)
@@ -205,6 +210,11 @@ def tune_cmd(
         reference=ref,
         machine_gpus=len(gpu_list),
     )
+    try:
+        ex = _executor(ev, gpu_list, width, parallel, ray, target.engine.simulated)
+    except (RayMissing, RayClusterError) as e:
+        raise usage_error(str(e)) from None
+    width = ex.width if ex is not None else 1
     table = Table(box=None, header_style="bold")
     for c in ("#", "knobs", "status", "objective", "output tok/s", "p99 e2e s", "note"):
         table.add_column(c, overflow="fold")
@@ -238,11 +248,15 @@ def tune_cmd(
     err_console.print(
         f"tuning {len(knob_list)} knobs ({tuner.grid_size} grid points) with {sampler}, "
         f"budget {trials} launches"
-        + (f", {width} at once on GPUs {','.join(gpu_list)}" if width > 1 else "")
+        + (f", {width} at once on Ray {ray}" if ray else "")
+        + (f", {width} at once on GPUs {','.join(gpu_list)}" if width > 1 and not ray else "")
         + f"; points go to {tune_dir}"
     )
     try:
-        _run_tuner(tuner, ev, gpu_list, width, target.engine.simulated)
+        if ex is not None:
+            tuner.run(ex, ev.job)
+        else:
+            tuner.run()
         best = tuner.best()
         sweep_pts = ev.sweep(best.knobs, sweep_list) if best and sweep_list else []
     except Interrupted as e:
@@ -310,16 +324,17 @@ def _storage(tune_dir: Path, width: int):
     return optuna.storages.JournalStorage(JournalFileBackend(str(tune_dir / "optuna.journal")))
 
 
-def _run_tuner(tuner, ev, gpus: list[str], width: int, simulated: bool) -> None:
-    """One point after another, or ``width`` at once through the local executor."""
-    if width > 1:
-        tuner.run(_executor(ev, gpus, width, simulated), ev.job)
-    else:
-        tuner.run()
+def _executor(ev, gpus: list[str], width: int, parallel: str, ray: str | None, simulated: bool):
+    """Where points run: on a Ray cluster (--ray), several at once on this machine (disjoint GPUs
+    and ports, the GPU hygiene of a run), or None: one after another, in this process."""
+    if ray:
+        from bringup.rayexec import cluster_executor
 
-
-def _executor(ev, gpus: list[str], width: int, simulated: bool):
-    """Points at once on this machine: disjoint GPUs and ports, the GPU hygiene of a run."""
+        return cluster_executor(
+            ev.remote_job, ev.hw_fp, ray, parallel, len(gpus), simulated, finish=ev.finish_job
+        )
+    if width <= 1:
+        return None
     from bringup.executor import LocalExecutor
     from bringup.gpus import default_watch, visible_indices
     from bringup.slots import GpuSlots

@@ -507,6 +507,10 @@ def _tune_view(t: TuneResult, report_dir: Path, run_dir: Path) -> TuneView:
             ),
         )
     )
+    nodes = sorted({p.where for p in t.points if p.where})
+    if nodes or t.lost_trials:  # points ran on a Ray cluster (bringup tune --ray)
+        lost = "; lost with their node and run again: " + "; ".join(t.lost_trials) if t.lost_trials else ""
+        summary.append(("ran on", f"Ray nodes {', '.join(nodes) or '(none came back)'}{lost}"))
     summary.append(("base command", t.base_command))
     if t.reference_verdict:  # the winner against the model's own output (bringup/reference.py)
         summary.append(("reference", f"{t.reference_verdict} ({t.reference})"))

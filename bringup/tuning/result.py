@@ -28,6 +28,7 @@ class TunePoint(BaseModel):
     clock_start_s: float | None = None
     clock_end_s: float | None = None
     gpus: list[str] = Field(default_factory=list)  # its CUDA_VISIBLE_DEVICES when points ran at once
+    where: str = ""  # the Ray node it ran on (host/node id) with --ray; "": this machine
 
 
 class SweepPoint(BaseModel):
@@ -65,6 +66,8 @@ class TuneResult(BaseModel):
     parallel: int = 1  # points at once, at most
     clock: Literal["simulated", "wall"] = "wall"  # what the points' clock_*_s count
     clock_end_s: float | None = None  # the clock when the last point came back (before the sweep)
+    # Points lost with their Ray node ("#seq on host/node: why"): each ran again, none is a point.
+    lost_trials: list[str] = Field(default_factory=list)
     # The winner's output against the model's own reference (bringup/reference.py): its trial ran
     # the reference probe, so a winner that disagreed would have been an infeasible point.
     reference: str | None = None  # where the reference came from, or why there is none

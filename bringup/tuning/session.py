@@ -54,6 +54,33 @@ def metrics_from_summary(flat: dict[str, Any], time_scale: float) -> dict[str, f
 
 
 @dataclass
+class Workload:
+    """A point's load, run against its server once every probe passed, and stopped early when it
+    is clearly worse than the best so far. It holds only what it needs (no evaluator, no journal),
+    so a Ray node runs it as this machine does (it travels in bringup.rayexec.RemoteTrial)."""
+
+    cfg: BenchConfig  # scaled to the engine's clock; the url is the server's, given per launch
+    best: float | None
+    time_scale: float
+    objective: Objective
+    prune_factor: float
+
+    def stop_when(self, summary: Any) -> str | None:
+        best = self.best
+        if best is None or best <= 0:
+            return None
+        if summary.completed + summary.failed < max(8, (self.cfg.num_prompts or 100) // 4):
+            return None
+        est = objective_value(metrics_from_summary({**summary.flat()}, self.time_scale), self.objective)
+        if est < self.prune_factor * best:
+            return f"running objective {est:.3g} < {self.prune_factor:g} x best {best:.3g}"
+        return None
+
+    def __call__(self, url: str) -> dict:
+        return bench(self.cfg.model_copy(update={"url": url}), stop_when=self.stop_when).summary.flat()
+
+
+@dataclass
 class LaunchEvaluator:
     """Evaluates knob settings by launching them and running the workload."""
 
@@ -106,6 +133,24 @@ class LaunchEvaluator:
         """One launch with a workload. ``seq``, ``gpus``, ``port``: where a trial that runs beside
         others goes (its own CUDA_VISIBLE_DEVICES and port); None: the next number, the target's
         GPUs, a free port."""
+        tdir = self._trial_dir(cand, seq)
+        engine = dataclasses.replace(self.target.engine, gpus=",".join(gpus)) if gpus else self.target.engine
+        t0 = time.time()
+        out = Trial(
+            engine,
+            cand,
+            tdir,
+            self._settings(port, cancel),
+            spec=self.target.spec,
+            version=self.target.version,
+            workload=workload,
+        ).run()
+        t1 = time.time()
+        self._verdict(out, tdir)
+        return out, tdir, t0, t1
+
+    def _trial_dir(self, cand: Candidate, seq: int | None) -> Path:
+        """The point's folder (``seq`` None: the next number)."""
         if seq is None:
             self.seq += 1
             seq = self.seq
@@ -116,26 +161,18 @@ class LaunchEvaluator:
         while tdir.exists():  # the same point again (a port taken between pick and launch): keep both
             n += 1
             tdir = self.tune_dir / "trials" / f"{seq:03d}-{cand.key()[:8]}-retry{n}"
+        return tdir
+
+    def _settings(self, port: int | None = None, cancel: threading.Event | None = None) -> TrialSettings:
         probe = ProbeConfig(long_tokens=64, batch_size=4, reference=self.reference)
-        settings = TrialSettings(
+        return TrialSettings(
             timeout=self.timeout, hang_timeout=self.hang_timeout, probe=probe, port=port, cancel=cancel
         )
-        engine = dataclasses.replace(self.target.engine, gpus=",".join(gpus)) if gpus else self.target.engine
-        t0 = time.time()
-        out = Trial(
-            engine,
-            cand,
-            tdir,
-            settings,
-            spec=self.target.spec,
-            version=self.target.version,
-            workload=workload,
-        ).run()
-        t1 = time.time()
+
+    def _verdict(self, out: Outcome, tdir: Path) -> None:
         for r in out.probes:
             if r.name == "reference":
                 self.verdicts[str(tdir)] = ("agrees: " if r.passed else "disagrees: ") + r.detail
-        return out, tdir, t0, t1
 
     def __call__(self, knobs: dict[str, str], best: float | None) -> Evaluation:
         return self._evaluate(knobs, best)[0]
@@ -161,6 +198,39 @@ class LaunchEvaluator:
         )
         return TrialRun(out, Path(ev.trial_dir), t0, t1, value=ev, simulated_s=ev.trial_s)
 
+    def remote_job(self, job: Job) -> tuple[Any, Path]:
+        """What a Ray node needs to run a point (bringup/rayexec.py): its trial and its workload;
+        and the folder its files land in here. The study, the journal and the evaluation stay here
+        (``finish_job``)."""
+        from bringup.rayexec import RemoteTrial, settings_for_node
+
+        t = self.target
+        tdir = self._trial_dir(job.cand, job.seq)
+        rt = RemoteTrial(
+            t.engine,
+            job.cand,
+            tdir.name,
+            settings_for_node(self._settings()),
+            t.spec,
+            t.version,
+            real_gpus=not t.engine.simulated,
+            workload=self._workload(job.extra.get("best")),
+        )
+        return rt, tdir
+
+    def finish_job(self, job: Job, run: TrialRun) -> TrialRun:
+        """A point that ran on a Ray node, landed here: its evaluation and journal row, as
+        ``run_job`` makes them for a point that ran on this machine."""
+        self._verdict(run.outcome, run.tdir)
+        knobs = job.extra["knobs"]
+        ev = self._judge(knobs, run.outcome, run.tdir, run.started, run.ended, job.seq, job.gpus, job.where)
+        return dataclasses.replace(run, value=ev, simulated_s=ev.trial_s)
+
+    def _workload(self, best: float | None) -> Workload:
+        return Workload(
+            self._scaled_cfg(self.bench_cfg.url), best, self.time_scale, self.objective, self.prune_factor
+        )
+
     def _evaluate(
         self,
         knobs: dict[str, str],
@@ -172,27 +242,22 @@ class LaunchEvaluator:
     ) -> tuple[Evaluation, Outcome, float, float]:
         """The point's evaluation, and its trial's outcome and real start and end."""
         cand = self.base.with_changes(as_changes(knobs))
-        stopped: dict[str, str] = {}
+        out, tdir, t0, t1 = self.run_trial(cand, self._workload(best), "tune", seq, gpus, port, cancel)
+        return self._judge(knobs, out, tdir, t0, t1, seq, gpus), out, t0, t1
 
-        def stop_when(summary) -> str | None:
-            if best is None or best <= 0:
-                return None
-            done = summary.completed + summary.failed
-            if done < max(8, (self.bench_cfg.num_prompts or 100) // 4):
-                return None
-            flat = summary.flat()
-            m = metrics_from_summary({**flat}, self.time_scale)
-            est = objective_value(m, self.objective)
-            if est < self.prune_factor * best:
-                stopped["why"] = f"running objective {est:.3g} < {self.prune_factor:g} x best {best:.3g}"
-                return stopped["why"]
-            return None
-
-        def workload(url: str) -> dict:
-            res = bench(self._scaled_cfg(url), stop_when=stop_when)
-            return res.summary.flat()
-
-        out, tdir, t0, t1 = self.run_trial(cand, workload, "tune", seq, gpus, port, cancel)
+    def _judge(
+        self,
+        knobs: dict[str, str],
+        out: Outcome,
+        tdir: Path,
+        t0: float,
+        t1: float,
+        seq: int | None,
+        gpus: list[str] | None,
+        where: str = "",
+    ) -> Evaluation:
+        """What a point's trial says: its metrics (or why it is infeasible), into the journal."""
+        cand = self.base.with_changes(as_changes(knobs))
         flat = out.bench or {}
         metrics = metrics_from_summary(flat, self.time_scale) if out.works and flat else {}
         cmd = cand.shell_command(self.target.engine.command_prefix(cand))
@@ -203,16 +268,18 @@ class LaunchEvaluator:
                 if self.target.engine.simulated
                 else None
             )
+            why = (flat.get("stop_reason") or "") if flat.get("stopped_early") else ""
             ev = Evaluation(
-                "pruned" if (flat.get("stopped_early") and stopped) else "ok",
+                "pruned" if why else "ok",
                 metrics,
                 launch_s=t1 - t0,
                 simulated_s=out.timings.simulated,
                 trial_dir=str(tdir),
                 command=cmd,
-                reason=stopped.get("why", ""),
+                reason=why,
                 workload_s=work,
                 gpus=list(gpus or []),
+                where=where,
             )
         else:
             ev = Evaluation(
@@ -227,10 +294,13 @@ class LaunchEvaluator:
                 str(tdir),
                 cmd,
                 gpus=list(gpus or []),
+                where=where,
             )
         extra: dict[str, Any] = {"knobs": knobs, "metrics": metrics, "status": ev.status}
         if gpus:
             extra["gpus"] = gpus
+        if where:
+            extra["where"] = where
         self.journal.add_trial(
             self.run_id,
             seq if seq is not None else self.seq,
@@ -245,7 +315,7 @@ class LaunchEvaluator:
             self.model_id,
             extra,
         )
-        return ev, out, t0, t1
+        return ev
 
     def sweep(self, knobs: dict[str, str], concurrencies: list[int]) -> list[SweepPoint]:
         """Throughput against concurrency for one configuration (one launch)."""
@@ -322,6 +392,7 @@ def to_result(
             clock_start_s=p.clock_start_s,
             clock_end_s=p.clock_end_s,
             gpus=list(ev.gpus),
+            where=ev.where,
         )
 
     best = tuner.best()
@@ -361,4 +432,5 @@ def to_result(
         parallel=parallel,
         clock="simulated" if tuner.simulated else "wall",
         clock_end_s=tuner.clock if tuner.points else None,
+        lost_trials=list(tuner.lost),
     )

@@ -52,6 +52,7 @@ class Evaluation:
     reason: str = ""
     workload_s: float | None = None  # simulated seconds of the workload after the launch (scenarios)
     gpus: list[str] = field(default_factory=list)  # where it ran, when points ran at once
+    where: str = ""  # the Ray node it ran on (host/node id); "": this machine
 
     @property
     def trial_s(self) -> float | None:
@@ -127,6 +128,7 @@ class Tuner:
         self.simulated = simulated  # the clock: the points' simulated seconds (scenarios), else wall
         self.clock = 0.0
         self._t0 = time.monotonic()
+        self.lost: list[str] = []  # points lost with their Ray node (and run again): "#seq on node: why"
 
     @property
     def grid_size(self) -> int:
@@ -351,7 +353,8 @@ class Tuner:
 
     def _deliver(self, f: _Flight, d: Done) -> None:
         """A finished point: recorded, and told to its ask and to every ask that waited on it."""
-        if d.run is None:  # lost with its node (Ray): the machine's failure, run it again
+        if d.run is None:  # lost with its node (Ray): the machine's failure, not the point's; again
+            self.lost.append(f"#{d.job.seq} on {d.job.where}: {d.lost_why}")
             f.ex.submit(d.job)
             return
         key = self._key(d.job.extra["knobs"])
