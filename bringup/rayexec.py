@@ -47,6 +47,7 @@ from bringup.outcome import Outcome
 from bringup.slots import parallel_width
 from bringup.trial import TrialSettings
 
+AUTH_TOKEN = Path.home() / ".ray" / "auth_token"  # written by a local ray.init() in Ray 2.60
 DOUBLE_GPU = "bringup-gpu"  # what a node replaying a GPU machine (scenario double) declares per GPU
 FILE_CAP = 64 << 20  # bytes of one trial file sent back (a longer log keeps its tail)
 POLL_S = 0.2  # how often the driver reads the events the tasks pushed
@@ -284,7 +285,12 @@ class RayExecutor:
             res = {self.resource: 1.0}
             if self.simulated and local_gpus:
                 res[DOUBLE_GPU] = float(local_gpus)
+            token_was_there = AUTH_TOKEN.exists()
             ray.init(num_cpus=max(2, local_gpus), resources=res, object_store_memory=200_000_000, **quiet)
+            # Ray 2.60 leaves ~/.ray/auth_token behind a local instance, and clusters started later
+            # with `ray start` then refuse every driver (InvalidAuthToken; docs/facts.md). bringup
+            # removes the file it made when it shuts its instance down.
+            self._token_made = not token_was_there and AUTH_TOKEN.exists()
 
     def nodes(self) -> list[_Node]:
         """Live nodes of this run's hardware."""
@@ -430,6 +436,9 @@ class RayExecutor:
             pass
         if self._own:
             ray.shutdown()
+        if getattr(self, "_token_made", False):
+            AUTH_TOKEN.unlink(missing_ok=True)
+            self._token_made = False
         if sys.stdout is sys.stderr:
             sys.stdout = self._stdout
 
