@@ -9,6 +9,7 @@ root cause above." carry a low one, so they are evidence only when nothing bette
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -104,7 +105,7 @@ def signature_by_id(sig_id: str | None) -> Signature | None:
     return sig
 
 
-def eval_limit(expr: str, groups: dict[str, str | None]) -> float | None:
+def eval_limit(expr: str, groups: Mapping[str, str | None]) -> float | None:
     """Evaluate "avail / total" style arithmetic over a match's named groups (numbers only)."""
     import ast
     import operator

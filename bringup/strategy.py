@@ -376,9 +376,9 @@ class Strategy:
                     else:
                         self.near[f.name] = (cur, "lower")
                 else:
-                    b[0] = cur if b[0] is None else max(b[0], cur)
+                    b[0] = lower = cur if b[0] is None else max(b[0], cur)
                     lim, line = self._limit(sig, adj.limit, outcome.evidence, cur)
-                    if lim is not None and lim > b[0]:
+                    if lim is not None and lim > lower:
                         b[0] = lim
                         self.notes.append(f"{f.name} must be above {lim:.3f} ({sig.id}: {line[:120]})")
                     self.near[f.name] = (cur, "raise")

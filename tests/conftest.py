@@ -79,6 +79,7 @@ def tune_args(runs: Path, *extra: str, scenario: Path = TUNE_SCENARIO) -> list[s
         *extra,
     ]
 
+
 def group_alive(pgid: int) -> list[int]:
     """Live (non-zombie) processes in a process group."""
     alive = []

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Literal, cast
+from typing import Any, Literal, cast
 
 import typer
 from rich.table import Table
@@ -22,6 +22,15 @@ from bringup.cli._common import (
 
 
 @app.command("tune")
+def _objective_and_sampler(objective: str, sampler: str) -> tuple[Any, Literal["tpe", "random", "grid"]]:
+    """The two choices typer hands over as plain strings, checked."""
+    if objective not in ("goodput", "throughput", "pareto"):
+        raise usage_error(f"--objective {objective!r}: use goodput, throughput or pareto")
+    if sampler not in ("tpe", "random", "grid"):
+        raise usage_error(f"--sampler {sampler!r}: use tpe, random or grid")
+    return objective, cast(Literal["tpe", "random", "grid"], sampler)
+
+
 def tune_cmd(
     run: str = typer.Option(
         None, "--run", help="Tune the validated configuration of this bring-up run (id)."
@@ -92,15 +101,10 @@ def tune_cmd(
         with_base_levels,
     )
     from bringup.tuning.session import LaunchEvaluator, to_result
-    from bringup.tuning.tuner import Objective, Tuner
+    from bringup.tuning.tuner import Tuner
 
-    if objective not in ("goodput", "throughput", "pareto"):
-        raise usage_error(f"--objective {objective!r}: use goodput, throughput or pareto")
-    if sampler not in ("tpe", "random", "grid"):
-        raise usage_error(f"--sampler {sampler!r}: use tpe, random or grid")
+    goal, how = _objective_and_sampler(objective, sampler)
     parallel = parallel or ("auto" if ray else "1")  # as `bringup run` takes them
-    goal = cast(Objective, objective)  # checked just above (typer hands a str over)
-    how = cast(Literal["tpe", "random", "grid"], sampler)
     root = writable_runs_root(runs_dir)
     journal = Journal(root / "journal.sqlite")
     try:
