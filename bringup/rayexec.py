@@ -67,9 +67,11 @@ def resource_name(hw_fp: str) -> str:
 
 
 def worker_command(hw_fp: str, address: str = "HEAD:6379", gpus: int | None = None) -> str:
-    """How a worker node of this hardware joins a cluster so that bringup's trials land on it."""
+    """How a worker node of this hardware joins a cluster so that bringup's trials land on it
+    (``hw_fp``: a fingerprint, or a ``bringup-hw-*`` resource name as is)."""
     extra = f', "{DOUBLE_GPU}": {gpus}' if gpus is not None else ""
-    return f"ray start --address {address} --resources '{{\"{resource_name(hw_fp)}\": 1{extra}}}'"
+    res = hw_fp if hw_fp.startswith("bringup-hw-") else resource_name(hw_fp)
+    return f"ray start --address {address} --resources '{{\"{res}\": 1{extra}}}'"
 
 
 def import_ray() -> Any:
@@ -206,11 +208,15 @@ class RayExecutor:
         width: int | None = None,
         on_event: Callable[[str, str], None] | None = None,
         local_gpus: int = 0,
+        resource: str | None = None,
     ) -> None:
+        """``resource``: the node type to pin the trials to (a ``bringup-hw-*`` name, see
+        bringup/nodetypes.py); None: the one named from ``hw_fp``, this run's hardware."""
         self.ray = ray = import_ray()
         self.remote_for = remote_for
         self.hw_fp = hw_fp
-        self.resource = resource_name(hw_fp)
+        self.resource = resource or resource_name(hw_fp)
+        whose = f"this machine's hardware, {hw_fp}" if resource is None else "the node type asked for"
         self.simulated = simulated
         self.gpu_key = DOUBLE_GPU if simulated else "GPU"
         self.on_event = on_event or (lambda kind, text: None)
@@ -232,9 +238,9 @@ class RayExecutor:
             if self._own:  # a driver left connected to a cluster dies with it later
                 ray.shutdown()
             raise RayClusterError(
-                f"no live Ray node declares {self.resource} (this machine's hardware, {hw_fp}); the cluster has "
+                f"no live Ray node declares {self.resource} ({whose}); the cluster has "
                 f"{', '.join(declared) or 'no bringup node'}. Start a worker of this hardware with: "
-                f"{worker_command(hw_fp)}"
+                f"{worker_command(self.resource)}"
             )
         self.total_gpus = int(sum(n.gpus for n in nodes))
         self.width = max(1, width if width is not None else (self.total_gpus or len(nodes)))
@@ -358,7 +364,7 @@ class RayExecutor:
         if not self.nodes():
             raise RayClusterError(
                 f"no live Ray node declares {self.resource} any more; trials cannot run. "
-                f"Start one with: {worker_command(self.hw_fp)}"
+                f"Start one with: {worker_command(self.resource)}"
             )
 
     def wait(self) -> Done:

@@ -13,6 +13,7 @@ from rich.text import Text
 
 from bringup.cli import app
 from bringup.cli._common import err_console, out_console, print_json, usage_error, writable_runs_root
+from bringup.cli._nodetypes import node_types_if_asked
 from bringup.cli.trial import parse_answers
 
 if TYPE_CHECKING:
@@ -109,6 +110,14 @@ def run_cmd(
         help="The GPUs the run may use (CUDA_VISIBLE_DEVICES entries, e.g. 0,1; "
         "default: every GPU doctor sees).",
     ),
+    node_types: str = typer.Option(
+        None,
+        "--node-types",
+        help="With --ray: bring the model up on several node types of the cluster at once, one run "
+        "each (all: every bringup-hw-* type its alive nodes declare; or TYPE[,TYPE...], each a "
+        "bringup-hw-<hash> or a doctor fingerprint); per-type runs under RUNS_DIR/<type>/, "
+        "a summary in RUNS_DIR/NODE-TYPES.md (docs/parallel.md).",
+    ),
     runs_dir: Path = typer.Option(None, help="Runs folder with the journal (default ./bringup-runs)."),
     json_out: bool = typer.Option(False, "--json", help="Print the result as one JSON object."),
 ) -> None:
@@ -171,6 +180,7 @@ def run_cmd(
             gpus=gpus,
             ray=ray,
         )
+    node_types_if_asked(settings, root, node_types, json_out, resume)  # with --node-types: ends here
     live = (
         Live(_table([]), console=err_console, refresh_per_second=4, transient=False) if not json_out else None
     )
