@@ -175,6 +175,60 @@ def node_facts(settings: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _connect(ray: Any, address: str) -> bool:
+    """Connect this driver to the cluster unless it is; whether it did (then it disconnects)."""
+    if ray.is_initialized():
+        return False
+    try:
+        ray.init(address=address, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    except ConnectionError as e:
+        raise RayClusterError(
+            f"no Ray cluster at {address} ({e}); node types are those of a running "
+            "cluster: start one (ray start --head), and its workers with `bringup doctor`'s line"
+        ) from None
+    return True
+
+
+def _as_gathered(got: dict[str, Any], node_type: str) -> tuple[dict, Any]:
+    """The facts a run of this type reads: the node's, with which node and type they describe."""
+    facts = dict(got["facts"])
+    facts["ray.node_type"], facts["ray.node"] = node_type, got["where"]
+    return facts, got["model_fp"]
+
+
+def facts_for_type(settings: RunSettings, timeout: float = FACTS_TIMEOUT_S) -> tuple[dict, Any] | None:
+    """A run pinned to a node type but started on its own (one type's run resumed) gathers its
+    facts on a node of that type too; None for a run that is not pinned (its facts are this machine's)."""
+    if not (settings.ray and settings.node_type):
+        return None
+    ray, name = import_ray(), settings.node_type
+    own = _connect(ray, settings.ray)
+    try:
+        if name not in discover(ray.nodes()):
+            raise RayClusterError(
+                f"no alive node declares {name}, the node type of this run; a worker of this type "
+                f"joins with: {worker_command(name)}"
+            )
+        ref = (
+            ray.remote(node_facts)
+            .options(resources={name: 0.001}, num_cpus=0, max_retries=0)
+            .remote(_absolute(settings).model_dump())
+        )
+        try:
+            got = ray.get(ref, timeout=timeout)
+        except ray.exceptions.RayTaskError as e:
+            raise RayClusterError(
+                f"the facts task on a node of {name} failed: {_first_line(e.cause or e)}"
+            ) from None
+        except ray.exceptions.GetTimeoutError:
+            ray.cancel(ref, force=True)
+            raise RayClusterError(f"no node of {name} gathered the facts within {timeout:.0f} s") from None
+    finally:
+        if own:
+            ray.shutdown()
+    return _as_gathered(got, name)
+
+
 def _absolute(settings: RunSettings) -> RunSettings:
     """Paths as the nodes read them: a scenario or model folder named relative to the driver's
     folder is sent absolute (Ray's workers start elsewhere)."""
@@ -231,20 +285,7 @@ class NodeTypes:
         if not self.settings.ray:
             raise RayClusterError("bringing up node types needs a Ray cluster: --ray ADDRESS")
         ray = import_ray()
-        own = not ray.is_initialized()
-        if own:  # one connection for every type's executor: none of them may shut it down
-            try:
-                ray.init(
-                    address=self.settings.ray,
-                    include_dashboard=False,
-                    log_to_driver=False,
-                    configure_logging=False,
-                )
-            except ConnectionError as e:
-                raise RayClusterError(
-                    f"no Ray cluster at {self.settings.ray} ({e}); node types are those of a running "
-                    "cluster: start one (ray start --head), and its workers with `bringup doctor`'s line"
-                ) from None
+        own = _connect(ray, self.settings.ray)  # one connection for every type's executor: none closes it
         self.stop = threading.Event()
         self._head = "HEAD:6379" if self.settings.ray == "auto" else self.settings.ray
         t0 = time.time()
@@ -350,8 +391,6 @@ class NodeTypes:
                     "wall_seconds": time.time() - t0,
                 }
             )
-        facts = dict(got["facts"])
-        facts["ray.node_type"], facts["ray.node"] = name, got["where"]  # which node the facts describe
         upd: dict[str, Any] = {
             "facts_seconds": time.time() - t0,
             "facts_node": got["where"],
@@ -376,7 +415,7 @@ class NodeTypes:
             settings.model_copy(update={"node_type": name}),
             self.out / name,
             observer=obs,
-            node_facts=(facts, got["model_fp"]),
+            node_facts=_as_gathered(got, name),
         )
         try:
             r = run.execute()

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 import bringup.nodetypes as nodetypes
-from bringup.nodetypes import SUMMARY_JSON, SUMMARY_MD, NodeTypes, node_facts
-from bringup.rayexec import DOUBLE_GPU
+from bringup.nodetypes import SUMMARY_JSON, SUMMARY_MD, NodeTypes, facts_for_type, node_facts
+from bringup.rayexec import DOUBLE_GPU, RayClusterError
 from bringup.run import RunSettings
 from tests.raycluster import LocalCluster, local_cluster
 
@@ -160,3 +160,30 @@ def test_cli_node_types_all_json(cluster: LocalCluster, tmp_path: Path):
         (ABSENT, "no-node"),
     ]
     assert (tmp_path / SUMMARY_MD).is_file()
+    # One type's run resumed on its own: still pinned to its type, its facts from its type's node.
+    again = subprocess.run(
+        [sys.executable, "-m", "bringup", "run", "--resume", "--runs-dir", str(tmp_path / A), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO,
+    )
+    assert again.returncode == 0, again.stderr[-2000:]
+    r = json.loads(again.stdout)
+    assert r["status"] == "validated" and r["node_type"] == A and r["facts"]["ray.node_type"] == A
+    assert r["facts"]["ray.node"] == d["types"][0]["facts_node"]  # the one node of type A
+
+
+def test_a_types_run_on_its_own_reads_the_facts_of_a_node_of_its_type(cluster: LocalCluster):
+    """One type's run resumed (`--resume --runs-dir OUT/<type>`: its settings name the type) gathers
+    its facts on a node of that type again, never the driver's; a type with no node says so."""
+    names = node_names(cluster)
+    for name, node in ((A, "a"), (B, "b")):
+        got = facts_for_type(RunSettings(scenario=str(SAMPLER), ray=cluster.address, node_type=name))
+        assert got is not None
+        facts, _ = got
+        assert facts["ray.node_type"] == name and names[facts["ray.node"].split("/")[-1]] == node
+        assert facts["gpu.compute_capability"]  # the scenario's machine, as its facts task read it
+    assert facts_for_type(RunSettings(scenario=str(SAMPLER), ray=cluster.address)) is None  # not pinned
+    with pytest.raises(RayClusterError, match=f"no alive node declares {ABSENT}"):
+        facts_for_type(RunSettings(scenario=str(SAMPLER), ray=cluster.address, node_type=ABSENT))

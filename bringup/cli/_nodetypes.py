@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import signal
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
 from rich.table import Table
@@ -78,6 +78,18 @@ def node_types_if_asked(
     """`bringup run`'s branch for --node-types: returns at once without it, else never returns."""
     if asked is not None:
         run_node_types(settings, root, asked, json_out, resume)
+
+
+def facts_of_node_type(settings: RunSettings) -> tuple[dict, Any] | None:
+    """A resumed run of one node type (RUNS_DIR/<type>, its settings name the type) reads the facts
+    of a node of that type again, not this machine's; None for any other run."""
+    from bringup.nodetypes import facts_for_type
+    from bringup.rayexec import RayClusterError, RayMissing
+
+    try:
+        return facts_for_type(settings)
+    except (RayClusterError, RayMissing) as e:
+        raise usage_error(str(e)) from None
 
 
 def run_node_types(settings: RunSettings, root: Path, asked: str, json_out: bool, resume: bool) -> NoReturn:

@@ -13,7 +13,7 @@ from rich.text import Text
 
 from bringup.cli import app
 from bringup.cli._common import err_console, out_console, print_json, usage_error, writable_runs_root
-from bringup.cli._nodetypes import node_types_if_asked
+from bringup.cli._nodetypes import facts_of_node_type, node_types_if_asked
 from bringup.cli.trial import parse_answers
 
 if TYPE_CHECKING:
@@ -184,7 +184,13 @@ def run_cmd(
     live = (
         Live(_table([]), console=err_console, refresh_per_second=4, transient=False) if not json_out else None
     )
-    r = Run(settings, root, run_id=rid, observer=LiveTable(live) if live else QuietObserver())
+    r = Run(
+        settings,
+        root,
+        run_id=rid,
+        observer=LiveTable(live) if live else QuietObserver(),
+        node_facts=facts_of_node_type(settings),
+    )
     try:
         if live:
             with live:
