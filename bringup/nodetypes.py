@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
+from bringup import secrets
 from bringup.identity import gather_facts, hardware_fingerprint
 from bringup.rayexec import DOUBLE_GPU, RayClusterError, import_ray, resource_name, worker_command
 from bringup.run import QuietObserver, Run, RunObserver, RunSettings
@@ -521,6 +522,6 @@ def summary_markdown(res: NodeTypesResult) -> str:
 def write_summary(res: NodeTypesResult, out: Path) -> tuple[Path, Path]:
     out.mkdir(parents=True, exist_ok=True)
     md, js = out / SUMMARY_MD, out / SUMMARY_JSON
-    md.write_text(summary_markdown(res))
-    js.write_text(json.dumps(res.model_dump(), indent=2))
+    secrets.write_text(md, summary_markdown(res))  # commands may carry a token: scrubbed as FINDINGS.md is
+    secrets.write_text(js, json.dumps(res.model_dump(), indent=2))
     return md, js

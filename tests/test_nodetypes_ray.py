@@ -187,3 +187,51 @@ def test_a_types_run_on_its_own_reads_the_facts_of_a_node_of_its_type(cluster: L
     assert facts_for_type(RunSettings(scenario=str(SAMPLER), ray=cluster.address)) is None  # not pinned
     with pytest.raises(RayClusterError, match=f"no alive node declares {ABSENT}"):
         facts_for_type(RunSettings(scenario=str(SAMPLER), ray=cluster.address, node_type=ABSENT))
+
+
+def test_ctrl_c_stops_every_types_run_and_leaves_no_server(cluster: LocalCluster, tmp_path: Path):
+    """SIGINT at the driver: each type's run tears its trial down and its journal says interrupted."""
+    import os
+    import shutil
+    import signal
+    import time
+
+    import psutil
+
+    from bringup.journal import Journal
+
+    sc = tmp_path / "sc" / SAMPLER.name  # the test's own copy: its servers are told apart
+    sc.parent.mkdir()
+    shutil.copy(SAMPLER, sc)
+
+    def servers() -> list[psutil.Process]:
+        out = []
+        for p in psutil.process_iter(["cmdline"]):
+            try:
+                if str(sc) in " ".join(p.info["cmdline"] or []) and "serve" in (p.info["cmdline"] or []):
+                    out.append(p)
+            except psutil.Error:
+                continue
+        return out
+
+    argv = [sys.executable, "-m", "bringup", "run", "--scenario", str(sc), "--time-scale", "0.3"]
+    argv += ["--ray", cluster.address, "--node-types", "all", "--runs-dir", str(tmp_path / "out")]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+    try:
+        deadline = time.monotonic() + 120
+        while len(servers()) < 2 and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.2)
+        seen = servers()
+        assert len(seen) == 2, "both types' first trials should be serving"
+        os.kill(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err[-2000:]
+    assert "interrupted" in err
+    _, alive = psutil.wait_procs(seen, timeout=10)
+    assert not alive and not servers(), "a trial's server survived the stop"
+    for t in (A, B):
+        row = Journal(tmp_path / "out" / t / "journal.sqlite").latest_run()
+        assert row is not None and row["status"] == "interrupted"
