@@ -70,9 +70,11 @@ def resource_name(hw_fp: str) -> str:
 
 
 def worker_command(hw_fp: str, address: str = "HEAD:6379", gpus: int | None = None) -> str:
-    """How a worker node of this hardware joins a cluster so that bringup's trials land on it."""
+    """How a worker node of this hardware joins a cluster so that bringup's trials land on it
+    (``hw_fp``: a fingerprint, or a ``bringup-hw-*`` resource name as is)."""
     extra = f', "{DOUBLE_GPU}": {gpus}' if gpus is not None else ""
-    return f"ray start --address {address} --resources '{{\"{resource_name(hw_fp)}\": 1{extra}}}'"
+    res = hw_fp if hw_fp.startswith("bringup-hw-") else resource_name(hw_fp)
+    return f"ray start --address {address} --resources '{{\"{res}\": 1{extra}}}'"
 
 
 def import_ray() -> Any:
@@ -220,14 +222,18 @@ class RayExecutor:
         on_event: Callable[[str, str], None] | None = None,
         local_gpus: int = 0,
         finish: Callable[[Job, TrialRun], TrialRun] | None = None,
+        resource: str | None = None,
     ) -> None:
+        """``resource``: the node type to pin the trials to (a ``bringup-hw-*`` name, see
+        bringup/nodetypes.py); None: the one named from ``hw_fp``, this run's hardware."""
         self.ray = ray = import_ray()
         self.remote_for = remote_for
         # What the driver makes of a landed trial before it is handed back (a tuning point's
         # evaluation and journal row, as the local run function does on this machine).
         self.finish = finish
         self.hw_fp = hw_fp
-        self.resource = resource_name(hw_fp)
+        self.resource = resource or resource_name(hw_fp)
+        whose = f"this machine's hardware, {hw_fp}" if resource is None else "the node type asked for"
         self.simulated = simulated
         self.gpu_key = DOUBLE_GPU if simulated else "GPU"
         self.on_event = on_event or (lambda kind, text: None)
@@ -249,9 +255,9 @@ class RayExecutor:
             if self._own:  # a driver left connected to a cluster dies with it later
                 ray.shutdown()
             raise RayClusterError(
-                f"no live Ray node declares {self.resource} (this machine's hardware, {hw_fp}); the cluster has "
+                f"no live Ray node declares {self.resource} ({whose}); the cluster has "
                 f"{', '.join(declared) or 'no bringup node'}. Start a worker of this hardware with: "
-                f"{worker_command(hw_fp)}"
+                f"{worker_command(self.resource)}"
             )
         self.total_gpus = int(sum(n.gpus for n in nodes))
         self.width = max(1, width if width is not None else (self.total_gpus or len(nodes)))
@@ -386,7 +392,7 @@ class RayExecutor:
         if not self.nodes():
             raise RayClusterError(
                 f"no live Ray node declares {self.resource} any more; trials cannot run. "
-                f"Start one with: {worker_command(self.hw_fp)}"
+                f"Start one with: {worker_command(self.resource)}"
             )
 
     def wait(self) -> Done:
@@ -452,9 +458,11 @@ def cluster_executor(
     simulated: bool,
     on_event: Callable[[str, str], None] | None = None,
     finish: Callable[[Job, TrialRun], TrialRun] | None = None,
+    resource: str | None = None,
 ) -> RayExecutor:
     """``--ray ADDRESS`` with ``--parallel``, as `run` and `tune` both take them: ``auto`` is as
-    many trials at once as the cluster's nodes of this hardware have GPUs, a number caps it."""
+    many trials at once as the cluster's nodes of this hardware have GPUs, a number caps it.
+    ``resource``: a node type to pin the trials to (bringup/nodetypes.py), else this hardware's."""
     return RayExecutor(
         remote_for,
         hw_fp,
@@ -464,6 +472,7 @@ def cluster_executor(
         on_event=on_event,
         local_gpus=local_gpus,
         finish=finish,
+        resource=resource,
     )
 
 

@@ -80,6 +80,9 @@ class RunSettings(BaseModel):
     # one-node one) or its address; None: on this machine. With it, parallel "auto" is as many
     # trials as the cluster's nodes of this hardware have GPUs.
     ray: str | None = None
+    # With ray: the node type whose nodes take the trials, the Ray resource they declare
+    # (``bringup-hw-<hash>``; bringup/nodetypes.py runs one bring-up per type); None: this machine's.
+    node_type: str | None = None
 
 
 class RunObserver(Protocol):
@@ -115,6 +118,9 @@ class Run:
     root: Path
     run_id: str | None = None  # given: resume this run
     observer: RunObserver = field(default_factory=QuietObserver)
+    # Facts and model fingerprint gathered on a node of the run's node type (bringup/nodetypes.py),
+    # as `gather_facts` returns them; None: gathered on this machine.
+    node_facts: tuple[dict, Any] | None = None
     target: Target = field(init=False)
 
     # -- preparing ---------------------------------------------------------------------------------
@@ -152,7 +158,9 @@ class Run:
         registry = t.engine.env_registry(t.version)
         env = {**launch_environment(registry), **env, **s.env}
         self.baseline = Candidate.make(t.engine.log_dialect, t.model, flags, env, label="baseline")
-        self.facts, self.fingerprint = gather_facts(t)
+        self.facts, self.fingerprint = (
+            (dict(self.node_facts[0]), self.node_facts[1]) if self.node_facts else gather_facts(t)
+        )
         self.hw_fp = hardware_fingerprint(self.facts, t.engine.identity_scope())
         self.model_id = model_identity(t)
         self.journal = Journal(self.root / "journal.sqlite") if journal else None
@@ -527,6 +535,7 @@ class Run:
                 self.gpu_slots.total,
                 self.target.engine.simulated,
                 on_event=self.observer.trial_event,
+                resource=s.node_type,
             )
         except (RayMissing, RayClusterError) as e:
             raise RunError(str(e)) from None

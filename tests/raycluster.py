@@ -61,6 +61,12 @@ class LocalCluster:
     ) -> Node:
         """A node; ``gpus`` it declares to Ray (none need exist: Ray then only assigns their ids)."""
         p = self._ports
+        # Workers' ports first, a range of 41 none of the cluster's other ports falls in (the pool
+        # draws at random; Ray refuses a node whose worker range holds one of its own ports).
+        w = p.take()
+        while any(q in p.taken for q in range(w + 1, w + 41)):
+            w = p.take()
+        p.taken.update(range(w, w + 41))
         argv = [
             RAY,
             "start",
@@ -76,7 +82,7 @@ class LocalCluster:
             f"--dashboard-agent-listen-port={p.take()}",
             f"--dashboard-agent-grpc-port={p.take()}",
             f"--runtime-env-agent-port={p.take()}",
-            f"--min-worker-port={(w := p.take())}",
+            f"--min-worker-port={w}",
             f"--max-worker-port={w + 40}",
             "--node-ip-address=127.0.0.1",
         ]

@@ -20,6 +20,7 @@ from bringup.cli._common import (
     usage_error,
     writable_runs_root,
 )
+from bringup.cli._nodetypes import facts_of_node_type, node_types_if_asked
 from bringup.cli.trial import parse_answers
 
 if TYPE_CHECKING:
@@ -113,6 +114,14 @@ def run_cmd(
         help="The GPUs the run may use (CUDA_VISIBLE_DEVICES entries, e.g. 0,1; "
         "default: every GPU doctor sees).",
     ),
+    node_types: str = typer.Option(
+        None,
+        "--node-types",
+        help="With --ray: bring the model up on several node types of the cluster at once, one run "
+        "each (all: every bringup-hw-* type its alive nodes declare; or TYPE[,TYPE...], each a "
+        "bringup-hw-<hash> or a doctor fingerprint); per-type runs under RUNS_DIR/<type>/, "
+        "a summary in RUNS_DIR/NODE-TYPES.md (docs/parallel.md).",
+    ),
     runs_dir: Path = typer.Option(None, help="Runs folder with the journal (default ./bringup-runs)."),
     json_out: bool = typer.Option(False, "--json", help="Print the result as one JSON object."),
 ) -> None:
@@ -175,10 +184,17 @@ def run_cmd(
             gpus=gpus,
             ray=ray,
         )
+    node_types_if_asked(settings, root, node_types, json_out, resume)  # with --node-types: ends here
     live = (
         Live(_table([]), console=err_console, refresh_per_second=4, transient=False) if not json_out else None
     )
-    r = Run(settings, root, run_id=rid, observer=LiveTable(live) if live else QuietObserver())
+    r = Run(
+        settings,
+        root,
+        run_id=rid,
+        observer=LiveTable(live) if live else QuietObserver(),
+        node_facts=facts_of_node_type(settings),
+    )
     try:
         if live:
             with live:

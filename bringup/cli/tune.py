@@ -21,7 +21,6 @@ from bringup.cli._common import (
 )
 
 
-@app.command("tune")
 def _objective_and_sampler(objective: str, sampler: str) -> tuple[Any, Literal["tpe", "random", "grid"]]:
     """The two choices typer hands over as plain strings, checked."""
     if objective not in ("goodput", "throughput", "pareto"):
@@ -31,6 +30,7 @@ def _objective_and_sampler(objective: str, sampler: str) -> tuple[Any, Literal["
     return objective, cast(Literal["tpe", "random", "grid"], sampler)
 
 
+@app.command("tune")
 def tune_cmd(
     run: str = typer.Option(
         None, "--run", help="Tune the validated configuration of this bring-up run (id)."
