@@ -277,3 +277,19 @@ def test_cancel_stops_a_real_trial_and_one_that_already_ended_is_not_cancelled()
     d = ex.wait()
     assert d.job is other and not d.cancelled and other.cancelled_at is None
     ex.close()
+
+
+def test_wait_until_wakes_at_its_time_when_nothing_ends_by_then():
+    ex = LocalExecutor(FakeTrials(), GpuSlots(["0"]), width=1, simulated=True)
+    ex.submit(job(1, 1, 300.0))
+    assert ex.wait_until(120.0) is None and ex.now() == 120.0  # the simulated clock moves to it
+    d = ex.wait_until(400.0)
+    assert d is not None and (d.job.seq, d.clock) == (1, 300.0)
+    ex.close()
+
+    ex = LocalExecutor(FakeTrials(real_s=1.0), GpuSlots(["0"]), width=1)
+    ex.submit(job(1, 1, 0.0))
+    t0 = time.monotonic()
+    assert ex.wait_until(ex.now() + 0.1) is None and time.monotonic() - t0 < 0.8
+    assert ex.wait_until(None) is not None
+    ex.close()

@@ -8,13 +8,16 @@ as a long kernel build would), so that when a screen passes, its full launch wai
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, assert_nothing_left, wait_until
 
-from bringup.executor import Job, TrialRun
+from bringup.executor import Job, LocalExecutor, TrialRun
 from bringup.run import Run, RunSettings
+from bringup.slots import GpuSlots
+from bringup.trial import Trial, TrialSettings
 
 SCEN = ROOT / "bringup" / "data" / "scenarios" / "glm51-nvfp4-sm120-sglang0523.yaml"
 SLOW_S = 600.0
@@ -71,9 +74,20 @@ def test_a_slow_screen_is_preempted_by_a_likelier_full_launch_and_counts_for_not
         assert t.outcome.failure_class is None and not t.outcome.implicates
         assert t.extra["preempted_by"]
         assert run.strategy.predicted_key(t.candidate) not in seen
-    assert "cancelled" not in (tmp_path / "runs" / run.run_id / "FINDINGS.md").read_text().split(
-        "## What the failures mean"
-    )[-1]
+    assert (
+        "cancelled"
+        not in (tmp_path / "runs" / run.run_id / "FINDINGS.md")
+        .read_text()
+        .split("## What the failures mean")[-1]
+    )
+    # A later run on this machine reads the journal: still nothing learnt from the cancelled ones.
+    later = Run(RunSettings(scenario=str(SCEN), knowledge=True, parallel="auto"), tmp_path)
+    later.prepare()
+    later._open()
+    later._learn_priors()
+    assert not {later.strategy.predicted_key(t.candidate) for t in recs} & {
+        o.key for o in later.strategy.observations
+    }
 
 
 @pytest.mark.slow
@@ -94,3 +108,34 @@ def test_a_screen_likelier_than_the_waiting_launch_is_not_preempted(tmp_path):
         a.clock_end_s for a in r.attempts if a.purpose == "screen" and a.status == "works" and a is not slow
     )
     assert first_pass < slow.clock_end_s  # a full launch was ready to go, and waited
+
+
+@pytest.mark.slow
+def test_cancel_on_the_real_clock_tears_the_server_group_down_and_frees_its_gpus(tmp_path):
+    # The scenario server as a real process on the real clock: the full --tp 8 launch takes about
+    # 7 s here; a cancel one second in ends it through the trial's own teardown.
+    run = Run(
+        RunSettings(scenario=str(ROOT / "bringup" / "data" / "scenarios" / "glm5-nvfp4-sm120.yaml")), tmp_path
+    )
+    run.prepare_offline()
+    t = run.target
+
+    def run_trial(job: Job) -> TrialRun:
+        settings = TrialSettings(port=job.port, cancel=job.cancel)
+        t0 = time.time()
+        out = Trial(t.engine, job.cand, tmp_path / "t1", settings, spec=t.spec, version=t.version).run()
+        return TrialRun(out, tmp_path / "t1", t0, time.time())
+
+    ex = LocalExecutor(run_trial, GpuSlots([str(i) for i in range(8)]), width=8)
+    job = Job(1, "screen", run.baseline, True, {}, need=8)
+    ex.submit(job)
+    assert wait_until(lambda: (tmp_path / "t1" / "server.pid").exists(), 20)
+    time.sleep(1.0)
+    t0 = time.monotonic()
+    ex.cancel(job)
+    d = ex.wait()
+    assert d.cancelled and d.run is not None and time.monotonic() - t0 < 3  # not its ~6 s left
+    assert d.run.outcome.teardown is not None  # torn down as on any other end
+    assert_nothing_left(tmp_path / "t1")
+    assert ex.slots.free() == [str(i) for i in range(8)]
+    ex.close()
