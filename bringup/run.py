@@ -469,17 +469,9 @@ class Run:
                 if not ex.in_flight():
                     status, stop_reason = stop or (status, stop_reason)
                     break
-                got = ex.wait_until(self._wake)
-                if got is None:
-                    continue  # the wake-up: preempting may pay by now (see _preempt_for)
-                d = got
-                if d.run is None and d.cancelled:
-                    continue  # preempted, and its node lost on the way: nothing to record or rerun
-                if d.run is None:
-                    self.lost.append(f"#{d.job.seq} on {d.job.where}: {d.lost_why}")
-                    self._follow.insert(0, d.job)  # lost with its node: run it again, not a failure
-                    continue
-                validated = self._deliver(d, screened_ok)
+                d = self._answer(ex)
+                if d is not None:
+                    validated = self._deliver(d, screened_ok)
             self._search_clock = ex.now()
             while ex.in_flight():  # what was launched beside the winner still reports, for the record
                 d = ex.wait()
@@ -504,6 +496,17 @@ class Run:
         write_html(self.run_dir, result, load_tunes(self.run_dir))
         self.observer.finished(result)
         return result
+
+    def _answer(self, ex: Executor) -> Done | None:
+        """The next trial that answered, for the strategy; None: a wake-up (preempting may pay by
+        now, see _preempt_for) or a trial lost with its node (run again first, not a failure)."""
+        d = ex.wait_until(self._wake)
+        if d is None or d.run is not None:
+            return d
+        if not d.cancelled:  # preempted and lost on the way: nothing to record or rerun
+            self.lost.append(f"#{d.job.seq} on {d.job.where}: {d.lost_why}")
+            self._follow.insert(0, d.job)
+        return None
 
     def _executor(self) -> Executor:
         slots, width = self.gpu_slots, self.width
