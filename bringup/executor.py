@@ -46,6 +46,8 @@ class Job:
     sim_start: float = 0.0  # the run's clock when it was submitted
     cancel: threading.Event = field(default_factory=threading.Event)
     port_tries: int = 0
+    # The run's clock when the run cancelled it (preempted by a likelier full launch); None: not.
+    cancelled_at: float | None = None
 
 
 @dataclass
@@ -70,6 +72,8 @@ class Done:
     run: TrialRun | None  # None: the trial was lost (its node died), not failed
     clock: float  # the run's clock at its end
     lost_why: str = ""
+    # Cancelled before it answered (preempted): its outcome is no evidence about its candidate.
+    cancelled: bool = False
 
 
 RunTrial = Callable[[Job], TrialRun]
@@ -90,8 +94,11 @@ class FinishOrder:
         return self._clock if self.simulated else time.monotonic() - self._t0
 
     def add(self, job: Job, res: Result) -> None:
-        """A trial that ended: on a double, at its start plus the simulated seconds it stands for."""
-        if self.simulated:
+        """A trial that ended: on a double, at its start plus the simulated seconds it stands for
+        (or when it was cancelled, if it was)."""
+        if self.simulated and job.cancelled_at is not None:
+            end = job.cancelled_at
+        elif self.simulated:
             sim = None
             if isinstance(res, TrialRun):
                 sim = res.simulated_s if res.simulated_s is not None else res.outcome.timings.simulated
@@ -100,6 +107,23 @@ class FinishOrder:
             end = time.monotonic() - self._t0
         self._done.append((end, job.seq, job, res))
 
+    def cancel(self, job: Job) -> bool:
+        """Cancel a job at the run's clock now; whether it counts as cancelled. A trial that has
+        already ended by itself has answered, and is not cancelled: on a real engine, one that came
+        back before the cancel; on a double, one whose simulated end is now (it ended at this very
+        instant). Otherwise, on a double, the trial ends now on the simulated clock, whatever it
+        did in real time (what it would have shown later is not known at this time)."""
+        if job.cancelled_at is not None:
+            return True
+        now = self.now()
+        ended = [e for e, _, j, _ in self._done if j is job]
+        if ended and (not self.simulated or ended[0] <= now):
+            return False
+        job.cancelled_at = now
+        if self.simulated:
+            self._done = [(now if j is job else e, q, j, r) for e, q, j, r in self._done]
+        return True
+
     def pop(self) -> tuple[Job, Result]:
         """The earliest to end (the clock moves on to it)."""
         self._done.sort(key=lambda t: (t[0], t[1]))
@@ -107,6 +131,14 @@ class FinishOrder:
         if self.simulated:
             self._clock = max(self._clock, end)
         return job, res
+
+    def before(self, until: float) -> bool:
+        """On a double: does a finished trial end by ``until``? If not, the clock moves on to it
+        (a wake-up with nothing new: the run looks again at what is in flight)."""
+        if min((e for e, _, _, _ in self._done), default=float("inf")) <= until:
+            return True
+        self._clock = max(self._clock, until)
+        return False
 
     def jobs(self) -> list[Job]:
         return [j for _, _, j, _ in self._done]
@@ -123,8 +155,9 @@ class Executor(Protocol):
 
     width: int  # trials at once, at most
 
-    def fits(self, job: Job) -> bool:
-        """Could this job start now (a free slot and enough free GPUs)?"""
+    def fits(self, job: Job, freeing: list[Job] | None = None) -> bool:
+        """Could this job start now (a free slot and enough free GPUs), or once the jobs in
+        ``freeing`` (in flight, cancelled) have given theirs back?"""
         ...
 
     def ever_fits(self, job: Job) -> bool:
@@ -137,7 +170,18 @@ class Executor(Protocol):
         """The next job to finish (blocks)."""
         ...
 
+    def wait_until(self, until: float | None) -> Done | None:
+        """The next job to finish, or None if none has by ``until`` on the run's clock (None:
+        wait as long as it takes): the run wakes up to look again at what is in flight."""
+        ...
+
     def in_flight(self) -> list[Job]: ...
+
+    def cancel(self, job: Job) -> None:
+        """Stop a job in flight (its server torn down as on any other end); its Done comes back
+        from wait() with ``cancelled`` set, at the time of the cancel on a simulated clock. A job
+        that already ended by itself on a real engine comes back as it ended."""
+        ...
 
     def now(self) -> float:
         """The run's clock: seconds (simulated for a double) since the run started."""
@@ -174,13 +218,16 @@ class LocalExecutor:
     def _slots_free(self) -> int:
         return self.width - len(self._running) - len(self._finished)
 
-    def fits(self, job: Job) -> bool:
-        if self._slots_free() <= 0:
+    def fits(self, job: Job, freeing: list[Job] | None = None) -> bool:
+        freeing = freeing or []
+        if self._slots_free() + len(freeing) <= 0:
             return False
         if not self.slots.fits(job.need) and self.slots.held and self.gpu_free is not None:
             back = [g for g in sorted(self.slots.held) if self.gpu_free([g])]
             self.slots.unhold(back)
-        return self.slots.fits(job.need)
+        if not freeing:
+            return self.slots.fits(job.need)
+        return job.need == 0 or len(self.slots.free()) + sum(len(j.gpus) for j in freeing) >= job.need
 
     def ever_fits(self, job: Job) -> bool:
         return job.need == 0 or self.slots.ever_fits(job.need)
@@ -194,6 +241,12 @@ class LocalExecutor:
     def in_flight(self) -> list[Job]:
         return [*self._running.values(), *self._finished.jobs()]
 
+    def cancel(self, job: Job) -> None:
+        # The trial tears its server down (its process group) and waits for it, then the GPU
+        # watch's reading after teardown decides whether its GPUs are free (wait() below).
+        if self._finished.cancel(job):
+            job.cancel.set()
+
     def now(self) -> float:
         return self._finished.now()
 
@@ -205,30 +258,46 @@ class LocalExecutor:
             self._finished.add(job, err if err is not None else fut.result())
 
     def wait(self) -> Done:
+        d = self.wait_until(None)
+        assert d is not None  # without a wake-up time, wait() returns a finished trial
+        return d
+
+    def wait_until(self, until: float | None) -> Done | None:
         if not self._running and not self._finished:
             raise RuntimeError("nothing in flight")
         if self.simulated:
             # Every trial in flight must finish before the earliest simulated end is known.
             if self._running:
                 self._collect(set(wait(list(self._running)).done))
+            if until is not None and not self._finished.before(until):
+                return None
         elif not self._finished:
-            self._collect(set(wait(list(self._running), return_when=FIRST_COMPLETED).done))
+            timeout = None if until is None else max(0.0, until - self.now())
+            self._collect(set(wait(list(self._running), timeout, return_when=FIRST_COMPLETED).done))
+            if not self._finished:
+                return None  # woken at ``until`` with nothing finished
         job, res = self._finished.pop()
         if job.port is not None:
             self.ports.give(job.port)
-        if isinstance(res, TrialRun) and res.outcome.failure_class == "port-in-use" and job.port_tries < 3:
+        cancelled = job.cancelled_at is not None
+        if (
+            isinstance(res, TrialRun)
+            and res.outcome.failure_class == "port-in-use"
+            and job.port_tries < 3
+            and not cancelled
+        ):
             # Someone else took the port between the pick and the launch: the machine's race, not
             # the candidate's failure. Again on another port, on the same GPUs.
             job.port_tries += 1
             job.port = self.ports.take()
             self._running[self._pool.submit(self.run_trial, job)] = job
-            return self.wait()
+            return self.wait_until(until)
         if isinstance(res, BaseException):
             self.slots.release(job.gpus)
             raise res
         held = job.gpus if res.outcome.failure_class == "gpu-memory-held" or _left_memory(res.outcome) else []
         self.slots.release(job.gpus, held=held)
-        return Done(job, res, self.now())
+        return Done(job, res, self.now(), cancelled=cancelled)
 
     def close(self) -> None:
         for job in self.in_flight():

@@ -6,7 +6,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_serializer
 
-Status = Literal["works", "fails", "wrong-output", "timeout"]
+# cancelled: the run stopped the trial before it answered (preempted by a likelier full launch):
+# no verdict on its candidate.
+Status = Literal["works", "fails", "wrong-output", "timeout", "cancelled"]
 
 
 class Timings(BaseModel):

@@ -311,10 +311,12 @@ class RayExecutor:
     def _gpus_in_flight(self) -> int:
         return sum(j.need for j in self.in_flight())
 
-    def fits(self, job: Job) -> bool:
-        if len(self.in_flight()) >= self.width:
+    def fits(self, job: Job, freeing: list[Job] | None = None) -> bool:
+        freeing = freeing or []
+        if len(self.in_flight()) - len(freeing) >= self.width:
             return False
-        return job.need == 0 or job.need <= self.total_gpus - self._gpus_in_flight()
+        held = self._gpus_in_flight() - sum(j.need for j in freeing)
+        return job.need == 0 or job.need <= self.total_gpus - held
 
     def ever_fits(self, job: Job) -> bool:
         """A trial runs on one node: it must fit the largest one."""
@@ -338,6 +340,11 @@ class RayExecutor:
 
     def in_flight(self) -> list[Job]:
         return [*(j for j, _, _ in self._running.values()), *self._finished.jobs()]
+
+    def cancel(self, job: Job) -> None:
+        """The task learns of it through the sink and tears its server down as on close()."""
+        if self._finished.cancel(job) and any(j is job for j, _, _ in self._running.values()):
+            self.ray.get(self._sink.cancel.remote([job.seq]), timeout=10)
 
     def now(self) -> float:
         return self._finished.now()
@@ -364,7 +371,12 @@ class RayExecutor:
             res = _lost_why(cause) if isinstance(cause, self.ray.exceptions.RayError) else (cause or e)
         except self.ray.exceptions.RayError as e:  # node, raylet or worker died; object lost; cancelled
             res = _lost_why(e)
-        if isinstance(res, TrialRun) and res.outcome.failure_class == "port-in-use" and job.port_tries < 3:
+        if (
+            isinstance(res, TrialRun)
+            and res.outcome.failure_class == "port-in-use"
+            and job.port_tries < 3
+            and job.cancelled_at is None
+        ):
             job.port_tries += 1  # the node's race for a port, not the candidate's: again
             self._start(job, tdir, rt)
             return
@@ -396,10 +408,17 @@ class RayExecutor:
             )
 
     def wait(self) -> Done:
+        d = self.wait_until(None)
+        assert d is not None  # without a wake-up time, wait() returns a finished trial
+        return d
+
+    def wait_until(self, until: float | None) -> Done | None:
         if not self._running and not self._finished:
             raise RuntimeError("nothing in flight")
         # Simulated: every trial in flight must finish before the earliest simulated end is known.
         while self._running and (self.simulated or not self._finished):
+            if not self.simulated and until is not None and self.now() >= until:
+                return None  # woken at ``until`` with nothing finished
             ready, _ = self.ray.wait(list(self._running), num_returns=1, timeout=POLL_S)
             self._poll_events()
             for ref in ready:
@@ -407,12 +426,14 @@ class RayExecutor:
             if not ready:
                 self._check_nodes()
         self._poll_events()
+        if self.simulated and until is not None and not self._finished.before(until):
+            return None
         job, res = self._finished.pop()
         if isinstance(res, str):
-            return Done(job, None, self.now(), lost_why=res)
+            return Done(job, None, self.now(), lost_why=res, cancelled=job.cancelled_at is not None)
         if isinstance(res, BaseException):
             raise res
-        return Done(job, res, self.now())
+        return Done(job, res, self.now(), cancelled=job.cancelled_at is not None)
 
     def close(self) -> None:
         """Cancel what is in flight: each task tears its server down (as a local trial does); a task

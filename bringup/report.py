@@ -148,7 +148,7 @@ def render_markdown(r: RunResult) -> str:
             f"{a.phase or ''} | `{_md(ev)[:220]}` | {_duration(a)} |"
         )
     L.extend(_where(r))
-    fails = [a for a in r.attempts if a.status != "works"]
+    fails = [a for a in r.attempts if a.status not in ("works", "cancelled")]  # cancelled: no verdict
     if fails:
         L.append("")
         L.append("## What the failures mean")

@@ -314,18 +314,19 @@ class Run:
         """A finished trial into the journal, the memory plan's record and the attempts."""
         assert self.journal is not None and self.run_id is not None and d.run is not None
         job, r = d.job, d.run
-        record_kv(
-            r.outcome,
-            r.tdir,
-            self.target.engine.log_dialect,
-            self.facts,
-            self.fingerprint,
-            self.journal,
-            self.hw_fp,
-            self.model_id,
-            self.run_id,
-            job.seq,
-        )
+        if not d.cancelled:  # a trial cut short tells the memory plan nothing
+            record_kv(
+                r.outcome,
+                r.tdir,
+                self.target.engine.log_dialect,
+                self.facts,
+                self.fingerprint,
+                self.journal,
+                self.hw_fp,
+                self.model_id,
+                self.run_id,
+                job.seq,
+            )
         extra = dict(job.extra)
         if self.width > 1 or job.where != "local":
             extra.update(gpus=job.gpus, where=job.where, clock_start_s=job.sim_start, clock_end_s=d.clock)
@@ -400,6 +401,8 @@ class Run:
         for rec in priors:
             if rec.purpose == "screen" and rec.outcome.status == "works":
                 continue
+            if rec.outcome.status == "cancelled":  # preempted: no verdict on its candidate
+                continue
             cand = rec.candidate
             if rec.outcome.status == "works":
                 if all(c.key() != cand.key() for c in known_good):
@@ -425,8 +428,8 @@ class Run:
                     rec.extra,
                 )
             )
-            if rec.purpose == "minimize":
-                continue
+            if rec.purpose == "minimize" or rec.outcome.status == "cancelled":
+                continue  # a preempted trial: no verdict on its candidate
             if rec.purpose == "screen":
                 if rec.outcome.status == "works":
                     screened_ok.add(self.strategy.predicted_key(rec.candidate))
@@ -471,16 +474,14 @@ class Run:
         try:
             self._follow: list[Job] = []  # full launches of screens that passed; trials lost with their node
             while validated is None:
+                self._wake: float | None = None  # when to look again at a launch waiting for GPUs
                 stop, seq = self._fill(ex, seq, known_good, screened_ok)
                 if not ex.in_flight():
                     status, stop_reason = stop or (status, stop_reason)
                     break
-                d = ex.wait()
-                if d.run is None:
-                    self.lost.append(f"#{d.job.seq} on {d.job.where}: {d.lost_why}")
-                    self._follow.insert(0, d.job)  # lost with its node: run it again, not a failure
-                    continue
-                validated = self._deliver(d, screened_ok)
+                d = self._answer(ex)
+                if d is not None:
+                    validated = self._deliver(d, screened_ok)
             self._search_clock = ex.now()
             while ex.in_flight():  # what was launched beside the winner still reports, for the record
                 d = ex.wait()
@@ -505,6 +506,17 @@ class Run:
         write_html(self.run_dir, result, load_tunes(self.run_dir))
         self.observer.finished(result)
         return result
+
+    def _answer(self, ex: Executor) -> Done | None:
+        """The next trial that answered, for the strategy; None: a wake-up (preempting may pay by
+        now, see _preempt_for) or a trial lost with its node (run again first, not a failure)."""
+        d = ex.wait_until(self._wake)
+        if d is None or d.run is not None:
+            return d
+        if not d.cancelled:  # preempted and lost on the way: nothing to record or rerun
+            self.lost.append(f"#{d.job.seq} on {d.job.where}: {d.lost_why}")
+            self._follow.insert(0, d.job)
+        return None
 
     def _executor(self) -> Executor:
         slots, width = self.gpu_slots, self.width
@@ -569,6 +581,11 @@ class Run:
                 return ("no-working-config", self.strategy.explain_stop()), seq
             extra = {"p_success": d.p_success, "reasons": d.reasons}
             job = self._job(seq + 1, "screen" if d.screen else "search", d.candidate, extra, screen=d.screen)
+            if not ex.fits(job) and self._preempt_for(ex, job):
+                # Queued: it starts as soon as the preempted screens have given their GPUs back.
+                job.seq, job.extra["p_then"] = 0, self.strategy.success_probability(job.cand)
+                self._follow.insert(sum(1 for j in self._follow if j.seq != 0), job)
+                break
             if not ex.fits(job) or self._outlasts_likelier(job, flying):
                 break  # it waits for its GPUs; what is in flight reports first
             seq += 1
@@ -586,6 +603,89 @@ class Run:
             for j in flying
         )
 
+    def _preempt_for(self, ex: Executor, job: Job) -> bool:
+        """Cancel screens in flight that hold GPUs a waiting full launch needs, when it is likelier
+        to work than what each of them tests and starting it now is expected to reach a validated
+        configuration sooner; whether any screen is (already) being cancelled for it.
+
+        Starting the launch now saves, if it works, the time the screens still had to run (R, the
+        longest expected remainder); if it fails, their answers come later by the work thrown away
+        (E, the longest elapsed: a screen of a candidate still worth it runs again). Preempt when
+        p x R > (1 - p) x E. A cancelled screen is no evidence: its candidate stays untried, and the
+        strategy proposes it again or not as the answers say."""
+        if job.screen or self.width <= 1:
+            return False
+        flying = ex.in_flight()
+        going = [j for j in flying if j.cancelled_at is not None]
+        if going and ex.fits(job, going):
+            return True  # already freeing enough: wait for those
+        p = self.strategy.success_probability(job.cand)
+        victims = sorted(
+            (
+                j
+                for j in flying
+                if j.screen and j.cancelled_at is None and self.strategy.success_probability(j.cand) < p
+            ),
+            key=lambda j: (self.strategy.success_probability(j.cand), -j.sim_start),
+        )
+        chosen: list[Job] = []
+        for v in victims:  # the least likely first, the latest started first among equals
+            chosen.append(v)
+            if ex.fits(job, going + chosen):
+                break
+        else:
+            return bool(going)  # cancelling every likelier-beaten screen would not free enough
+        now = ex.now()
+        if not self._preempting_pays(p, chosen, now):
+            # Look again when it would pay, if the screens are still running then.
+            self._wake = self._pays_from(p, chosen, now)
+            return bool(going)
+        what = f"{job.cand.describe_diff(self.baseline)} (p={p:.2f})"
+        for v in chosen:
+            ex.cancel(v)
+            if v.cancelled_at is not None:  # not one that has just answered by itself
+                v.extra["preempted_by"] = what
+                v.extra["preempted_p"] = round(self.strategy.success_probability(v.cand), 4)
+        return True
+
+    def _preempting_pays(self, p: float, chosen: list[Job], at: float) -> bool:
+        """p x R > (1 - p) x E at clock time ``at`` (see _preempt_for)."""
+        left = max(self.screening.remaining_s(at - v.sim_start, self.attempts) for v in chosen)
+        lost = max(at - v.sim_start for v in chosen)
+        return p * left > (1 - p) * lost
+
+    def _pays_from(self, p: float, chosen: list[Job], now: float) -> float | None:
+        """The first clock time, up to the launch deadline, at which preempting ``chosen`` would
+        pay if they are still running then (a screen past every other one's time is expected to
+        run on: one that hangs is preempted before the hang deadline frees its GPUs); None: never."""
+        step = max(1.0, self.settings.timeout / 1000)
+        for k in range(1, int(self.settings.timeout / step) + 1):
+            if self._preempting_pays(p, chosen, now + k * step):
+                return now + k * step
+        return None
+
+    def _preempted(self, d: Done) -> None:
+        """A screen cancelled for a likelier full launch, into the journal as cancelled: no failure
+        class, nothing for the strategy to learn (on a double, what it would have shown after the
+        cancel is not known at that time)."""
+        assert d.run is not None
+        job, r = d.job, d.run
+        out = r.outcome.model_copy(deep=True)
+        simulated = self.target.engine.simulated
+        out.status, out.failure_class, out.signature, out.root_exception = "cancelled", None, None, None
+        out.implicates, out.implicated_levels, out.kv_report = [], {}, None
+        if simulated:  # the trial ran on in real time; on the run's clock it ended at the cancel
+            out.phase, out.probes = None, []
+            out.timings.simulated = d.clock - job.sim_start
+        by = job.extra.get("preempted_by", "a likelier full launch")
+        out.evidence = [f"preempted at {d.clock:.0f} s of the run's clock: {by} waited for its GPUs"]
+        out.hint = (
+            "Cancelled to free its GPUs for a full launch judged likelier to work; not evidence "
+            "about this candidate (it may be screened again)."
+        )
+        (r.tdir / "outcome.json").write_text(out.model_dump_json(indent=2))
+        self._record(dataclasses.replace(d, run=dataclasses.replace(r, outcome=out)))
+
     def _follow_up(self, ex: Executor, seq: int) -> tuple[bool, int]:
         """Start the first follow-up if its GPUs are free (or drop it: an answer that came back
         since its screen makes it unlikely); (whether the loop may go on filling, seq)."""
@@ -594,6 +694,7 @@ class Run:
             self._follow.pop(0)
             return True, seq
         if not ex.fits(job):
+            self._preempt_for(ex, job)
             return False, seq
         self._follow.pop(0)
         job.extra.pop("p_then", None)
@@ -606,6 +707,9 @@ class Run:
     def _deliver(self, d: Done, screened_ok: set[str]) -> Candidate | None:
         """An answer back to the strategy; the candidate when it validated."""
         job = d.job
+        if d.cancelled:
+            self._preempted(d)
+            return None
         out = self._record(d)
         if job.screen:
             if (

@@ -82,7 +82,7 @@ class ScreeningPolicy:
             return False
         if self.mode == "always":
             return True
-        full = [a for a in history if a.purpose == "search"]
+        full = [a for a in history if a.purpose == "search" and a.status != "cancelled"]
         if any(a.failure_class == "wrong-output" for a in full):
             return False  # dummy weights cannot check known answers: a screen would pass blindly
         if self.beside:
@@ -104,8 +104,25 @@ class ScreeningPolicy:
         return (1 - p_success) * self.cost_s(failed[-1]) > self._screen_cost(history)
 
     def _screen_cost(self, history: list[Attempt]) -> float:
-        screens = [self.cost_s(a) for a in history if a.purpose == "screen" and self.cost_s(a) > 0]
+        screens = self._screen_spans(history)
         return min(screens) if screens else SCREEN_COST_S
+
+    def _screen_spans(self, history: list[Attempt]) -> list[float]:
+        """What the screens that ran to their end took (a cancelled one was cut short)."""
+        return [
+            self.cost_s(a)
+            for a in history
+            if a.purpose == "screen" and a.status != "cancelled" and self.cost_s(a) > 0
+        ]
+
+    def remaining_s(self, elapsed: float, history: list[Attempt]) -> float:
+        """How much longer a screen that has run ``elapsed`` seconds is expected to run: the mean
+        of what the screens that ran longer than that had left (before any ran: the prior cost of
+        a screen). One that has outlasted every screen so far (slow, or hanging until the hang
+        deadline) is expected to run on as long again as it is overdue: nothing else says how long."""
+        spans = self._screen_spans(history) or [SCREEN_COST_S]
+        left = [d - elapsed for d in spans if d > elapsed]
+        return sum(left) / len(left) if left else elapsed - max(spans)
 
     def _beside_worth_it(
         self, p_success: float, only_numeric: bool, full: list[Attempt], history: list[Attempt]

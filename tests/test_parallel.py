@@ -224,3 +224,72 @@ def test_when_everything_left_is_in_flight_the_strategy_says_wait_not_stop():
     assert third.candidate is None  # both levels are in flight: nothing to add
     assert s.blocked is None and s.best_left is None  # and nothing about the search changed
     assert s.predicted_key(s.next_launch([], [], set()).candidate) == s.predicted_key(first)
+
+
+# -- cancelling a trial in flight (preemption) ------------------------------------------------------
+def test_a_cancelled_trial_ends_at_the_cancel_on_the_simulated_clock_and_frees_its_gpus_then():
+    ex = LocalExecutor(FakeTrials(), GpuSlots(["0", "1"]), width=2, simulated=True)
+    short, long_ = job(1, 1, 100.0), job(2, 1, 500.0)
+    ex.submit(short)
+    ex.submit(long_)
+    d = ex.wait()
+    assert (d.job.seq, d.clock, d.cancelled) == (1, 100.0, False)
+    big = job(3, 2, 50.0)
+    assert not ex.fits(big) and ex.fits(big, freeing=[long_])
+    ex.cancel(long_)  # at t=100: it ran to its end in real time, but on the clock it ends now
+    d = ex.wait()
+    assert (d.job.seq, d.clock, d.cancelled) == (2, 100.0, True)
+    assert ex.fits(big)  # its GPU is free at the cancel, not at t=500
+    ex.submit(big)
+    d = ex.wait()
+    assert (d.job.seq, d.job.sim_start, d.clock, d.cancelled) == (3, 100.0, 150.0, False)
+    ex.close()
+
+
+def test_cancel_stops_a_real_trial_and_one_that_already_ended_is_not_cancelled():
+    started = threading.Event()
+
+    def waits(j: Job) -> TrialRun:
+        started.set()
+        j.cancel.wait(timeout=5)  # a trial tears its server down when its cancel event is set
+        return TrialRun(Outcome(status="timeout"), Path("."), 0.0, 0.0)
+
+    ex = LocalExecutor(waits, GpuSlots(["0"]), width=1)
+    j = job(1, 1, 0.0)
+    ex.submit(j)
+    started.wait(5)
+    t0 = time.monotonic()
+    ex.cancel(j)
+    d = ex.wait()
+    assert d.cancelled and j.cancelled_at is not None and time.monotonic() - t0 < 2
+    assert ex.slots.free() == ["0"]
+    ex.close()
+
+    ex = LocalExecutor(FakeTrials(), GpuSlots(["0", "1"]), width=2)
+    a, b = job(1, 1, 0.0), job(2, 1, 0.0)
+    ex.submit(a)
+    ex.submit(b)
+    first = ex.wait()  # the other has ended too by the time both are collected, or soon after
+    other = b if first.job is a else a
+    time.sleep(0.05)
+    ex._collect(set(ex._running))  # noqa: SLF001 - make sure it has ended (in the finished queue)
+    ex.cancel(other)  # it answered before the cancel: its answer stands
+    d = ex.wait()
+    assert d.job is other and not d.cancelled and other.cancelled_at is None
+    ex.close()
+
+
+def test_wait_until_wakes_at_its_time_when_nothing_ends_by_then():
+    ex = LocalExecutor(FakeTrials(), GpuSlots(["0"]), width=1, simulated=True)
+    ex.submit(job(1, 1, 300.0))
+    assert ex.wait_until(120.0) is None and ex.now() == 120.0  # the simulated clock moves to it
+    d = ex.wait_until(400.0)
+    assert d is not None and (d.job.seq, d.clock) == (1, 300.0)
+    ex.close()
+
+    ex = LocalExecutor(FakeTrials(real_s=1.0), GpuSlots(["0"]), width=1)
+    ex.submit(job(1, 1, 0.0))
+    t0 = time.monotonic()
+    assert ex.wait_until(ex.now() + 0.1) is None and time.monotonic() - t0 < 0.8
+    assert ex.wait_until(None) is not None
+    ex.close()

@@ -304,3 +304,31 @@ def test_a_node_lost_mid_trial_is_run_again_not_failed(cluster: LocalCluster, tm
     assert res.node_type == hw_resource(SAMPLER) and res.node_type in report
     _, alive = psutil.wait_procs(servers, timeout=10)
     assert servers and not alive, "the lost node's server survived it"
+
+
+def test_a_cancelled_remote_trial_tears_its_server_down_and_comes_back_cancelled(
+    cluster: LocalCluster, tmp_path: Path
+):
+    """Preemption through Ray: the cancel reaches the task through the event sink, the task tears
+    its server down as a local trial does, and the trial comes back cancelled, long before its end."""
+    sc = _copy(SAMPLER, tmp_path)
+    r = Run(RunSettings(scenario=str(sc), time_scale=1.0), tmp_path / "runs")
+    r.prepare()
+    r._open()
+    ex = RayExecutor(r._remote_job, r.hw_fp, address=cluster.address, simulated=False, width=1)
+    try:
+        job = r._job(1, "search", r.baseline, {})
+        ex.submit(job)
+        end = time.monotonic() + 60
+        while not server_procs(sc) and time.monotonic() < end:
+            time.sleep(0.2)
+        procs = server_procs(sc)
+        assert procs, "the server never ran"
+        t0 = time.monotonic()
+        ex.cancel(job)
+        d = ex.wait()
+        assert d.cancelled and d.run is not None and time.monotonic() - t0 < 15
+        _, alive = psutil.wait_procs(procs, timeout=10)
+        assert not alive and not server_procs(sc), "a cancelled trial's server survived"
+    finally:
+        ex.close()

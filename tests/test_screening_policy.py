@@ -38,3 +38,19 @@ def test_small_models_and_likely_candidates_are_never_screened():
     small = ScreeningPolicy("auto", {"--load-format": "dummy"}, weights_gib=8.0, simulated=True)
     assert not small.worth_it(0.3, False, [_full(1, 700.0)])
     assert not _policy().worth_it(0.9, False, [_full(1, 700.0)])
+
+
+def _screen(n: int, cost: float, status: str = "fails") -> Attempt:
+    return Attempt(number=n, purpose="screen", changes="", status=status, simulated_s=cost)
+
+
+def test_a_screens_time_left_comes_from_the_screens_that_ran_to_their_end():
+    p = _policy()
+    assert p.remaining_s(20.0, []) == SCREEN_COST_S - 20.0  # none ran yet: the assumed cost
+    done = [_screen(1, 30.0), _screen(2, 70.0), _screen(3, 90.0)]
+    assert p.remaining_s(40.0, done) == (30.0 + 50.0) / 2  # of those that ran longer than 40 s
+    # Past every screen so far: expected to run on as long again as it is overdue.
+    assert p.remaining_s(90.0, done) == 0.0 and p.remaining_s(150.0, done) == 60.0
+    # A cancelled screen was cut short: it says nothing of how long screens take.
+    assert p.remaining_s(150.0, [*done, _screen(4, 120.0, "cancelled")]) == 60.0
+    assert not p.worth_it(0.3, False, [_full(1, 80.0), _screen(2, 1.0, "cancelled")])

@@ -24,6 +24,7 @@ STATUS_STYLE = {
     "fails": "bold red",
     "wrong-output": "bold magenta",
     "timeout": "bold yellow",
+    "cancelled": "dim",
 }
 
 # `--ray` of `run` and `tune` (bringup/rayexec.py): one text, one meaning.

@@ -45,7 +45,13 @@ def _table(attempts: list[Attempt]) -> Table:
     t = Table(box=None, header_style="bold")
     for c in ("#", "kind", "changed from baseline", "status", "class / phase", "evidence"):
         t.add_column(c, overflow="fold")
-    style = {"works": "green", "fails": "red", "wrong-output": "magenta", "timeout": "yellow"}
+    style = {
+        "works": "green",
+        "fails": "red",
+        "wrong-output": "magenta",
+        "timeout": "yellow",
+        "cancelled": "dim",
+    }
     for a in attempts:
         t.add_row(
             str(a.number),

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 REPORT_NAME = "report.html"
-STATUSES = ("works", "fails", "wrong-output", "timeout")
+STATUSES = ("works", "fails", "wrong-output", "timeout", "cancelled")
 KINDS = {"search": "full", "screen": "screen", "minimize": "minimize"}
 KIND_LONG = {
     "search": "full launch",
