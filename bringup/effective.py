@@ -136,6 +136,12 @@ def parse_engine_config(line: str) -> dict[str, Any] | None:
     return parse_kv_repr(m.group(1))
 
 
+def config_dump(line: str) -> bool:
+    """Whether a line is the engine's dump of its whole configuration: it names every setting, so
+    as evidence of what went wrong it points at none."""
+    return any(p(line) for p in (parse_engine_config, parse_non_default_args, parse_server_args))
+
+
 def normalise(v: Any) -> str:
     """Compare values across CLI strings and Python reprs: '0.88' == 0.88, True == 'true'."""
     if isinstance(v, bool):

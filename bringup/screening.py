@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from bringup.helptext import HelpSpec
+from bringup.knowledge_files import phase_index
 from bringup.results import Attempt
 
 ScreenMode = Literal["auto", "always", "never"]
@@ -101,6 +102,10 @@ class ScreeningPolicy:
         failed = [a for a in full if a.status != "works"]
         if not failed:
             return True
+        if failed[-1].phase and phase_index(failed[-1].phase) < phase_index("load-weights"):
+            # A screen skips the weights and most layers, nothing before them: a failure (or a hang
+            # and its deadline) in distributed start-up costs a screen as much as a full launch.
+            return False
         return (1 - p_success) * self.cost_s(failed[-1]) > self._screen_cost(history)
 
     def _screen_cost(self, history: list[Attempt]) -> float:

@@ -392,12 +392,7 @@ class Strategy:
         suspects: list[tuple[Factor, FlagValue | None]] = []
         # A factor the evidence names ("moe_backend='deep_gemm' is not supported") is the first
         # suspect, whatever the signature's generic list says.
-        text = " ".join(outcome.evidence)
-        mentioned = [
-            f.name
-            for f in self.space.factors
-            if not f.is_env and (f.dest + "=" in text or f.dest + ":" in text or f.name + " " in text)
-        ]
+        mentioned = self._named_by_lines(outcome.evidence)
         named_by_line = bool(mentioned)
         # A variable the failure's lines name comes right after the flags they name; those the
         # failure implicates by its nature come after the signature's own suspects.
@@ -544,6 +539,22 @@ class Strategy:
             for lv in levels:
                 key = (f.name, normalise(lv))
                 self.p[key] = max(self.p.get(key, 0.0), P_INCOMPATIBLE)
+
+    def _named_by_lines(self, lines: list[str]) -> list[str]:
+        """The flags the failure's lines name ("moe_backend='deep_gemm' is not supported"). A line
+        that names more than two is the engine's dump of its whole configuration (vLLM's
+        "Initializing a V1 LLM engine ... with config: ...", the last line before many hangs): it
+        names every setting, so it points at none."""
+        out: list[str] = []
+        for line in lines:
+            named = [
+                f.name
+                for f in self.space.factors
+                if not f.is_env and (f.dest + "=" in line or f.dest + ":" in line or f.name + " " in line)
+            ]
+            if len(named) <= 2:
+                out += [n for n in named if n not in out]
+        return [f.name for f in self.space.factors if f.name in out]
 
     # -- numeric bounds -----------------------------------------------------------------------------
     def _numbers(self) -> dict[str, str]:

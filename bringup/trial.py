@@ -22,6 +22,7 @@ import httpx
 
 from bringup import secrets
 from bringup.candidate import Candidate, FlagError, parse_flags
+from bringup.effective import config_dump
 from bringup.engines.base import Engine, later_phase
 from bringup.gpus import GpuWatch, default_watch, visible_indices
 from bringup.helptext import HelpSpec
@@ -141,6 +142,19 @@ class Trial:
             self.dir / "candidate.json", json.dumps(self.cand.to_json(), indent=2, default=str)
         )
         return out
+
+    def _simulated_seconds(self, texts: list[str], status: str | None) -> float | None:
+        """A double's launch cost on its own clock. A hang costs the wait until bringup gave up (the
+        last line's time plus the no-progress deadline), and a launch that never got ready the launch
+        deadline, as on a real machine: not the time of the last line the double printed."""
+        sim = self.engine.launch_seconds(texts)
+        if sim is None or not self.engine.simulated or self._cancelled():
+            return sim
+        if status == "hang" and phase_index(self.phase) <= phase_index("ready"):
+            return min(sim + self.s.hang_timeout, max(sim, self.s.timeout))
+        if status == "timeout":
+            return max(sim, self.s.timeout)
+        return sim
 
     def _deadlines(self) -> tuple[float, float]:
         """(hang, launch) deadlines in real seconds: the settings are engine seconds, scaled by the
@@ -426,7 +440,7 @@ class Trial:
             probes=(probe_t[1] - probe_t[0]) if probe_t else None,
             teardown=teardown.seconds if teardown else None,
             fatal_to_teardown=(t_end - t_event) if t_event is not None else None,
-            simulated=self.engine.launch_seconds(texts),
+            simulated=self._simulated_seconds(texts, status),
             overhead=t_launch - t_start,
             ready_lag=self._ready_lag,
         )
@@ -451,7 +465,8 @@ class Trial:
             silent = (time.monotonic() - self.lines[-1].t) if self.lines else None
             if status == "hang":
                 out.failure_class = "hang"
-                out.evidence = hang_evidence(texts) or ["(the server printed nothing)"]
+                said = [t for t in texts if not self.engine.bookkeeping(t) and not config_dump(t)]
+                out.evidence = hang_evidence(said) or ["(the server printed nothing)"]
                 out.implicates = list(hang_implicates().get(reached, []))
                 out.hint = (
                     f"No progress (no new log line; repeated lines do not count) and not ready for "

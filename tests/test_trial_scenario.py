@@ -181,6 +181,12 @@ def test_hang_is_detected_by_silence(tmp_path):
     )
     assert rc == 1 and d["status"] == "timeout" and d["failure_class"] == "hang"
     assert d["phase"] == "graph-capture"
+    # A hang costs the wait until bringup gave up, on the double's clock: the oracle's figure (the
+    # time to the hang plus the deadline), not the time of the last line the double printed.
+    from bringup.scenario.oracle import Oracle
+
+    expected = Oracle.load(DATA / "scenarios" / "hang-vllm.yaml", hang_s=2.0).outcome({"--max-num-seqs": 128})
+    assert d["timings"]["simulated"] == pytest.approx(expected.simulated_s, abs=0.5)
     assert_nothing_left(Path(d["log_path"]).parent)
     rc, d = trial(
         "--max-num-seqs",

@@ -309,6 +309,11 @@ class Engine:
         """Seconds a launch stands for, when the engine's own clock says (None: wall time)."""
         return None
 
+    def bookkeeping(self, line: str) -> bool:
+        """A line the engine prints for bringup's accounting, not about its work (a double's clock):
+        never evidence of what the server was doing."""
+        return False
+
     # -- reading the log -------------------------------------------------------------------
     def phase_of(self, line: str) -> str | None:
         for m in self.info.phases:

@@ -96,6 +96,11 @@ class ScenarioEngine(Engine):
         clocks = [c for line in lines if (c := parse_clock(line)) is not None]
         return max(clocks) if clocks else None
 
+    def bookkeeping(self, line: str) -> bool:
+        from bringup.scenario import parse_clock
+
+        return parse_clock(line) is not None
+
 
 def scenario_engine(path: Path, time_scale: float, python: str | None = None) -> ScenarioEngine:
     """Load a scenario file and wrap it as an engine (ScenarioLoadError when it cannot be used)."""

@@ -113,7 +113,9 @@ class Startup:
             self.log.clock_line("died")
             code = self.action.exit_code if self.action.exit_code is not None else self.d.exit_code(phase)
             terminate(code)
-        # hang: never ready; silent, or repeating its watchdog lines (output, not progress)
+        # hang: never ready; silent, or repeating its watchdog lines (output, not progress). The clock
+        # line marks when progress stopped: the launch costs that plus the watcher's deadline.
+        self.log.clock_line("hung")
         await hang_forever(self.log, self.action.repeat, self.values)
 
     async def phase(
