@@ -22,7 +22,7 @@ from pydantic import BaseModel, Field
 from bringup import secrets
 from bringup.candidate import Candidate, FlagError, change_tokens, parse_command
 from bringup.envfactors import EnvFactors
-from bringup.envvars import launch_environment, other_platform
+from bringup.envvars import absent_components, launch_environment, other_platform
 from bringup.executor import Done, Executor, Job, LocalExecutor, TrialRun
 from bringup.gpus import default_watch, visible_indices
 from bringup.identity import gather_facts, hardware_fingerprint, model_identity
@@ -176,7 +176,7 @@ class Run:
         device = self.facts.get("device")
         drop_levels(self.space, self.baseline, lambda level: other_platform(level, device))
         not_here = drop_inapplicable(self.space, self.facts) if not (s.vary or s.space_file) else []
-        self.env = EnvFactors(registry, device=self.facts.get("device"))
+        self.env = EnvFactors(registry, device=self.facts.get("device"), absent=absent_components(self.facts))
         for f in self.env.initial(
             {
                 k: v

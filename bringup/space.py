@@ -204,8 +204,8 @@ def drop_inapplicable(space: Space, facts: Mapping[str, Any]) -> list[str]:
         if clash is None:
             keep.append(f)
         else:
-            gone.append(f"{f.name} (needs {clash[0]} = {format_value(clash[1])}; this target: "
-                        f"{format_value(facts[clash[0]])})")
+            want, have = (str(x).lower() if isinstance(x, bool) else x for x in (clash[1], facts[clash[0]]))
+            gone.append(f"{f.name} (needs {clash[0]} = {want}; this target: {have})")
     space.factors = keep
     return gone
 
