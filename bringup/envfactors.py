@@ -51,6 +51,7 @@ class EnvProposal:
 class EnvFactors:
     registry: Registry
     device: str | None = None
+    absent: frozenset[str] = frozenset()  # components the target lacks (envvars.absent_components)
 
     def var(self, name: str) -> EnvVar:
         return self.registry.get(name) or EnvVar(name, owner="log")
@@ -108,7 +109,7 @@ class EnvFactors:
             "hint": outcome.hint,
             "evidence": [*outcome.evidence, *([outcome.root_exception] if outcome.root_exception else [])],
         }
-        ranked = rank(pool.values(), failure, device=self.device)
+        ranked = rank(pool.values(), failure, device=self.device, absent=self.absent)
         added = 0
         for r in ranked:
             if added >= RANKED_PER_FAILURE or r.score < MIN_RANK_SCORE:

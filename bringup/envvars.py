@@ -763,6 +763,19 @@ def other_platform(name: str, device: str | None) -> bool:
     return device is not None and any(f" {w} " in words for w in _relevance()[2].get(device, ()))
 
 
+def absent_components(facts: Mapping[str, Any]) -> frozenset[str]:
+    """The components this target does not have (relevance.yaml ``needs``: the MoE layers of a
+    dense model), read from known facts only: an unknown fact leaves the component in."""
+    doc = load_yaml(ENV_DATA / "relevance.yaml") or {}
+    out = set()
+    for comp, needs in (doc.get("needs") or {}).items():
+        for k, v in (needs or {}).items():
+            have = facts.get(k)
+            if have is not None and _norm(str(have)) != _norm(str(v)):
+                out.add(comp)
+    return frozenset(out)
+
+
 def _field(failure: Any, name: str, default: Any) -> Any:
     if isinstance(failure, Mapping):
         return failure.get(name, default)
@@ -776,6 +789,7 @@ def rank(
     limit: int | None = None,
     device: str | None = None,
     log_lines: Iterable[str] = (),
+    absent: Iterable[str] = (),
 ) -> list[Ranked]:
     """The variables a failure implicates, most implicated first (only those with a reason).
 
@@ -793,7 +807,8 @@ def rank(
        against the variable's name (x3) and its description and section (x1).
 
     ``device`` (cuda, cpu) leaves out variables of other platforms (``VLLM_ROCM_*``...) unless a
-    line names them. ``known`` adds names a line may mention without a known prefix. Ties break
+    line names them; ``absent`` (components the target lacks, ``absent_components``: ``moe`` for a
+    dense model) weighs nothing, and a variable whose name names one is left out the same way. ``known`` adds names a line may mention without a known prefix. Ties break
     by name, so the order is deterministic.
     """
     failure_class = _field(failure, "failure_class", None) or ""
@@ -815,6 +830,9 @@ def rank(
         weight[c] = max(weight.get(c, 0), W_IMPLICATED_FLAG)
     for c in _components_in(" ".join(lines)):
         weight[c] = W_EVIDENCE
+    absent = frozenset(absent)
+    for c in absent:
+        weight.pop(c, None)
     implicated_env = [f[4:] for f in implicates if f.startswith("env:")]
     for mention in [*found, *elsewhere.values()]:
         pool.setdefault(mention.name, common_vars().get(mention.name) or EnvVar(mention.name, owner="log"))
@@ -828,7 +846,12 @@ def rank(
         reasons: list[str] = []
         m = by_name.get(name)
         m_else = elsewhere.get(name) if m is None else None
-        if m is None and m_else is None and name not in implicated_env and other_platform(name, device):
+        if (
+            m is None
+            and m_else is None
+            and name not in implicated_env
+            and (other_platform(name, device) or _components_in(name) & absent)
+        ):
             continue
         if m is not None:
             score += W_NAMED_BY_LOG + (W_ADVISED if m.action == "set" else 0)

@@ -22,7 +22,7 @@ from pydantic import BaseModel, Field
 from bringup import secrets
 from bringup.candidate import Candidate, FlagError, change_tokens, parse_command
 from bringup.envfactors import EnvFactors
-from bringup.envvars import launch_environment, other_platform
+from bringup.envvars import absent_components, launch_environment, other_platform
 from bringup.executor import Done, Executor, Job, LocalExecutor, TrialRun
 from bringup.gpus import default_watch, visible_indices
 from bringup.identity import gather_facts, hardware_fingerprint, model_identity
@@ -35,7 +35,7 @@ from bringup.probes import KnownAnswer, ProbeConfig
 from bringup.results import Attempt, Prediction, Purpose, RunResult
 from bringup.screening import ScreeningPolicy, one_gpu_screen, screen_flags
 from bringup.slots import GpuSlots, SlotError, parallel_width, parse_gpus
-from bringup.space import Space, build_space, drop_levels
+from bringup.space import Space, build_space, drop_inapplicable, drop_levels
 from bringup.strategy import Strategy
 from bringup.targets import Target, resolve_target
 from bringup.trial import Trial, TrialSettings
@@ -183,7 +183,8 @@ class Run:
         )
         device = self.facts.get("device")
         drop_levels(self.space, self.baseline, lambda level: other_platform(level, device))
-        self.env = EnvFactors(registry, device=self.facts.get("device"))
+        not_here = drop_inapplicable(self.space, self.facts) if not (s.vary or s.space_file) else []
+        self.env = EnvFactors(registry, device=self.facts.get("device"), absent=absent_components(self.facts))
         for f in self.env.initial(
             {
                 k: v
@@ -200,6 +201,7 @@ class Run:
         self.strategy = Strategy(
             self.space, self.baseline, self.knowledge, t.spec, screening=self.screening, env=self.env
         )
+        self.strategy.notes += [f"not searched on this target: {g}" for g in not_here]
         self.answers = [KnownAnswer(p, e) for p, e in s.answers] + list(t.answers)
         self._slots()
         self.reference, self.reference_why = self._reference(journal)

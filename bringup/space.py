@@ -8,7 +8,7 @@ or widened by the user (``--vary``, ``--fix``, or a space file). Every factor al
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from bringup.candidate import Candidate, FlagValue, format_value
+from bringup.conditions import values_equal
 from bringup.effective import normalise
 from bringup.helptext import HelpSpec
 from bringup.knowledge_files import DATA, KnowledgeFileError, describe_validation, load_yaml
@@ -45,6 +46,10 @@ class FactorSpec(BaseModel):
     # memory fraction whose share of the GPU becomes the KV cache, so a launch's reported pool
     # predicts the lowest fraction that still holds one request; bringup/strategy.py).
     sizes: str | None = None
+    # Facts the flag only matters under ({model.moe: true}: a MoE kernel backend does nothing for a
+    # dense model, which has no expert layers). A factor whose needs a known fact contradicts is
+    # left out of the search (``drop_inapplicable``); an unknown fact keeps it.
+    needs: dict[str, Any] | None = None
 
 
 @dataclass
@@ -58,6 +63,7 @@ class Factor:
     origin: str = "builtin"  # builtin | vary | space-file
     p_unset: float | None = None  # prior that the engine default fails (None: the strategy's)
     sizes: str | None = None  # "kv-pool": the memory fraction that sizes the KV cache (FactorSpec)
+    needs: dict[str, Any] | None = None  # facts the flag only matters under (FactorSpec)
 
     @property
     def is_env(self) -> bool:
@@ -159,6 +165,7 @@ def _factor(spec: FactorSpec, helpspec: HelpSpec | None, origin: str, where: str
         origin,
         spec.p_unset,
         spec.sizes,
+        spec.needs,
     )
 
 
@@ -175,6 +182,31 @@ def drop_levels(space: Space, baseline: Candidate, unwanted: Callable[[str], boo
         if keep and len(keep) < len(f.levels):
             gone += [f"{f.name} {lv}" for lv in f.levels if lv not in keep]
             f.levels = keep
+    return gone
+
+
+def drop_inapplicable(space: Space, facts: Mapping[str, Any]) -> list[str]:
+    """Leave out of the search the factors whose ``needs`` a known fact contradicts (the MoE
+    backend of a dense model: the engine ignores the flag, so every level fails as the baseline
+    does and each launch is wasted). The baseline's own value of such a flag stays on its command
+    line; it is only not varied. Returns what went, with the fact that ruled it out."""
+    gone: list[str] = []
+    keep: list[Factor] = []
+    for f in space.factors:
+        clash = next(
+            (
+                (k, v)
+                for k, v in (f.needs or {}).items()
+                if facts.get(k) is not None and not values_equal(facts.get(k), v)
+            ),
+            None,
+        )
+        if clash is None:
+            keep.append(f)
+        else:
+            want, have = (str(x).lower() if isinstance(x, bool) else x for x in (clash[1], facts[clash[0]]))
+            gone.append(f"{f.name} (needs {clash[0]} = {want}; this target: {have})")
+    space.factors = keep
     return gone
 
 

@@ -707,3 +707,32 @@ def test_real_sglang_cpu_log_names_the_missing_package_and_its_way_out():
     assert "SGLANG_USE_CPU_ENGINE=1" in out.hint
     kernel = explain_file(LOGS / "sglang-cpu-engine-no-sgl-kernel.log")
     assert kernel.signature == "sglang-sgl-kernel-no-ops" and "sgl-kernel built for CPU" in kernel.hint
+
+
+def test_a_failure_in_vllms_kernel_warmup_is_in_the_kernel_warmup_phase():
+    """The warm-up is called from _initialize_kv_caches, a KV-allocation frame further out: the
+    innermost recognised frame (the warm-up module) says where it failed (vllm #41849)."""
+    c = _one(
+        "RuntimeError: DeepGEMM backend is unavailable in the current vLLM environment, or the "
+        "available DeepGEMM package does not provide the required APIs for these kernels.",
+        '  File "/x/vllm/v1/engine/core.py", line 379, in _initialize_kv_caches',
+        "    self.model_executor.compile_or_warm_up_model()",
+        '  File "/x/vllm/model_executor/warmup/kernel_warmup.py", line 244, in kernel_warmup',
+        "    deep_gemm_warmup(model, max_tokens)",
+        '  File "/x/vllm/model_executor/warmup/deep_gemm_warmup.py", line 363, in deep_gemm_warmup',
+        "    total = _count_warmup_iterations(model, max_tokens)",
+        '  File "/x/vllm/utils/deep_gemm.py", line 146, in _missing',
+        "    raise RuntimeError(",
+        phase="kv-alloc",
+    )
+    assert c.phase == "kernel-warmup"
+    # A failure in the profiling pass, under the same _initialize_kv_caches, stays in kv-alloc.
+    c = _one(
+        "RuntimeError: boom",
+        '  File "/x/vllm/v1/engine/core.py", line 379, in _initialize_kv_caches',
+        "    self.model_executor.determine_available_memory()",
+        '  File "/x/vllm/v1/worker/gpu_model_runner.py", line 3120, in profile_run',
+        "    self._dummy_run(",
+        phase="kv-alloc",
+    )
+    assert c.phase == "kv-alloc"

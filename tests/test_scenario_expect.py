@@ -23,6 +23,7 @@ NEW = [
     "gpt-oss-20b-triton-smem-sm120-vllm",
     "llama31-70b-pcie-nccl-hang-vllm",
     "deepseek-r1-nvfp4-no-backend-sm120-vllm",
+    "qwen3-32b-fp8-deepgemm-warmup-h200-vllm",
 ]
 UNSOLVABLE = "deepseek-r1-nvfp4-no-backend-sm120-vllm"
 
