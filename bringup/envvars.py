@@ -782,6 +782,29 @@ def _field(failure: Any, name: str, default: Any) -> Any:
     return getattr(failure, name, default)
 
 
+def _component_weights(
+    cls: Mapping[str, Any],
+    failure_class: str,
+    implicates: list[str],
+    lines: list[str],
+    absent: frozenset[str],
+) -> dict[str, int]:
+    """How strongly the failure names each component: its lines most, then the flags it
+    implicates, then its class; a component the target lacks (``absent``) not at all."""
+    weight: dict[str, int] = {}
+    for c in cls.get("components", ()):
+        weight[c] = max(weight.get(c, 0), W_CLASS)
+    for c in _components_in(failure_class):
+        weight[c] = max(weight.get(c, 0), W_CLASS)
+    for c in _components_in(" ".join(f for f in implicates if not f.startswith("env:"))):
+        weight[c] = max(weight.get(c, 0), W_IMPLICATED_FLAG)
+    for c in _components_in(" ".join(lines)):
+        weight[c] = W_EVIDENCE
+    for c in absent:
+        weight.pop(c, None)
+    return weight
+
+
 def rank(
     variables: Iterable[EnvVar],
     failure: Any,
@@ -821,18 +844,8 @@ def rank(
     found = mentions_in_lines(lines, known_names)
     elsewhere = {m.name: m for m in mentions_in_lines(log_lines, known_names)}
     cls = _relevance()[1].get(failure_class, {})
-    weight: dict[str, int] = {}
-    for c in cls.get("components", ()):
-        weight[c] = max(weight.get(c, 0), W_CLASS)
-    for c in _components_in(failure_class):
-        weight[c] = max(weight.get(c, 0), W_CLASS)
-    for c in _components_in(" ".join(f for f in implicates if not f.startswith("env:"))):
-        weight[c] = max(weight.get(c, 0), W_IMPLICATED_FLAG)
-    for c in _components_in(" ".join(lines)):
-        weight[c] = W_EVIDENCE
     absent = frozenset(absent)
-    for c in absent:
-        weight.pop(c, None)
+    weight = _component_weights(cls, failure_class, implicates, lines, absent)
     implicated_env = [f[4:] for f in implicates if f.startswith("env:")]
     for mention in [*found, *elsewhere.values()]:
         pool.setdefault(mention.name, common_vars().get(mention.name) or EnvVar(mention.name, owner="log"))
