@@ -39,8 +39,10 @@ from bringup.envvars import (
     locate_package,
     mentions,
     mentions_in_lines,
+    message_words,
     names_in_knowledge,
     rank,
+    shared_name_words,
     snapshot_path,
     suggested_values,
     user_env,
@@ -540,6 +542,37 @@ def test_sampler_nan_ranks_sampler_variables_first(vllm):
     wrong = {"failure_class": "wrong-output", "evidence": nan.evidence}
     assert rank(_pool(vllm), wrong)[0].var.name == "VLLM_USE_FLASHINFER_SAMPLER"
     assert "sampler (name)" in rank(_pool(vllm), wrong)[0].reasons
+
+
+def test_a_failure_in_its_own_words_implicates_the_variable_named_after_them(sglang_old):
+    # SGLang's TP memory-balance check (sglang #1533, #4233): the message says "unbalanced", the
+    # variable that turns the check off says INBALANCE. Both share "memory" with every memory
+    # variable; the shared word (by stem) must lift the two balance variables above them.
+    # No signature knows the message: the pipeline classes it "unknown" (phase distributed-init).
+    unbalanced = {
+        "failure_class": "unknown",
+        "evidence": [
+            "RuntimeError: The memory capacity is unbalanced. Some GPUs may be occupied by other "
+            "processes. min_per_gpu_memory=115.07, local_gpu_memory=138.57, local_gpu_memory * 0.9=124.71"
+        ],
+    }
+    ranked = rank(_pool(sglang_old), unbalanced, device="cuda")
+    top = {r.var.name for r in ranked[:2]}
+    assert top == {"SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK", "SGLANG_DISABLE_TP_MEMORY_INBALANCE_CHECK"}
+    assert ranked[2].score < ranked[0].score
+    assert any("balanc" in reason for reason in ranked[0].reasons)
+
+
+def test_shared_name_words_skip_prefixes_generic_words_components_and_identifiers():
+    words = {"balanc", "capacity", "local", "gpu", "memory"}
+    # the prefix (SGLANG), generic words (ENABLE, CHECK is not said), a component word (MEMORY)
+    # and a two-letter word (TP) never count; the negated spelling meets its stem
+    assert shared_name_words("SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK", words) == ["balanc"]
+    assert shared_name_words("SGLANG_DEBUG_MEMORY_POOL", words) == []
+    assert shared_name_words("SGLANG_ENABLE_GPU_CAPACITY_LIMIT", words) == ["capacity"]
+    # words of code identifiers in a message are not the message's words
+    assert "local" not in message_words("local_gpu_memory=138.57 is unbalanced")
+    assert "balanc" in message_words("local_gpu_memory=138.57 is unbalanced")
 
 
 def test_nccl_hang_ranks_nccl_and_allreduce_variables_first(vllm):
