@@ -712,10 +712,11 @@ def as_factor(var: EnvVar, suggested: Iterable[str] = (), origin: str = "envvars
 W_NAMED_BY_LOG, W_ADVISED, W_IMPLICATED_ENV, W_NAMED_IN_LOG = 1000, 100, 500, 200
 W_CLASS_VARIABLE, W_EVIDENCE, W_IMPLICATED_FLAG, W_CLASS = 40, 10, 3, 1
 W_IN_NAME, W_IN_TEXT = 3, 1
-# A distinctive word of a variable's name that the failure's own lines use (same stem): half a
-# component the evidence names in the name, so that it breaks ties among a component's variables and
-# ranks above a match in a description, never above a component's own variables on its own.
-W_WORD_IN_NAME = W_EVIDENCE * W_IN_NAME // 2
+# A distinctive word of a variable's name that the failure's own prose uses (same stem) counts as a
+# component the evidence names, matched in the name (W_EVIDENCE x W_IN_NAME): "unbalanced" names the
+# idea behind ..._INBALANCE_CHECK as "sampler" names the one behind ..._FLASHINFER_SAMPLER. With a
+# component besides, the variable is a first suspect (envfactors: two such matches).
+W_WORD_IN_NAME = W_EVIDENCE * W_IN_NAME
 
 # Words of variable names that say nothing about what the variable controls: they never count as
 # a shared word (every engine has ENABLE_/DISABLE_/USE_/..._SIZE variables).

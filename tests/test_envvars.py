@@ -754,3 +754,25 @@ def test_env_command(tmp_path):
     mine = {r["name"]: r for r in data["user_env"]}
     assert mine["NCCL_P2P_DISABLE"] == {"name": "NCCL_P2P_DISABLE", "value": "1", "status": "common"}
     assert mine["HF_TOKEN"]["value"] == REDACTED and data["origin"] == "snapshot"
+
+
+def test_a_shared_word_and_a_component_make_a_first_suspect(sglang_old):
+    # As two components do (envfactors' "strong"): the search then tries the balance variables at
+    # once, not after every other memory variable (the blind SGLang scenario
+    # llama33-70b-h200-tp-imbalance-sglang).
+    from bringup.envfactors import EnvFactors
+
+    failure = Outcome(
+        status="fails",
+        failure_class="unknown",
+        phase="distributed-init",
+        evidence=[
+            "RuntimeError: The memory capacity is unbalanced. Some GPUs may be occupied by other "
+            "processes. min_per_gpu_memory=115.07, local_gpu_memory=138.57, local_gpu_memory * 0.9=124.71"
+        ],
+    )
+    proposals = EnvFactors(sglang_old, device="cuda").after_failure(failure, have=[])
+    strong = {p.factor.name for p in proposals if p.named}
+    assert strong == {"env:SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK", "env:SGLANG_DISABLE_TP_MEMORY_INBALANCE_CHECK"}
+    enable = next(p for p in proposals if p.factor.name == "env:SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK")
+    assert "0" in [str(x) for x in enable.factor.levels]
