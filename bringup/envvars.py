@@ -33,6 +33,7 @@ import os
 import re
 import subprocess
 import sys
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -717,6 +718,8 @@ W_IN_NAME, W_IN_TEXT = 3, 1
 # idea behind ..._INBALANCE_CHECK as "sampler" names the one behind ..._FLASHINFER_SAMPLER. With a
 # component besides, the variable is a first suspect (envfactors: two such matches).
 W_WORD_IN_NAME = W_EVIDENCE * W_IN_NAME
+MAX_SHARED_WORD_NAMES = 2  # a shared word names at most this many variables of the pool
+_ERROR_LINE = re.compile(r"\b\w*(?:Error|Exception|Exit|Interrupt|Failure)\b:|\berror\b:", re.IGNORECASE)
 
 # Words of variable names that say nothing about what the variable controls: they never count as
 # a shared word (every engine has ENABLE_/DISABLE_/USE_/..._SIZE variables).
@@ -885,7 +888,16 @@ def rank(
         pool.setdefault(name, common_vars().get(name) or EnvVar(name, owner="knowledge"))
     first_for_class = cls.get("variables", ())
     by_name = {m.name: m for m in found}
-    line_words = message_words(" ".join(lines))
+    # Shared words: from the lines that state an error (an exception's message), not from progress
+    # or watchdog lines that list what could be slow ("compilation, weight/kv cache quantization"),
+    # and only words at most two variables of the pool are named after (a word many names share,
+    # WEIGHT, SHARED, EXPERT, says little about which one to change).
+    name_df = Counter(w for n in pool for w in {_stem(x) for x in n.lower().split("_") if len(x) >= 3})
+    line_words = {
+        w
+        for w in message_words(" ".join(x for x in lines if _ERROR_LINE.search(x)))
+        if name_df[w] <= MAX_SHARED_WORD_NAMES
+    }
     out: list[Ranked] = []
     for name, var in pool.items():
         score = 0.0

@@ -776,3 +776,19 @@ def test_a_shared_word_and_a_component_make_a_first_suspect(sglang_old):
     assert strong == {"env:SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK", "env:SGLANG_DISABLE_TP_MEMORY_INBALANCE_CHECK"}
     enable = next(p for p in proposals if p.factor.name == "env:SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK")
     assert "0" in [str(x) for x in enable.factor.levels]
+
+
+def test_shared_words_come_from_error_lines_and_rare_names_only(vllm):
+    def word_reasons(evidence):
+        ranked = rank(_pool(vllm), {"failure_class": "hang", "evidence": evidence}, device="cuda")
+        return [(r.var.name, x) for r in ranked for x in r.reasons if "as the failure's lines say" in x]
+
+    # vLLM's watchdog lists what could be slow: its words are no statement of what went wrong
+    watchdog = (
+        "[shm_broadcast.py:501] No available shared memory broadcast block found in 60 seconds. This "
+        "typically happens when some processes are hanging or doing some time-consuming work (e.g. "
+        "compilation, weight/kv cache quantization)."
+    )
+    assert word_reasons([watchdog]) == []
+    # in an error line, a word many variable names share (SHARED: six vLLM names) still says nothing
+    assert word_reasons(["RuntimeError: " + watchdog]) == []
