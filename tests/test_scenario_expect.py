@@ -23,6 +23,7 @@ NEW = [
     "gpt-oss-20b-triton-smem-sm120-vllm",
     "llama31-70b-pcie-nccl-hang-vllm",
     "deepseek-r1-nvfp4-no-backend-sm120-vllm",
+    "llama33-70b-h200-tp-imbalance-sglang",
 ]
 UNSOLVABLE = "deepseek-r1-nvfp4-no-backend-sm120-vllm"
 
