@@ -33,6 +33,7 @@ import os
 import re
 import subprocess
 import sys
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -712,6 +713,21 @@ def as_factor(var: EnvVar, suggested: Iterable[str] = (), origin: str = "envvars
 W_NAMED_BY_LOG, W_ADVISED, W_IMPLICATED_ENV, W_NAMED_IN_LOG = 1000, 100, 500, 200
 W_CLASS_VARIABLE, W_EVIDENCE, W_IMPLICATED_FLAG, W_CLASS = 40, 10, 3, 1
 W_IN_NAME, W_IN_TEXT = 3, 1
+# A distinctive word of a variable's name that the failure's own prose uses (same stem) counts as a
+# component the evidence names, matched in the name (W_EVIDENCE x W_IN_NAME): "unbalanced" names the
+# idea behind ..._INBALANCE_CHECK as "sampler" names the one behind ..._FLASHINFER_SAMPLER. With a
+# component besides, the variable is a first suspect (envfactors: two such matches).
+W_WORD_IN_NAME = W_EVIDENCE * W_IN_NAME
+MAX_SHARED_WORD_NAMES = 2  # a shared word names at most this many variables of the pool
+_ERROR_LINE = re.compile(r"\b\w*(?:Error|Exception|Exit|Interrupt|Failure)\b:|\berror\b:", re.IGNORECASE)
+
+# Words of variable names that say nothing about what the variable controls: they never count as
+# a shared word (every engine has ENABLE_/DISABLE_/USE_/..._SIZE variables).
+_GENERIC_NAME_WORDS = frozenset(
+    "enable enabled disable disabled use using allow skip force set get num max min size mode level "
+    "default path dir file debug log logging test ci gpu gpus cuda device devices backend kernel "
+    "kernels impl version env var value values per all and the for with not no of on off".split()
+)
 
 
 @lru_cache(maxsize=1)
@@ -754,6 +770,56 @@ def _components_in(text: str) -> set[str]:
     split = re.sub(r"(?<=[a-z])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", " ", text)
     texts = (_norm(text), _norm(split))
     return {c for c, spellings in comps.items() if any(f" {s} " in t for s in spellings for t in texts)}
+
+
+def _stem(word: str) -> str:
+    """A crude stem that lets the two spellings of one idea meet: a negating prefix (un-, in-, im-,
+    dis-, non-) and an inflection (-ed, -ing, -es, -s, -e) are cut, so the error's "unbalanced" and
+    the variable's "INBALANCE" (or "IMBALANCE") are both "balanc". Only words long enough to stay
+    distinctive are cut."""
+    w = word.lower()
+    for prefix in ("dis", "non", "un", "in", "im"):
+        if w.startswith(prefix) and len(w) - len(prefix) >= 6:
+            w = w[len(prefix) :]
+            break
+    for suffix in ("ing", "ed", "es", "s", "e"):
+        if w.endswith(suffix) and len(w) - len(suffix) >= 4:
+            return w[: -len(suffix)]
+    return w
+
+
+@lru_cache(maxsize=1)
+def _component_words() -> frozenset[str]:
+    """Every word of a component spelling: those are matched (and weighed) as components already."""
+    return frozenset(_stem(w) for spellings in _relevance()[0].values() for s in spellings for w in s.split())
+
+
+def message_words(text: str) -> set[str]:
+    """The stems of the prose words (three letters or more) of ``text``. Process tags
+    (``[Rank 0]``, ``[TP1]``), code identifiers and their values (``local_gpu_memory=138.5``,
+    ``a.b``, ``WorkNCCL(SeqNum=1``) and CamelCase names (``RuntimeError``) are left out: they are the
+    engine's internal names, not what the message says went wrong."""
+    prose = re.sub(r"\[[^\]]*\]", " ", text)
+    words = re.findall(r"(?<![\w.=])[A-Za-z][a-z]{2,}(?![\w=(]|\.\w)", prose)
+    return {_stem(w) for w in words}
+
+
+def shared_name_words(name: str, lines_words: set[str]) -> list[str]:
+    """The distinctive words of a variable's name that the failure's lines also use (by stem):
+    not the engine's prefix, not a generic word (ENABLE, SIZE, GPU...), not a component word (those
+    count as components). A failure that says what went wrong in its own words ("The memory capacity
+    is unbalanced") thus implicates the variable named after that idea
+    (SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK) above others that only share the component."""
+    prefixes = {p.lower().strip("_") for p in _known_prefixes()}
+    out = []
+    for raw in name.lower().split("_"):
+        if len(raw) < 3 or raw in prefixes or raw in _GENERIC_NAME_WORDS:
+            continue
+        stem = _stem(raw)
+        if stem in _component_words() or stem not in lines_words or stem in out:
+            continue
+        out.append(stem)
+    return out
 
 
 def other_platform(name: str, device: str | None) -> bool:
@@ -853,6 +919,16 @@ def rank(
         pool.setdefault(name, common_vars().get(name) or EnvVar(name, owner="knowledge"))
     first_for_class = cls.get("variables", ())
     by_name = {m.name: m for m in found}
+    # Shared words: from the lines that state an error (an exception's message), not from progress
+    # or watchdog lines that list what could be slow ("compilation, weight/kv cache quantization"),
+    # and only words at most two variables of the pool are named after (a word many names share,
+    # WEIGHT, SHARED, EXPERT, says little about which one to change).
+    name_df = Counter(w for n in pool for w in {_stem(x) for x in n.lower().split("_") if len(x) >= 3})
+    line_words = {
+        w
+        for w in message_words(" ".join(x for x in lines if _ERROR_LINE.search(x)))
+        if name_df[w] <= MAX_SHARED_WORD_NAMES
+    }
     out: list[Ranked] = []
     for name, var in pool.items():
         score = 0.0
@@ -887,6 +963,9 @@ def rank(
             elif c in text_comps:
                 score += W_IN_TEXT * weight[c]
                 reasons.append(f"{c} (description)")
+        for word in shared_name_words(name, line_words):
+            score += W_WORD_IN_NAME
+            reasons.append(f"'{word}' (name, as the failure's lines say)")
         if score > 0:
             out.append(Ranked(var, score, tuple(reasons)))
     out.sort(key=lambda r: (-r.score, r.var.name))

@@ -39,8 +39,10 @@ from bringup.envvars import (
     locate_package,
     mentions,
     mentions_in_lines,
+    message_words,
     names_in_knowledge,
     rank,
+    shared_name_words,
     snapshot_path,
     suggested_values,
     user_env,
@@ -542,6 +544,37 @@ def test_sampler_nan_ranks_sampler_variables_first(vllm):
     assert "sampler (name)" in rank(_pool(vllm), wrong)[0].reasons
 
 
+def test_a_failure_in_its_own_words_implicates_the_variable_named_after_them(sglang_old):
+    # SGLang's TP memory-balance check (sglang #1533, #4233): the message says "unbalanced", the
+    # variable that turns the check off says INBALANCE. Both share "memory" with every memory
+    # variable; the shared word (by stem) must lift the two balance variables above them.
+    # No signature knows the message: the pipeline classes it "unknown" (phase distributed-init).
+    unbalanced = {
+        "failure_class": "unknown",
+        "evidence": [
+            "RuntimeError: The memory capacity is unbalanced. Some GPUs may be occupied by other "
+            "processes. min_per_gpu_memory=115.07, local_gpu_memory=138.57, local_gpu_memory * 0.9=124.71"
+        ],
+    }
+    ranked = rank(_pool(sglang_old), unbalanced, device="cuda")
+    top = {r.var.name for r in ranked[:2]}
+    assert top == {"SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK", "SGLANG_DISABLE_TP_MEMORY_INBALANCE_CHECK"}
+    assert ranked[2].score < ranked[0].score
+    assert any("balanc" in reason for reason in ranked[0].reasons)
+
+
+def test_shared_name_words_skip_prefixes_generic_words_components_and_identifiers():
+    words = {"balanc", "capacity", "local", "gpu", "memory"}
+    # the prefix (SGLANG), generic words (ENABLE, CHECK is not said), a component word (MEMORY)
+    # and a two-letter word (TP) never count; the negated spelling meets its stem
+    assert shared_name_words("SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK", words) == ["balanc"]
+    assert shared_name_words("SGLANG_DEBUG_MEMORY_POOL", words) == []
+    assert shared_name_words("SGLANG_ENABLE_GPU_CAPACITY_LIMIT", words) == ["capacity"]
+    # words of code identifiers in a message are not the message's words
+    assert "local" not in message_words("local_gpu_memory=138.57 is unbalanced")
+    assert "balanc" in message_words("local_gpu_memory=138.57 is unbalanced")
+
+
 def test_nccl_hang_ranks_nccl_and_allreduce_variables_first(vllm):
     hang = Outcome(
         status="timeout",
@@ -721,3 +754,44 @@ def test_env_command(tmp_path):
     mine = {r["name"]: r for r in data["user_env"]}
     assert mine["NCCL_P2P_DISABLE"] == {"name": "NCCL_P2P_DISABLE", "value": "1", "status": "common"}
     assert mine["HF_TOKEN"]["value"] == REDACTED and data["origin"] == "snapshot"
+
+
+def test_a_shared_word_and_a_component_make_a_first_suspect(sglang_old):
+    # As two components do (envfactors' "strong"): the search then tries the balance variables at
+    # once, not after every other memory variable (the blind SGLang scenario
+    # llama33-70b-h200-tp-imbalance-sglang).
+    from bringup.envfactors import EnvFactors
+
+    failure = Outcome(
+        status="fails",
+        failure_class="unknown",
+        phase="distributed-init",
+        evidence=[
+            "RuntimeError: The memory capacity is unbalanced. Some GPUs may be occupied by other "
+            "processes. min_per_gpu_memory=115.07, local_gpu_memory=138.57, local_gpu_memory * 0.9=124.71"
+        ],
+    )
+    proposals = EnvFactors(sglang_old, device="cuda").after_failure(failure, have=[])
+    strong = {p.factor.name for p in proposals if p.named}
+    assert strong == {
+        "env:SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK",
+        "env:SGLANG_DISABLE_TP_MEMORY_INBALANCE_CHECK",
+    }
+    enable = next(p for p in proposals if p.factor.name == "env:SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK")
+    assert "0" in [str(x) for x in enable.factor.levels]
+
+
+def test_shared_words_come_from_error_lines_and_rare_names_only(vllm):
+    def word_reasons(evidence):
+        ranked = rank(_pool(vllm), {"failure_class": "hang", "evidence": evidence}, device="cuda")
+        return [(r.var.name, x) for r in ranked for x in r.reasons if "as the failure's lines say" in x]
+
+    # vLLM's watchdog lists what could be slow: its words are no statement of what went wrong
+    watchdog = (
+        "[shm_broadcast.py:501] No available shared memory broadcast block found in 60 seconds. This "
+        "typically happens when some processes are hanging or doing some time-consuming work (e.g. "
+        "compilation, weight/kv cache quantization)."
+    )
+    assert word_reasons([watchdog]) == []
+    # in an error line, a word many variable names share (SHARED: six vLLM names) still says nothing
+    assert word_reasons(["RuntimeError: " + watchdog]) == []

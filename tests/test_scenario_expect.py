@@ -24,6 +24,7 @@ NEW = [
     "llama31-70b-pcie-nccl-hang-vllm",
     "deepseek-r1-nvfp4-no-backend-sm120-vllm",
     "qwen3-32b-fp8-deepgemm-warmup-h200-vllm",
+    "llama33-70b-h200-tp-imbalance-sglang",
 ]
 UNSOLVABLE = "deepseek-r1-nvfp4-no-backend-sm120-vllm"
 
