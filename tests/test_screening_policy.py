@@ -26,6 +26,14 @@ def test_a_failure_that_came_within_a_screens_time_is_not_screened_for():
     assert not p.worth_it(0.3, False, [_full(1, 39.0, phase="load-weights")])
 
 
+def test_a_long_failure_before_the_weights_is_not_screened_for():
+    """A hang in distributed start-up costs its deadline (625 s on the double's clock, as on a real
+    machine), but a screen skips only the weights and layers: it would hang as long."""
+    p = _policy()
+    assert not p.worth_it(0.3, False, [_full(1, 625.0, "timeout", "distributed-init")])
+    assert p.worth_it(0.3, False, [_full(1, 625.0, "timeout", "kv-alloc")])  # after the weights: it pays
+
+
 def test_the_cost_of_a_screen_run_here_replaces_the_assumed_one():
     p = _policy()
     failed = _full(1, 80.0)
