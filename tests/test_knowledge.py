@@ -120,3 +120,16 @@ def test_invalid_rules_name_file_entry_and_field(tmp_path, body, message):
 def test_shipped_rules_load_and_cite_sources():
     rules = load_rules()
     assert len(rules) >= 20 and all(r.rule.source for r in rules)
+
+
+def test_vllm_flash_attn_refuses_an_fp8_kv_cache_off_hopper():
+    """FA2 (SM80/89, SM120) has no fp8 KV in vLLM; FA3 on SM90 has. A 16-bit KV cache is fine."""
+    gqa = {**SM120, "gpu.count": 1, "model.attention": "gqa", "model.moe": False}
+    k12 = Knowledge(gqa, "vllm", "0.32.0")
+    assert [v.kind for v in k12.verdicts("--attention-backend", "FLASH_ATTN", {"--kv-cache-dtype": "fp8"})] == [
+        "incompatible"
+    ]
+    assert k12.verdicts("--attention-backend", "FLASH_ATTN", {"--kv-cache-dtype": "auto"}) == []
+    assert k12.verdicts("--attention-backend", "TRITON_ATTN", {"--kv-cache-dtype": "fp8"}) == []
+    k9 = Knowledge({**gqa, "gpu.compute_capability": 9.0}, "vllm", "0.32.0")
+    assert k9.verdicts("--attention-backend", "FLASH_ATTN", {"--kv-cache-dtype": "fp8"}) == []
