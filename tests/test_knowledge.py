@@ -126,9 +126,9 @@ def test_vllm_flash_attn_refuses_an_fp8_kv_cache_off_hopper():
     """FA2 (SM80/89, SM120) has no fp8 KV in vLLM; FA3 on SM90 has. A 16-bit KV cache is fine."""
     gqa = {**SM120, "gpu.count": 1, "model.attention": "gqa", "model.moe": False}
     k12 = Knowledge(gqa, "vllm", "0.32.0")
-    assert [v.kind for v in k12.verdicts("--attention-backend", "FLASH_ATTN", {"--kv-cache-dtype": "fp8"})] == [
-        "incompatible"
-    ]
+    assert [
+        v.kind for v in k12.verdicts("--attention-backend", "FLASH_ATTN", {"--kv-cache-dtype": "fp8"})
+    ] == ["incompatible"]
     assert k12.verdicts("--attention-backend", "FLASH_ATTN", {"--kv-cache-dtype": "auto"}) == []
     assert k12.verdicts("--attention-backend", "TRITON_ATTN", {"--kv-cache-dtype": "fp8"}) == []
     k9 = Knowledge({**gqa, "gpu.compute_capability": 9.0}, "vllm", "0.32.0")
