@@ -25,6 +25,7 @@ NEW = [
     "deepseek-r1-nvfp4-no-backend-sm120-vllm",
     "qwen3-32b-fp8-deepgemm-warmup-h200-vllm",
     "llama33-70b-h200-tp-imbalance-sglang",
+    "qwen3-235b-b200-car-v2-memsaver-sglang",
 ]
 UNSOLVABLE = "deepseek-r1-nvfp4-no-backend-sm120-vllm"
 
