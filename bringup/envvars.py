@@ -800,6 +800,10 @@ def message_words(text: str) -> set[str]:
     ``a.b``, ``WorkNCCL(SeqNum=1``) and CamelCase names (``RuntimeError``) are left out: they are the
     engine's internal names, not what the message says went wrong."""
     prose = re.sub(r"\[[^\]]*\]", " ", text)
+    # A file path is code too (``/usr/local/lib/python3.12/dist-packages/sglang/...``): its
+    # directory names ("local", "dist", "packages") say where the engine is installed, not what
+    # went wrong.
+    prose = re.sub(r"\S*/\S*", " ", prose)
     words = re.findall(r"(?<![\w.=])[A-Za-z][a-z]{2,}(?![\w=(]|\.\w)", prose)
     return {_stem(w) for w in words}
 
@@ -924,9 +928,11 @@ def rank(
     # and only words at most two variables of the pool are named after (a word many names share,
     # WEIGHT, SHARED, EXPERT, says little about which one to change).
     name_df = Counter(w for n in pool for w in {_stem(x) for x in n.lower().split("_") if len(x) >= 3})
+    # The engine's lines only: the hint is bringup's own prose (for an unknown failure, a template
+    # that says "the first process that failed ... once the cause is known"), not the failure's.
     line_words = {
         w
-        for w in message_words(" ".join(x for x in lines if _ERROR_LINE.search(x)))
+        for w in message_words(" ".join(x for x in evidence if _ERROR_LINE.search(x)))
         if name_df[w] <= MAX_SHARED_WORD_NAMES
     }
     out: list[Ranked] = []

@@ -575,6 +575,31 @@ def test_shared_name_words_skip_prefixes_generic_words_components_and_identifier
     assert "balanc" in message_words("local_gpu_memory=138.57 is unbalanced")
 
 
+
+def test_shared_words_come_from_the_engines_prose_not_paths_or_bringups_hint(sglang):
+    """A path's directories ("local", "dist", "packages") and the hint bringup writes for an unknown
+    failure ("the first process that failed ... once the cause is known") are not what went wrong:
+    they once made SGLANG_IS_FIRST_RANK_ON_NODE the first suspect of a custom all-reduce crash."""
+    assert message_words("/usr/local/lib/python3.12/dist-packages/sglang/x.cuh:37: invalid argument") == {
+        "invalid",
+        "argument",
+    }
+    failure = {
+        "failure_class": "unknown",
+        "evidence": [
+            "RuntimeError: Runtime check failed at /usr/local/lib/python3.12/dist-packages/sglang/"
+            "jit_kernel/include/sgl_kernel/distributed/custom_all_reduce.cuh:37: CUDA error: invalid argument"
+        ],
+        "hint": "The engine raised RuntimeError: ..., which no signature or root-cause rule knows; the "
+        "evidence starts with that exception (the first process that failed). Add a signature to "
+        "bringup/data/signatures/ once the cause is known.",
+    }
+    ranked = rank(_pool(sglang), failure, device="cuda")
+    said = {reason.split("'")[1] for r in ranked for reason in r.reasons if "as the failure's lines say" in reason}
+    assert said <= {"error", "invalid", "argument", "check", "runtim"}, said
+    assert "SGLANG_IS_FIRST_RANK_ON_NODE" not in [r.var.name for r in ranked[:10]]
+
+
 def test_nccl_hang_ranks_nccl_and_allreduce_variables_first(vllm):
     hang = Outcome(
         status="timeout",

@@ -328,6 +328,28 @@ def test_a_line_start_pattern_matches_a_frame_that_is_not_the_first():
     )
 
 
+def test_an_error_inside_the_custom_all_reduce_implicates_running_it():
+    """slime #1998: the v2 kernel's runtime check fails in graph capture; the frames are SGLang's
+    custom all-reduce, so the switch that turns it off (left at its default) is the suspect."""
+    c = _one(
+        "RuntimeError: Runtime check failed at /x/sglang/jit_kernel/include/sgl_kernel/distributed/"
+        "custom_all_reduce.cuh:37: CUDA error: invalid argument",
+        '  File "/x/sglang/srt/model_executor/cuda_graph_runner.py", line 489, in capture',
+        '  File "/x/sglang/srt/distributed/device_communicators/custom_all_reduce_v2.py", line 236, in share_graph_inputs',
+        engine="sglang",
+        phase="graph-capture",
+    )
+    assert c.implicated_levels == {"--disable-custom-all-reduce": ["false"]}
+    # NCCL's own all-reduce is not the custom one
+    n = _one(
+        "RuntimeError: NCCL error: unhandled cuda error",
+        '  File "/x/sglang/srt/distributed/device_communicators/pynccl.py", line 138, in all_reduce',
+        engine="sglang",
+    )
+    assert "--disable-custom-all-reduce" not in n.implicated_levels
+
+
+
 @pytest.mark.parametrize(
     "msg",
     [

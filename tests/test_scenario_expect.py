@@ -26,6 +26,7 @@ NEW = [
     "qwen3-32b-fp8-deepgemm-warmup-h200-vllm",
     "llama33-70b-h200-tp-imbalance-sglang",
     "qwen3-8b-fp8kv-flashinfer-jit-sm120-vllm",
+    "qwen3-235b-b200-car-v2-memsaver-sglang",
 ]
 UNSOLVABLE = "deepseek-r1-nvfp4-no-backend-sm120-vllm"
 
