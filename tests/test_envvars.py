@@ -575,7 +575,6 @@ def test_shared_name_words_skip_prefixes_generic_words_components_and_identifier
     assert "balanc" in message_words("local_gpu_memory=138.57 is unbalanced")
 
 
-
 def test_shared_words_come_from_the_engines_prose_not_paths_or_bringups_hint(sglang):
     """A path's directories ("local", "dist", "packages") and the hint bringup writes for an unknown
     failure ("the first process that failed ... once the cause is known") are not what went wrong:
@@ -595,7 +594,9 @@ def test_shared_words_come_from_the_engines_prose_not_paths_or_bringups_hint(sgl
         "bringup/data/signatures/ once the cause is known.",
     }
     ranked = rank(_pool(sglang), failure, device="cuda")
-    said = {reason.split("'")[1] for r in ranked for reason in r.reasons if "as the failure's lines say" in reason}
+    said = {
+        reason.split("'")[1] for r in ranked for reason in r.reasons if "as the failure's lines say" in reason
+    }
     assert said <= {"error", "invalid", "argument", "check", "runtim"}, said
     assert "SGLANG_IS_FIRST_RANK_ON_NODE" not in [r.var.name for r in ranked[:10]]
 

@@ -349,7 +349,6 @@ def test_an_error_inside_the_custom_all_reduce_implicates_running_it():
     assert "--disable-custom-all-reduce" not in n.implicated_levels
 
 
-
 @pytest.mark.parametrize(
     "msg",
     [
