@@ -69,7 +69,7 @@ def free_port(host: str = "127.0.0.1") -> int:
 _PR_SET_PDEATHSIG = 1
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     """In the child, before exec: if bringup dies without a chance to tear down (SIGKILL), the
     kernel kills the server's leader too (its workers follow their parent, as vLLM's do)."""
     try:
@@ -111,7 +111,7 @@ class ServerProcess:
             cwd=cwd,
             start_new_session=True,
             bufsize=0,
-            preexec_fn=_die_with_parent,
+            preexec_fn=die_with_parent,
         )
         self.pgid = self.proc.pid  # a new session: the leader's pid is the group id
         watchdog.record(self.tag, self.pgid)

@@ -1,6 +1,6 @@
 """No orphans, whatever kills bringup and whenever.
 
-The parent-death signal (`process._die_with_parent`) reaches only the server's leader. vLLM's
+The parent-death signal (`process.die_with_parent`) reaches only the server's leader. vLLM's
 EngineCore is a `multiprocessing` spawn child of that leader: when bringup is killed with
 SIGKILL while EngineCore starts, the leader dies but EngineCore (and its resource tracker)
 ignore SIGTERM and run on for minutes. Two mechanisms, each enough alone:

@@ -38,6 +38,7 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="module")
 def vllm_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path, int]]:
+    from bringup.process import die_with_parent
     from bringup.testmodel import TestModelSpec, write_test_model
 
     tmp = tmp_path_factory.mktemp("lg-vllm")
@@ -63,6 +64,8 @@ def vllm_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             start_new_session=True,
+            # killed with pytest even when pytest cannot run this fixture's teardown (SIGTERM, SIGKILL)
+            preexec_fn=die_with_parent,
         )
     url = f"http://127.0.0.1:{port}"
     try:
