@@ -70,7 +70,11 @@ def test_kill9_of_bringup_kills_spawned_workers_that_ignore_sigterm(tmp_path):
         os.kill(holder.pid, signal.SIGKILL)  # no teardown, no atexit, no handler
         holder.wait(timeout=5)
         assert wait_until(lambda: not watchdog.tagged_pids(tag), 10), f"orphans: {watchdog.tagged_pids(tag)}"
-        assert group_alive(pgid) == []
+        # The group empties a moment after the tagged workers are gone (the watchdog, last of it,
+        # exits once its kills are done): seen leaving one pid behind on a loaded CI host.
+        assert wait_until(lambda: not group_alive(pgid), 10), (
+            f"survivors in group {pgid}: {group_alive(pgid)}"
+        )
         assert not any(
             psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE for p in workers
         )
