@@ -95,6 +95,15 @@ def register(name: str, value: object) -> None:
         _values[f"{name}#{value}"] = value  # several values for one name (--api-key a b)
 
 
+def forget(name: str, value: str) -> None:
+    """Stop replacing a value registered under ``name`` (a test's made-up secret must not go on
+    scrubbing whatever later text happens to contain it)."""
+    with _lock:
+        _values.pop(f"{name}#{value}", None)
+        if _values.get(name) == value:
+            del _values[name]
+
+
 def register_candidate(flags: Mapping[str, object], env: Mapping[str, str]) -> None:
     for k, v in flags.items():
         if is_secret_flag(k):

@@ -280,8 +280,13 @@ def test_a_good_journal_cut_anywhere_is_detected_or_still_reads():
 )
 def test_a_registered_secret_never_survives_scrubbing(secret, before, after):
     secrets.register("--api-key", secret)
-    text = before + secret + after
-    assert secret not in secrets.scrub_text(text)
+    try:
+        text = before + secret + after
+        assert secret not in secrets.scrub_text(text)
+    finally:
+        # Registered secrets are process-wide: a random one left behind (" lines", "0.21 h")
+        # went on scrubbing later tests' reports (test_report's round trip failed once in CI).
+        secrets.forget("--api-key", secret)
 
 
 def test_signatures_all_have_sources():

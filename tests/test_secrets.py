@@ -242,3 +242,13 @@ def test_run_journal_and_reports_hold_no_secret(tmp_path):
     dump = "\n".join(db.iterdump())
     db.close()
     assert key not in dump and "--api-key" in dump
+
+
+def test_a_forgotten_secret_is_no_longer_replaced_but_others_are():
+    secrets.register("--api-key", "made-up-one")
+    secrets.register("--api-key", "made-up-two")
+    secrets.forget("--api-key", "made-up-one")
+    out = secrets.scrub_text("x made-up-one y made-up-two")
+    assert "made-up-one" in out and "made-up-two" not in out
+    secrets.forget("--api-key", "made-up-two")
+    assert "made-up-two" in secrets.scrub_text("made-up-two")
