@@ -97,6 +97,22 @@ def vllm_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str,
         proc.wait(timeout=10)
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _vllm_leaves_the_process_as_it_found_it() -> Iterator[None]:
+    """`vllm bench serve` runs in this process, and importing vLLM rewrites os.environ
+    (LD_LIBRARY_PATH with cv2's libraries, TORCHINDUCTOR_*, PYTORCH_NVML_BASED_CUDA_CHECK...):
+    every later test's subprocess inherited them. After this module a `bringup run --ray`
+    subprocess in test_nodetypes_ray no longer stopped on Ctrl-C (seen in clean-clone CI runs,
+    never with this module left out). The environment and the signal handlers are put back."""
+    env = dict(os.environ)
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    yield
+    os.environ.clear()
+    os.environ.update(env)
+    for sig, handler in handlers.items():
+        signal.signal(sig, handler)
+
+
 def run_bringup(url: str, model: Path, n: int = NUM_PROMPTS) -> dict[str, float]:
     res = bench(
         BenchConfig(
