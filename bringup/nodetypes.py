@@ -146,7 +146,7 @@ def node_facts(settings: dict[str, Any]) -> dict[str, Any]:
 
     import ray
 
-    from bringup.targets import resolve_target
+    from bringup.run import settings_target
 
     s = RunSettings.model_validate(settings)
     node_id = ray.get_runtime_context().get_node_id()
@@ -157,14 +157,7 @@ def node_facts(settings: dict[str, Any]) -> dict[str, Any]:
         for k in n.get("Resources", {})
         if k.startswith(PREFIX)
     )
-    target = resolve_target(
-        engine=s.engine,
-        model=s.model,
-        scenario=Path(s.scenario) if s.scenario else None,
-        python=s.python,
-        time_scale=s.time_scale,
-        gpus=s.gpus,
-    )
+    target = settings_target(s)
     facts, model_fp = gather_facts(target)
     hw = hardware_fingerprint(facts, target.engine.identity_scope())
     return {

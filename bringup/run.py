@@ -41,6 +41,18 @@ from bringup.targets import Target, resolve_target
 from bringup.trial import Trial, TrialSettings
 
 
+def settings_target(s: RunSettings) -> Target:
+    """The engine and model a run's settings name (here, or on a node that gathers its facts)."""
+    return resolve_target(
+        engine=s.engine,
+        model=s.model,
+        scenario=Path(s.scenario) if s.scenario else None,
+        python=s.python,
+        time_scale=s.time_scale,
+        gpus=s.gpus,
+    )
+
+
 class RunError(ValueError):
     """Bad input for a run: what is wrong and what to do."""
 
@@ -133,14 +145,7 @@ class Run:
 
     def _prepare(self, journal: bool) -> None:
         s = self.settings
-        self.target = resolve_target(
-            engine=s.engine,
-            model=s.model,
-            scenario=Path(s.scenario) if s.scenario else None,
-            python=s.python,
-            time_scale=s.time_scale,
-            gpus=s.gpus,
-        )
+        self.target = settings_target(s)
         t = self.target
         baseline = s.baseline or t.engine.default_baseline()  # a scenario's user starts from its command
         try:
