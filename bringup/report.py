@@ -112,9 +112,12 @@ def render_markdown(r: RunResult) -> str:
         L.append(r.final_command or "")
         L.append("```")
     else:
-        L.append(
-            f"**Result: no working configuration** ({r.status}) after {r.launches} launches, {time_txt}."
+        verdict = (
+            "impossible here (proved by the engine's refusals and the hardware facts)"
+            if r.status == "impossible"
+            else "not found within the budget"
         )
+        L.append(f"**Result: {verdict}** ({r.status}) after {r.launches} launches, {time_txt}.")
         L.append("")
         L.append(f"Why the search stopped: {r.stop_reason}")
     L.append("")

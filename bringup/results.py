@@ -76,7 +76,7 @@ class StrategyState(BaseModel):
 class RunResult(BaseModel):
     run_id: str
     run_dir: str
-    status: str  # validated | no-working-config | budget | interrupted
+    status: str  # validated | impossible | not-found | budget | interrupted
     validated: bool
     launches: int
     screening_launches: int

@@ -35,8 +35,8 @@ from bringup.probes import KnownAnswer, ProbeConfig
 from bringup.results import Attempt, Prediction, Purpose, RunResult
 from bringup.screening import ScreeningPolicy, one_gpu_screen, screen_flags
 from bringup.slots import GpuSlots, SlotError, parallel_width, parse_gpus
-from bringup.space import Space, build_space, drop_inapplicable, drop_levels
-from bringup.strategy import Strategy
+from bringup.space import add_baseline_flags, Space, build_space, drop_inapplicable, drop_levels
+from bringup.search.strategy import Strategy
 from bringup.targets import Target, resolve_target
 from bringup.trial import Trial, TrialSettings
 
@@ -189,6 +189,8 @@ class Run:
         device = self.facts.get("device")
         drop_levels(self.space, self.baseline, lambda level: other_platform(level, device))
         not_here = drop_inapplicable(self.space, self.facts) if not (s.vary or s.space_file) else []
+        if not (s.vary or s.space_file):
+            add_baseline_flags(self.space, self.baseline, t.spec)
         self.env = EnvFactors(registry, device=self.facts.get("device"), absent=absent_components(self.facts))
         for f in self.env.initial(
             {
@@ -571,7 +573,7 @@ class Run:
             flying = ex.in_flight()
             launches = sum(1 for a in self.attempts if a.purpose in ("search", "screen")) + len(flying)
             if launches >= s.max_launches:
-                return ("budget", f"launch budget ({s.max_launches}) spent"), seq
+                return ("budget", f"launch budget ({s.max_launches}) spent; {self.strategy.summary()}{self._resume_hint()}"), seq
             if self._follow:  # a screened candidate's full launch, or a trial lost with its node
                 started, seq = self._follow_up(ex, seq)
                 if not started:
@@ -585,7 +587,8 @@ class Run:
             if d.candidate is None:
                 if flying:
                     break  # an answer in flight may open another way
-                return ("no-working-config", self.strategy.explain_stop()), seq
+                why = self.strategy.explain_stop()
+                return ("impossible" if self.strategy.impossible() else "not-found", why + self._resume_hint()), seq
             extra = {"p_success": d.p_success, "reasons": d.reasons}
             job = self._job(seq + 1, "screen" if d.screen else "search", d.candidate, extra, screen=d.screen)
             if not ex.fits(job) and self._preempt_for(ex, job):
@@ -599,6 +602,13 @@ class Run:
             job.extra["round"] = self._round
             self._submit(ex, job)
         return None, seq
+
+    def _resume_hint(self) -> str:
+        """How to go on searching where this run stopped short (not for a proof of impossibility)."""
+        if self.strategy.impossible():
+            return ""
+        more = self.settings.max_launches + 6
+        return f". Resume the search with: bringup run --resume --run-id {self.run_id} --max-launches {more}"
 
     def _outlasts_likelier(self, job: Job, flying: list[Job]) -> bool:
         """A screen started now would end after a likelier one started earlier: if that one passes,

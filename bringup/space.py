@@ -309,3 +309,26 @@ def parse_fix(items: list[str]) -> dict[str, FlagValue]:
             )
         out[k if k.startswith(("-", "env:")) else "--" + k] = v
     return out
+
+
+def add_baseline_flags(space: Space, baseline: Candidate, helpspec: HelpSpec | None) -> list[str]:
+    """Every flag of the user's baseline is a factor the search can change or drop: one the built-in
+    list lacks joins with its own value (and its argparse choices, if any) as levels; "unset" (the
+    engine's default) is always a level. A flag the user fixed (--fix) stays as given. Returns the
+    flags that joined."""
+    added = []
+    for name, value in baseline.flag_dict.items():
+        if space.get(name) is not None or name in space.fixed:
+            continue
+        opt = helpspec.resolve(name) if helpspec is not None else None
+        dest = opt.dest if opt is not None else name.lstrip("-").replace("-", "_")
+        if value is True:
+            f = Factor(name, "switch", [True], dest, {}, None, "baseline", 0.02)
+        else:
+            levels: list[FlagValue] = [value] if not isinstance(value, list) else [format_value(value)]
+            if opt is not None and opt.choices and not opt.open_choices:
+                levels += [c for c in opt.choices if normalise(c) != normalise(levels[0])]
+            f = Factor(name, "choice", levels, dest, {}, None, "baseline", 0.02)
+        space.factors.append(f)
+        added.append(name)
+    return added

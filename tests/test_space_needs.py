@@ -10,7 +10,7 @@ from bringup.helptext import bundled_help
 from bringup.knowledge import Knowledge
 from bringup.outcome import Outcome
 from bringup.space import build_space, drop_inapplicable
-from bringup.strategy import Strategy
+from bringup.search.strategy import Strategy
 
 VL = bundled_help("vllm", "0.32.0")
 SG = bundled_help("sglang", "0.5.10.post1")

@@ -152,7 +152,9 @@ def run_cmd(
             raise usage_error(f"nothing to resume in {root}: no run {run_id or ''} in its journal")
         settings = RunSettings.model_validate(row["settings"])
         rid = row["id"]
-        if row["status"] in ("validated", "no-working-config"):
+        if max_launches > settings.max_launches:  # a search that stopped short goes on with more
+            settings.max_launches = max_launches
+        if row["status"] in ("validated", "impossible"):
             err_console.print(
                 f"run {rid} already ended ({row['status']}); its report: {row['run_dir']}/FINDINGS.md"
             )

@@ -1,0 +1,156 @@
+"""Beliefs about what blocks a bring-up: one distribution over culprits per distinct failure.
+
+A bring-up is an onion: the baseline holds several faults, and each launch shows the earliest one
+its configuration still triggers. So the search keeps one :class:`Blocker` per distinct failure it
+has seen (its class, phase and root line), and for each a posterior over *culprits*:
+
+- a single condition ("--kv-cache-dtype is fp8_e4m3", "--gpu-memory-utilization is at least
+  0.95"): the failure strikes while it holds, and changing it cures that failure;
+- a pair of conditions, either of which makes it strike: a fix that needs two changes together
+  (a variable and a flag), which no single change cures;
+- ``outside``: nothing the search can change (the model, the machine).
+
+Every later launch updates every blocker through a likelihood, never a deletion: a launch that
+showed the failure again under a change lowers that change (a pair holding it keeps its weight);
+one that went past the failure's phase without it lowers every culprit it still held (so the
+change that cured it is kept in later candidates: progress); one that died earlier says nothing.
+Only the engine's own refusals and the hardware facts rule a level out outright, and those live
+in the strategy, not here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from bringup.conditions import as_number
+
+# Likelihoods of what a launch showed, under a culprit that held in it or did not.
+L_FIRED_NOT_HELD = 0.08  # the failure came back although the culprit was changed away
+L_ABSENT_HELD = 0.04  # the launch went past the failure's phase although the culprit still held
+L_SAME_PHASE_OTHER = 0.35  # another failure in the same phase: this one may be masked by it
+PAIR_WEIGHT = 0.12  # a fix that needs two changes, against one that needs one
+PAIR_TOP = 7  # pairs are formed among this many strongest single culprits
+MIN_WEIGHT = 0.004  # a factor the failure does not name at all is still a (weak) culprit
+
+
+@dataclass(frozen=True)
+class Condition:
+    """A factor's effective level is ``value`` (op eq), or at least / at most a number."""
+
+    factor: str
+    value: str
+    op: str = "eq"  # eq | ge | le
+
+    def holds(self, levels: Mapping[str, str]) -> bool:
+        have = levels.get(self.factor)
+        if have is None:
+            return False
+        if self.op == "eq":
+            return have == self.value
+        a, b = as_number(have), as_number(self.value)
+        if a is None or b is None:
+            return False
+        return a >= b - 1e-9 if self.op == "ge" else a <= b + 1e-9
+
+    def describe(self) -> str:
+        sym = {"eq": "=", "ge": ">=", "le": "<="}[self.op]
+        return f"{self.factor}{sym}{self.value}"
+
+
+@dataclass(frozen=True)
+class Culprit:
+    """One hypothesis: the failure strikes while any of ``conds`` holds (empty: outside the space)."""
+
+    conds: tuple[Condition, ...]
+
+    def held(self, levels: Mapping[str, str]) -> bool:
+        return not self.conds or any(c.holds(levels) for c in self.conds)
+
+    @property
+    def outside(self) -> bool:
+        return not self.conds
+
+    def describe(self) -> str:
+        if not self.conds:
+            return "outside the space (the model, the machine)"
+        return " and ".join(c.describe() for c in self.conds) if len(self.conds) > 1 else self.conds[0].describe()
+
+
+@dataclass
+class Blocker:
+    """A distinct failure and the posterior over what causes it."""
+
+    key: str
+    failure_class: str
+    phase_rank: int  # the phase it strikes in (phase_index); serving failures rank after start-up
+    first_seen: int  # launch number
+    evidence: str  # its root line, for the report
+    post: dict[Culprit, float] = field(default_factory=dict)
+    seen: int = 1
+
+    def normalise(self) -> None:
+        total = sum(self.post.values()) or 1.0
+        for k in self.post:
+            self.post[k] /= total
+
+    def p_avoid(self, levels: Mapping[str, str]) -> float:
+        """The chance a launch with these effective levels does not show this failure."""
+        return sum(p for c, p in self.post.items() if not c.held(levels))
+
+    def outside_mass(self) -> float:
+        return sum(p for c, p in self.post.items() if c.outside)
+
+    def mass_of(self, factor: str) -> float:
+        """How much of the belief involves a factor (alone or in a pair)."""
+        return sum(p for c, p in self.post.items() if any(x.factor == factor for x in c.conds))
+
+    def top(self, n: int = 3) -> list[tuple[Culprit, float]]:
+        return sorted(self.post.items(), key=lambda kv: -kv[1])[:n]
+
+    def update(self, levels: Mapping[str, str], shown: str) -> None:
+        """A launch with ``levels`` showed this failure (``fired``), went past it (``absent``), or
+        died in its phase of something else (``same-phase``); ``masked`` says nothing."""
+        if shown == "masked":
+            return
+        for c in self.post:
+            held = c.held(levels)
+            if shown == "fired":
+                like = 1.0 if held else L_FIRED_NOT_HELD
+            elif shown == "absent":
+                like = L_ABSENT_HELD if held else 1.0
+            else:
+                like = L_SAME_PHASE_OTHER if held else 1.0
+            self.post[c] *= like
+        self.normalise()
+
+
+def new_blocker(
+    key: str,
+    failure_class: str,
+    phase_rank: int,
+    launch: int,
+    evidence: str,
+    weights: Mapping[Condition, float],
+    outside: float,
+) -> Blocker:
+    """A blocker first seen now: singles weighted by relevance (every condition given), pairs among
+    the strongest, and ``outside``."""
+    post: dict[Culprit, float] = {}
+    for cond, w in weights.items():
+        post[Culprit((cond,))] = max(w, MIN_WEIGHT)
+    strongest = sorted(weights.items(), key=lambda kv: -kv[1])[:PAIR_TOP]
+    for i, (a, wa) in enumerate(strongest):
+        for b, wb in strongest[i + 1 :]:
+            if a.factor != b.factor:
+                post[Culprit((a, b))] = PAIR_WEIGHT * (wa * wb) ** 0.5
+    post[Culprit(())] = outside
+    b = Blocker(key, failure_class, phase_rank, launch, evidence, post)
+    b.normalise()
+    return b
+
+
+def replay(blocker: Blocker, history: list[tuple[Mapping[str, str], Callable[[Blocker], str]]]) -> None:
+    """Apply earlier launches to a blocker first seen later (what they showed of it)."""
+    for levels, shown in history:
+        blocker.update(levels, shown(blocker))

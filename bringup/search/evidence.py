@@ -1,0 +1,216 @@
+"""What a failed launch says: which distinct failure it is, and which settings it names.
+
+Two launches show the same failure when their class, phase and root line agree once the numbers,
+paths and addresses in the line are taken out ("Tried to allocate 5.89 GiB" and "... 2.10 GiB"
+are one out-of-memory). The settings a failure names are weighed by how directly it names them,
+strongest first: the engine's printed remedy (a flag and its value beneath the traceback), the
+root line itself (a flag's name, its dest, or a distinctive value of it), the package the
+failing frames live in (rootcause.yaml's modules), the signature's own suspects, a change this
+launch made when nothing else is named. Every factor keeps a small weight: a failure can lie in
+what it does not name.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from bringup.effective import normalise
+from bringup.knowledge_files import phase_index
+from bringup.outcome import Outcome
+from bringup.space import Factor
+
+W_REMEDY = 3.0  # the engine printed this flag as the way out
+W_LINE = 1.0  # the root line names the flag or its value
+W_FRAMES = 0.8  # the failing code belongs to this level (its package, its module)
+W_SIGNATURE = 0.6  # the signature's first suspect (the k-th gets 1/k)
+W_CHANGED = 0.25  # changed by this launch, for a failure nothing else explains
+W_ENV_NAMED = 1.0  # a variable the failure's lines name
+W_ENV_RANKED = 0.08  # a variable whose name merely shares the failure's words
+W_BASE_FLAG = 0.01
+W_BASE_ENV = 0.002
+OUTSIDE_PRIOR = 0.03
+OUTSIDE_MACHINE = 0.6  # the failure implicates only the model or the machine
+SERVING_RANK = 100  # wrong output ranks after every start-up phase
+WORKS_RANK = 1000
+
+_NUM = re.compile(r"0x[0-9a-f]+|\d+(\.\d+)?")
+_PATH = re.compile(r"\S*/\S*")
+# A log line's prefix: "(EngineCore_DP0 pid=1) ERROR 12-01 20:22:38 [core.py:946] ", "[2026-12-01 20:22:38 TP0] "
+_PREFIX = re.compile(
+    r"^(?:\([^)]*pid=\d+\)\s*|(?:INFO|WARNING|ERROR|DEBUG|CRITICAL)\s+|\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?\s+|"
+    r"\[[^\]]*\] ?)+"
+)
+_GENERIC = {"auto", "true", "false", "none", "default", "<engine default>", "1", "0", "disabled", "enabled"}
+_ADVICE = re.compile(
+    r"\b(try|please|use|set|change to|disable|consider|increase|decrease|reduce|lower|raise|pass|add)\b", re.I
+)
+_REMEDY_FLAG = re.compile(r"(--[a-z][\w-]*)(?:[= ]+)([\w.:/-]+)?")
+
+
+def reach_of(outcome: Outcome) -> int:
+    """How far a launch got: its failure's phase rank; serving failures later; works furthest."""
+    if outcome.status == "works":
+        return WORKS_RANK
+    if outcome.status == "wrong-output":
+        return SERVING_RANK + max(0, phase_index(outcome.phase or "decode"))
+    return max(0, phase_index(outcome.phase or "spawn"))
+
+
+def survived(reach: int) -> float:
+    """The share of a bring-up's hazards a launch that got this far went through."""
+    if reach >= WORKS_RANK:
+        return 1.0
+    if reach >= SERVING_RANK:
+        return 0.9
+    return 0.8 * max(0, reach) / _phase_count()
+
+
+@lru_cache(maxsize=1)
+def _phase_count() -> int:
+    from bringup.knowledge_files import phases
+
+    return max(1, len(phases()))
+
+
+def root_line(outcome: Outcome) -> str:
+    if outcome.root_exception:
+        return outcome.root_exception
+    return outcome.evidence[0] if outcome.evidence else ""
+
+
+def normalised_line(line: str) -> str:
+    text = _PREFIX.sub("", line.strip())
+    text = _PATH.sub("<path>", text)
+    text = _NUM.sub("#", text.lower())
+    return re.sub(r"\s+", " ", text)[:160]
+
+
+def blocker_key(outcome: Outcome) -> str:
+    """The identity of a failure across launches."""
+    if outcome.status == "wrong-output":
+        failed = sorted(p.name for p in outcome.probes if not p.passed)
+        return f"wrong-output|{','.join(failed)}"
+    cls = outcome.failure_class or outcome.status
+    if outcome.status == "timeout":
+        return f"{cls}|{outcome.phase}|hang"
+    return f"{cls}|{outcome.phase}|{normalised_line(root_line(outcome))}"
+
+
+@dataclass
+class Named:
+    """The settings a failure names, each with its weight, and the values its remedies advise."""
+
+    weights: dict[str, float] = field(default_factory=dict)  # factor name -> weight
+    advised: dict[str, list[str]] = field(default_factory=dict)  # flag -> values the log advises
+    why: dict[str, str] = field(default_factory=dict)
+
+    def add(self, factor: str, w: float, why: str) -> None:
+        if w > self.weights.get(factor, 0.0):
+            self.why[factor] = why
+        self.weights[factor] = self.weights.get(factor, 0.0) + w
+
+
+def _words(line: str) -> set[str]:
+    return {w.lower() for w in re.findall(r"[A-Za-z][\w.-]{2,}", line)}
+
+
+def remedies(lines: list[str]) -> list[tuple[str, str | None, str]]:
+    """(flag, value or None, line) for each flag a line advises ("change to tc_piecewise by
+    --cuda-graph-backend-prefill=tc_piecewise"; "Try increasing `gpu_memory_utilization`")."""
+    out: list[tuple[str, str | None, str]] = []
+    for line in lines:
+        if not _ADVICE.search(line) or line.count("--") > 4:
+            continue
+        for m in _REMEDY_FLAG.finditer(line):
+            value = m.group(2)
+            out.append((m.group(1), value.rstrip(".,;") if value else None, line.strip()))
+        for m in re.finditer(r"`([a-z][a-z0-9_]{3,})`", line):
+            out.append(("--" + m.group(1).replace("_", "-"), None, line.strip()))
+    return out
+
+
+_FRAME = re.compile(r'^\s*File "|^\s{2,}\S|^Traceback|^\s*\^+\s*$')
+_IN_FUNC = re.compile(r" in \w+ \([^)]*\)$")
+
+
+def message_lines(outcome: Outcome) -> list[str]:
+    """The lines that say what went wrong in words: the root exception's message (without the
+    function and file it was raised in) and the evidence lines that are not traceback frames or
+    the code they quote (frames name packages: rootcause.yaml's modules weigh those)."""
+    out = []
+    if outcome.root_exception:
+        out.append(_IN_FUNC.sub("", outcome.root_exception))
+    for ln in outcome.evidence:
+        body = _PREFIX.sub("", ln.rstrip())
+        if not _FRAME.search(body):
+            out.append(ln)
+    return out
+
+
+def named_in_line(line: str, f: Factor, level: str) -> bool:
+    """A line names a factor: its flag, its dest (with underscores or spaces), or a distinctive
+    value of the level it had."""
+    low = line.lower()
+    if f.is_env:
+        return f.dest.lower() in low
+    dest = f.dest.lower()
+    if f.name.lower() in low or dest + "=" in low or dest + ":" in low or re.search(rf"\b{re.escape(dest)}\b", low):
+        return True
+    if len(dest) > 6 and dest.replace("_", " ") in low:
+        return True
+    lv = level.lower()
+    if lv in _GENERIC or len(lv) < 4 or re.fullmatch(r"[\d.e+-]+", lv):
+        return False
+    return bool(re.search(rf"(?<![\w-]){re.escape(lv)}(?![\w-])", low))
+
+
+def relevance(
+    outcome: Outcome,
+    factors: list[Factor],
+    levels: Mapping[str, str],
+    changed: set[str],
+    resolve,
+) -> Named:
+    """Weigh the factors this failure names. ``levels``: each factor's effective level in the launch;
+    ``changed``: factors it changed from the baseline; ``resolve``: flag name -> Factor or None."""
+    named = Named()
+    plain = [ln for ln in message_lines(outcome) if sum(1 for f in factors if not f.is_env and f.dest + "=" in ln) <= 2]
+    for flag, value, line in remedies([*plain, *([outcome.hint] if outcome.hint else [])]):
+        f = resolve(flag)
+        if f is None:
+            continue
+        named.add(f.name, W_REMEDY, f"the log advises it: {line[:160]}")
+        if value is not None:
+            named.advised.setdefault(f.name, []).append(value)
+    for f in factors:
+        lv = levels.get(f.name, "")
+        if any(named_in_line(ln, f, lv) for ln in plain[:6]):
+            named.add(f.name, W_LINE if not f.is_env else W_ENV_NAMED, f"named by the failure: {plain[0][:160]}")
+    for n, lvs in (outcome.implicated_levels or {}).items():
+        f = resolve(n)
+        if f is not None and levels.get(f.name) in {normalise(x) for x in lvs}:
+            named.add(f.name, W_FRAMES, "the failing code belongs to this level")
+    for k, n in enumerate(outcome.implicates or []):
+        f = resolve(n)
+        if f is not None:
+            named.add(f.name, W_SIGNATURE / (k + 1), f"implicated by {outcome.signature or 'the failure class'}")
+    if not named.weights:
+        for n in changed:
+            named.add(n, W_CHANGED, "changed by this launch, and nothing else is named")
+    return named
+
+
+def machine_only(outcome: Outcome, named: Named) -> bool:
+    """The failure implicates only properties of the model or the machine, no setting."""
+    return (
+        bool(outcome.implicates)
+        and all(i.split(".")[0] in ("model", "gpu", "host") for i in outcome.implicates)
+        and not any(w >= W_SIGNATURE / 3 for w in named.weights.values())
+    )
+
+
+def phase_words(outcome: Outcome) -> set[str]:
+    return _words(root_line(outcome))

@@ -1,0 +1,743 @@
+"""The strategy: which candidate to launch next, and when the search is over.
+
+It holds three things, each in its own module:
+
+- **evidence** (``evidence.py``): what each failed launch names, and which distinct failure it is;
+- **beliefs** (``beliefs.py``): one :class:`Blocker` per distinct failure, a posterior over its
+  culprits (single levels, pairs of levels that must change together, or nothing in the space),
+  updated by every launch through likelihoods; plus what is certain: levels the engine itself
+  refused, levels knowledge or the hardware facts exclude, numeric bounds read from the engine's
+  own messages;
+- **proposal** (``proposal.py``): the untried candidate most likely to get past every blocker and
+  to bring no new one, near the configurations that got furthest (progress is kept).
+
+A candidate's chance of working is the product, over blockers, of the chance it avoids each, times
+the chance that none of the levels it changes brings a new failure (knowledge's verdicts, the
+phases those levels already survived). Nothing is given up before the budget is spent unless the
+engine's own refusals or the hardware facts prove that nothing in the space can work: the three
+verdicts are validated, impossible here (with that proof) and not found (with the candidates still
+believed most likely).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+
+from bringup.candidate import Candidate, FlagValue
+from bringup.conditions import as_number
+from bringup.effective import normalise
+from bringup.envfactors import EnvFactors
+from bringup.helptext import HelpSpec
+from bringup.knowledge import Knowledge
+from bringup.outcome import Outcome
+from bringup.results import Attempt, Pinned, StrategyState
+from bringup.screening import ScreeningPolicy
+from bringup.search import evidence as ev
+from bringup.search.beliefs import Blocker, Condition, new_blocker
+from bringup.search.proposal import Proposal, propose
+from bringup.signatures import eval_limit, signature_by_id
+from bringup.space import Factor, Space
+
+UNKNOWN_DEFAULT = "<engine default>"
+_REFUSAL = re.compile(
+    r"not supported|unsupported|requires|not available|not valid|invalid|cannot|not compiled|"
+    r"no kernel|only supported",
+    re.IGNORECASE,
+)
+_NONE_VALID = re.compile(
+    r"\bno (valid|suitable|compatible|available|supported) [\w -]{0,40}?(found|available|for)", re.IGNORECASE
+)
+# The chance that a level brings a failure of its own (before any launch ran it).
+P_INCOMPATIBLE, P_RISKY, P_PREFERRED = 0.97, 0.5, 0.02
+P_UNSET, P_OTHER, P_BASELINE = 0.05, 0.3, 0.05
+P_NUM_STEP, P_NUM_FAR = 0.12, 2.0  # a number moved away from the baseline's: a step, and per relative distance
+P_UNSET_ENV = 0.01
+P_ADVISED = 0.08  # a value the engine's own log advises
+P_MISSING_PACKAGE = 0.9  # a level that loads a package that did not import
+P_NEAR_BOUND = 0.45  # just past an out-of-memory value: probably still too much
+NEAR_FRACTION = 0.03
+CERTAIN = 0.999
+P_KNOWN_GOOD = 0.95
+IMPOSSIBLE_OUTSIDE = 0.8  # a failure this sure to lie outside the space, seen twice: impossible here
+P_PENDING = 0.6
+
+
+def _refused_levels(line: str, f: Factor) -> dict[str, str]:
+    """The levels of a choice factor a line refuses ("FLASH_ATTN: [compute capability not
+    supported]"), each with its reason."""
+    refused: dict[str, str] = {}
+    for lv in f.levels:
+        m = re.search(
+            rf"(?<![\w-]){re.escape(str(lv))}(?![\w-])['\"]?\s*[:=]\s*\[?([^\]\}}]*)", line, re.IGNORECASE
+        )
+        if m and _REFUSAL.search(m.group(1)):
+            refused[normalise(lv)] = m.group(1).strip(" ,")[:120]
+    return refused
+
+
+@dataclass
+class Decision:
+    """The next launch (a candidate, screened first or not), or none: the search ends."""
+
+    candidate: Candidate | None
+    p_success: float = 0.0
+    reasons: list[str] = field(default_factory=list)
+    screen: bool = False
+
+
+@dataclass
+class Observation:
+    candidate: Candidate
+    outcome: Outcome
+    key: str
+    source: str = "launch"  # launch | screen | journal | port
+    reach: int = 0
+    blocker: str = ""
+
+
+@dataclass
+class Strategy:
+    space: Space
+    baseline: Candidate
+    knowledge: Knowledge
+    spec: HelpSpec | None = None
+    change_cost: float = 0.25  # per factor changed from the baseline: prefer small, explainable changes
+    screening: ScreeningPolicy | None = None
+    env: EnvFactors | None = None
+    frozen: dict[str, tuple[str, str]] = field(default_factory=dict)  # factor -> (value, why)
+    default_eff: dict[str, tuple[str, str]] = field(default_factory=dict)
+    bounds: dict[str, list[float | None]] = field(default_factory=dict)  # factor -> [lo, hi] excluded
+    near: dict[str, tuple[float, str]] = field(default_factory=dict)
+    observations: list[Observation] = field(default_factory=list)
+    blockers: list[Blocker] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    blocked: tuple[str, str] | None = None  # a factor the engine refused every level of, and why
+    refused: dict[tuple[str, str], str] = field(default_factory=dict)  # (factor, level) -> the refusal
+    risk_floor: dict[tuple[str, str], float] = field(default_factory=dict)  # levels made riskier by evidence
+    advised: dict[str, list[str]] = field(default_factory=dict)  # factor -> values the log advised
+    passed: dict[tuple[str, str], int] = field(default_factory=dict)  # (factor, level) -> furthest reach
+    moved: dict[str, list[str]] = field(default_factory=dict)  # signature -> numeric factors it moved
+    refusals: dict[str, list[str]] = field(default_factory=dict)
+    env_weight: dict[str, float] = field(default_factory=dict)  # variable -> how directly the last failure named it
+    best_left: Proposal | None = None
+    _pending_moves: list[frozenset[tuple[str, str]]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        for f in self.space.factors:
+            self._init_factor(f)
+
+    def _init_factor(self, f: Factor) -> None:
+        if f.is_env:
+            if f.p_unset is None:
+                f.p_unset = P_UNSET_ENV
+            self._env_defaults(f)
+            return
+        opt = self.spec.get(f.name) if self.spec is not None else None
+        if opt is not None and opt.default not in (None, "None", "") and f.kind in ("number", "choice"):
+            self.default_eff[f.name] = (normalise(opt.default), "the engine's --help default")
+        forced = self.knowledge.prediction(f.name, "forced")
+        if forced is not None:
+            self.frozen[f.name] = (normalise(forced.value), f"rule {forced.rule_id}: {forced.reason}")
+        dflt = self.knowledge.prediction(f.name, "default")
+        if dflt is not None:
+            self.default_eff[f.name] = (normalise(dflt.value), f"rule {dflt.rule_id}: {dflt.reason}")
+
+    def _env_defaults(self, f: Factor) -> None:
+        if self.env is None:
+            return
+        d = self.env.default(f.dest)
+        if d is not None:
+            self.default_eff.setdefault(f.name, (d, "the engine's registry default"))
+        if self.env.ignored(f.dest):
+            value = self.default_eff.get(f.name, (UNKNOWN_DEFAULT, ""))[0]
+            self.frozen[f.name] = (value, f"{f.dest} is not read by this engine version: setting it changes nothing")
+
+    def add_factor(self, f: Factor) -> None:
+        """A factor joins the space mid-run (a variable or flag the evidence called for). Launches
+        already made had it at its default: their identities are recomputed."""
+        if self.space.get(f.name) is not None:
+            return
+        self.space.factors.append(f)
+        self._init_factor(f)
+        for o in self.observations:
+            o.key = self.predicted_key(o.candidate)
+
+    # -- effective values ------------------------------------------------------------------------
+    def base_level(self, f: Factor) -> FlagValue | None:
+        return f.level_in(self.baseline.flag_dict, self.baseline.env_dict)
+
+    def eff(self, f: Factor, level: FlagValue | None) -> str:
+        if f.name in self.frozen:
+            return self.frozen[f.name][0]
+        if (
+            level is None
+            or level is False
+            or (isinstance(level, str) and level.lower() == "auto" and f.name in self.default_eff)
+        ):
+            d = self.default_eff.get(f.name)
+            return normalise(d[0]) if d is not None else UNKNOWN_DEFAULT
+        return normalise(level)
+
+    def predicted_key(self, cand: Candidate) -> str:
+        """Identity of what the engine would really run: factors by predicted effective value."""
+        flags, env = cand.flag_dict, cand.env_dict
+        parts = [f"{f.name}={self.eff(f, f.level_in(flags, env))}" for f in self.space.factors]
+        names = set(self.space.names)
+        rest = sorted(f"{k}={normalise(v)}" for k, v in flags.items() if k not in names)
+        rest += sorted(f"env:{k}={v}" for k, v in env.items() if "env:" + k not in names)
+        return "|".join(parts + rest)
+
+    def levels_of(self, cand: Candidate) -> dict[str, str]:
+        flags, env = cand.flag_dict, cand.env_dict
+        return {f.name: self.eff(f, f.level_in(flags, env)) for f in self.space.factors}
+
+    def _factor_for(self, name: str) -> Factor | None:
+        f = self.space.get(name)
+        if f is None and self.spec is not None and name.startswith("--"):
+            opt = self.spec.resolve(name)
+            f = self.space.get(opt.name) if opt else None
+        if f is None and name.startswith("env:") is False and not name.startswith("--"):
+            f = self.space.get("env:" + name)
+        return f
+
+    def _flag_factor(self, name: str) -> Factor | None:
+        """The factor for a flag a remedy names; a flag the engine has but the space lacks joins it."""
+        f = self._factor_for(name)
+        if f is not None or self.spec is None or not name.startswith("--"):
+            return f
+        opt = self.spec.resolve(name)
+        if opt is None or opt.name in self.space.fixed:
+            return None
+        kind = "choice" if opt.takes_value else "switch"
+        levels: list[FlagValue] = list(opt.choices) if opt.choices else ([] if opt.takes_value else [True])
+        f = Factor(opt.name, kind, levels, opt.dest, {}, None, "log")
+        self.add_factor(f)
+        self.notes.append(f"{opt.name} joined the search space: the engine's log names it")
+        return f
+
+    # -- knowledge -------------------------------------------------------------------------------
+    def _level_for_verdicts(self, f: Factor, level: FlagValue | None) -> FlagValue | None:
+        if f.name in self.frozen:
+            return self.frozen[f.name][0]
+        if level is None and f.name in self.default_eff:
+            return self.default_eff[f.name][0]
+        return level
+
+    def verdicts(self, f: Factor, level: FlagValue | None, others: dict[str, FlagValue] | None = None):
+        lv = self._level_for_verdicts(f, level)
+        if lv is None:
+            return []
+        return self.knowledge.verdicts(f.name, lv, others if others is not None else self.baseline.flag_dict)
+
+    def risk(self, f: Factor, level: FlagValue | None, others: dict[str, FlagValue] | None = None) -> float:
+        """The chance that this level brings a failure of its own (not one already seen)."""
+        e = self.eff(f, level)
+        if (f.name, e) in self.refused:
+            return 1.0
+        num = as_number(e) if f.kind == "number" else None
+        if num is not None:
+            lo, hi = self.bounds.get(f.name, [None, None])
+            if (hi is not None and num >= hi - 1e-9) or (lo is not None and num <= lo + 1e-9):
+                return 1.0
+        kinds = {v.kind for v in self.verdicts(f, level, others)}
+        base = self.base_level(f)
+        if "incompatible" in kinds:
+            return P_INCOMPATIBLE
+        if "risky" in kinds:
+            r = P_RISKY
+        elif "preferred" in kinds:
+            r = P_PREFERRED
+        elif e == self.eff(f, base):
+            r = P_BASELINE
+        elif e in (normalise(v) for v in self.advised.get(f.name, [])):
+            r = P_ADVISED
+        elif num is not None and (b := as_number(self.eff(f, base))) is not None:
+            # A number far from the baseline's risks the other side: less memory for the KV cache
+            # when a fraction goes down, a smaller batch than the load needs.
+            r = P_NUM_STEP + min(0.6, P_NUM_FAR * abs(num - b) / max(abs(b), 1e-9))
+        elif level is None:
+            r = f.p_unset if f.p_unset is not None else P_UNSET
+        else:
+            r = P_OTHER
+        if num is not None and f.name in self.near:
+            v, direction = self.near[f.name]
+            window = NEAR_FRACTION if v <= 1.0 else v * 0.4
+            if (direction == "lower" and v - window <= num < v) or (direction == "raise" and v < num <= v + window):
+                r = max(r, P_NEAR_BOUND)
+        reach = self.passed.get((f.name, e))
+        if reach is not None:
+            r *= 1 - ev.survived(reach)  # a level that got a launch this far brings no failure before it
+        return max(r, self.risk_floor.get((f.name, e), 0.0))
+
+    # -- learning from outcomes ------------------------------------------------------------------
+    def observe(self, cand: Candidate, outcome: Outcome, source: str = "launch") -> Observation:
+        if outcome.failure_class == "port-in-use":
+            return Observation(cand, outcome, self.predicted_key(cand), "port")
+        self._read_effective(cand, outcome)
+        obs = Observation(cand, outcome, self.predicted_key(cand), source, ev.reach_of(outcome))
+        self.observations.append(obs)
+        if source == "screen" and outcome.status == "works":
+            return obs  # a screen that passed: the full launch will say the rest
+        if outcome.status != "works":
+            self._refusals(outcome)
+            self._missing_package(outcome)
+            self._kv_floor(cand, outcome)
+            self._numeric_bounds(cand, outcome)
+            self._grow_env(outcome)
+        levels = self.levels_of(cand)
+        for name, e in levels.items():
+            key = (name, e)
+            if obs.reach > self.passed.get(key, -1):
+                self.passed[key] = obs.reach
+        if outcome.status == "works" or outcome.status == "cancelled":
+            for b in self.blockers:
+                b.update(levels, "absent")
+            return obs
+        if outcome.status == "timeout" and outcome.failure_class is None:
+            return obs  # a deadline, not evidence about any setting
+        key = ev.blocker_key(outcome)
+        obs.blocker = key
+        current = next((b for b in self.blockers if b.key == key), None)
+        for b in self.blockers:
+            b.update(levels, "fired" if b is current else self._shown(b, obs.reach, key, outcome))
+        if current is not None:
+            current.seen += 1
+        else:
+            self._new_blocker(cand, outcome, obs, levels, key)
+        return obs
+
+    @staticmethod
+    def _shown(b: Blocker, reach: int, key: str, outcome: Outcome | None = None) -> str:
+        if b.key.startswith("wrong-output|") and outcome is not None:
+            # a wrong answer is a failed probe: absent when a launch that served passed those probes
+            checks = set(b.key.split("|", 1)[1].split(","))
+            passed = {p.name for p in outcome.probes if p.passed}
+            failed = {p.name for p in outcome.probes if not p.passed}
+            if outcome.status == "works" or (checks and checks <= passed):
+                return "absent"
+            return "same-phase" if checks & failed else "masked"
+        if reach > b.phase_rank:
+            return "absent"
+        if reach == b.phase_rank and key != b.key:
+            return "same-phase"
+        return "masked"
+
+    def _new_blocker(self, cand: Candidate, outcome: Outcome, obs: Observation, levels: dict[str, str], key: str) -> None:
+        base_levels = self.levels_of(self.baseline)
+        changed = {n for n, e in levels.items() if base_levels.get(n) != e}
+        named = ev.relevance(outcome, self.space.factors, levels, changed, self._flag_factor)
+        levels = self.levels_of(cand)  # a remedy may have added a factor
+        for name, vals in named.advised.items():
+            f = self.space.get(name)
+            if f is None:
+                continue
+            for v in vals:
+                if f.kind != "switch" and not any(normalise(x) == normalise(v) for x in f.levels):
+                    f.levels.insert(0, v)
+                self.advised.setdefault(name, []).append(v)
+        weights: dict[Condition, float] = {}
+        for f in self.space.factors:
+            if f.name in self.frozen:
+                continue
+            w = named.weights.get(f.name, 0.0) + (ev.W_BASE_ENV if f.is_env else ev.W_BASE_FLAG)
+            w = max(w, self.env_weight.get(f.name, 0.0))
+            weights[Condition(f.name, levels[f.name])] = w
+        for name, direction in self._adjusted.items():
+            weights.update(self._thresholds(name, levels[name], direction))
+        outside = ev.OUTSIDE_MACHINE if self._machine_only(outcome, named) else ev.OUTSIDE_PRIOR
+        b = new_blocker(key, outcome.failure_class or outcome.status, obs.reach, len(self.observations),
+                        (ev.root_line(outcome) or "")[:300], weights, outside)
+        for o in self.observations[:-1]:
+            if o.source in ("launch", "screen") and o.outcome.status != "cancelled":
+                shown = "absent" if o.outcome.status == "works" else self._shown(b, o.reach, o.blocker, o.outcome)
+                b.update(self.levels_of(o.candidate), shown)
+        self.blockers.append(b)
+        top = b.top(2)
+        self.notes.append(
+            f"launch {len(self.observations)}: new failure ({b.failure_class}); most likely "
+            + "; ".join(f"{c.describe()} ({p:.0%})" for c, p in top)
+        )
+
+    def _thresholds(self, name: str, cur: str, direction: str) -> dict[Condition, float]:
+        """Culprits of a number a failure says must move: "at least cur" (or "at most"), then the
+        listed levels past it, each half as likely (a step of a few points is the likeliest cure)."""
+        f = self.space.get(name)
+        c = as_number(cur)
+        if f is None or c is None:
+            return {}
+        nums = sorted({n for lv in [None, *f.levels] if (n := as_number(self.eff(f, lv))) is not None})
+        past = [n for n in nums if n < c] if direction == "lower" else [n for n in nums if n > c]
+        past = sorted(past, reverse=direction == "lower")
+        op = "ge" if direction == "lower" else "le"
+        out = {Condition(name, normalise(cur), op): 2.0}
+        for k, n in enumerate(past[:4]):
+            out[Condition(name, normalise(str(n)), op)] = 2.0 / 3 ** (k + 1)
+        return out
+
+    def _machine_only(self, outcome: Outcome, named: ev.Named) -> bool:
+        """The failure implicates only the model or the machine, or settings the engine does not let
+        a launch change (frozen), and names nothing else strongly."""
+        if not outcome.implicates:
+            return False
+        for i in outcome.implicates:
+            g = self._factor_for(i)
+            if i.split(".")[0] not in ("model", "gpu", "host") and g is not None and g.name not in self.frozen:
+                return False
+        return not any(w >= ev.W_SIGNATURE / 3 for n, w in named.weights.items() if n not in self.frozen)
+
+    def _read_effective(self, cand: Candidate, outcome: Outcome) -> None:
+        """What the engine really used: overrides freeze a factor, defaults name "unset"."""
+        flags = cand.flag_dict
+        for f in self.space.factors:
+            if f.is_env or f.dest not in outcome.effective:
+                continue
+            eff = normalise(outcome.effective[f.dest])
+            req = flags.get(f.name)
+            if req is None or normalise(req) == "auto":
+                self.default_eff[f.name] = (eff, f"seen in launch {len(self.observations) + 1}")
+            elif normalise(req) != eff and f.name not in self.frozen:
+                self.frozen[f.name] = (eff, f"engine used {eff} when {req} was asked (launch {len(self.observations) + 1})")
+
+    def _grow_env(self, outcome: Outcome) -> None:
+        """Variables this failure calls for join the space (named by its lines, or ranked)."""
+        self.env_weight = {}
+        if self.env is None:
+            return
+        # A failure that implicates only what no launch changes (the model's head size) is not
+        # second-guessed by variables that merely share its words; a variable the log names is.
+        own_fix = (outcome.failure_class or "").startswith("oom")
+        outside_only = bool(outcome.implicates) and all(
+            (g := self._factor_for(i)) is None or g.name in self.frozen for i in outcome.implicates
+        )
+        for prop in self.env.after_failure(outcome, self.space.names):
+            if outside_only and prop.factor.origin != "log":
+                continue
+            # An out-of-memory names its own fix (the numbers to move): a variable that merely shares
+            # its words comes after them.
+            if not prop.named or (own_fix and prop.factor.origin != "log"):
+                prop.factor.origin = "ranked"
+                prop.named = False
+            self.env_weight[prop.factor.name] = ev.W_ENV_NAMED if prop.named else ev.W_ENV_RANKED
+            self.add_factor(prop.factor)
+            if prop.advised is not None:
+                self.advised.setdefault(prop.factor.name, []).append(prop.advised)
+            self.notes.append(f"{prop.factor.name} joined the search space: {prop.why}")
+
+    def _refusals(self, outcome: Outcome) -> None:
+        """An error that names levels of a factor with a reason each rules each named level out.
+        When the engine says no level is valid for reasons no setting in the space changes,
+        nothing in the space can work: the factor is blocked (the proof of "impossible here")."""
+        for line in outcome.evidence:
+            for f in self.space.factors:
+                if f.kind != "choice":
+                    continue
+                refused = _refused_levels(line, f)
+                if len(refused) < 2:
+                    self._refused_alone(line, f)
+                    continue
+                seen = self.refusals.setdefault(f.name, [])
+                seen.append(self.predicted_key(self.observations[-1].candidate) if self.observations else "")
+                final = []
+                for e, r in refused.items():
+                    if not self._names_other_factor(r, f):
+                        self.refused[(f.name, e)] = f"refused by the engine: {r}"
+                        final.append(e)
+                    else:
+                        self.risk_floor[(f.name, e)] = max(self.risk_floor.get((f.name, e), 0.0), 0.8)
+                every = all((f.name, e) in self.refused for e in refused)
+                if _NONE_VALID.search(line) and (every or len(set(seen)) >= 2):
+                    if self.blocked is None:
+                        self.blocked = (
+                            f.name,
+                            f"the engine refused every {f.name} it considered, for reasons no launch flag in "
+                            f"the space changes ({', '.join(sorted(refused))}): {line.strip()[:400]}",
+                        )
+                        self.notes.append(f"{f.name}: refused here: {', '.join(sorted(refused))}")
+
+    def _refused_alone(self, line: str, f: Factor) -> None:
+        """One level refused with its reasons ("Selected backend X is not valid for this
+        configuration. Reason: ['compute capability not supported']"): final when no reason names
+        another setting of the space."""
+        for lv in f.levels:
+            m = re.search(
+                rf"(?<![\w-]){re.escape(str(lv))}(?![\w-]).{{0,80}}?\bReasons?:\s*\[([^\]]*)\]", line, re.IGNORECASE
+            )
+            if m is None:
+                continue
+            reasons = [r.strip(" '\"") for r in m.group(1).split(",")]
+            final = [r for r in reasons if _REFUSAL.search(r) and not self._names_other_factor(r, f)]
+            if final:
+                self.refused[(f.name, normalise(lv))] = f"refused by the engine: {final[0]}"
+                self.notes.append(f"{f.name} {lv}: refused here ({final[0]})")
+            return
+
+    def _names_other_factor(self, reason: str, f: Factor) -> bool:
+        low = reason.lower()
+        return any(
+            g is not f and (g.dest.lower() in low or g.dest.lower().replace("_", " ") in low)
+            for g in self.space.factors
+        )
+
+    def _missing_package(self, outcome: Outcome) -> None:
+        """A package that does not import fails every level that loads it (bnb-4bit and bnb-8bit)."""
+        if outcome.failure_class != "missing-dependency":
+            return
+        for name, levels in outcome.implicated_levels.items():
+            f = self._factor_for(name)
+            if f is None or f.name in self.frozen:
+                continue
+            for lv in levels:
+                key = (f.name, normalise(lv))
+                self.risk_floor[key] = max(self.risk_floor.get(key, 0.0), P_MISSING_PACKAGE)
+
+    # -- numeric bounds ------------------------------------------------------------------------------
+    @property
+    def _adjusted(self) -> dict[str, str]:
+        return getattr(self, "_adj", {})
+
+    def _numbers(self) -> dict[str, str]:
+        out = {}
+        for k, v in self.knowledge.facts.items():
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                out[k.replace(".", "_")] = str(v)
+        return out
+
+    def _limit(self, sig, expr: str | None, lines: list[str], level: float) -> tuple[float | None, str]:
+        if not expr:
+            return None, ""
+        for line in lines:
+            m = sig.regex.search(line)
+            if m is None:
+                continue
+            lim = eval_limit(expr, {**self._numbers(), **m.groupdict(), "level": str(level)})
+            if lim is not None:
+                return lim, line.strip()
+        return None, ""
+
+    def _room(self, f: Factor, cur: float, direction: str) -> bool:
+        lo, hi = self.bounds.get(f.name, [None, None])
+        for level in [None, *f.levels]:
+            num = as_number(self.eff(f, level))
+            if num is None or (num >= cur if direction == "lower" else num <= cur):
+                continue
+            if (lo is None or num > lo + 1e-9) and (hi is None or num < hi - 1e-9):
+                return True
+        return False
+
+    def _numeric_bounds(self, cand: Candidate, outcome: Outcome) -> None:
+        """The numeric flag a signature says must move (an out-of-memory: the memory fraction, then
+        the batch limit), bounded by the number its message gives. Read by the next blocker as a
+        threshold culprit ("at least 0.95")."""
+        self._adj: dict[str, str] = {}
+        sig = signature_by_id(outcome.signature)
+        if sig is None:
+            return
+        flags = cand.flag_dict
+        moved = self.moved.setdefault(sig.id, [])
+        order = sorted(sig.adjust.items(), key=lambda kv: (g := self._factor_for(kv[0])) is None or g.name in moved)
+        for flag, adj in order:
+            f = self._factor_for(flag)
+            if f is None or f.kind != "number":
+                continue
+            cur = as_number(self.eff(f, flags.get(f.name)))
+            if cur is None:
+                continue
+            if f.name not in moved:
+                moved.append(f.name)
+            if not self._room(f, cur, adj.direction):
+                self.notes.append(f"{f.name} cannot go {adj.direction} from {cur:g}: {sig.id} moves the next flag")
+                continue
+            # Only a number the engine's own message gives is a hard bound ("less than desired GPU
+            # memory utilization (0.999, 139.66 GiB)"); otherwise the next blocker holds thresholds
+            # ("at least 0.95", "at least 0.92"...) as culprits, lowered or kept by what follows.
+            lim, line = self._limit(sig, adj.limit, outcome.evidence, cur)
+            b = self.bounds.setdefault(f.name, [None, None])
+            if adj.direction == "lower":
+                if lim is not None:
+                    b[1] = lim * 0.95 if b[1] is None else min(b[1], lim * 0.95)  # a margin: free memory moves
+                    self.notes.append(f"{f.name} must stay below {lim:.2f} ({sig.id}: {line[:120]})")
+                self.near[f.name] = (cur, "lower")
+            else:
+                if lim is not None and lim > cur:
+                    b[0] = lim if b[0] is None else max(b[0], lim)
+                    self.notes.append(f"{f.name} must be above {lim:.3f} ({sig.id}: {line[:120]})")
+                self.near[f.name] = (cur, "raise")
+            self._adj[f.name] = adj.direction
+            break
+
+    def _kv_floor(self, cand: Candidate, outcome: Outcome) -> None:
+        """A launch that reported its KV pool and how many requests of the maximum length it holds
+        bounds the memory fraction from below (vllm/v1/core/kv_cache_utils.py)."""
+        rep = outcome.kv_report or {}
+        conc, pool = rep.get("max_concurrency"), rep.get("kv_budget_gib") or rep.get("kv_gib")
+        gpu = as_number(self.knowledge.facts.get("gpu.memory_gib"))
+        if not conc or not pool or not gpu or conc < 1 or rep.get("device") == "cpu":
+            return
+        for f in self.space.factors:
+            cur = (
+                as_number(self.eff(f, f.level_in(cand.flag_dict, cand.env_dict))) if f.sizes == "kv-pool" else None
+            )
+            if cur is None or not 0 < cur <= 1:
+                continue
+            floor = cur - float(pool) * (1 - 1 / float(conc)) / float(gpu)
+            b = self.bounds.setdefault(f.name, [None, None])
+            if b[0] is None or floor > b[0]:
+                b[0] = floor
+                self.notes.append(
+                    f"{f.name} must stay above {floor:.3f}: at {cur:g} the KV pool of {float(pool):.2f} GiB "
+                    f"held {float(conc):g} requests of the maximum length (launch {len(self.observations)})"
+                )
+
+    # -- deciding the next launch ------------------------------------------------------------------
+    def success_probability(self, cand: Candidate) -> float:
+        levels = self.levels_of(cand)
+        p = math.prod(b.p_avoid(levels) for b in self.blockers)
+        flags, env = cand.flag_dict, cand.env_dict
+        for f in self.space.factors:
+            p *= 1 - self.risk(f, f.level_in(flags, env), flags)
+        return p
+
+    def next_launch(
+        self,
+        known_good: list[Candidate],
+        history: list[Attempt],
+        screened_ok: set[str],
+        pending: list[Candidate] | None = None,
+    ) -> Decision:
+        """The next launch: a configuration validated here before first, then the best proposal,
+        screened first where the screening policy says it pays; none only when the search is over
+        (impossible here, or nothing untried is left)."""
+        decision = self._next_candidate(known_good, pending or [])
+        if decision.candidate is not None and self.screening is not None:
+            key = self.predicted_key(decision.candidate)
+            decision.screen = key not in screened_ok and self.screening.worth_it(
+                decision.p_success, self._only_numeric_changes(decision.candidate), history
+            )
+        return decision
+
+    def _next_candidate(self, known_good: list[Candidate], pending: list[Candidate]) -> Decision:
+        exclude = {self.predicted_key(c) for c in pending}
+        tried = {o.key for o in self.observations if o.source not in ("journal", "port")} | exclude
+        for cand in known_good:
+            if self.predicted_key(cand) not in tried:
+                return Decision(cand, P_KNOWN_GOOD, ["validated before on this machine, engine version and model (journal)"])
+        if self.impossible() is not None:
+            return Decision(None)
+        self._pending_moves = [m for c in pending if (m := self._moves(c))]
+        try:
+            props = propose(self, tried, limit=1)
+        finally:
+            self._pending_moves = []
+        if not props:
+            return Decision(None)
+        prop = props[0]
+        reasons = list(prop.reasons)
+        if pending:
+            reasons.append(f"launched beside {len(pending)} in flight, testing another hypothesis")
+        return Decision(prop.candidate, prop.p_success, reasons)
+
+    def _moves(self, cand: Candidate) -> frozenset[tuple[str, str]]:
+        flags, env = cand.flag_dict, cand.env_dict
+        out = set()
+        for f in self.space.factors:
+            level = f.level_in(flags, env)
+            if normalise(level) != normalise(self.base_level(f)):
+                out.add((f.name, "moved" if f.kind == "number" else self.eff(f, level)))
+        return frozenset(out)
+
+    def variant_of_pending(self, cand: Candidate) -> bool:
+        if not self._pending_moves:
+            return False
+        mine = self._moves(cand)
+        return any(m <= mine for m in self._pending_moves)
+
+    def still_worth(self, cand: Candidate, p_then: float) -> bool:
+        tried = {o.key for o in self.observations if o.source != "screen"}
+        return self.predicted_key(cand) not in tried and self.success_probability(cand) >= 0.5 * p_then
+
+    def _only_numeric_changes(self, cand: Candidate) -> bool:
+        kinds = [f.kind if (f := self.space.get(c.flag)) is not None else "other" for c in cand.diff(self.baseline)]
+        return bool(kinds) and all(k == "number" for k in kinds)
+
+    def combination_ok(self, cand: Candidate) -> bool:
+        """Rules with `with` conditions judge a level together with the rest of the candidate."""
+        flags = cand.flag_dict
+        for f in self.space.factors:
+            level = f.level_in(flags, cand.env_dict)
+            if any(v.kind == "incompatible" for v in self.verdicts(f, level, flags)):
+                return False
+        return True
+
+    # -- verdicts ------------------------------------------------------------------------------------
+    def impossible(self) -> str | None:
+        """The proof that nothing in the space can work here, or None. Only the engine's own
+        refusals and the hardware facts prove it: a factor whose every level the engine refused
+        for reasons no setting changes, a factor knowledge rules out at every level, or a failure
+        whose evidence names only the model or the machine, seen again after a change."""
+        if self.blocked is not None:
+            return f"no level of {self.blocked[0]} can work here: {self.blocked[1]}"
+        for f in self.space.factors:
+            vs = [[v for v in self.verdicts(f, lv) if v.kind == "incompatible"] for lv in [None, *f.levels]]
+            if vs and all(vs):
+                return f"no level of {f.name} can work here: {vs[0][0].reason}"
+        for b in self.blockers:
+            if b.seen >= 2 and b.outside_mass() >= IMPOSSIBLE_OUTSIDE:
+                o = next(o.outcome for o in reversed(self.observations) if o.blocker == b.key)
+                props = ", ".join(i for i in o.implicates if i.split(".")[0] in ("model", "gpu", "host"))
+                return (
+                    f"{b.failure_class} in {o.phase} ({b.seen} launches, unchanged by every change): the engine "
+                    f"refuses a property of the model or the machine that no launch flag changes ({props}). "
+                    f"Evidence: {b.evidence[:200]}" + (f". Hint: {o.hint}" if o.hint else "")
+                )
+        return None
+
+    def propose(self, exclude: set[str] | None = None) -> Proposal | None:
+        """The best untried candidate (None: nothing untried is left)."""
+        tried = {o.key for o in self.observations if o.source not in ("journal", "port")} | (exclude or set())
+        props = propose(self, tried, limit=1)
+        return props[0] if props else None
+
+    def leads(self, n: int = 3) -> list[Proposal]:
+        """The untried candidates believed most likely, for a search that stopped short."""
+        tried = {o.key for o in self.observations if o.source not in ("journal", "port")}
+        return propose(self, tried, limit=n)
+
+    def explain_stop(self) -> str:
+        fails = [o for o in self.observations if o.outcome.status != "works" and o.source != "journal"]
+        if not fails:
+            return "nothing was launched"
+        proof = self.impossible()
+        if proof is not None:
+            return "nothing in the space can work: " + proof
+        return "not found: every configuration the search can form was launched or ruled out; " + self.summary()
+
+    def summary(self) -> str:
+        """What still blocks, and the untried candidates most believed in."""
+        parts = []
+        for b in sorted(self.blockers, key=lambda b: -b.seen)[:3]:
+            c, p = b.top(1)[0]
+            parts.append(f"{b.failure_class} ({b.seen}x; likeliest cause {c.describe()}, {p:.0%})")
+        text = "still failing: " + "; ".join(parts) if parts else ""
+        self.best_left = None
+        leads = self.leads(3)
+        if leads:
+            self.best_left = leads[0]
+            text += ". Most likely untried: " + "; ".join(
+                f"{p.changes(self.baseline) or 'the baseline'} ({p.p_success:.1%})" for p in leads
+            )
+        return text
+
+    def state(self) -> StrategyState:
+        suspects: dict[str, float] = {}
+        for b in self.blockers:
+            for c, p in b.top(4):
+                suspects[c.describe()] = max(suspects.get(c.describe(), 0.0), round(p, 3))
+        return StrategyState(
+            frozen={k: Pinned(value=v, why=w) for k, (v, w) in self.frozen.items()},
+            defaults={k: Pinned(value=v, why=w) for k, (v, w) in self.default_eff.items()},
+            bounds=self.bounds,
+            suspects=dict(sorted(suspects.items(), key=lambda kv: -kv[1])[:12]),
+            notes=self.notes,
+        )

@@ -1,0 +1,153 @@
+"""The search's belief model on worlds of faults (tests/search_world.py): exact paths, bounded launches.
+
+Each test builds an onion the issue describes (several mistakes, a fix that needs two changes, an
+engine's printed remedy, a property no flag changes) and checks what the strategy launches.
+"""
+
+from __future__ import annotations
+
+from bringup.candidate import Candidate, parse_flags
+from bringup.helptext import bundled_help
+from bringup.knowledge import Knowledge
+from bringup.search.beliefs import Condition, new_blocker
+from bringup.search.strategy import Strategy
+from bringup.space import Factor, add_baseline_flags, build_space, drop_inapplicable
+from tests.search_world import Fault, World, solve
+
+VL = bundled_help("vllm", "0.32.0")
+H200 = {"device": "cuda", "gpu.compute_capability": 9.0, "gpu.count": 1, "gpu.memory_gib": 139.8, "model.moe": False}
+
+
+def make(baseline: str, env: dict[str, str] | None = None) -> Strategy:
+    base = Candidate.make("vllm", "m", parse_flags(baseline, VL), env or {})
+    space = build_space("vllm", VL, base)
+    drop_inapplicable(space, H200)
+    add_baseline_flags(space, base, VL)
+    for name, value in (env or {}).items():  # as Run adds the user's own variables (EnvFactors.initial)
+        space.factors.append(Factor("env:" + name, "env", [value, "0" if value != "0" else "1"], name))
+    kn = Knowledge(H200, "vllm", "0.32.0", enabled=False)
+    s = Strategy(space, base, kn, VL)
+    for name in env or {}:  # the registry's default, as EnvFactors gives it in a run
+        s.default_eff["env:" + name] = ("1", "the engine's registry default")
+    return s
+
+
+TP = Fault(
+    "tp",
+    lambda f, e: f.get("--tensor-parallel-size") == "8",
+    "bad-value",
+    "parse-args",
+    "pydantic_core._pydantic_core.ValidationError: Value error, Tensor parallel size (8) is larger than "
+    "the number of available GPUs (1)",
+)
+LEN = Fault(
+    "len",
+    lambda f, e: f.get("--max-model-len") == "999999",
+    "bad-value",
+    "load-weights",
+    "ValueError: User-specified max_model_len (999999) is greater than the derived max_model_len (2048)",
+)
+KV = Fault(
+    "kv",
+    lambda f, e: f.get("--kv-cache-dtype") == "fp8_e5m2",
+    "unsupported-hardware",
+    "kv-alloc",
+    "ValueError: fp8_e5m2 KV cache is not supported by the FLASH_ATTN backend on this GPU",
+)
+
+
+def test_an_onion_of_three_mistakes_is_peeled_one_launch_each_and_keeps_every_fix() -> None:
+    s = make("--tensor-parallel-size 8 --max-model-len 999999 --kv-cache-dtype fp8_e5m2")
+    path = solve(s, World([TP, LEN, KV]))
+    shown = [o.failure_class or o.status for _, o in path]
+    assert shown == ["bad-value", "bad-value", "unsupported-hardware", "works"]
+    # every launch after the first keeps what the launches before it fixed
+    assert path[1][0].flag_dict.get("--tensor-parallel-size") != "8"
+    assert path[2][0].flag_dict.get("--tensor-parallel-size") != "8"
+    assert path[2][0].flag_dict.get("--max-model-len") != "999999"
+
+
+def test_a_flag_the_space_lacks_is_a_factor_the_search_can_drop() -> None:
+    s = make("--tensor-parallel-size 8")
+    assert s.space.get("--tensor-parallel-size") is not None
+    path = solve(s, World([TP]))
+    assert len(path) == 2 and path[-1][1].status == "works"
+    assert "--tensor-parallel-size" not in path[-1][0].flag_dict
+
+
+PAIR = Fault(
+    "pair",
+    # the fault goes only when both halves are changed: the variable set to 0 AND graphs off
+    lambda f, e: e.get("VLLM_USE_FLASHINFER_SAMPLER") != "0" or not f.get("--enforce-eager"),
+    "device-assert",
+    "graph-capture",
+    "RuntimeError: CUDA error: an illegal memory access was encountered while capturing the CUDA graph of "
+    "the sampler (VLLM_USE_FLASHINFER_SAMPLER, enforce_eager)",
+)
+
+
+def test_a_fix_that_needs_two_changes_is_found_though_each_half_fails_alike() -> None:
+    s = make("--max-model-len 2048", env={"VLLM_USE_FLASHINFER_SAMPLER": "1"})
+    path = solve(s, World([PAIR]))
+    assert path[-1][1].status == "works" and len(path) <= 4
+    final = path[-1][0]
+    assert final.env_dict.get("VLLM_USE_FLASHINFER_SAMPLER") == "0" and final.flag_dict.get("--enforce-eager")
+    # "failed alike" lowered each half but deleted neither: the pair kept its weight
+    b = s.blockers[0]
+    assert b.seen >= 2
+
+
+def test_a_failure_that_stays_after_a_change_lowers_that_change_without_deleting_it() -> None:
+    weights = {Condition("a", "1"): 1.0, Condition("b", "1"): 1.0}
+    b = new_blocker("k", "x", 3, 1, "", weights, 0.03)
+    single_a = b.p_avoid({"a": "0", "b": "1"})
+    b.update({"a": "0", "b": "1"}, "fired")  # changed a: failed alike
+    assert 0 < b.p_avoid({"a": "0", "b": "1"}) < single_a
+    assert b.p_avoid({"a": "0", "b": "0"}) > 0.9  # changing both now most likely cures it
+
+
+REMEDY = Fault(
+    "remedy",
+    lambda f, e: f.get("--compilation-config") is None and f.get("--max-num-seqs") != "16",
+    "oom-graph-capture",
+    "graph-capture",
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 5.89 GiB",
+    evidence=["Possible solutions: 1. set a lower batch limit by --max-num-seqs=16  2. disable CUDA graphs"],
+)
+
+
+def test_the_engines_printed_remedy_is_the_next_candidate() -> None:
+    s = make("--max-model-len 2048")
+    path = solve(s, World([REMEDY]))
+    assert len(path) == 2 and path[1][0].flag_dict.get("--max-num-seqs") == "16"
+
+
+HEAD = Fault(
+    "head",
+    lambda f, e: True,
+    "unsupported-hardware",
+    "first-request",
+    "RuntimeError: Unsupported CPU attention configuration: head_dim=16",
+    implicates=["model.head_dim"],
+    signature="vllm-cpu-attention-unsupported",
+)
+
+
+def test_a_property_no_flag_changes_is_impossible_only_after_it_came_back_under_a_change() -> None:
+    s = make("--max-model-len 2048")
+    s.observe(s.baseline, HEAD.outcome())
+    assert s.impossible() is None  # one observation proves nothing
+    nxt = s.next_launch([], [], set()).candidate
+    assert nxt is not None
+    s.observe(nxt, HEAD.outcome())
+    proof = s.impossible()
+    assert proof is not None and "model.head_dim" in proof and "head_dim=16" in proof
+
+
+def test_a_search_that_runs_out_says_not_found_with_its_leads_never_impossible() -> None:
+    never = Fault("never", lambda f, e: True, "unknown", "load-weights", "RuntimeError: something broke")
+    s = make("--max-model-len 2048")
+    path = solve(s, World([never]), budget=3)
+    assert len(path) == 3 and s.impossible() is None
+    text = s.summary()
+    assert "Most likely untried" in text and "%" in text
