@@ -27,6 +27,8 @@ from bringup.envvars import (
     as_factor,
     common_vars,
     mentions_in_lines,
+    not_a_fix,
+    of_absent_family,
     rank,
     suggested_values,
 )
@@ -83,6 +85,7 @@ class EnvFactors:
         for m in found:
             if (
                 m.action == "unset"
+                or not_a_fix(m.name)
                 or "env:" + m.name in have
                 or any(p.factor.name == "env:" + m.name for p in out)
             ):
@@ -115,7 +118,12 @@ class EnvFactors:
             if added >= RANKED_PER_FAILURE or r.score < MIN_RANK_SCORE:
                 break
             name = "env:" + r.var.name
-            if name in have or any(p.factor.name == name for p in out):
+            if (
+                name in have
+                or any(p.factor.name == name for p in out)
+                or not_a_fix(r.var.name)
+                or of_absent_family(r.var.name, self.absent)
+            ):
                 continue
             f = as_factor(r.var, origin="ranked")
             if f is None:

@@ -841,9 +841,45 @@ def absent_components(facts: Mapping[str, Any]) -> frozenset[str]:
     for comp, needs in (doc.get("needs") or {}).items():
         for k, v in (needs or {}).items():
             have = facts.get(k)
-            if have is not None and _norm(str(have)) != _norm(str(v)):
+            if have is None:
+                continue
+            if isinstance(v, Mapping) and "min" in v:  # {min: 2}: at least this many (GPUs)
+                try:
+                    if float(have) < float(v["min"]):
+                        out.add(comp)
+                except (TypeError, ValueError):
+                    pass
+            elif _norm(str(have)) != _norm(str(v)):
                 out.add(comp)
+    families = [str(f).lower() for f in (doc.get("model_families") or [])]
+    mine = " ".join(str(facts.get(k) or "") for k in ("model.model_type", "model.architecture")).lower()
+    if mine.strip():
+        # Variables named after another model family than the target's (SGLANG_..._QWEN3_... on a
+        # Llama) change nothing for it.
+        out |= {"family:" + f for f in families if f not in mine.replace("-", "").replace("_", "")}
     return frozenset(out)
+
+
+# Variables that only log, debug or name a place: never a fix (a debug variable tried as
+# one was a wasted launch: issue 22).
+_NOT_A_FIX = re.compile(
+    r"(^|_)(LOG|LOGGING|LOGLEVEL|DEBUG|TRACE|TRACING|VERBOSE|VERBOSITY|DUMP|PRINT|"
+    r"LAUNCH_BLOCKING|USAGE_STATS|STATS|TELEMETRY|METRICS)(_|$)|(_PATH|_DIR|_FILE|_URL|_URI|_ROOT|_HOME|_PREFIX|_HOST|_PORT|_NAME|_ADDR)$"
+)
+
+
+def not_a_fix(name: str) -> bool:
+    """A variable that only logs, debugs or names a path, address or name."""
+    return bool(_NOT_A_FIX.search(name.upper()))
+
+
+def of_absent_family(name: str, absent: Iterable[str]) -> bool:
+    """A variable named after a model family the target is not (absent_components' family:...)."""
+    up = name.upper().replace("-", "_")
+    return any(
+        a.startswith("family:") and re.search(rf"(^|_){re.escape(a[7:].upper())}\d*[A-Z]?(_|$)", up)
+        for a in absent
+    )
 
 
 def _field(failure: Any, name: str, default: Any) -> Any:

@@ -150,6 +150,20 @@ def message_lines(outcome: Outcome) -> list[str]:
     return out
 
 
+def _outcome_remedies(outcome: Outcome) -> list[dict]:
+    """The remedies the classifier read beneath a traceback (Outcome.remedies), when it has them:
+    dicts or (flag, value[, line]) tuples."""
+    out = []
+    for r in getattr(outcome, "remedies", None) or []:
+        if isinstance(r, dict):
+            out.append(r)
+        elif isinstance(r, (list, tuple)) and r:
+            out.append({"flag": r[0], "value": r[1] if len(r) > 1 else None, "line": r[2] if len(r) > 2 else ""})
+        elif hasattr(r, "flag"):
+            out.append({"flag": r.flag, "value": getattr(r, "value", None), "line": getattr(r, "line", "")})
+    return [r for r in out if str(r.get("flag", "")).startswith("--")]
+
+
 def named_in_line(line: str, f: Factor, level: str) -> bool:
     """A line names a factor: its flag, its dest (with underscores or spaces), or a distinctive
     value of the level it had."""
@@ -178,7 +192,8 @@ def relevance(
     ``changed``: factors it changed from the baseline; ``resolve``: flag name -> Factor or None."""
     named = Named()
     plain = [ln for ln in message_lines(outcome) if sum(1 for f in factors if not f.is_env and f.dest + "=" in ln) <= 2]
-    for flag, value, line in remedies([*plain, *([outcome.hint] if outcome.hint else [])]):
+    printed = [(r.get("flag", ""), r.get("value"), r.get("line", "")) for r in _outcome_remedies(outcome)]
+    for flag, value, line in printed + remedies([*plain, *([outcome.hint] if outcome.hint else [])]):
         f = resolve(flag)
         if f is None:
             continue
@@ -189,6 +204,11 @@ def relevance(
         lv = levels.get(f.name, "")
         if any(named_in_line(ln, f, lv) for ln in plain[:6]):
             named.add(f.name, W_LINE if not f.is_env else W_ENV_NAMED, f"named by the failure: {plain[0][:160]}")
+    if outcome.failure_class == "missing-dependency":
+        # memory and batch numbers are not the answer to a package that does not import
+        for f in factors:
+            if f.kind == "number":
+                named.weights[f.name] = min(named.weights.get(f.name, 0.0), 0.0)
     for n, lvs in (outcome.implicated_levels or {}).items():
         f = resolve(n)
         if f is not None and levels.get(f.name) in {normalise(x) for x in lvs}:
