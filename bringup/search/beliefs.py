@@ -32,6 +32,8 @@ L_SAME_PHASE_OTHER = 0.35  # another failure in the same phase: this one may be 
 PAIR_WEIGHT = 0.12  # a fix that needs two changes, against one that needs one
 PAIR_TOP = 7  # pairs are formed among this many strongest single culprits
 MIN_WEIGHT = 0.004  # a factor the failure does not name at all is still a (weak) culprit
+W_FAMILY = 0.8  # a level of the same kernel family failed alike: they likely share the fault
+W_OTHER_LEVEL = 0.3  # another level of the factor failed alike
 
 
 @dataclass(frozen=True)
@@ -48,14 +50,33 @@ class Condition:
             return False
         if self.op == "eq":
             return have == self.value
+        if self.op == "in":
+            return have in self.value.split("|")
         a, b = as_number(have), as_number(self.value)
         if a is None or b is None:
             return False
         return a >= b - 1e-9 if self.op == "ge" else a <= b + 1e-9
 
     def describe(self) -> str:
+        if self.op == "in":
+            return f"{self.factor} in {{{self.value.replace('|', ', ')}}}"
         sym = {"eq": "=", "ge": ">=", "le": "<="}[self.op]
         return f"{self.factor}{sym}{self.value}"
+
+    def widened(self, level: str) -> Condition | None:
+        """This condition grown to take in another level of its factor (levels that fail together:
+        one kernel family, one bug); None for numbers, which thresholds cover."""
+        if self.op not in ("eq", "in") or as_number(self.value.split("|")[0]) is not None or as_number(level) is not None:
+            return None
+        have = set(self.value.split("|"))
+        if level in have:
+            return None
+        return Condition(self.factor, "|".join(sorted(have | {level})), "in")
+
+    def family_of(self, level: str) -> bool:
+        """Another level shares this one's family (the first word of its name: flashmla_kv, flashmla_sparse)."""
+        fam = {v.split("_")[0] for v in self.value.split("|") if len(v.split("_")[0]) > 2}
+        return level.split("_")[0] in fam
 
 
 @dataclass(frozen=True)
@@ -113,6 +134,8 @@ class Blocker:
         died in its phase of something else (``same-phase``); ``masked`` says nothing."""
         if shown == "masked":
             return
+        if shown == "fired":
+            self._widen(levels)
         for c in self.post:
             held = c.held(levels)
             if shown == "fired":
@@ -123,6 +146,24 @@ class Blocker:
                 like = L_SAME_PHASE_OTHER if held else 1.0
             self.post[c] *= like
         self.normalise()
+
+
+    def _widen(self, levels: Mapping[str, str]) -> None:
+        """The failure came back after a level of a factor was changed: either that factor is not
+        the cause, or the new level fails as the old did. The second gets its share of the belief,
+        larger within one kernel family."""
+        grown: dict[Culprit, float] = {}
+        for c, p in self.post.items():
+            if len(c.conds) != 1 or c.held(levels):
+                continue
+            cond = c.conds[0]
+            w = cond.widened(levels.get(cond.factor, ""))
+            if w is None:
+                continue
+            share = W_FAMILY if cond.family_of(levels[cond.factor]) else W_OTHER_LEVEL
+            grown[Culprit((w,))] = grown.get(Culprit((w,)), 0.0) + p * share
+        for c, p in grown.items():
+            self.post[c] = self.post.get(c, 0.0) + p
 
 
 def new_blocker(

@@ -35,7 +35,7 @@ from bringup.outcome import Outcome
 from bringup.results import Attempt, Pinned, StrategyState
 from bringup.screening import ScreeningPolicy
 from bringup.search import evidence as ev
-from bringup.search.beliefs import Blocker, Condition, new_blocker
+from bringup.search.beliefs import W_FAMILY, Blocker, Condition, new_blocker
 from bringup.search.proposal import Proposal, propose
 from bringup.signatures import eval_limit, signature_by_id
 from bringup.space import Factor, Space
@@ -344,6 +344,9 @@ class Strategy:
             w = named.weights.get(f.name, 0.0) + (ev.W_BASE_ENV if f.is_env else ev.W_BASE_FLAG)
             w = max(w, self.env_weight.get(f.name, 0.0))
             weights[Condition(f.name, levels[f.name])] = w
+            family = self._family(f, levels[f.name])
+            if family:  # kernels of one family tend to fail together (flashmla_kv, flashmla_sparse)
+                weights[Condition(f.name, "|".join(sorted(family)), "in")] = w * W_FAMILY
         for name, direction in self._adjusted.items():
             weights.update(self._thresholds(name, levels[name], direction))
         outside = ev.OUTSIDE_MACHINE if self._machine_only(outcome, named) else ev.OUTSIDE_PRIOR
@@ -359,6 +362,15 @@ class Strategy:
             f"launch {len(self.observations)}: new failure ({b.failure_class}); most likely "
             + "; ".join(f"{c.describe()} ({p:.0%})" for c, p in top)
         )
+
+    def _family(self, f: Factor, level: str) -> set[str]:
+        """The levels of a choice factor that share this one's family (the first word of the name),
+        this one included; empty when it has no sibling."""
+        head = level.split("_")[0]
+        if f.kind != "choice" or len(head) < 3 or as_number(level) is not None:
+            return set()
+        sib = {e for lv in f.levels if (e := self.eff(f, lv)).split("_")[0] == head}
+        return sib | {level} if sib - {level} else set()
 
     def _thresholds(self, name: str, cur: str, direction: str) -> dict[Condition, float]:
         """Culprits of a number a failure says must move: "at least cur" (or "at most"), then the
