@@ -843,7 +843,10 @@ def absent_components(facts: Mapping[str, Any]) -> frozenset[str]:
             have = facts.get(k)
             if have is None:
                 continue
-            if isinstance(v, Mapping) and "min" in v:  # {min: 2}: at least this many (GPUs)
+            if isinstance(v, Mapping) and "in" in v:  # {in: [mla, dsa]}: one of these
+                if _norm(str(have)).strip() not in {_norm(str(x)).strip() for x in v["in"]}:
+                    out.add(comp)
+            elif isinstance(v, Mapping) and "min" in v:  # {min: 2}: at least this many (GPUs)
                 try:
                     if float(have) < float(v["min"]):
                         out.add(comp)
@@ -866,6 +869,18 @@ _NOT_A_FIX = re.compile(
     r"(^|_)(LOG|LOGGING|LOGLEVEL|DEBUG|TRACE|TRACING|VERBOSE|VERBOSITY|DUMP|PRINT|"
     r"LAUNCH_BLOCKING|USAGE_STATS|STATS|TELEMETRY|METRICS)(_|$)|(_PATH|_DIR|_FILE|_URL|_URI|_ROOT|_HOME|_PREFIX|_HOST|_PORT|_NAME|_ADDR)$"
 )
+
+
+def names_absent_component(name: str, absent: Iterable[str]) -> bool:
+    """A level or flag whose name names a component the target lacks (TRITON_MLA, --nsa-decode-backend
+    on a GQA model): it changes nothing there, or is refused."""
+    words = _norm(name.replace("-", " "))
+    comps = _relevance()[0]
+    for a in absent:
+        for s in comps.get(a, ()):
+            if f" {s} " in words or (len(s) > 4 and s.replace(" ", "") in words.replace(" ", "")):
+                return True
+    return False
 
 
 def not_a_fix(name: str) -> bool:

@@ -22,7 +22,7 @@ from pydantic import BaseModel, Field
 from bringup import secrets
 from bringup.candidate import Candidate, FlagError, change_tokens, parse_command
 from bringup.envfactors import EnvFactors
-from bringup.envvars import absent_components, launch_environment, other_platform
+from bringup.envvars import absent_components, launch_environment, names_absent_component, other_platform
 from bringup.executor import Done, Executor, Job, LocalExecutor, TrialRun
 from bringup.gpus import default_watch, visible_indices
 from bringup.identity import gather_facts, hardware_fingerprint, model_identity
@@ -34,9 +34,9 @@ from bringup.plan_check import record_kv
 from bringup.probes import KnownAnswer, ProbeConfig
 from bringup.results import Attempt, Prediction, Purpose, RunResult
 from bringup.screening import ScreeningPolicy, one_gpu_screen, screen_flags
-from bringup.slots import GpuSlots, SlotError, parallel_width, parse_gpus
-from bringup.space import add_baseline_flags, Space, build_space, drop_inapplicable, drop_levels
 from bringup.search.strategy import Strategy
+from bringup.slots import GpuSlots, SlotError, parallel_width, parse_gpus
+from bringup.space import Space, add_baseline_flags, build_space, drop_inapplicable, drop_levels
 from bringup.targets import Target, resolve_target
 from bringup.trial import Trial, TrialSettings
 
@@ -187,8 +187,23 @@ class Run:
             space_file=Path(s.space_file) if s.space_file else None,
         )
         device = self.facts.get("device")
-        drop_levels(self.space, self.baseline, lambda level: other_platform(level, device))
+        absent = absent_components(self.facts)
+        drop_levels(
+            self.space,
+            self.baseline,
+            lambda level: other_platform(level, device) or names_absent_component(level, absent),
+        )
         not_here = drop_inapplicable(self.space, self.facts) if not (s.vary or s.space_file) else []
+        if not (s.vary or s.space_file):  # kernels of a component the target lacks (NSA on a GQA model)
+            lacking = [
+                f
+                for f in self.space.factors
+                if f.origin == "builtin" and names_absent_component(f.name, absent)
+            ]
+            self.space.factors = [f for f in self.space.factors if f not in lacking]
+            not_here += [
+                f"{f.name} (its kernels serve a component this model does not have)" for f in lacking
+            ]
         if not (s.vary or s.space_file):
             add_baseline_flags(self.space, self.baseline, t.spec)
         self.env = EnvFactors(registry, device=self.facts.get("device"), absent=absent_components(self.facts))
@@ -573,7 +588,10 @@ class Run:
             flying = ex.in_flight()
             launches = sum(1 for a in self.attempts if a.purpose in ("search", "screen")) + len(flying)
             if launches >= s.max_launches:
-                return ("budget", f"launch budget ({s.max_launches}) spent; {self.strategy.summary()}{self._resume_hint()}"), seq
+                return (
+                    "budget",
+                    f"launch budget ({s.max_launches}) spent; {self.strategy.summary()}{self._resume_hint()}",
+                ), seq
             if self._follow:  # a screened candidate's full launch, or a trial lost with its node
                 started, seq = self._follow_up(ex, seq)
                 if not started:
@@ -588,7 +606,10 @@ class Run:
                 if flying:
                     break  # an answer in flight may open another way
                 why = self.strategy.explain_stop()
-                return ("impossible" if self.strategy.impossible() else "not-found", why + self._resume_hint()), seq
+                return (
+                    "impossible" if self.strategy.impossible() else "not-found",
+                    why + self._resume_hint(),
+                ), seq
             extra = {"p_success": d.p_success, "reasons": d.reasons}
             job = self._job(seq + 1, "screen" if d.screen else "search", d.candidate, extra, screen=d.screen)
             if not ex.fits(job) and self._preempt_for(ex, job):

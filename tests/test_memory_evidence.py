@@ -11,8 +11,8 @@ from bringup.envvars import advice_holds, load_registry, mentions, other_platfor
 from bringup.helptext import bundled_help
 from bringup.knowledge import Knowledge
 from bringup.outcome import Outcome
-from bringup.space import build_space, drop_levels
 from bringup.search.strategy import CERTAIN, Strategy
+from bringup.space import build_space, drop_levels
 
 VL = bundled_help("vllm", "0.32.0")
 SG = bundled_help("sglang", "0.5.10.post1")

@@ -15,7 +15,13 @@ from bringup.space import Factor, add_baseline_flags, build_space, drop_inapplic
 from tests.search_world import Fault, World, solve
 
 VL = bundled_help("vllm", "0.32.0")
-H200 = {"device": "cuda", "gpu.compute_capability": 9.0, "gpu.count": 1, "gpu.memory_gib": 139.8, "model.moe": False}
+H200 = {
+    "device": "cuda",
+    "gpu.compute_capability": 9.0,
+    "gpu.count": 1,
+    "gpu.memory_gib": 139.8,
+    "model.moe": False,
+}
 
 
 def make(baseline: str, env: dict[str, str] | None = None) -> Strategy:

@@ -9,8 +9,8 @@ from bringup.envvars import absent_components, load_registry, rank
 from bringup.helptext import bundled_help
 from bringup.knowledge import Knowledge
 from bringup.outcome import Outcome
-from bringup.space import build_space, drop_inapplicable
 from bringup.search.strategy import Strategy
+from bringup.space import build_space, drop_inapplicable
 
 VL = bundled_help("vllm", "0.32.0")
 SG = bundled_help("sglang", "0.5.10.post1")

@@ -6,8 +6,8 @@ from bringup.candidate import Candidate, parse_flags
 from bringup.helptext import bundled_help
 from bringup.knowledge import Knowledge
 from bringup.outcome import Outcome
-from bringup.space import build_space
 from bringup.search.strategy import Strategy
+from bringup.space import build_space
 
 SG = bundled_help("sglang", "0.5.10.post1")
 VL = bundled_help("vllm", "0.32.0")
@@ -101,7 +101,10 @@ def test_oom_lowers_the_memory_fraction_past_the_failed_value():
     assert "--disable-cuda-graph" not in p.candidate.flag_dict  # slow levels only when needed
     # the failed level and those at or above it are believed the cause (not ruled out by one launch)
     f = s.space.get("--mem-fraction-static")
-    at = {v: s.success_probability(base.with_changes({"--mem-fraction-static": v})) for v in ("0.95", "0.92", "0.9")}
+    at = {
+        v: s.success_probability(base.with_changes({"--mem-fraction-static": v}))
+        for v in ("0.95", "0.92", "0.9")
+    }
     assert at["0.95"] < 0.2 and at["0.95"] < at["0.92"] < at["0.9"]
     assert s.risk(f, "0.92") >= 0.45  # just below: probably still too much
     # a step of a few points comes before a big jump (0.95 failed: 0.90 before 0.85)
@@ -308,7 +311,15 @@ def test_a_low_chance_does_not_end_the_search_before_its_budget():
     for _ in range(4):  # the same failure whatever is changed: each try is less likely, none is refused
         d = s.next_launch([], [], set())
         assert d.candidate is not None
-        s.observe(d.candidate, outcome(cls="nan-output", phase="decode", implicates=["--nsa-decode-backend"], signature="nan-probability"))
+        s.observe(
+            d.candidate,
+            outcome(
+                cls="nan-output",
+                phase="decode",
+                implicates=["--nsa-decode-backend"],
+                signature="nan-probability",
+            ),
+        )
     assert s.impossible() is None and "Most likely untried" in s.summary()
 
 
@@ -449,9 +460,16 @@ def test_a_failure_of_the_model_itself_brings_no_guessed_variables():
     assert not [f for f in s.space.factors if f.origin == "ranked"]
     nxt = s.next_launch([], [], set()).candidate
     assert nxt is not None  # once is not proof
-    s.observe(nxt, outcome(cls="unsupported-hardware", phase="first-request", implicates=["model.head_dim"],
-                           signature="vllm-cpu-unsupported-attention",
-                           evidence=["RuntimeError: Unsupported CPU attention configuration: head_dim=16"]))
+    s.observe(
+        nxt,
+        outcome(
+            cls="unsupported-hardware",
+            phase="first-request",
+            implicates=["model.head_dim"],
+            signature="vllm-cpu-unsupported-attention",
+            evidence=["RuntimeError: Unsupported CPU attention configuration: head_dim=16"],
+        ),
+    )
     assert s.next_launch([], [], set()).candidate is None
     assert "model.head_dim" in s.explain_stop()
 
@@ -601,7 +619,6 @@ def test_a_flag_and_a_variable_the_evidence_cannot_tell_apart_change_the_flag_fi
 
     s = make("vllm", VL, "", facts={"device": "cuda", "gpu.compute_capability": 12.0})
     s.add_factor(Factor("env:VLLM_SOME_KERNEL_SWITCH", "env", ["1"], "VLLM_SOME_KERNEL_SWITCH"))
-    att, var = s.space.get("--attention-backend"), s.space.get("env:VLLM_SOME_KERNEL_SWITCH")
     s.observe(s.baseline, outcome(status="wrong-output", cls="wrong-output", phase="decode"))
     changed = {c.flag for c in s.propose().candidate.diff(s.baseline)}
     assert changed and not any(c.startswith("env:") for c in changed)

@@ -66,7 +66,11 @@ class Condition:
     def widened(self, level: str) -> Condition | None:
         """This condition grown to take in another level of its factor (levels that fail together:
         one kernel family, one bug); None for numbers, which thresholds cover."""
-        if self.op not in ("eq", "in") or as_number(self.value.split("|")[0]) is not None or as_number(level) is not None:
+        if (
+            self.op not in ("eq", "in")
+            or as_number(self.value.split("|")[0]) is not None
+            or as_number(level) is not None
+        ):
             return None
         have = set(self.value.split("|"))
         if level in have:
@@ -95,7 +99,11 @@ class Culprit:
     def describe(self) -> str:
         if not self.conds:
             return "outside the space (the model, the machine)"
-        return " and ".join(c.describe() for c in self.conds) if len(self.conds) > 1 else self.conds[0].describe()
+        return (
+            " and ".join(c.describe() for c in self.conds)
+            if len(self.conds) > 1
+            else self.conds[0].describe()
+        )
 
 
 @dataclass
@@ -146,7 +154,6 @@ class Blocker:
                 like = L_SAME_PHASE_OTHER if held else 1.0
             self.post[c] *= like
         self.normalise()
-
 
     def _widen(self, levels: Mapping[str, str]) -> None:
         """The failure came back after a level of a factor was changed: either that factor is not

@@ -13,9 +13,9 @@ what it does not name.
 from __future__ import annotations
 
 import re
-from functools import lru_cache
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from bringup.effective import normalise
 from bringup.knowledge_files import phase_index
@@ -45,7 +45,8 @@ _PREFIX = re.compile(
 )
 _GENERIC = {"auto", "true", "false", "none", "default", "<engine default>", "1", "0", "disabled", "enabled"}
 _ADVICE = re.compile(
-    r"\b(try|please|use|set|change to|disable|consider|increase|decrease|reduce|lower|raise|pass|add)\b", re.I
+    r"\b(try|please|use|set|change|choose|leave|disable|enable|consider|increase|decrease|reduce|lower|raise|pass|add)\b",
+    re.I,
 )
 _REMEDY_FLAG = re.compile(r"(--[a-z][\w-]*)(?:[= ]+)([\w.:/-]+)?")
 
@@ -150,6 +151,23 @@ def message_lines(outcome: Outcome) -> list[str]:
     return out
 
 
+_NOT_VALUES = {"or", "and", "to", "the", "a", "an", "by", "if", "it", "with", "for", "instead", "before"}
+
+
+def _as_level(f: Factor, value: str | None) -> str | None:
+    """A value a remedy names, if it can be a level of the factor: one of its levels, a number for a
+    number, a word for a free string; None for prose ("--attention-backend or ...")."""
+    if value is None or value.lower() in _NOT_VALUES:
+        return None
+    if f.kind == "switch":
+        return None
+    if any(normalise(lv) == normalise(value) for lv in f.levels):
+        return value
+    if f.kind == "number":
+        return value if re.fullmatch(r"-?\d+(\.\d+)?", value) else None
+    return value if f.origin in ("baseline", "log") and not f.levels[1:] else None
+
+
 def _outcome_remedies(outcome: Outcome) -> list[dict]:
     """The remedies the classifier read beneath a traceback (Outcome.remedies), when it has them:
     dicts or (flag, value[, line]) tuples."""
@@ -158,7 +176,9 @@ def _outcome_remedies(outcome: Outcome) -> list[dict]:
         if isinstance(r, dict):
             out.append(r)
         elif isinstance(r, (list, tuple)) and r:
-            out.append({"flag": r[0], "value": r[1] if len(r) > 1 else None, "line": r[2] if len(r) > 2 else ""})
+            out.append(
+                {"flag": r[0], "value": r[1] if len(r) > 1 else None, "line": r[2] if len(r) > 2 else ""}
+            )
         elif hasattr(r, "flag"):
             out.append({"flag": r.flag, "value": getattr(r, "value", None), "line": getattr(r, "line", "")})
     return [r for r in out if str(r.get("flag", "")).startswith("--")]
@@ -171,7 +191,12 @@ def named_in_line(line: str, f: Factor, level: str) -> bool:
     if f.is_env:
         return f.dest.lower() in low
     dest = f.dest.lower()
-    if f.name.lower() in low or dest + "=" in low or dest + ":" in low or re.search(rf"\b{re.escape(dest)}\b", low):
+    if (
+        f.name.lower() in low
+        or dest + "=" in low
+        or dest + ":" in low
+        or re.search(rf"\b{re.escape(dest)}\b", low)
+    ):
         return True
     if len(dest) > 6 and dest.replace("_", " ") in low:
         return True
@@ -191,19 +216,26 @@ def relevance(
     """Weigh the factors this failure names. ``levels``: each factor's effective level in the launch;
     ``changed``: factors it changed from the baseline; ``resolve``: flag name -> Factor or None."""
     named = Named()
-    plain = [ln for ln in message_lines(outcome) if sum(1 for f in factors if not f.is_env and f.dest + "=" in ln) <= 2]
+    plain = [
+        ln
+        for ln in message_lines(outcome)
+        if sum(1 for f in factors if not f.is_env and f.dest + "=" in ln) <= 2
+    ]
     printed = [(r.get("flag", ""), r.get("value"), r.get("line", "")) for r in _outcome_remedies(outcome)]
     for flag, value, line in printed + remedies([*plain, *([outcome.hint] if outcome.hint else [])]):
         f = resolve(flag)
         if f is None:
             continue
         named.add(f.name, W_REMEDY, f"the log advises it: {line[:160]}")
+        value = _as_level(f, value)
         if value is not None:
             named.advised.setdefault(f.name, []).append(value)
     for f in factors:
         lv = levels.get(f.name, "")
         if any(named_in_line(ln, f, lv) for ln in plain[:6]):
-            named.add(f.name, W_LINE if not f.is_env else W_ENV_NAMED, f"named by the failure: {plain[0][:160]}")
+            named.add(
+                f.name, W_LINE if not f.is_env else W_ENV_NAMED, f"named by the failure: {plain[0][:160]}"
+            )
     if outcome.failure_class == "missing-dependency":
         # memory and batch numbers are not the answer to a package that does not import
         for f in factors:
@@ -216,7 +248,9 @@ def relevance(
     for k, n in enumerate(outcome.implicates or []):
         f = resolve(n)
         if f is not None:
-            named.add(f.name, W_SIGNATURE / (k + 1), f"implicated by {outcome.signature or 'the failure class'}")
+            named.add(
+                f.name, W_SIGNATURE / (k + 1), f"implicated by {outcome.signature or 'the failure class'}"
+            )
     if not named.weights:
         for n in changed:
             named.add(n, W_CHANGED, "changed by this launch, and nothing else is named")

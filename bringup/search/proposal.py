@@ -54,11 +54,15 @@ class _Scorer:
         self.options: dict[str, list[FlagValue | None]] = {}
         self.risk: dict[tuple[str, str], float] = {}
         self.preferred: set[tuple[str, str]] = set()  # knowledge prefers it: no cost to change to it
-        self.judged: set[str] = set()  # factors knowledge has a verdict on (worth changing before any failure)
+        self.judged: set[str] = (
+            set()
+        )  # factors knowledge has a verdict on (worth changing before any failure)
         for n, f in self.factors.items():
             opts: list[FlagValue | None] = []
             seen: set[str] = set()
-            cand_levels = [self.base[n]] if n in s.frozen else [self.base[n], None, *s.advised.get(n, []), *f.levels]
+            cand_levels = (
+                [self.base[n]] if n in s.frozen else [self.base[n], None, *s.advised.get(n, []), *f.levels]
+            )
             for lv in cand_levels:
                 if f.kind == "switch" and lv not in (None, True) and lv is not self.base[n]:
                     continue
@@ -91,7 +95,9 @@ class _Scorer:
                 r = self.risk[(n, lv[n])] = self.s.risk(f, cfg.get(n))
             p *= 1 - min(r, 1.0)
             if not _same(cfg.get(n), self.base[n]):
-                cost += (0.0 if (n, lv[n]) in self.preferred else self.s.change_cost) + f.level_cost(cfg.get(n))
+                cost += (0.0 if (n, lv[n]) in self.preferred else self.s.change_cost) + f.level_cost(
+                    cfg.get(n)
+                )
         if p <= 0:
             return -1e9, 0.0
         return math.log(p) - cost, p
@@ -122,7 +128,9 @@ def _starts(s: Strategy, sc: _Scorer) -> list[Config]:
     return out[:MAX_STARTS]
 
 
-def _search(sc: _Scorer, starts: list[Config], names: list[str]) -> dict[tuple[str, ...], tuple[float, float, Config]]:
+def _search(
+    sc: _Scorer, starts: list[Config], names: list[str]
+) -> dict[tuple[str, ...], tuple[float, float, Config]]:
     seen: dict[tuple[str, ...], tuple[float, float, Config]] = {}
     frontier: list[Config] = []
     for cfg in starts:
@@ -163,7 +171,9 @@ def _reasons(s: Strategy, cfg: Config, sc: _Scorer) -> list[str]:
         else:
             base_e = s.eff(f, sc.base[n])
             for b in s.blockers:
-                mass = sum(p for c, p in b.post.items() if any(x.factor == n and x.value == base_e for x in c.conds))
+                mass = sum(
+                    p for c, p in b.post.items() if any(x.factor == n and x.value == base_e for x in c.conds)
+                )
                 if mass >= MIN_MASS:
                     why = f"away from {f.describe_level(sc.base[n])}, a likely cause of {b.failure_class} ({mass:.0%})"
                     break

@@ -52,7 +52,10 @@ _NONE_VALID = re.compile(
 # The chance that a level brings a failure of its own (before any launch ran it).
 P_INCOMPATIBLE, P_RISKY, P_PREFERRED = 0.97, 0.5, 0.02
 P_UNSET, P_OTHER, P_BASELINE = 0.05, 0.3, 0.05
-P_NUM_STEP, P_NUM_FAR = 0.12, 2.0  # a number moved away from the baseline's: a step, and per relative distance
+P_NUM_STEP, P_NUM_FAR = (
+    0.12,
+    2.0,
+)  # a number moved away from the baseline's: a step, and per relative distance
 P_UNSET_ENV = 0.01
 P_ADVISED = 0.08  # a value the engine's own log advises
 P_MISSING_PACKAGE = 0.9  # a level that loads a package that did not import
@@ -120,7 +123,9 @@ class Strategy:
     passed: dict[tuple[str, str], int] = field(default_factory=dict)  # (factor, level) -> furthest reach
     moved: dict[str, list[str]] = field(default_factory=dict)  # signature -> numeric factors it moved
     refusals: dict[str, list[str]] = field(default_factory=dict)
-    env_weight: dict[str, float] = field(default_factory=dict)  # variable -> how directly the last failure named it
+    env_weight: dict[str, float] = field(
+        default_factory=dict
+    )  # variable -> how directly the last failure named it
     best_left: Proposal | None = None
     _pending_moves: list[frozenset[tuple[str, str]]] = field(default_factory=list)
 
@@ -152,7 +157,10 @@ class Strategy:
             self.default_eff.setdefault(f.name, (d, "the engine's registry default"))
         if self.env.ignored(f.dest):
             value = self.default_eff.get(f.name, (UNKNOWN_DEFAULT, ""))[0]
-            self.frozen[f.name] = (value, f"{f.dest} is not read by this engine version: setting it changes nothing")
+            self.frozen[f.name] = (
+                value,
+                f"{f.dest} is not read by this engine version: setting it changes nothing",
+            )
 
     def add_factor(self, f: Factor) -> None:
         """A factor joins the space mid-run (a variable or flag the evidence called for). Launches
@@ -264,7 +272,9 @@ class Strategy:
         if num is not None and f.name in self.near:
             v, direction = self.near[f.name]
             window = NEAR_FRACTION if v <= 1.0 else v * 0.4
-            if (direction == "lower" and v - window <= num < v) or (direction == "raise" and v < num <= v + window):
+            if (direction == "lower" and v - window <= num < v) or (
+                direction == "raise" and v < num <= v + window
+            ):
                 r = max(r, P_NEAR_BOUND)
         reach = self.passed.get((f.name, e))
         if reach is not None:
@@ -324,7 +334,9 @@ class Strategy:
             return "same-phase"
         return "masked"
 
-    def _new_blocker(self, cand: Candidate, outcome: Outcome, obs: Observation, levels: dict[str, str], key: str) -> None:
+    def _new_blocker(
+        self, cand: Candidate, outcome: Outcome, obs: Observation, levels: dict[str, str], key: str
+    ) -> None:
         base_levels = self.levels_of(self.baseline)
         changed = {n for n, e in levels.items() if base_levels.get(n) != e}
         named = ev.relevance(outcome, self.space.factors, levels, changed, self._flag_factor)
@@ -350,11 +362,20 @@ class Strategy:
         for name, direction in self._adjusted.items():
             weights.update(self._thresholds(name, levels[name], direction))
         outside = ev.OUTSIDE_MACHINE if self._machine_only(outcome, named) else ev.OUTSIDE_PRIOR
-        b = new_blocker(key, outcome.failure_class or outcome.status, obs.reach, len(self.observations),
-                        (ev.root_line(outcome) or "")[:300], weights, outside)
+        b = new_blocker(
+            key,
+            outcome.failure_class or outcome.status,
+            obs.reach,
+            len(self.observations),
+            (ev.root_line(outcome) or "")[:300],
+            weights,
+            outside,
+        )
         for o in self.observations[:-1]:
             if o.source in ("launch", "screen") and o.outcome.status != "cancelled":
-                shown = "absent" if o.outcome.status == "works" else self._shown(b, o.reach, o.blocker, o.outcome)
+                shown = (
+                    "absent" if o.outcome.status == "works" else self._shown(b, o.reach, o.blocker, o.outcome)
+                )
                 b.update(self.levels_of(o.candidate), shown)
         self.blockers.append(b)
         top = b.top(2)
@@ -395,7 +416,11 @@ class Strategy:
             return False
         for i in outcome.implicates:
             g = self._factor_for(i)
-            if i.split(".")[0] not in ("model", "gpu", "host") and g is not None and g.name not in self.frozen:
+            if (
+                i.split(".")[0] not in ("model", "gpu", "host")
+                and g is not None
+                and g.name not in self.frozen
+            ):
                 return False
         return not any(w >= ev.W_SIGNATURE / 3 for n, w in named.weights.items() if n not in self.frozen)
 
@@ -410,7 +435,10 @@ class Strategy:
             if req is None or normalise(req) == "auto":
                 self.default_eff[f.name] = (eff, f"seen in launch {len(self.observations) + 1}")
             elif normalise(req) != eff and f.name not in self.frozen:
-                self.frozen[f.name] = (eff, f"engine used {eff} when {req} was asked (launch {len(self.observations) + 1})")
+                self.frozen[f.name] = (
+                    eff,
+                    f"engine used {eff} when {req} was asked (launch {len(self.observations) + 1})",
+                )
 
     def _grow_env(self, outcome: Outcome) -> None:
         """Variables this failure calls for join the space (named by its lines, or ranked)."""
@@ -474,7 +502,9 @@ class Strategy:
         another setting of the space."""
         for lv in f.levels:
             m = re.search(
-                rf"(?<![\w-]){re.escape(str(lv))}(?![\w-]).{{0,80}}?\bReasons?:\s*\[([^\]]*)\]", line, re.IGNORECASE
+                rf"(?<![\w-]){re.escape(str(lv))}(?![\w-]).{{0,80}}?\bReasons?:\s*\[([^\]]*)\]",
+                line,
+                re.IGNORECASE,
             )
             if m is None:
                 continue
@@ -483,7 +513,28 @@ class Strategy:
             if final:
                 self.refused[(f.name, normalise(lv))] = f"refused by the engine: {final[0]}"
                 self.notes.append(f"{f.name} {lv}: refused here ({final[0]})")
+                self._refused_kind(f, str(lv), final)
             return
+
+    def _refused_kind(self, f: Factor, lv: str, reasons: list[str]) -> None:
+        """A reason that names a kind some of the factor's levels carry in their names ("MLA not
+        supported" for FLASH_ATTN, while TRITON_MLA, FLASHMLA... carry it) refuses the levels of the
+        refused one's kind: every level without that word becomes as risky as a refusal is likely."""
+        names = [str(x) for x in f.levels]
+        for r in reasons:
+            for w in re.findall(r"[A-Za-z][A-Za-z0-9]{1,}", r):
+                wl = w.lower()
+                if wl in ("not", "supported", "compute", "capability", "unsupported", "for", "this", "is"):
+                    continue
+                carry = [n for n in names if wl in n.lower()]
+                if carry and wl not in lv.lower():
+                    for n in names:
+                        if wl not in n.lower() and n != lv:
+                            key = (f.name, normalise(n))
+                            self.risk_floor[key] = max(self.risk_floor.get(key, 0.0), 0.8)
+                    self.notes.append(
+                        f"{f.name}: levels without '{w}' in their name are likely refused as {lv} was"
+                    )
 
     def _names_other_factor(self, reason: str, f: Factor) -> bool:
         low = reason.lower()
@@ -548,7 +599,9 @@ class Strategy:
             return
         flags = cand.flag_dict
         moved = self.moved.setdefault(sig.id, [])
-        order = sorted(sig.adjust.items(), key=lambda kv: (g := self._factor_for(kv[0])) is None or g.name in moved)
+        order = sorted(
+            sig.adjust.items(), key=lambda kv: (g := self._factor_for(kv[0])) is None or g.name in moved
+        )
         for flag, adj in order:
             f = self._factor_for(flag)
             if f is None or f.kind != "number":
@@ -559,7 +612,9 @@ class Strategy:
             if f.name not in moved:
                 moved.append(f.name)
             if not self._room(f, cur, adj.direction):
-                self.notes.append(f"{f.name} cannot go {adj.direction} from {cur:g}: {sig.id} moves the next flag")
+                self.notes.append(
+                    f"{f.name} cannot go {adj.direction} from {cur:g}: {sig.id} moves the next flag"
+                )
                 continue
             # Only a number the engine's own message gives is a hard bound ("less than desired GPU
             # memory utilization (0.999, 139.66 GiB)"); otherwise the next blocker holds thresholds
@@ -568,7 +623,9 @@ class Strategy:
             b = self.bounds.setdefault(f.name, [None, None])
             if adj.direction == "lower":
                 if lim is not None:
-                    b[1] = lim * 0.95 if b[1] is None else min(b[1], lim * 0.95)  # a margin: free memory moves
+                    b[1] = (
+                        lim * 0.95 if b[1] is None else min(b[1], lim * 0.95)
+                    )  # a margin: free memory moves
                     self.notes.append(f"{f.name} must stay below {lim:.2f} ({sig.id}: {line[:120]})")
                 self.near[f.name] = (cur, "lower")
             else:
@@ -589,7 +646,9 @@ class Strategy:
             return
         for f in self.space.factors:
             cur = (
-                as_number(self.eff(f, f.level_in(cand.flag_dict, cand.env_dict))) if f.sizes == "kv-pool" else None
+                as_number(self.eff(f, f.level_in(cand.flag_dict, cand.env_dict)))
+                if f.sizes == "kv-pool"
+                else None
             )
             if cur is None or not 0 < cur <= 1:
                 continue
@@ -634,7 +693,11 @@ class Strategy:
         tried = {o.key for o in self.observations if o.source not in ("journal", "port")} | exclude
         for cand in known_good:
             if self.predicted_key(cand) not in tried:
-                return Decision(cand, P_KNOWN_GOOD, ["validated before on this machine, engine version and model (journal)"])
+                return Decision(
+                    cand,
+                    P_KNOWN_GOOD,
+                    ["validated before on this machine, engine version and model (journal)"],
+                )
         if self.impossible() is not None:
             return Decision(None)
         self._pending_moves = [m for c in pending if (m := self._moves(c))]
@@ -670,7 +733,9 @@ class Strategy:
         return self.predicted_key(cand) not in tried and self.success_probability(cand) >= 0.5 * p_then
 
     def _only_numeric_changes(self, cand: Candidate) -> bool:
-        kinds = [f.kind if (f := self.space.get(c.flag)) is not None else "other" for c in cand.diff(self.baseline)]
+        kinds = [
+            f.kind if (f := self.space.get(c.flag)) is not None else "other" for c in cand.diff(self.baseline)
+        ]
         return bool(kinds) and all(k == "number" for k in kinds)
 
     def combination_ok(self, cand: Candidate) -> bool:
@@ -723,7 +788,9 @@ class Strategy:
         proof = self.impossible()
         if proof is not None:
             return "nothing in the space can work: " + proof
-        return "not found: every configuration the search can form was launched or ruled out; " + self.summary()
+        return (
+            "not found: every configuration the search can form was launched or ruled out; " + self.summary()
+        )
 
     def summary(self) -> str:
         """What still blocks, and the untried candidates most believed in."""
