@@ -103,7 +103,7 @@ def test_a_shrunk_screen_that_runs_out_of_memory_blames_nothing(tmp_path):
         RunSettings(scenario=str(scen), knowledge=False, minimize=False, parallel="auto", max_launches=30),
         tmp_path / "b",
     ).execute()
-    assert par.status == one.status == "no-working-config"
+    assert par.status == one.status == "impossible"
     assert par.stop_reason.split(":")[0] == one.stop_reason.split(":")[0]
     oom = [a for a in par.attempts if a.purpose == "screen" and a.failure_class == "oom-weights"]
     assert oom and all(len(a.gpus) == 1 for a in oom)

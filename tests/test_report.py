@@ -258,7 +258,7 @@ def test_a_run_without_a_working_configuration(tmp_path):
         md.splitlines()[0]
         == "# Bring-up: zai-org/GLM-5-NVFP4 on no GPU (CPU build): 2 CPUs, 24 GiB, vLLM 0.32.0"
     )
-    assert "**Result: no working configuration** (budget) after 4 launches, 0.4 min of launches." in md
+    assert "**Result: not found within the budget** (budget) after 4 launches, 0.4 min of launches." in md
     assert "Why the search stopped: the launch budget (2) ran out" in md
     assert "Knowledge rules: off (signatures only)." in md
     row0 = next(ln for ln in md.splitlines() if ln.startswith("| 0 |"))

@@ -89,7 +89,7 @@ def test_head_dim_16_has_no_working_configuration(tiny_model_hd16, tmp_path):
         "--max-launches",
         "4",
     )
-    assert rc == 1 and not d["validated"] and d["status"] == "no-working-config", err[-2000:]
+    assert rc == 1 and not d["validated"] and d["status"] == "impossible", err[-2000:]
     assert d["launches"] <= 4
     assert (
         "model.head_dim" in d["stop_reason"] and "Unsupported CPU attention configuration" in d["stop_reason"]
@@ -97,7 +97,7 @@ def test_head_dim_16_has_no_working_configuration(tiny_model_hd16, tmp_path):
     for a in d["attempts"]:  # every launch explained
         assert a["failure_class"] and a["evidence"] and a["phase"]
     text = (Path(d["run_dir"]) / "FINDINGS.md").read_text()
-    assert "**Result: no working configuration**" in text and "head_dim" in text
+    assert "**Result: impossible here" in text and "head_dim" in text
 
 
 def test_tune_two_knobs(tiny_model, tmp_path):
