@@ -83,18 +83,22 @@ def _row(s: Spread, chosen: int | None) -> SpreadRow:
 
 
 def knobs_that_matter(t: TuneResult, most: int = 2) -> list[str]:
-    """The knobs whose levels move the measured objective most (range of per-level medians)."""
-    ok = [p for p in t.points if p.status == "ok" and p.objective is not None]
+    """The knobs whose levels move the measured objective most (the range of the per-level
+    medians over the search's measured points and the repeats' medians); the first knob when
+    nothing was measured at two levels of any."""
+    values = [(p.knobs, float(p.objective)) for p in t.points if p.status == "ok" and p.objective is not None]
+    if t.repeats:
+        values += [(s.knobs, s.median) for s in t.repeats.spreads if s.median is not None]
     effect: dict[str, float] = {}
     for flag in t.knobs:
         by: dict[str, list[float]] = {}
-        for p in ok:
-            if flag in p.knobs:
-                by.setdefault(str(p.knobs[flag]), []).append(float(p.objective or 0.0))
+        for knobs, v in values:
+            if flag in knobs:
+                by.setdefault(str(knobs[flag]), []).append(v)
         if len(by) > 1:
             meds = [median(v) for v in by.values()]
             effect[flag] = max(meds) - min(meds)
-    return sorted(effect, key=lambda f: -effect[f])[:most]
+    return sorted(effect, key=lambda f: -effect[f])[:most] or list(t.knobs)[:1]
 
 
 def _chart(t: TuneResult, flag: str, chosen: int | None) -> svg.Chart:
