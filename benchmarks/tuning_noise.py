@@ -91,7 +91,9 @@ def clopper_pearson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
     return lower, upper
 
 
-def one(sc: Any, base: dict, start: dict, seed: int, noise: float, budget: int, cache: dict, truth: Any) -> dict:
+def one(
+    sc: Any, base: dict, start: dict, seed: int, noise: float, budget: int, cache: dict, truth: Any
+) -> dict:
     knobs = with_base_levels([Knob(k.flag, list(k.levels), k.monotone_memory) for k in KNOBS], start)
     oracle = ScenarioOracle(sc, base, WORKLOAD, noise_seed=None, run_noise=noise, run_seed=seed, cache=cache)
     t = Tuner(knobs, oracle, budget=budget, seed=seed, start=start)
@@ -132,7 +134,13 @@ def main() -> None:
 
     optimum = truth(OPTIMUM)
     t0 = time.time()
-    report: dict[str, Any] = {"noise": a.noise, "seeds": a.seeds, "budget": a.budget, "optimum": optimum, "rule": RepeatRule().describe()}
+    report: dict[str, Any] = {
+        "noise": a.noise,
+        "seeds": a.seeds,
+        "budget": a.budget,
+        "optimum": optimum,
+        "rule": RepeatRule().describe(),
+    }
     for setting in a.settings.split(","):
         start = {"null": OPTIMUM, "near": NEAR, "lower": LOWER}[setting]
         rows = []
@@ -143,7 +151,11 @@ def main() -> None:
                 print(f"  {setting}: {s + 1} seeds, {claims} claims, {time.time() - t0:.0f} s", flush=True)
         claims = [r for r in rows if r["winner_true"] is not None]
         false = [r for r in claims if r["winner_true"] <= r["base_true"]]
-        old_false = [r for r in rows if not r["search_pick_is_baseline"] and (r["search_pick_true"] or 0) <= r["base_true"]]
+        old_false = [
+            r
+            for r in rows
+            if not r["search_pick_is_baseline"] and (r["search_pick_true"] or 0) <= r["base_true"]
+        ]
         lo, hi = clopper_pearson(len(false), len(rows))
         summary = {
             "baseline": start,

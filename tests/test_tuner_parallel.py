@@ -263,4 +263,6 @@ def test_bringup_tune_parallel_on_the_scenario(tmp_path):
     assert rep["shared_host"] and rep["interference"] is not None
     beside = [r for r in rep["runs"] if r["beside"]]
     assert beside and all(r["round"] == 0 for r in beside)
-    assert all(s["n"] == rep["rounds"] for s in rep["spreads"] if s["role"] == "finalist" and not s["dropped"])
+    assert all(
+        s["n"] == rep["rounds"] for s in rep["spreads"] if s["role"] == "finalist" and not s["dropped"]
+    )

@@ -132,7 +132,9 @@ def test_interleaved_until_a_winner_beats_the_baseline_beyond_noise():
     assert out.winner is not None and out.winner.number == 2
     c = next(c for c in out.decision.comparisons if c.number == 2)
     assert c.p_value == pytest.approx(1 / 252) and c.passed
-    assert "beats the baseline beyond noise" in out.decision.verdict and "Mann-Whitney" in out.decision.verdict
+    assert (
+        "beats the baseline beyond noise" in out.decision.verdict and "Mann-Whitney" in out.decision.verdict
+    )
     dropped = next(a for a in out.arms if a.number == 3)
     assert "not above the baseline's 5 after 3 runs" in dropped.dropped
 
@@ -152,7 +154,13 @@ def test_noise_alone_keeps_the_baseline():
         objective="goodput",
         knobs={"--x": ["1", "2", "3"]},
         points=[
-            TunePoint(number=p.number, knobs=p.knobs, status="ok", objective=p.objective, command=f"serve --x {p.knobs['--x']}")
+            TunePoint(
+                number=p.number,
+                knobs=p.knobs,
+                status="ok",
+                objective=p.objective,
+                command=f"serve --x {p.knobs['--x']}",
+            )
             for p in pts
         ],
     )
@@ -215,7 +223,12 @@ def test_the_repeat_budget_ends_an_unsettled_order():
     rep = report(out, rule)
     assert not rep.settled and rep.launches == 12
     fin = rep.spreads[1]
-    assert fin.n == 6 and fin.median == pytest.approx(5.55) and fin.p_value is not None and fin.p_value > rep.level
+    assert (
+        fin.n == 6
+        and fin.median == pytest.approx(5.55)
+        and fin.p_value is not None
+        and fin.p_value > rep.level
+    )
 
 
 def test_decide_waits_between_looks():
@@ -223,3 +236,21 @@ def test_decide_waits_between_looks():
     fin = Arm(2, F1, "finalist", values=[2.0, 2.0, 2.0, 2.0])
     d = decide([fin], base, 4, RULE, 2)  # round 4 is no look with two finalists
     assert not d.settled and d.winner is None
+
+
+def test_run_noise_is_mean_one_lognormal_at_the_stated_sigma():
+    from bringup.scenario.tuning_oracle import ScenarioOracle
+
+    o = ScenarioOracle(None, {}, {}, noise_seed=None, run_noise=0.05, run_seed=7)  # type: ignore[arg-type]
+    m = {"goodput_rps": 2.0, "output_tps": 100.0, "ttft_p99_s": 1.0, "duration_s": 60.0, "feasible": True}
+    runs = [o.noisy(m, call) for call in range(1, 4001)]
+    logs = [math.log(r["goodput_rps"] / 2.0) for r in runs]
+    mean = sum(logs) / len(logs)
+    sd = math.sqrt(sum((x - mean) ** 2 for x in logs) / (len(logs) - 1))
+    assert sd == pytest.approx(0.05, rel=0.05)
+    assert sum(r["goodput_rps"] for r in runs) / len(runs) == pytest.approx(2.0, rel=0.005)
+    r = runs[0]
+    assert r["output_tps"] / 100.0 == pytest.approx(r["goodput_rps"] / 2.0)  # one factor per run
+    assert r["ttft_p99_s"] == pytest.approx(1.0 / (r["goodput_rps"] / 2.0)) and r["duration_s"] == 60.0
+    assert o.noisy(m, 1) == runs[0] and r["feasible"] is True  # the same call, the same noise
+    assert ScenarioOracle(None, {}, {}, run_noise=0.0).noisy(m, 1) is m  # type: ignore[arg-type]
