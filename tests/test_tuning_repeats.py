@@ -254,3 +254,34 @@ def test_run_noise_is_mean_one_lognormal_at_the_stated_sigma():
     assert r["ttft_p99_s"] == pytest.approx(1.0 / (r["goodput_rps"] / 2.0)) and r["duration_s"] == 60.0
     assert o.noisy(m, 1) == runs[0] and r["feasible"] is True  # the same call, the same noise
     assert ScenarioOracle(None, {}, {}, run_noise=0.0).noisy(m, 1) is m  # type: ignore[arg-type]
+
+
+def test_html_report_shows_spreads_and_the_baseline_band(tmp_path):
+    from bringup.htmlreport import render_html
+    from bringup.htmlreport.repeats import knobs_that_matter
+
+    m = Measure({"1": [5.0, 5.1, 4.9, 5.05, 4.95], "2": [7.0, 7.1, 6.9, 7.05, 6.95], "3": [4.0, 4.1, 3.9]})
+    pts = points({"1": 5.0, "2": 6.0, "3": 6.5})
+    out = Repeats(RULE, m).run(pts, B)
+    result = TuneResult(
+        tune_id="t1",
+        run_dir=str(tmp_path),
+        engine="sglang",
+        model="m",
+        base_command="serve",
+        objective="goodput",
+        knobs={"--x": ["1", "2", "3"], "--y": ["a"]},
+        points=[
+            TunePoint(number=p.number, knobs=p.knobs, status="ok", objective=p.objective, command="serve")
+            for p in pts
+        ],
+    )
+    result.best = result.points[2]
+    apply_to(result, out, RULE)
+    assert result.best.number == 2 and knobs_that_matter(result) == ["--x"]
+    html = render_html(tmp_path, None, [result])
+    assert "Beyond noise? The repeats" in html and "#2 beats the baseline beyond noise" in html
+    assert 'class="mark band"' in html and 'class="plot spread"' in html and "Chosen configuration" in html
+    assert "7, 7.1, 6.9, 7.05, 6.95" in html  # the samples, in order
+    md = "\n".join(tune_markdown(result))
+    assert "**Verdict: #2 beats the baseline beyond noise" in md and "would have named point 3" in md
