@@ -7,13 +7,18 @@ attempt failed, with the evidence line that proves it.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bringup import secrets
 from bringup.engines.base import display_name
 from bringup.knowledge_files import classes
 from bringup.outcome import OverrideRecord
 from bringup.results import RunResult
+
+if TYPE_CHECKING:
+    from bringup.tuning.result import TuneResult
 
 
 def _md(text: str) -> str:
@@ -76,7 +81,8 @@ def _probes(r: RunResult) -> list[str]:
     return L
 
 
-def render_markdown(r: RunResult) -> str:
+def render_markdown(r: RunResult, tunes: Sequence[TuneResult] = ()) -> str:
+    """The bring-up, then each tuning of the run (its verdict and spreads), when given."""
     L: list[str] = []
     engine = f"{display_name(r.engine)} {r.engine_version or ''}".strip()
     L.append(f"# Bring-up: {r.model} on {describe_machine(r)}, {engine}")
@@ -217,12 +223,22 @@ def render_markdown(r: RunResult) -> str:
         L.append("")
         for n in notes:
             L.append(f"- {n}")
+    L += _tunings(tunes)
     L.append("")
     L.append(
         f"Run folder: `{r.run_dir}` (each attempt's log and outcome.json under `trials/`). "
         f"Run id `{r.run_id}`; resume with `bringup run --resume --run-id {r.run_id}`."
     )
     return "\n".join(L) + "\n"
+
+
+def _tunings(tunes: Sequence[TuneResult]) -> list[str]:
+    from bringup.tuning.findings import tune_markdown
+
+    L: list[str] = []
+    for t in tunes:
+        L += ["", *tune_markdown(t)]
+    return L
 
 
 def _where(r: RunResult) -> list[str]:

@@ -289,3 +289,40 @@ def test_findings_json_round_trips_and_old_names_still_load(tmp_path):
     old = load_result(tmp_path)
     assert old.minimize_launches == 2 and old.attempts[4].purpose == "minimize"
     assert "| 5 | (drop --nsa-prefill-backend) | minimize (full) | works |" in render_markdown(old)
+
+
+def test_findings_carry_each_tuning_verdict_and_spreads(tmp_path):
+    from bringup.tuning.result import RepeatReport, Spread, TuneResult
+
+    rep = RepeatReport(
+        rule="one-sided exact Mann-Whitney U ...",
+        test="one-sided exact Mann-Whitney U",
+        alpha=0.05,
+        level=0.0125,
+        rounds=6,
+        launches=18,
+        settled=False,
+        verdict="no configuration beats the baseline beyond noise here (best p = 0.09 for #3)",
+        baseline=1,
+        spreads=[
+            Spread(
+                number=1, knobs={"--max-num-seqs": "8"}, role="baseline", samples=[1.0, 1.1], n=2, median=1.05
+            ),
+            Spread(number=3, knobs={"--max-num-seqs": "16"}, role="finalist", n=2, median=1.1, p_value=0.09),
+        ],
+    )
+    tune = TuneResult(
+        tune_id="tune-1",
+        run_dir=str(tmp_path),
+        engine="vllm",
+        model="m",
+        base_command="serve",
+        objective="goodput",
+    )
+    tune.repeats = rep
+    md = render_markdown(seed_like_result(tmp_path), [tune])
+    assert "## Tuning tune-1" in md
+    assert "**Verdict: no configuration beats the baseline beyond noise here (best p = 0.09 for #3).**" in md
+    assert "the repeat budget ran out before the order settled" in md
+    assert "| 3 | finalist | `--max-num-seqs 16` | 2 | 1.1 |" in md
+    assert md.index("## Tuning tune-1") < md.index("Run folder:")  # the run's footer stays last

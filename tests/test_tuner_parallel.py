@@ -258,3 +258,11 @@ def test_bringup_tune_parallel_on_the_scenario(tmp_path):
         storage=optuna.storages.JournalStorage(JournalFileBackend(str(tune_dir / "optuna.journal"))),
     )
     assert len([t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]) >= 4
+    # the points shared the host: the repeats measure the finalists side by side once, then alone
+    rep = d["repeats"]
+    assert rep["shared_host"] and rep["interference"] is not None
+    beside = [r for r in rep["runs"] if r["beside"]]
+    assert beside and all(r["round"] == 0 for r in beside)
+    assert all(
+        s["n"] == rep["rounds"] for s in rep["spreads"] if s["role"] == "finalist" and not s["dropped"]
+    )

@@ -80,3 +80,20 @@ def test_bringup_tune_on_the_scenario_end_to_end(tmp_path):
     assert [s["concurrency"] for s in d["sweep"]] == [4, 16]
     assert d["sweep"][1]["output_tps"] > d["sweep"][0]["output_tps"]  # more load, more throughput
     assert Path(d["report_html"]).is_file()
+    # the repeat phase: the baseline fails, so the finalists' best median after 3 rounds wins
+    rep = d["repeats"]
+    assert rep["spreads"][0]["role"] == "baseline" and rep["spreads"][0]["failed"].startswith(
+        "oom-graph-capture"
+    )
+    assert rep["rounds"] == 3 and rep["winner"] == d["best"]["number"] and rep["beats_baseline"]
+    finals = [s for s in rep["spreads"] if s["role"] == "finalist"]
+    assert finals and all(
+        s["n"] == 3 and s["median"] > 0 and s["ci_lo"] <= s["median"] <= s["ci_hi"] for s in finals
+    )
+    assert rep["launches"] == 3 * len(finals) and not rep["shared_host"]
+    assert "the baseline fails" in rep["verdict"]
+    tune_dir = Path(d["run_dir"]) / "tune" / d["tune_id"]
+    findings = (tune_dir / "FINDINGS.md").read_text()
+    assert "**Verdict: the baseline fails" in findings and "| finalist |" in findings
+    html = Path(d["report_html"]).read_text()
+    assert "Beyond noise? The repeats" in html and 'class="plot spread"' in html

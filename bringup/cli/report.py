@@ -52,7 +52,9 @@ def report_cmd(
     if json_out:
         print_json(result.model_dump())
     else:
-        text = render_markdown(result)
+        from bringup.tuning.result import load_tunes
+
+        text = render_markdown(result, load_tunes(d))
         try:  # a read-only runs folder still gets its report on the terminal
             from bringup import secrets
 

@@ -75,6 +75,19 @@ def tune_cmd(
         help="The GPUs the tuning may use (CUDA_VISIBLE_DEVICES entries, e.g. 0,1; "
         "default: every GPU the machine has).",
     ),
+    repeats: int = typer.Option(
+        6,
+        min=0,
+        help="Repeat budget: after the search, at most this many interleaved rounds of the baseline "
+        "and the finalists, until a winner beats the baseline beyond noise or none can (0: no "
+        "repeats, the search's single measurements name the winner).",
+    ),
+    finalists: int = typer.Option(
+        2, min=1, help="The search's best points measured again beside the baseline."
+    ),
+    alpha: float = typer.Option(
+        0.05, min=0.0001, max=0.5, help="False-verdict rate the winner's test is held to (family-wise)."
+    ),
     runs_dir: Path = typer.Option(None, help="Runs folder with the journal (default ./bringup-runs)."),
     json_out: bool = typer.Option(False, "--json", help="Print the result as one JSON object."),
 ) -> None:
@@ -100,8 +113,10 @@ def tune_cmd(
         start_point,
         with_base_levels,
     )
+    from bringup.tuning.repeats import apply_to
     from bringup.tuning.session import LaunchEvaluator, to_result
     from bringup.tuning.tuner import Tuner
+    from bringup.tuning.verdict import RepeatRule
 
     goal, how = _objective_and_sampler(objective, sampler)
     parallel = parallel or ("auto" if ray else "1")  # as `bringup run` takes them
@@ -256,23 +271,32 @@ def tune_cmd(
         + (f", {width} at once on GPUs {','.join(gpu_list)}" if width > 1 and not ray else "")
         + f"; points go to {tune_dir}"
     )
+    rule = RepeatRule(finalists, min(3, repeats), repeats, alpha) if repeats and goal != "pareto" else None
     try:
-        if ex is not None:
-            tuner.run(ex, ev.job)
-        else:
-            tuner.run()
-        best = tuner.best()
-        sweep_pts = ev.sweep(best.knobs, sweep_list) if best and sweep_list else []
+        outcome = _search(
+            tuner,
+            ex,
+            ev,
+            rule,
+            lambda w: _executor(ev, gpu_list, w, str(w), ray, target.engine.simulated),
+            width,
+            ray,
+        )
+        best_knobs = _chosen(tuner, outcome)
+        sweep_pts = ev.sweep(best_knobs, sweep_list) if best_knobs is not None and sweep_list else []
     except Interrupted as e:
         err_console.print(f"[bold yellow]interrupted ({e}); servers torn down.[/]")
         raise typer.Exit(e.exit_code) from None
     result = to_result(tuner, tune_id, run_dir, target, base, cfg, sweep_pts, t0, parallel=width)
+    if outcome is not None and rule is not None:
+        apply_to(result, outcome, rule)
     result.reference = ref_why
     if ref is not None and result.best is not None:
         result.reference_verdict = ev.verdicts.get(result.best.trial_dir or "", "not probed")
     from bringup import secrets
 
     secrets.write_text(tune_dir / "tune.json", result.model_dump_json(indent=2))
+    _write_findings(run_dir, tune_dir, result)
     html = _write_html(run_dir)
     if json_out:
         print_json(json.loads(result.model_dump_json()) | ({"report_html": str(html)} if html else {}))
@@ -297,10 +321,65 @@ def tune_cmd(
             f"{len(skipped)} configurations ruled out without a launch, e.g. point {skipped[0].number}: "
             f"{skipped[0].evidence}"
         )
+    _print_best(result)
+    out_console.print(
+        f"{result.launches} launches of {result.grid_size} grid points; result: {tune_dir / 'tune.json'}"
+        + (f"; report: {html}" if html else "")
+    )
+    raise typer.Exit(0 if result.best else 1)
+
+
+def _search(tuner, ex, ev, rule, make_executor, width: int, ray: str | None):
+    """The search, then (with a rule) the repeat phase: the baseline and the finalists again,
+    interleaved, alone; beside each other first when the search shared this host."""
+    if ex is not None:
+        tuner.run(ex, ev.job)
+    else:
+        tuner.run()
+    if rule is None:
+        return None
+    from bringup.cli import _tune_repeats as tr
+    from bringup.tuning.repeats import Repeats
+
+    err_console.print(
+        f"repeating the baseline and {rule.finalists} finalists, interleaved: {rule.describe()}"
+    )
+    measure, close = tr.alone(ev, (lambda: make_executor(1)) if ray else None)
+    try:
+        shared = tr.beside(ev, lambda: make_executor(width)) if width > 1 else None
+        return Repeats(rule, measure, tuner.objective, shared, tr.on_run).run(tuner.points, tuner.start)
+    finally:
+        close()
+
+
+def _chosen(tuner, outcome) -> dict[str, str] | None:
+    """The configuration the tuning ends with: the verdict's (winner, or the baseline kept), or
+    without repeats the search's best."""
+    if outcome is not None:
+        if outcome.winner is not None:
+            return outcome.winner.knobs
+        if not outcome.base.failed and outcome.base.number:
+            return outcome.base.knobs
+    best = tuner.best()
+    return best.knobs if best else None
+
+
+def _print_best(result) -> None:
+    if result.repeats is not None:
+        from bringup.cli._tune_repeats import print_repeats
+
+        print_repeats(result.repeats)
     if result.best:
         m = result.best.metrics
+        kept = result.repeats is not None and not result.repeats.beats_baseline
+        head = (
+            "kept: the baseline"
+            if kept and result.repeats and result.best.number == result.repeats.baseline
+            else "best"
+        )
         out_console.print(
-            f"[bold green]best[/] (point {result.best.number}, {objective} {result.best.objective:.3g}): "
+            f"[bold green]{head}[/] (point {result.best.number}, {result.objective} {result.best.objective:.3g} "
+            "in the search): "
             f"{m.get('output_tps', 0):.1f} output tok/s, {m.get('rps', 0):.2f} req/s, "
             f"TTFT p99 {m.get('ttft_p99_s', 0):.3f} s, ITL p99 {m.get('itl_p99_s', 0):.4f} s"
         )
@@ -309,11 +388,21 @@ def tune_cmd(
             out_console.print(f"reference ({result.reference}): {result.reference_verdict}", markup=False)
     else:
         out_console.print("[bold red]no feasible point[/]: every launch failed (see the table)")
-    out_console.print(
-        f"{result.launches} launches of {result.grid_size} grid points; result: {tune_dir / 'tune.json'}"
-        + (f"; report: {html}" if html else "")
-    )
-    raise typer.Exit(0 if result.best else 1)
+
+
+def _write_findings(run_dir: Path, tune_dir: Path, result) -> None:
+    """FINDINGS.md of the tuning (in its folder), and the run's FINDINGS.md again with every
+    tuning of the run in it, when the run has a bring-up result."""
+    from bringup import secrets
+    from bringup.report import load_result, render_markdown
+    from bringup.tuning.findings import tune_markdown
+    from bringup.tuning.result import load_tunes
+
+    secrets.write_text(tune_dir / "FINDINGS.md", "\n".join(tune_markdown(result)) + "\n")
+    if (run_dir / "findings.json").is_file():
+        secrets.write_text(
+            run_dir / "FINDINGS.md", render_markdown(load_result(run_dir), load_tunes(run_dir))
+        )
 
 
 def _storage(tune_dir: Path, width: int):

@@ -20,6 +20,7 @@ import jinja2
 import bringup.htmlreport.svg as svg
 from bringup import secrets
 from bringup.engines.base import display_name
+from bringup.htmlreport.repeats import repeats_view
 from bringup.knowledge_files import classes
 from bringup.outcome import Outcome, OverrideRecord, ProbeResult
 from bringup.report import describe_machine, describe_model  # the same wording as FINDINGS.md
@@ -435,6 +436,7 @@ class TuneView:
     sweep_charts: list[svg.Chart] = field(default_factory=list)
     sweep_cols: list[str] = field(default_factory=list)
     sweep_rows: list[list[str]] = field(default_factory=list)
+    repeats: Any = None  # bringup.htmlreport.repeats.RepeatsView, when the tuning repeated points
 
 
 def _slo_text(slo: dict[str, float]) -> str:
@@ -540,6 +542,7 @@ def _tune_view(t: TuneResult, report_dir: Path, run_dir: Path) -> TuneView:
         not_plotted=not_plotted,
     )
     _sweep(t, view)
+    view.repeats = repeats_view(t)
     return view
 
 
@@ -716,13 +719,6 @@ def write_html(run_dir: Path, result: RunResult | None, tunes: list[TuneResult])
 
 def load_tunes(run_dir: Path) -> list[TuneResult]:
     """Every tuning session saved under `<run_dir>/tune/<tune_id>/tune.json`, oldest first."""
-    from bringup.tuning.result import TuneResult
+    from bringup.tuning.result import load_tunes as load
 
-    files = sorted(Path(run_dir).glob("tune/*/tune.json"), key=lambda p: (p.stat().st_mtime, p.name))
-    out = []
-    for f in files:
-        try:
-            out.append(TuneResult.model_validate_json(f.read_text()))
-        except ValueError as e:
-            raise ValueError(f"{f}: not a tuning result ({e})") from e
-    return out
+    return load(run_dir)

@@ -347,3 +347,85 @@ def line_chart(
     for i in order:
         c.marks.append(Mark("circle", "pt", xscale(xs[i]), yscale(ys[i]), r=4, title=titles[i]))
     return c
+
+
+@dataclass
+class SpreadPoint:
+    """A configuration's objective at one level of a knob: one search measurement, or the
+    median and interval of its repeats."""
+
+    level: int  # index of the knob's level on the x axis
+    y: float
+    lo: float | None = None  # repeats: the interval for the median
+    hi: float | None = None
+    cls: str = "pt"  # pt (a search measurement) | median (repeats)
+    best: bool = False
+    title: str = ""
+
+
+def spread_chart(
+    levels: list[str],
+    points: list[SpreadPoint],
+    *,
+    band: tuple[float, float, float] | None,
+    xlabel: str,
+    ylabel: str,
+    title: str,
+    legend: list[tuple[str, str]],
+) -> Chart:
+    """The objective against one knob's levels: every search measurement as a dot, each repeated
+    configuration as its median with its interval as a bar, the baseline's interval as a band
+    across the plot (``band``: lo, median, hi), the winner ringed."""
+    x0, y0, x1, y1 = MARGIN_L, MARGIN_T, WIDTH - MARGIN_R, HEIGHT - MARGIN_B
+    ys = [p.y for p in points] + [v for p in points for v in (p.lo, p.hi) if v is not None]
+    ys += list(band) if band else []
+    yscale, yticks = linear_axis(ys, y1, y0)
+    step = (x1 - x0) / max(1, len(levels))
+    xpos = [x0 + step * (i + 0.5) for i in range(len(levels))]
+    c = Chart(
+        kind="spread",
+        title=title,
+        width=WIDTH,
+        height=HEIGHT,
+        x0=x0,
+        y0=y0,
+        x1=x1,
+        y1=y1,
+        xlabel=xlabel,
+        ylabel=ylabel,
+        xticks=[Tick(x, lab) for x, lab in zip(xpos, levels, strict=True)],
+        yticks=yticks,
+        xgrid=False,
+        legend=legend,
+    )
+    if band:
+        lo, mid, hi = band
+        top, bottom = yscale(hi), yscale(lo)
+        c.marks.append(
+            Mark(
+                "rect",
+                "band",
+                x0,
+                top,
+                w=x1 - x0,
+                h=max(1.0, bottom - top),
+                title=f"baseline: {fmt_num(lo)} .. {fmt_num(hi)}",
+            )
+        )
+        my = yscale(mid)
+        c.lines.append(Line(f"{x0:.1f},{my:.1f} {x1:.1f},{my:.1f}", "baseline", "baseline", x0 + 4, my - 5))
+    seen: dict[int, int] = {}
+    for p in sorted(points, key=lambda p: p.cls != "pt"):  # the medians on top
+        n = seen.get(p.level, 0)
+        seen[p.level] = n + 1
+        off = ((n % 5) - 2) * min(6.0, step / 12) if p.cls == "pt" else step / 5
+        px, py = xpos[p.level] + off, yscale(p.y)
+        if p.lo is not None and p.hi is not None:
+            top, bottom = yscale(p.hi), yscale(p.lo)
+            c.marks.append(
+                Mark("rect", "interval", px - 2, top, w=4, h=max(1.0, bottom - top), title=p.title)
+            )
+        c.marks.append(Mark("circle", p.cls, px, py, r=5 if p.cls == "median" else 3.5, title=p.title))
+        if p.best:
+            c.marks.append(Mark("ring", "best", px, py, r=10, title=f"chosen: {p.title}"))
+    return c

@@ -10,6 +10,8 @@ up to where its failure strikes), as the scenario server would walk it, then the
 
 from __future__ import annotations
 
+import math
+import random
 from collections.abc import Mapping
 from typing import Any
 
@@ -33,14 +35,33 @@ METRICS = (
 )
 
 
+THROUGHPUTS = ("goodput_rps", "output_tps", "rps")
+
+
 class ScenarioOracle:
+    """``run_noise``: the sigma of a mean-one lognormal factor on each launch's throughputs (its
+    latencies divided by it), drawn from ``run_seed`` and the call number: the whole-run noise of
+    a shared or drifting host, at a known level, on top of (or, with ``noise_seed`` None, instead
+    of) the step noise. ``cache``: one simulation per configuration (with ``noise_seed`` None the
+    model is deterministic, so a benchmark of many tunings needs each point simulated once)."""
+
     def __init__(
-        self, sc: Scenario, base: Mapping[str, Any], workload: Mapping[str, Any], noise_seed: int | None = 0
+        self,
+        sc: Scenario,
+        base: Mapping[str, Any],
+        workload: Mapping[str, Any],
+        noise_seed: int | None = 0,
+        run_noise: float = 0.0,
+        run_seed: int = 0,
+        cache: dict[tuple, dict[str, Any]] | None = None,
     ):
         self.sc = sc
         self.base = {k.lstrip("-"): v for k, v in base.items()}
         self.workload = dict(workload)
         self.noise_seed = noise_seed
+        self.run_noise = run_noise
+        self.run_seed = run_seed
+        self.cache = cache
         self.calls = 0
 
     def flags(self, knobs: Mapping[str, str]) -> dict[str, Any]:
@@ -53,13 +74,40 @@ class ScenarioOracle:
         return f
 
     def metrics(self, knobs: Mapping[str, str], seed: int | None = None) -> dict[str, Any]:
-        return expected(
-            self.sc, self.flags(knobs), self.workload, seed=seed if seed is not None else self.noise_seed
-        )
+        s = seed if seed is not None else self.noise_seed
+        if self.cache is None:
+            return expected(self.sc, self.flags(knobs), self.workload, seed=s)
+        key = (tuple(sorted(knobs.items())), s)
+        if key not in self.cache:
+            self.cache[key] = expected(self.sc, self.flags(knobs), self.workload, seed=s)
+        return self.cache[key]
+
+    def noisy(self, m: dict[str, Any], call: int) -> dict[str, Any]:
+        """The run's metrics with its whole-run noise factor (none when run_noise is 0)."""
+        if not self.run_noise:
+            return m
+        z = random.Random(f"bringup-run-noise/{self.run_seed}/{call}").gauss(0.0, 1.0)
+        f = math.exp(self.run_noise * z - 0.5 * self.run_noise**2)
+        out = dict(m)
+        for k, v in m.items():
+            if isinstance(v, float | int) and not isinstance(v, bool):
+                if k in THROUGHPUTS:
+                    out[k] = v * f
+                elif k.endswith("_s") and k != "duration_s":
+                    out[k] = v / f
+        return out
 
     def launch_seconds(self, knobs: Mapping[str, str], failure_phase: str | None = None) -> float:
         """Simulated seconds of a full launch (bringup/scenario/lifecycle.py's walk): to ready, or
-        FAIL_AT into the phase where it fails."""
+        FAIL_AT into the phase where it fails (kept in the cache, when there is one)."""
+        if self.cache is None:
+            return self._launch_seconds(knobs, failure_phase)
+        key = ("launch", tuple(sorted(knobs.items())), failure_phase)
+        if key not in self.cache:
+            self.cache[key] = {"s": self._launch_seconds(knobs, failure_phase)}
+        return float(self.cache[key]["s"])
+
+    def _launch_seconds(self, knobs: Mapping[str, str], failure_phase: str | None) -> float:
         t = self.sc.timing
         graphs = engine_config(self.sc, self.flags(knobs)).cuda_graphs
         walk = [
@@ -86,7 +134,7 @@ class ScenarioOracle:
         """The ``call``-th launch's evaluation: its noise seed depends on the call number only, so
         points run at once on threads see the same noise as one after another."""
         # each launch sees its own step noise, as repeated real measurements would
-        m = self.metrics(knobs, None if self.noise_seed is None else self.noise_seed + call)
+        m = self.noisy(self.metrics(knobs, None if self.noise_seed is None else self.noise_seed + call), call)
         if not m.get("feasible"):
             rule = next(
                 (
