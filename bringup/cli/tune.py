@@ -338,7 +338,7 @@ def _search(tuner, ex, ev, rule, make_executor, width: int, ray: str | None):
         tuner.run()
     if rule is None:
         return None
-    from bringup.cli import _tune_repeats as tr
+    from bringup.cli import tune_repeats as tr
     from bringup.tuning.repeats import Repeats
 
     err_console.print(
@@ -366,7 +366,7 @@ def _chosen(tuner, outcome) -> dict[str, str] | None:
 
 def _print_best(result) -> None:
     if result.repeats is not None:
-        from bringup.cli._tune_repeats import print_repeats
+        from bringup.cli.tune_repeats import print_repeats
 
         print_repeats(result.repeats)
     if result.best:
