@@ -97,6 +97,7 @@ def explain_lines(lines: list[str], engine: str | None = None) -> Outcome:
         signature=cls.signature_id,
         implicated_levels=cls.implicated_levels if failed else {},
         root_exception=cls.root_exception if failed else None,
+        remedies=cls.remedies if failed else [],
         requested={k: str(v) for k, v in requested.items()},
         effective={
             k: (v if isinstance(v, (str, int, float, bool)) or v is None else str(v))
