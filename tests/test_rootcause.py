@@ -671,6 +671,107 @@ CASES = [
         ["--attn-implementation"],
         {},
     ),
+    # -- vLLM 0.24.0, SGLang 0.5.16 and transformers serve on the H200, reconstructed from the strings
+    # docs/facts.md and public reports quote (tests/data/logs/README.md): none has a signature of its
+    # own; the generic rules decide (benchmarks/classify_logs.py --generic counts them).
+    # a validation error whose header names only the config class: the root line is the message beneath
+    (
+        "vllm-h200-tp8-one-gpu.log",
+        "unsupported-hardware",
+        "parse-args",
+        "Value error, World size (8) is larger than the number of available GPUs (1) in this node",
+        ["--tensor-parallel-size"],
+        {},
+    ),
+    (
+        "vllm-h200-modelopt-fp4-unquantized.log",
+        "bad-flag",
+        "parse-args",
+        "Value error, Cannot find the config file for modelopt_fp4",
+        ["--quantization"],
+        {},
+    ),
+    (
+        "vllm-h200-visible-devices-none.log",
+        "unsupported-hardware",
+        "parse-args",
+        "RuntimeError: Failed to infer device type",
+        ["env:CUDA_VISIBLE_DEVICES"],
+        {},
+    ),
+    (
+        "vllm-h200-gpu-memory-utilization-0.999.log",
+        "oom-kv-cache",
+        "kv-alloc",
+        "ValueError: Free memory on device cuda:0 (139.29/139.8 GiB) on startup is less than desired GPU memory",
+        ["--gpu-memory-utilization"],
+        {},
+    ),
+    (
+        "vllm-h200-kv-cache-too-small-max-model-len.log",
+        "oom-kv-cache",
+        "kv-alloc",
+        "ValueError: To serve at least one request with the models's max seq len (131072)",
+        ["--max-model-len", "--gpu-memory-utilization"],
+        {},
+    ),
+    (
+        "sglang-h200-tokenizers-version.log",
+        "missing-dependency",
+        "parse-args",
+        "ImportError: tokenizers>=0.22.0,<=0.23.0 is required for a normal functioning of this module, but found "
+        "tokenizers==0.23.2.",
+        [],
+        {},
+    ),
+    (
+        "sglang-h200-transformers-qwen3-asr.log",
+        "missing-dependency",
+        "parse-args",
+        "ValueError: 'qwen3_asr' is already used by a Transformers config",
+        [],
+        {},
+    ),
+    (
+        "sglang-h200-graph-capture-oom-default-mem.log",
+        "oom-graph-capture",
+        "graph-capture",
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 5.89 GiB",
+        ["--mem-fraction-static", "--cuda-graph-max-bs-decode"],
+        {},
+    ),
+    (
+        "sglang-h200-prefill-graph-illegal-memory-access.log",
+        "device-assert",
+        "graph-capture",
+        "CUDA error: an illegal memory access was encountered",
+        [],
+        {},
+    ),
+    (
+        "sglang-h200-base-gpu-id-3.log",
+        "unsupported-hardware",
+        "distributed-init",
+        "torch.AcceleratorError: CUDA error: invalid device ordinal",
+        ["--base-gpu-id"],
+        {},
+    ),
+    (
+        "sglang-h200-mem-fraction-too-small.log",
+        "oom-kv-cache",
+        "kv-alloc",
+        "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static",
+        ["--mem-fraction-static"],
+        {},
+    ),
+    (
+        "transformers-h200-device-cuda-3.log",
+        "unsupported-hardware",
+        "load-weights",
+        "torch.AcceleratorError: CUDA error: invalid device ordinal",
+        ["--device"],
+        {},
+    ),
 ]
 WORKING = {
     "transformers-works.log"

@@ -34,6 +34,9 @@ from bringup.probes import ProbeConfig
 from bringup.reference import precision_of
 
 
+_HELP_TEXT = re.compile(r"\[--[\w-]+|^\s*usage: |^\s+--[\w-]+[ =,]")
+
+
 class PhaseMarker(BaseModel):
     """A progress line of the engine and the phase it starts. ``pattern`` is a regex; ``all`` is a
     pattern of meaning: every regex in it found in the line, in any order and any case ("capture"
@@ -336,6 +339,8 @@ class Engine:
 
     # -- reading the log -------------------------------------------------------------------
     def phase_of(self, line: str) -> str | None:
+        if _HELP_TEXT.search(line):
+            return None  # an argparse usage or help line names flags, not progress ("[--cudagraph-capture-sizes ...]")
         for m in self.info.phases:
             if m.matches(line):
                 return m.phase
