@@ -37,7 +37,9 @@ def _adapter(engine: str) -> Engine | None:
         return None
 
 
-def explain_lines(lines: list[str], engine: str | None = None, signatures: tuple[Signature, ...] | None = None) -> Outcome:
+def explain_lines(
+    lines: list[str], engine: str | None = None, signatures: tuple[Signature, ...] | None = None
+) -> Outcome:
     """What a trial would say about this log. ``signatures``: the signatures to match (None: the
     shipped ones; an empty tuple measures the generic rules alone, benchmarks/classify_logs.py)."""
     engine = engine or detect_engine(lines)
@@ -128,7 +130,9 @@ def _crashed(lines: list[str], ready: bool) -> tuple[bool, str]:
     return True, ""
 
 
-def explain_file(path: Path, engine: str | None = None, signatures: tuple[Signature, ...] | None = None) -> Outcome:
+def explain_file(
+    path: Path, engine: str | None = None, signatures: tuple[Signature, ...] | None = None
+) -> Outcome:
     """Streamed with bounded memory, whatever the file's size or content (bringup.logread)."""
     sel = select_lines(Path(path))
     out = explain_lines(sel.lines, engine, signatures)

@@ -34,20 +34,61 @@ _ADVICE = re.compile(
     r"(?i)\b(try|please|use|using|set|change|switch|disable|enable|consider|increas\w*|decreas\w*|reduc\w*|lower"
     r"|rais\w*|pass|add|specify|remove|instead)\b"
 )
-_ADVICE_HEADER = re.compile(r"(?i)^\s*(possible (solutions|suggestions|fixes)|suggestions?|solutions?|to fix\b|workarounds?)")
+_ADVICE_HEADER = re.compile(
+    r"(?i)^\s*(possible (solutions|suggestions|fixes)|suggestions?|solutions?|to fix\b|workarounds?)"
+)
 _ITEM = re.compile(r"^\s*(\d+[.)]|[-*•])\s+")
 # Not a remedy for the failure: CUDA's and the engines' advice for debugging, where to report.
-_NOT_REMEDY = re.compile(r"(?i)(debug|TORCH_USE_CUDA_DSA|asynchronously reported|open an issue|pip install|ulimit)")
+_NOT_REMEDY = re.compile(
+    r"(?i)(debug|TORCH_USE_CUDA_DSA|asynchronously reported|open an issue|pip install|ulimit)"
+)
 _PYDANTIC_TAIL = re.compile(r"\s*\[type=[^\]]*\]?.*$")  # pydantic's dump of the input after its message
 _FRAME_LINE = re.compile(r'^\s+File "[^"]+", line \d+')
-_FLAG = re.compile(r"(?<![\w-])(--[a-z0-9][a-z0-9-]*[a-z0-9])(?:=([^\s'\"`,;)]+)|[ \t]+(['\"]?)([^\s'\"`,;()]+)\3)?")
+_FLAG = re.compile(
+    r"(?<![\w-])(--[a-z0-9][a-z0-9-]*[a-z0-9])(?:=([^\s'\"`,;)]+)|[ \t]+(['\"]?)([^\s'\"`,;()]+)\3)?"
+)
 _BACKTICKED = re.compile(r"`([A-Za-z_][\w.-]*)(?:=([^`\s]+))?`")
 _ENV_SET = re.compile(r"(?<![\w-])([A-Z][A-Z0-9]*_[A-Z0-9_]+)=([^\s'\"`,;)]+)")
 _EXAMPLE = re.compile(r"\(e\.g\.,? ([^\s,)]+)")
 _STOP = {
-    "to", "or", "and", "if", "for", "when", "with", "the", "a", "an", "instead", "flag", "option", "argument",
-    "in", "on", "by", "of", "is", "as", "appropriately", "not", "value", "values", "e.g.", "eg", "which", "that",
-    "this", "it", "at", "be", "may", "can", "will", "(not", "from", "so",
+    "to",
+    "or",
+    "and",
+    "if",
+    "for",
+    "when",
+    "with",
+    "the",
+    "a",
+    "an",
+    "instead",
+    "flag",
+    "option",
+    "argument",
+    "in",
+    "on",
+    "by",
+    "of",
+    "is",
+    "as",
+    "appropriately",
+    "not",
+    "value",
+    "values",
+    "e.g.",
+    "eg",
+    "which",
+    "that",
+    "this",
+    "it",
+    "at",
+    "be",
+    "may",
+    "can",
+    "will",
+    "(not",
+    "from",
+    "so",
 }
 
 

@@ -377,7 +377,8 @@ def _rule_fits(rule: RootRule, exc: PyException, facts: dict) -> re.Match[str] |
     checks = (
         not rule.frames or re.search(rule.frames, facts["frames"]),
         rule.phases is None or facts["phase"] in rule.phases,
-        not rule.requires_module or any(mod.named_in(f"{exc.type}: {facts['message']}") for mod in facts["mods"]),
+        not rule.requires_module
+        or any(mod.named_in(f"{exc.type}: {facts['message']}") for mod in facts["mods"]),
         len(facts["flags"]) >= rule.min_flags,
         not rule.at_import or at_import(exc),
     )
@@ -394,7 +395,9 @@ def _first_rule(exc: PyException, facts: dict) -> tuple[RootRule | None, dict[st
     return None, {}
 
 
-def _notes(chosen: RootRule | None, groups: dict, asked: dict, mods: list[ModuleEntry], exc, engine) -> list[str]:
+def _notes(
+    chosen: RootRule | None, groups: dict, asked: dict, mods: list[ModuleEntry], exc, engine
+) -> list[str]:
     notes: list[str] = []
     if chosen is not None and chosen.note:
         try:

@@ -318,7 +318,9 @@ def _classify(
         rule = rm.rule
         # A rule's own phase where the log's markers reached no further (a memory reservation is
         # KV allocation even when the log last said "distributed init"); a later marker stands.
-        rule_phase = rule.phase if rule.phase and phase_index(phase_reached) <= phase_index(rule.phase) else None
+        rule_phase = (
+            rule.phase if rule.phase and phase_index(phase_reached) <= phase_index(rule.phase) else None
+        )
         return Classification(
             failure_class=rule.failure_class,
             phase=_phase(served, phase_reached, rm.phase, rule_phase),

@@ -54,9 +54,15 @@ def test_backticked_names_become_flags_of_that_dest_when_the_help_has_them():
         "ValueError: To serve at least one request ... Try increasing `gpu_memory_utilization` or decreasing "
         "`max_model_len` when initializing the engine."
     )
-    assert pairs([line], "vllm") == [("--gpu-memory-utilization", None, "raise"), ("--max-model-len", None, "lower")]
+    assert pairs([line], "vllm") == [
+        ("--gpu-memory-utilization", None, "raise"),
+        ("--max-model-len", None, "lower"),
+    ]
     # no help known for the engine: the name is kept as the engine wrote it
-    assert pairs([line], None) == [("gpu_memory_utilization", None, "raise"), ("max_model_len", None, "lower")]
+    assert pairs([line], None) == [
+        ("gpu_memory_utilization", None, "raise"),
+        ("max_model_len", None, "lower"),
+    ]
     # a backticked word that is no option of the engine is no remedy
     assert pairs(["Please use `torch.float16` instead."], "vllm") == []
 

@@ -891,14 +891,26 @@ def test_a_tag_only_prefix_continues_the_message_beneath_a_validation_header():
     [
         ("torch.AcceleratorError: CUDA error: invalid device ordinal", "unsupported-hardware"),
         ("RuntimeError: No CUDA GPUs are available", "unsupported-hardware"),
-        ("ValueError: World size (4) is larger than the number of available GPUs (2) in this node.", "unsupported-hardware"),
-        ("ValueError: tensor parallel size 8 is greater than the number of available devices (1)", "unsupported-hardware"),
+        (
+            "ValueError: World size (4) is larger than the number of available GPUs (2) in this node.",
+            "unsupported-hardware",
+        ),
+        (
+            "ValueError: tensor parallel size 8 is greater than the number of available devices (1)",
+            "unsupported-hardware",
+        ),
         ("FileNotFoundError: [Errno 2] No such file or directory: '/tmp/chat.jinja'", "bad-flag"),
         ("ValueError: Cannot find the config file for awq", "bad-flag"),
         ("ModuleNotFoundError: No module named 'xformers'", "missing-dependency"),
-        ("ImportError: numpy>=2.0 is required for a normal functioning of this module, but found numpy==1.26.4.", "missing-dependency"),
+        (
+            "ImportError: numpy>=2.0 is required for a normal functioning of this module, but found numpy==1.26.4.",
+            "missing-dependency",
+        ),
         ("RuntimeError: CUDA error: an illegal memory access was encountered", "device-assert"),
-        ("ValueError: Free memory on device cuda:0 (1.2/80 GiB) on startup is less than desired GPU memory utilization (0.9, 72 GiB).", "oom-kv-cache"),
+        (
+            "ValueError: Free memory on device cuda:0 (1.2/80 GiB) on startup is less than desired GPU memory utilization (0.9, 72 GiB).",
+            "oom-kv-cache",
+        ),
         ("ValueError: Unknown sampler: 'fast'. Must be one of 'greedy', 'random'", "bad-flag"),
     ],
 )
@@ -915,10 +927,24 @@ def test_a_validation_error_while_parsing_is_a_refused_value_in_parse_args():
         '  File "/x/vllm/config/scheduler.py", line 201, in __post_init__',
         "    raise ValueError(",
     )
-    c = classify(tb(*frames, exc="ValueError: chunk budget is below the batch size"), "vllm", "parse-args", signatures=())
-    assert (c.failure_class, c.phase, c.signature_id) == ("bad-flag", "parse-args", "rootcause-config-validation")
+    c = classify(
+        tb(*frames, exc="ValueError: chunk budget is below the batch size"),
+        "vllm",
+        "parse-args",
+        signatures=(),
+    )
+    assert (c.failure_class, c.phase, c.signature_id) == (
+        "bad-flag",
+        "parse-args",
+        "rootcause-config-validation",
+    )
     # the same exception type outside argument parsing is not a configuration check
-    c = classify(tb(*FRAME, exc="ValueError: chunk budget is below the batch size"), "vllm", "load-weights", signatures=())
+    c = classify(
+        tb(*FRAME, exc="ValueError: chunk budget is below the batch size"),
+        "vllm",
+        "load-weights",
+        signatures=(),
+    )
     assert c.failure_class == "unknown"
 
 
@@ -934,7 +960,9 @@ def _import_chain(*inner: str) -> list[str]:
 
 
 def test_anything_raised_while_importing_is_a_dependency_problem():
-    frames = _import_chain('  File "/x/transformers/models/auto/configuration_auto.py", line 1222, in register', "    raise X")
+    frames = _import_chain(
+        '  File "/x/transformers/models/auto/configuration_auto.py", line 1222, in register', "    raise X"
+    )
     c = classify(tb(*frames, exc="KeyError: 'foo'"), "sglang", "parse-args", signatures=())
     assert (c.failure_class, c.signature_id) == ("missing-dependency", "rootcause-import-time")
     # an import inside running code (SGLang 0.5.23 resolving its arguments) is not "at import"
@@ -943,7 +971,10 @@ def test_anything_raised_while_importing_is_a_dependency_problem():
         "    run()",
         *_import_chain('  File "/x/sglang/srt/x.py", line 1, in f', "    raise X")[1:],
     ]
-    assert classify(tb(*running, exc="KeyError: 'foo'"), "sglang", "parse-args", signatures=()).failure_class != "missing-dependency"
+    assert (
+        classify(tb(*running, exc="KeyError: 'foo'"), "sglang", "parse-args", signatures=()).failure_class
+        != "missing-dependency"
+    )
 
 
 def test_cuda_debugging_advice_implicates_no_variable():
@@ -968,23 +999,83 @@ def test_a_value_the_launch_set_names_its_flag():
 @pytest.mark.parametrize(
     "engine, line, phase",
     [
-        ("sglang", "[2026-12-01 15:31:13 TP0] Capture target prefill CUDA graph begin. backend=breakable, num_tokens=[4]", "graph-capture"),
-        ("sglang", "[2026-12-01 15:31:13 TP0] Capture draft extend CUDA graph begin. backend=full", "graph-capture"),
-        ("sglang", "[2026-12-01 15:31:13 TP0] Capture cuda graph begin. This can take up to several minutes.", "graph-capture"),
-        ("sglang", "[2026-12-01 15:31:14 TP0] Capture target decode CUDA graph end. elapsed=2.58 s", "graph-capture"),
+        (
+            "sglang",
+            "[2026-12-01 15:31:13 TP0] Capture target prefill CUDA graph begin. backend=breakable, num_tokens=[4]",
+            "graph-capture",
+        ),
+        (
+            "sglang",
+            "[2026-12-01 15:31:13 TP0] Capture draft extend CUDA graph begin. backend=full",
+            "graph-capture",
+        ),
+        (
+            "sglang",
+            "[2026-12-01 15:31:13 TP0] Capture cuda graph begin. This can take up to several minutes.",
+            "graph-capture",
+        ),
+        (
+            "sglang",
+            "[2026-12-01 15:31:14 TP0] Capture target decode CUDA graph end. elapsed=2.58 s",
+            "graph-capture",
+        ),
         ("sglang", "Capturing batches (bs=1 avail_mem=72.47 GB): 100%|██████████| 2/2", "graph-capture"),
-        ("sglang", "[2026-12-01 15:31:12 TP0] KV Cache is allocated. dtype: torch.bfloat16, #tokens: 4194304", "kv-alloc"),
-        ("sglang", "[2026-12-01 15:31:19 TP0] max_total_num_tokens=4194304, chunked_prefill_size=8192", "warmup"),
-        ("vllm", "(EngineCore_DP0 pid=1) INFO 12-01 [gpu_model_runner.py:1] Capturing CUDA graphs (mixed prefill-decode, PIECEWISE): 100%", "graph-capture"),
-        ("vllm", "(EngineCore_DP0 pid=1) INFO 12-01 [x.py:1] cudagraph capture for batch sizes [1, 2, 4]", "graph-capture"),
-        ("vllm", "(EngineCore_DP0 pid=1) INFO 12-01 [gpu_model_runner.py:1] Graph capturing finished in 1 secs, took 0.30 GiB", "warmup"),
-        ("vllm", "(EngineCore_DP0 pid=1) INFO 12-01 [backends.py:164] Compiling a graph for dynamic shape takes 14.12 s", "kv-alloc"),
-        ("vllm", "(EngineCore_DP0 pid=1) INFO 12-01 [monitor.py:34] torch.compile takes 22.74 s in total", "kv-alloc"),
-        ("vllm", "(EngineCore_DP0 pid=1) INFO 12-01 [autotuner.py:1] flashinfer.jit: [Autotuner]: Autotuning process starts ...", "kernel-warmup"),
-        ("vllm", "(EngineCore_DP0 pid=1) Loading safetensors checkpoint shards: 100% Completed | 4/4 [00:06<00:00]", "load-weights"),
-        ("vllm", "(EngineCore_DP0 pid=1) INFO 12-01 [gpu_worker.py:1] Memory profiling takes 3.10 seconds", "kv-alloc"),
+        (
+            "sglang",
+            "[2026-12-01 15:31:12 TP0] KV Cache is allocated. dtype: torch.bfloat16, #tokens: 4194304",
+            "kv-alloc",
+        ),
+        (
+            "sglang",
+            "[2026-12-01 15:31:19 TP0] max_total_num_tokens=4194304, chunked_prefill_size=8192",
+            "warmup",
+        ),
+        (
+            "vllm",
+            "(EngineCore_DP0 pid=1) INFO 12-01 [gpu_model_runner.py:1] Capturing CUDA graphs (mixed prefill-decode, PIECEWISE): 100%",
+            "graph-capture",
+        ),
+        (
+            "vllm",
+            "(EngineCore_DP0 pid=1) INFO 12-01 [x.py:1] cudagraph capture for batch sizes [1, 2, 4]",
+            "graph-capture",
+        ),
+        (
+            "vllm",
+            "(EngineCore_DP0 pid=1) INFO 12-01 [gpu_model_runner.py:1] Graph capturing finished in 1 secs, took 0.30 GiB",
+            "warmup",
+        ),
+        (
+            "vllm",
+            "(EngineCore_DP0 pid=1) INFO 12-01 [backends.py:164] Compiling a graph for dynamic shape takes 14.12 s",
+            "kv-alloc",
+        ),
+        (
+            "vllm",
+            "(EngineCore_DP0 pid=1) INFO 12-01 [monitor.py:34] torch.compile takes 22.74 s in total",
+            "kv-alloc",
+        ),
+        (
+            "vllm",
+            "(EngineCore_DP0 pid=1) INFO 12-01 [autotuner.py:1] flashinfer.jit: [Autotuner]: Autotuning process starts ...",
+            "kernel-warmup",
+        ),
+        (
+            "vllm",
+            "(EngineCore_DP0 pid=1) Loading safetensors checkpoint shards: 100% Completed | 4/4 [00:06<00:00]",
+            "load-weights",
+        ),
+        (
+            "vllm",
+            "(EngineCore_DP0 pid=1) INFO 12-01 [gpu_worker.py:1] Memory profiling takes 3.10 seconds",
+            "kv-alloc",
+        ),
         # the engine's dump of its arguments and its argparse usage name words of progress, and are none
-        ("vllm", "(APIServer pid=1) INFO 12-01 [utils.py:233] non-default args: {'model': 'x', 'load_format': 'dummy'}", None),
+        (
+            "vllm",
+            "(APIServer pid=1) INFO 12-01 [utils.py:233] non-default args: {'model': 'x', 'load_format': 'dummy'}",
+            None,
+        ),
         ("vllm", "                     [--cudagraph-capture-sizes CUDAGRAPH_CAPTURE_SIZES]", None),
     ],
 )

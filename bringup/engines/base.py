@@ -33,7 +33,6 @@ from bringup.knowledge_files import DATA, KnowledgeFileError, load_yaml, phase_i
 from bringup.probes import ProbeConfig
 from bringup.reference import precision_of
 
-
 _HELP_TEXT = re.compile(r"\[--[\w-]+|^\s*usage: |^\s+--[\w-]+[ =,]")
 
 
