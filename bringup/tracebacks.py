@@ -364,7 +364,26 @@ def pick_root(chains: list[Chain]) -> PyException | None:
     if not first_by_tag:
         return None
     first = min(first_by_tag.values(), key=lambda c: c.start)
-    return first.root
+    return _with_frames(first.root, chains)
+
+
+def _with_frames(root: PyException | None, chains: list[Chain]) -> PyException | None:
+    """A logger's copy of an exception (SGLang logs "AcceleratorError: CUDA error: ..." and its
+    remedy, then raises it with its traceback): the raised one, whose frames say where it struck."""
+    if root is None or root.frames:
+        return root
+    for c in chains:
+        e = c.root
+        if (
+            e is not None
+            and e is not root
+            and e.frames
+            and e.line.index > root.line.index
+            and e.short_type == root.short_type
+            and e.message == root.message
+        ):
+            return e
+    return root
 
 
 def frame_text(exc: PyException) -> str:

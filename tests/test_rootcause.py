@@ -1083,3 +1083,11 @@ def test_phase_markers_follow_the_meaning_of_progress_lines(engine, line, phase)
     from bringup.engines.base import get_engine
 
     assert get_engine(engine).phase_of(line) == phase
+
+
+def test_a_logged_copy_of_an_exception_gives_way_to_the_raised_one_with_frames():
+    """SGLang logs "AcceleratorError: CUDA error: ..." with its remedy, then raises it: the raised
+    one's frames say where it struck."""
+    out = explain_file(LOGS / "sglang-h200-prefill-graph-illegal-memory-access.log")
+    assert out.evidence[0].startswith("torch.AcceleratorError: CUDA error: an illegal memory access")
+    assert (out.root_exception or "").endswith("in synchronize (/tmp/site/torch/cuda/__init__.py:1083)")
