@@ -901,6 +901,7 @@ def test_a_tag_only_prefix_continues_the_message_beneath_a_validation_header():
         ),
         ("FileNotFoundError: [Errno 2] No such file or directory: '/tmp/chat.jinja'", "bad-flag"),
         ("ValueError: Cannot find the config file for awq", "bad-flag"),
+        ("OSError: /models/x does not appear to have a file named config.json.", "model-load"),
         ("ModuleNotFoundError: No module named 'xformers'", "missing-dependency"),
         (
             "ImportError: numpy>=2.0 is required for a normal functioning of this module, but found numpy==1.26.4.",
