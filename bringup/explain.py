@@ -9,7 +9,7 @@ from bringup.engines.base import Engine, engine_info, engine_names, get_engine, 
 from bringup.knowledge_files import KnowledgeFileError
 from bringup.logread import select_lines
 from bringup.outcome import Outcome, OverrideRecord
-from bringup.signatures import Matcher, classify
+from bringup.signatures import Matcher, Signature, classify
 
 _HTTP_500 = re.compile(r'"(POST|GET) \S+ HTTP/[\d.]+" 5\d\d')
 _REQUEST = re.compile(r'"POST /v1/(chat/)?completions HTTP/[\d.]+" (\d{3})')
@@ -37,14 +37,18 @@ def _adapter(engine: str) -> Engine | None:
         return None
 
 
-def explain_lines(lines: list[str], engine: str | None = None) -> Outcome:
+def explain_lines(
+    lines: list[str], engine: str | None = None, signatures: tuple[Signature, ...] | None = None
+) -> Outcome:
+    """What a trial would say about this log. ``signatures``: the signatures to match (None: the
+    shipped ones; an empty tuple measures the generic rules alone, benchmarks/classify_logs.py)."""
     engine = engine or detect_engine(lines)
     eng = _adapter(engine)
     lines = eng.before_teardown(lines) if eng else lines
     phase = "spawn"
     ready = False
     served_ok = 0
-    matcher = Matcher(engine)
+    matcher = Matcher(engine, signatures)
     for ln in lines:
         phase = later_phase(phase, eng.phase_of(ln) if eng else None)
         if _READY.search(ln) or (eng is not None and eng.is_ready_line(ln)):
@@ -64,7 +68,7 @@ def explain_lines(lines: list[str], engine: str | None = None) -> Outcome:
         phase = later_phase(phase, "decode" if served_ok > 1 else "first-request")
     if phase == "spawn" and lines:
         phase = "parse-args"
-    cls = classify(lines, engine, phase)
+    cls = classify(lines, engine, phase, signatures)
     eff = eng.effective(lines, {}, None) if eng else None
     # vLLM's "non-default args" is what was requested: compare it with what the engine then used.
     requested: dict = {}
@@ -97,6 +101,7 @@ def explain_lines(lines: list[str], engine: str | None = None) -> Outcome:
         signature=cls.signature_id,
         implicated_levels=cls.implicated_levels if failed else {},
         root_exception=cls.root_exception if failed else None,
+        remedies=cls.remedies if failed else [],
         requested={k: str(v) for k, v in requested.items()},
         effective={
             k: (v if isinstance(v, (str, int, float, bool)) or v is None else str(v))
@@ -125,10 +130,12 @@ def _crashed(lines: list[str], ready: bool) -> tuple[bool, str]:
     return True, ""
 
 
-def explain_file(path: Path, engine: str | None = None) -> Outcome:
+def explain_file(
+    path: Path, engine: str | None = None, signatures: tuple[Signature, ...] | None = None
+) -> Outcome:
     """Streamed with bounded memory, whatever the file's size or content (bringup.logread)."""
     sel = select_lines(Path(path))
-    out = explain_lines(sel.lines, engine)
+    out = explain_lines(sel.lines, engine, signatures)
     out.log_path = str(path)
     out.warnings = [*sel.notes, *out.warnings]
     return out

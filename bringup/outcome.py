@@ -6,6 +6,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_serializer
 
+from bringup.remedies import Remedy
+
 # cancelled: the run stopped the trial before it answered (preempted by a likelier full launch):
 # no verdict on its candidate.
 Status = Literal["works", "fails", "wrong-output", "timeout", "cancelled"]
@@ -56,6 +58,9 @@ class Outcome(BaseModel):
     # flash_attn: {"--attention-backend": ["FLASH_ATTN"]}); empty when it names none.
     implicated_levels: dict[str, list[str]] = Field(default_factory=dict)
     root_exception: str | None = None  # the root exception: "Type: message in function (file:line)"
+    # The engine's own advice beneath the failure, in its order: flag (or env:NAME), the value it names
+    # (None: only a direction or none), action set/raise/lower/remove, the line (bringup/remedies.py).
+    remedies: list[Remedy] = Field(default_factory=list)
     requested: dict[str, Any] = Field(default_factory=dict)
     effective: dict[str, Any] = Field(default_factory=dict)
     overrides: list[OverrideRecord] = Field(default_factory=list)

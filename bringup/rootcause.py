@@ -65,6 +65,8 @@ class RootRule(BaseModel):
     frames: str | None = None  # regex searched in the frames ("path:function" lines)
     phases: list[str] | None = None  # the failure's phase (from frames, else the log) must be one of these
     requires_module: bool = False  # only when the exception names a package of the module map
+    at_import: bool = False  # only when the process failed while importing its modules (at_import())
+    phase: str | None = None  # the phase when neither the frames nor the log's markers tell
     min_flags: int = 0  # only when the message names at least this many of the engine's flags
     engines: list[str] | None = None
     priority: int = 50
@@ -87,6 +89,13 @@ class RootRule(BaseModel):
         for p in v or []:
             if p not in phases():
                 raise ValueError(f"unknown phase {p!r}")
+        return v
+
+    @field_validator("phase")
+    @classmethod
+    def _known_phase(cls, v: str | None) -> str | None:
+        if v is not None and v not in phases():
+            raise ValueError(f"unknown phase {v!r}")
         return v
 
 
@@ -191,6 +200,112 @@ def envs_named(message: str) -> list[str]:
     return out
 
 
+# Lines of an exception's message that name no factor of the failure: CUDA's advice for debugging
+# ("For debugging consider passing CUDA_LAUNCH_BLOCKING=1", "Compile with `TORCH_USE_CUDA_DSA`"),
+# pydantic's link; and pydantic's dump of the input ("[type=value_error, input_value=...]").
+_BOILERPLATE = re.compile(
+    r"(?i)(debug|asynchronously reported|TORCH_USE_CUDA_DSA|Search for .cudaError|For further information visit)"
+)
+_PYDANTIC_TAIL = re.compile(r"\s*\[type=[^\]]*\]?.*$")
+
+
+def naming_text(exc: PyException) -> str:
+    """The message as evidence of which factors failed: without debugging boilerplate and dumps."""
+    lines = [ln for ln in exc.full_message.splitlines() if not _BOILERPLATE.search(ln)]
+    return "\n".join(_PYDANTIC_TAIL.sub("", ln) for ln in lines)
+
+
+_IMPORT_MACHINERY = re.compile(r"^<frozen |importlib|runpy")
+
+
+def at_import(exc: PyException, max_inner: int = 4) -> bool:
+    """The process failed while importing its modules, before it did anything: every frame down to
+    the innermost ``<module>`` one is module-level code or the import machinery, and at most a few
+    calls follow it (transformers' version check, a registry that refuses a name). An engine that
+    fails so is refusing the installed packages, not the launch's settings."""
+    last = max((i for i, f in enumerate(exc.frames) if f.func == "<module>"), default=-1)
+    if last < 0 or len(exc.frames) - 1 - last > max_inner:
+        return False
+    return all(f.func == "<module>" or _IMPORT_MACHINERY.search(f.file) for f in exc.frames[:last])
+
+
+def flags_by_words(message: str, engine: str | None) -> list[str]:
+    """Flags whose name the message spells in words: "Tensor parallel size (8)", "desired GPU memory
+    utilization" (a name of two words or more, any case, spaces or underscores between them)."""
+    out: list[str] = []
+    for flag in sorted(known_flags(engine)):
+        words = flag[2:].split("-")
+        if len(words) < 2:
+            continue
+        if re.search(r"(?<![\w-])" + r"[ _-]".join(map(re.escape, words)) + r"(?![\w-])", message, re.I):
+            out.append(flag)
+    return out
+
+
+_NO_VALUE = {"true", "false", "none", "auto", "null", "default"}
+_NOT_FACTORS = {"model", "model_tag", "model_path", "served_model_name", "host", "port", "tokenizer_path"}
+
+
+def launch_settings(log_lines: list[str], engine: str | None) -> dict[str, str]:
+    """--flag -> value this launch set, from the engine's dump of its arguments (vLLM's "non-default
+    args", SGLang's server_args, which lists every argument: there only values that differ from the
+    help's default count). Empty when the log has no dump."""
+    from bringup.effective import parse_non_default_args, parse_server_args
+
+    defaults = _defaults(engine)
+    for ln in log_lines:
+        if (args := parse_non_default_args(ln)) is not None:
+            return {"--" + k.replace("_", "-"): str(v) for k, v in args.items() if k not in _NOT_FACTORS}
+        if (args := parse_server_args(ln)) is not None:
+            return _set_in_dump(args, defaults)
+    return {}
+
+
+# A value that reads as an argument left alone, where the help prints no default (SGLang's help
+# prints none): a dump of every argument names these for every launch.
+_DEFAULT_LOOKING = {"none", "false", "0", "1", "", "auto", "[]", "{}"}
+
+
+def _set_in_dump(args: dict, defaults: dict[str, str]) -> dict[str, str]:
+    out = {}
+    for k, v in args.items():
+        flag = "--" + k.replace("_", "-")
+        if k in _NOT_FACTORS:
+            continue
+        known = defaults.get(flag)
+        if str(v) == known or (known is None and str(v).strip("'\"").lower() in _DEFAULT_LOOKING):
+            continue
+        out[flag] = str(v)
+    return out
+
+
+@lru_cache(maxsize=8)
+def _defaults(engine: str | None) -> dict[str, str]:
+    from bringup.helptext import DATA_HELP, parse_help
+
+    out: dict[str, str] = {}
+    if engine:
+        for p in sorted(DATA_HELP.glob(f"{engine}-*.txt")):
+            for o in parse_help(p.read_text()).options:
+                if o.default is not None:
+                    out[o.name] = str(o.default).strip("'\"")
+    return out
+
+
+def flags_by_value(message: str, settings: dict[str, str]) -> list[str]:
+    """Flags whose value this launch set is named in the message ("Cannot find the config file for
+    modelopt_fp4" names --quantization modelopt_fp4). Only values that are words (numbers and
+    yes/no would match anything)."""
+    out: list[str] = []
+    for flag, value in settings.items():
+        v = value.strip("'\"")
+        if len(v) < 3 or v.lower() in _NO_VALUE or not re.search(r"[A-Za-z]", v):
+            continue
+        if re.search(r"(?<![\w./-])" + re.escape(v) + r"(?![\w-])", message):
+            out.append(flag)
+    return out
+
+
 def modules_of(exc: PyException) -> list[ModuleEntry]:
     """Packages the exception names (import errors, NameError, message) or was raised inside."""
     text = f"{exc.type}: {exc.full_message}"
@@ -250,39 +365,83 @@ def requested_levels(levels: dict[str, list[str]], log_lines: list[str]) -> dict
     return out
 
 
+def _rule_fits(rule: RootRule, exc: PyException, facts: dict) -> re.Match[str] | bool:
+    """The rule's message match (True when it has no message pattern), or False when it does not fit."""
+    if rule.engines is not None and facts["engine"] is not None and facts["engine"] not in rule.engines:
+        return False
+    if rule.types and not re.fullmatch(rule.types, exc.short_type):
+        return False
+    m = re.search(rule.message, facts["message"]) if rule.message else None
+    if rule.message and m is None:
+        return False
+    checks = (
+        not rule.frames or re.search(rule.frames, facts["frames"]),
+        rule.phases is None or facts["phase"] in rule.phases,
+        not rule.requires_module
+        or any(mod.named_in(f"{exc.type}: {facts['message']}") for mod in facts["mods"]),
+        len(facts["flags"]) >= rule.min_flags,
+        not rule.at_import or at_import(exc),
+    )
+    if not all(checks):
+        return False
+    return m if m is not None else True
+
+
+def _first_rule(exc: PyException, facts: dict) -> tuple[RootRule | None, dict[str, str | None]]:
+    for rule in knowledge().rules:
+        fit = _rule_fits(rule, exc, facts)
+        if fit is not False:
+            return rule, (fit.groupdict() if isinstance(fit, re.Match) else {})
+    return None, {}
+
+
+def _notes(
+    chosen: RootRule | None, groups: dict, asked: dict, mods: list[ModuleEntry], exc, engine
+) -> list[str]:
+    notes: list[str] = []
+    if chosen is not None and chosen.note:
+        try:
+            notes.append(chosen.note.format(**{k: v for k, v in groups.items() if v is not None}))
+        except (KeyError, IndexError, ValueError):
+            pass
+    if asked:
+        notes.append("this launch asked for: " + "; ".join(f"{f} {', '.join(v)}" for f, v in asked.items()))
+    text = f"{exc.type}: {exc.full_message}"
+    for mod in mods:
+        lv = module_levels([mod], engine)
+        if not lv:
+            continue
+        chosen_by = "; ".join(f"{f} {', '.join(v)}" if v else f for f, v in lv.items())
+        how = "named in the error" if mod.named_in(text) else "raised inside it"
+        notes.append(f"{mod.id} ({how}) is used by: {chosen_by}")
+    return notes
+
+
 def match_rules(
     exc: PyException, engine: str | None, phase_reached: str | None, log_lines: list[str] | None = None
 ) -> RuleMatch:
     """The first rule that fits the exception, with the factors it implicates."""
     engine = engine or engine_from_frames(exc)
-    message = exc.full_message
+    log_lines = log_lines or []
     fphase = frames_phase(exc)
-    phase = fphase or phase_reached
-    frames = frame_text(exc)
-    flags = flags_named(message, engine)
+    naming = naming_text(exc)
+    settings = launch_settings(log_lines, engine)
+    flags = [*flags_named(naming, engine)]
+    for f in [*flags_by_words(naming, engine), *flags_by_value(naming, settings)]:
+        if f not in flags:
+            flags.append(f)
     mods = modules_of(exc)
-    chosen: RootRule | None = None
-    groups: dict[str, str | None] = {}
-    for rule in knowledge().rules:
-        if rule.engines is not None and engine is not None and engine not in rule.engines:
-            continue
-        if rule.types and not re.fullmatch(rule.types, exc.short_type):
-            continue
-        m = re.search(rule.message, message) if rule.message else None
-        if rule.message and m is None:
-            continue
-        if rule.frames and not re.search(rule.frames, frames):
-            continue
-        if rule.phases is not None and phase not in rule.phases:
-            continue
-        if rule.requires_module and not any(mod.named_in(f"{exc.type}: {message}") for mod in mods):
-            continue
-        if len(flags) < rule.min_flags:
-            continue
-        chosen, groups = rule, (m.groupdict() if m else {})
-        break
+    facts = {
+        "engine": engine,
+        "message": exc.full_message,
+        "frames": frame_text(exc),
+        "phase": fphase or phase_reached,
+        "flags": flags,
+        "mods": mods,
+    }
+    chosen, groups = _first_rule(exc, facts)
     levels = module_levels(mods, engine)
-    asked = requested_levels(levels, log_lines or [])
+    asked = requested_levels(levels, log_lines)
     if asked:
         # The launch's own levels first; the other factors that could load it stay as weaker suspects.
         levels = {**asked, **{f: v for f, v in levels.items() if f not in asked}}
@@ -292,25 +451,12 @@ def match_rules(
         f for f in (chosen.implicates if chosen else []) if not known or not f.startswith("--") or f in known
     ]
     implicates: list[str] = []
-    for name in [*flags, *levels, *generic, *envs_named(message)]:
+    for name in [*flags, *levels, *generic, *envs_named(naming)]:
         if name not in implicates:
             implicates.append(name)
-    notes: list[str] = []
-    if chosen is not None and chosen.note:
-        try:
-            notes.append(chosen.note.format(**{k: v for k, v in groups.items() if v is not None}))
-        except (KeyError, IndexError, ValueError):
-            pass
-    if asked:
-        notes.append("this launch asked for: " + "; ".join(f"{f} {', '.join(v)}" for f, v in asked.items()))
-    text = f"{exc.type}: {message}"
-    for mod in mods:
-        lv = module_levels([mod], engine)
-        if not lv:
-            continue
-        chosen_by = "; ".join(f"{f} {', '.join(v)}" if v else f for f, v in lv.items())
-        how = "named in the error" if mod.named_in(text) else "raised inside it"
-        notes.append(f"{mod.id} ({how}) is used by: {chosen_by}")
+    # What this launch set comes first among the suspects: it is what the launch changed.
+    implicates.sort(key=lambda f: f not in settings)
+    notes = _notes(chosen, groups, asked, mods, exc, engine)
     return RuleMatch(chosen, exc, fphase, implicates, {f: v for f, v in levels.items() if v}, notes)
 
 

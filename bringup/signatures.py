@@ -24,7 +24,8 @@ from bringup.knowledge_files import (
     phases,
     validated_entries,
 )
-from bringup.tracebacks import strip_prefix
+from bringup.remedies import Remedy, find_remedies
+from bringup.tracebacks import LogAnalysis, strip_prefix
 
 if TYPE_CHECKING:
     from bringup.rootcause import RootRule
@@ -165,6 +166,9 @@ class Classification:
     # failures raised inside a kernel library); empty when the failure names none.
     implicated_levels: dict[str, list[str]] = field(default_factory=dict)
     root_exception: str | None = None  # "Type: message in function (file:line)" of the root exception
+    # The engine's own advice beneath the failure: (flag, value) pairs in the order it printed them
+    # (bringup/remedies.py); the search tries them first.
+    remedies: list[Remedy] = field(default_factory=list)
 
 
 class Matcher:
@@ -214,12 +218,39 @@ def _phase(
     return frames_phase or known or phase_reached
 
 
+def failure_start(analysis: LogAnalysis) -> int:
+    """The first line of the failure: its first exception (with or without a traceback) or its
+    first ERROR record; 0 when the log shows neither. The engine's advice before it (deprecation
+    notes, tuning tips) is not a remedy for this failure."""
+    starts = [e.line.index for e in analysis.exceptions if e.is_root_candidate or e.is_wrapper]
+    starts += [min(e.span) for e in analysis.exceptions if e.is_root_candidate]
+    starts += [ln.index for ln in analysis.lines if ln.level in ("ERROR", "CRITICAL")]
+    return min(starts, default=0)
+
+
 def classify(
     lines: list[str],
     engine: str | None,
     phase_reached: str | None,
     signatures: tuple[Signature, ...] | list[Signature] | None = None,
     max_evidence: int = 6,
+) -> Classification:
+    """Find the root cause of a failed launch in its log, and the remedies the engine printed."""
+    from bringup.tracebacks import parse_log
+
+    analysis = parse_log(lines)
+    cls = _classify(lines, engine, phase_reached, signatures, max_evidence, analysis)
+    cls.remedies = find_remedies(lines[failure_start(analysis) :], engine)
+    return cls
+
+
+def _classify(
+    lines: list[str],
+    engine: str | None,
+    phase_reached: str | None,
+    signatures: tuple[Signature, ...] | list[Signature] | None,
+    max_evidence: int,
+    analysis: LogAnalysis,
 ) -> Classification:
     """Find the root cause of a failed launch in its log.
 
@@ -232,10 +263,8 @@ def classify(
     root exception. With no exception in the log, the best signature hit decides, as before.
     """
     from bringup.rootcause import describe, match_rules
-    from bringup.tracebacks import parse_log
 
     hits = [h for h in Matcher(engine, signatures).scan(lines) if h.signature.fatal]
-    analysis = parse_log(lines)
     root = analysis.root
     served = phase_index(phase_reached) >= phase_index("ready")
     if root is None:
@@ -287,9 +316,14 @@ def classify(
         add(h.line)
     if rm.rule is not None:
         rule = rm.rule
+        # A rule's own phase where the log's markers reached no further (a memory reservation is
+        # KV allocation even when the log last said "distributed init"); a later marker stands.
+        rule_phase = (
+            rule.phase if rule.phase and phase_index(phase_reached) <= phase_index(rule.phase) else None
+        )
         return Classification(
             failure_class=rule.failure_class,
-            phase=_phase(served, phase_reached, rm.phase, None),
+            phase=_phase(served, phase_reached, rm.phase, rule_phase),
             evidence=evidence[:max_evidence],
             hint=rule.hint,
             implicates=rm.implicates,

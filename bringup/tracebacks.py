@@ -77,9 +77,13 @@ class LogLine:
     raw: str
     text: str
     tag: str | None  # the process ("EngineCore_DP0 pid=45", "TP3"); None: the main process or unknown
-    prefixed: bool  # the line carried a log record's decoration (a new record, not a continuation)
+    prefixed: bool  # the line carried a decoration (a process tag or a log record's prefix)
     where: str | None = None  # the logger's source location ("[core.py:123]"), when it gives one
     level: str | None = None  # the logger's level (ERROR, WARNING, ...), when the prefix gives one
+    # The decoration started a log record (a level, a timestamp, a logger's location), not only a
+    # process tag: vLLM tags every stderr line of a process ("(APIServer pid=1) "), so the lines of
+    # one traceback and of one exception message all carry the tag, and only a record starts anew.
+    record: bool = False
 
 
 @dataclass
@@ -189,11 +193,16 @@ class LogAnalysis:
 
 def strip_prefix(raw: str) -> tuple[str, str | None, bool, str | None]:
     """The line without log decorations, its process tag, whether it had any, the logger location."""
-    text, tag, prefixed, where, _ = _strip(raw)
+    text, tag, prefixed, where, _, _ = _strip(raw)
     return text, tag, prefixed, where
 
 
-def _strip(raw: str) -> tuple[str, str | None, bool, str | None, str | None]:
+# Decorations that name only the process (vLLM's "(Worker pid=1) ", torch's "[rank0]: "): the line
+# may continue the record above it.
+_TAG_ONLY = (_PREFIXES[0], _PREFIXES[3])
+
+
+def _strip(raw: str) -> tuple[str, str | None, bool, str | None, str | None, bool]:
     text = _ANSI.sub("", raw.rstrip("\n"))
     # An ExceptionGroup's sub-tracebacks are drawn inside a box ("  | ", "  +-+---- 1 ----"): the
     # lines inside are a traceback like any other (PEP 654 formatting).
@@ -202,10 +211,12 @@ def _strip(raw: str) -> tuple[str, str | None, bool, str | None, str | None]:
     where: str | None = None
     level: str | None = None
     prefixed = False
+    record = False
     for _ in range(6):
         for rx in _PREFIXES:
             m = rx.match(text)
             if m and m.end() > 0:
+                record = record or rx not in _TAG_ONLY
                 gd = m.groupdict()
                 if gd.get("tag"):
                     tag = gd["tag"].strip() if tag is None else tag
@@ -218,7 +229,7 @@ def _strip(raw: str) -> tuple[str, str | None, bool, str | None, str | None]:
                 break
         else:
             break
-    return text, tag, prefixed, where, level
+    return text, tag, prefixed, where, level, record
 
 
 def decorate(lines: list[str]) -> list[LogLine]:
@@ -226,11 +237,11 @@ def decorate(lines: list[str]) -> list[LogLine]:
     out: list[LogLine] = []
     last_tag: str | None = None
     for i, raw in enumerate(lines):
-        text, tag, prefixed, where, level = _strip(raw)
+        text, tag, prefixed, where, level, record = _strip(raw)
         if tag is None and not prefixed:
             tag = last_tag  # stderr of the process that wrote the record above
         last_tag = tag
-        out.append(LogLine(i, raw, text, tag, prefixed, where, level))
+        out.append(LogLine(i, raw, text, tag, prefixed, where, level, record))
     return out
 
 
@@ -272,7 +283,7 @@ def _parse_stream(stream: list[LogLine], tag: str | None) -> list[Chain]:
         if current is not None:
             # Lines after "Type: message" belong to the message until a new record or traceback.
             same_record = current.line.prefixed and ln.where is not None and ln.where == cont_where
-            starts_record = ln.prefixed and not same_record
+            starts_record = ln.record and not same_record
             if (
                 text.strip()
                 and not starts_record
@@ -353,7 +364,26 @@ def pick_root(chains: list[Chain]) -> PyException | None:
     if not first_by_tag:
         return None
     first = min(first_by_tag.values(), key=lambda c: c.start)
-    return first.root
+    return _with_frames(first.root, chains)
+
+
+def _with_frames(root: PyException | None, chains: list[Chain]) -> PyException | None:
+    """A logger's copy of an exception (SGLang logs "AcceleratorError: CUDA error: ..." and its
+    remedy, then raises it with its traceback): the raised one, whose frames say where it struck."""
+    if root is None or root.frames:
+        return root
+    for c in chains:
+        e = c.root
+        if (
+            e is not None
+            and e is not root
+            and e.frames
+            and e.line.index > root.line.index
+            and e.short_type == root.short_type
+            and e.message == root.message
+        ):
+            return e
+    return root
 
 
 def frame_text(exc: PyException) -> str:

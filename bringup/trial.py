@@ -527,6 +527,7 @@ class Trial:
         out.signature = cls.signature_id
         out.implicated_levels = cls.implicated_levels
         out.root_exception = cls.root_exception
+        out.remedies = cls.remedies
         return self._write(out)
 
 

@@ -671,6 +671,107 @@ CASES = [
         ["--attn-implementation"],
         {},
     ),
+    # -- vLLM 0.24.0, SGLang 0.5.16 and transformers serve on the H200, reconstructed from the strings
+    # docs/facts.md and public reports quote (tests/data/logs/README.md): none has a signature of its
+    # own; the generic rules decide (benchmarks/classify_logs.py --generic counts them).
+    # a validation error whose header names only the config class: the root line is the message beneath
+    (
+        "vllm-h200-tp8-one-gpu.log",
+        "unsupported-hardware",
+        "parse-args",
+        "Value error, World size (8) is larger than the number of available GPUs (1) in this node",
+        ["--tensor-parallel-size"],
+        {},
+    ),
+    (
+        "vllm-h200-modelopt-fp4-unquantized.log",
+        "bad-flag",
+        "parse-args",
+        "Value error, Cannot find the config file for modelopt_fp4",
+        ["--quantization"],
+        {},
+    ),
+    (
+        "vllm-h200-visible-devices-none.log",
+        "unsupported-hardware",
+        "parse-args",
+        "RuntimeError: Failed to infer device type",
+        ["env:CUDA_VISIBLE_DEVICES"],
+        {},
+    ),
+    (
+        "vllm-h200-gpu-memory-utilization-0.999.log",
+        "oom-kv-cache",
+        "kv-alloc",
+        "ValueError: Free memory on device cuda:0 (139.29/139.8 GiB) on startup is less than desired GPU memory",
+        ["--gpu-memory-utilization"],
+        {},
+    ),
+    (
+        "vllm-h200-kv-cache-too-small-max-model-len.log",
+        "oom-kv-cache",
+        "kv-alloc",
+        "ValueError: To serve at least one request with the models's max seq len (131072)",
+        ["--max-model-len", "--gpu-memory-utilization"],
+        {},
+    ),
+    (
+        "sglang-h200-tokenizers-version.log",
+        "missing-dependency",
+        "parse-args",
+        "ImportError: tokenizers>=0.22.0,<=0.23.0 is required for a normal functioning of this module, but found "
+        "tokenizers==0.23.2.",
+        [],
+        {},
+    ),
+    (
+        "sglang-h200-transformers-qwen3-asr.log",
+        "missing-dependency",
+        "parse-args",
+        "ValueError: 'qwen3_asr' is already used by a Transformers config",
+        [],
+        {},
+    ),
+    (
+        "sglang-h200-graph-capture-oom-default-mem.log",
+        "oom-graph-capture",
+        "graph-capture",
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 5.89 GiB",
+        ["--mem-fraction-static", "--cuda-graph-max-bs-decode"],
+        {},
+    ),
+    (
+        "sglang-h200-prefill-graph-illegal-memory-access.log",
+        "device-assert",
+        "graph-capture",
+        "CUDA error: an illegal memory access was encountered",
+        [],
+        {},
+    ),
+    (
+        "sglang-h200-base-gpu-id-3.log",
+        "unsupported-hardware",
+        "distributed-init",
+        "torch.AcceleratorError: CUDA error: invalid device ordinal",
+        ["--base-gpu-id"],
+        {},
+    ),
+    (
+        "sglang-h200-mem-fraction-too-small.log",
+        "oom-kv-cache",
+        "kv-alloc",
+        "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static",
+        ["--mem-fraction-static"],
+        {},
+    ),
+    (
+        "transformers-h200-device-cuda-3.log",
+        "unsupported-hardware",
+        "load-weights",
+        "torch.AcceleratorError: CUDA error: invalid device ordinal",
+        ["--device"],
+        {},
+    ),
 ]
 WORKING = {
     "transformers-works.log"
@@ -758,3 +859,236 @@ def test_a_failure_in_vllms_kernel_warmup_is_in_the_kernel_warmup_phase():
         phase="kv-alloc",
     )
     assert c.phase == "kv-alloc"
+
+
+# -- issue 22 item 3: a class and a phase from what the exception is -------------------------
+
+
+def test_a_tag_only_prefix_continues_the_message_beneath_a_validation_header():
+    """vLLM's `serve` tags every stderr line with its process: the pydantic header names only the
+    config class, the line beneath says what is wrong, and that line is the root."""
+    p = "(APIServer pid=7) "
+    lines = [
+        p + "Traceback (most recent call last):",
+        p + '  File "/x/vllm/engine/arg_utils.py", line 1452, in create_engine_config',
+        p + "    parallel_config = ParallelConfig(",
+        p + "pydantic_core._pydantic_core.ValidationError: 1 validation error for ParallelConfig",
+        p + "  Value error, Tensor parallel size (8) is larger than the number of available GPUs (1). "
+        "[type=value_error, input_value=ArgsKwargs((), {'x': 1}), input_type=ArgsKwargs]",
+        p + "    For further information visit https://errors.pydantic.dev/2.12/v/value_error",
+        p + "INFO 12-01 14:02:11 [api_server.py:1] a new record",
+    ]
+    c = classify(lines, "vllm", "parse-args")
+    assert "Value error, Tensor parallel size (8)" in c.evidence[0]
+    assert (c.failure_class, c.phase) == ("unsupported-hardware", "parse-args")
+    assert c.implicates[0] == "--tensor-parallel-size"  # spelled in words in the message
+    root = parse_log(lines).root
+    assert len(root.continuation) == 2  # the logger's record after it is not part of the message
+
+
+@pytest.mark.parametrize(
+    "exc, cls",
+    [
+        ("torch.AcceleratorError: CUDA error: invalid device ordinal", "unsupported-hardware"),
+        ("RuntimeError: No CUDA GPUs are available", "unsupported-hardware"),
+        (
+            "ValueError: World size (4) is larger than the number of available GPUs (2) in this node.",
+            "unsupported-hardware",
+        ),
+        (
+            "ValueError: tensor parallel size 8 is greater than the number of available devices (1)",
+            "unsupported-hardware",
+        ),
+        ("FileNotFoundError: [Errno 2] No such file or directory: '/tmp/chat.jinja'", "bad-flag"),
+        ("ValueError: Cannot find the config file for awq", "bad-flag"),
+        ("OSError: /models/x does not appear to have a file named config.json.", "model-load"),
+        ("ModuleNotFoundError: No module named 'xformers'", "missing-dependency"),
+        (
+            "ImportError: numpy>=2.0 is required for a normal functioning of this module, but found numpy==1.26.4.",
+            "missing-dependency",
+        ),
+        ("RuntimeError: CUDA error: an illegal memory access was encountered", "device-assert"),
+        (
+            "ValueError: Free memory on device cuda:0 (1.2/80 GiB) on startup is less than desired GPU memory utilization (0.9, 72 GiB).",
+            "oom-kv-cache",
+        ),
+        ("ValueError: Unknown sampler: 'fast'. Must be one of 'greedy', 'random'", "bad-flag"),
+    ],
+)
+def test_generic_classes_without_any_signature(exc, cls):
+    frame = ('  File "/x/vllm/v1/worker/gpu_worker.py", line 239, in init_device', "    self.init()")
+    c = classify(tb(*frame, exc=exc), "vllm", "distributed-init", signatures=())
+    assert c.failure_class == cls, c.signature_id
+
+
+def test_a_validation_error_while_parsing_is_a_refused_value_in_parse_args():
+    frames = (
+        '  File "/x/vllm/engine/arg_utils.py", line 1718, in create_engine_config',
+        "    config = VllmConfig(",
+        '  File "/x/vllm/config/scheduler.py", line 201, in __post_init__',
+        "    raise ValueError(",
+    )
+    c = classify(
+        tb(*frames, exc="ValueError: chunk budget is below the batch size"),
+        "vllm",
+        "parse-args",
+        signatures=(),
+    )
+    assert (c.failure_class, c.phase, c.signature_id) == (
+        "bad-flag",
+        "parse-args",
+        "rootcause-config-validation",
+    )
+    # the same exception type outside argument parsing is not a configuration check
+    c = classify(
+        tb(*FRAME, exc="ValueError: chunk budget is below the batch size"),
+        "vllm",
+        "load-weights",
+        signatures=(),
+    )
+    assert c.failure_class == "unknown"
+
+
+def _import_chain(*inner: str) -> list[str]:
+    return [
+        '  File "<frozen runpy>", line 198, in _run_module_as_main',
+        '  File "/x/sglang/launch_server.py", line 7, in <module>',
+        "    from sglang.srt.server_args import prepare_server_args",
+        '  File "/x/sglang/srt/configs/__init__.py", line 30, in <module>',
+        "    from sglang.srt.configs.foo import FooConfig",
+        *inner,
+    ]
+
+
+def test_anything_raised_while_importing_is_a_dependency_problem():
+    frames = _import_chain(
+        '  File "/x/transformers/models/auto/configuration_auto.py", line 1222, in register', "    raise X"
+    )
+    c = classify(tb(*frames, exc="KeyError: 'foo'"), "sglang", "parse-args", signatures=())
+    assert (c.failure_class, c.signature_id) == ("missing-dependency", "rootcause-import-time")
+    # an import inside running code (SGLang 0.5.23 resolving its arguments) is not "at import"
+    running = [
+        '  File "/x/sglang/srt/server_args.py", line 900, in resolve_once',
+        "    run()",
+        *_import_chain('  File "/x/sglang/srt/x.py", line 1, in f', "    raise X")[1:],
+    ]
+    assert (
+        classify(tb(*running, exc="KeyError: 'foo'"), "sglang", "parse-args", signatures=()).failure_class
+        != "missing-dependency"
+    )
+
+
+def test_cuda_debugging_advice_implicates_no_variable():
+    exc = "torch.AcceleratorError: CUDA error: invalid device ordinal"
+    lines = tb(*FRAME, exc=exc) + [
+        "CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect.",
+        "For debugging consider passing CUDA_LAUNCH_BLOCKING=1",
+        "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.",
+    ]
+    c = classify(lines, "vllm", "load-weights")
+    assert not [f for f in c.implicates if "CUDA_LAUNCH_BLOCKING" in f or "TORCH_USE_CUDA_DSA" in f]
+
+
+def test_a_value_the_launch_set_names_its_flag():
+    lines = [
+        "(APIServer pid=1) INFO 12-01 14:02:11 [utils.py:233] non-default args: {'model': '/m', 'quantization': 'modelopt_fp4'}",
+        *tb(*FRAME, exc="ValueError: Cannot find the config file for modelopt_fp4"),
+    ]
+    assert classify(lines, "vllm", "parse-args", signatures=()).implicates[0] == "--quantization"
+
+
+@pytest.mark.parametrize(
+    "engine, line, phase",
+    [
+        (
+            "sglang",
+            "[2026-12-01 15:31:13 TP0] Capture target prefill CUDA graph begin. backend=breakable, num_tokens=[4]",
+            "graph-capture",
+        ),
+        (
+            "sglang",
+            "[2026-12-01 15:31:13 TP0] Capture draft extend CUDA graph begin. backend=full",
+            "graph-capture",
+        ),
+        (
+            "sglang",
+            "[2026-12-01 15:31:13 TP0] Capture cuda graph begin. This can take up to several minutes.",
+            "graph-capture",
+        ),
+        (
+            "sglang",
+            "[2026-12-01 15:31:14 TP0] Capture target decode CUDA graph end. elapsed=2.58 s",
+            "graph-capture",
+        ),
+        ("sglang", "Capturing batches (bs=1 avail_mem=72.47 GB): 100%|██████████| 2/2", "graph-capture"),
+        (
+            "sglang",
+            "[2026-12-01 15:31:12 TP0] KV Cache is allocated. dtype: torch.bfloat16, #tokens: 4194304",
+            "kv-alloc",
+        ),
+        (
+            "sglang",
+            "[2026-12-01 15:31:19 TP0] max_total_num_tokens=4194304, chunked_prefill_size=8192",
+            "warmup",
+        ),
+        (
+            "vllm",
+            "(EngineCore_DP0 pid=1) INFO 12-01 [gpu_model_runner.py:1] Capturing CUDA graphs (mixed prefill-decode, PIECEWISE): 100%",
+            "graph-capture",
+        ),
+        (
+            "vllm",
+            "(EngineCore_DP0 pid=1) INFO 12-01 [x.py:1] cudagraph capture for batch sizes [1, 2, 4]",
+            "graph-capture",
+        ),
+        (
+            "vllm",
+            "(EngineCore_DP0 pid=1) INFO 12-01 [gpu_model_runner.py:1] Graph capturing finished in 1 secs, took 0.30 GiB",
+            "warmup",
+        ),
+        (
+            "vllm",
+            "(EngineCore_DP0 pid=1) INFO 12-01 [backends.py:164] Compiling a graph for dynamic shape takes 14.12 s",
+            "kv-alloc",
+        ),
+        (
+            "vllm",
+            "(EngineCore_DP0 pid=1) INFO 12-01 [monitor.py:34] torch.compile takes 22.74 s in total",
+            "kv-alloc",
+        ),
+        (
+            "vllm",
+            "(EngineCore_DP0 pid=1) INFO 12-01 [autotuner.py:1] flashinfer.jit: [Autotuner]: Autotuning process starts ...",
+            "kernel-warmup",
+        ),
+        (
+            "vllm",
+            "(EngineCore_DP0 pid=1) Loading safetensors checkpoint shards: 100% Completed | 4/4 [00:06<00:00]",
+            "load-weights",
+        ),
+        (
+            "vllm",
+            "(EngineCore_DP0 pid=1) INFO 12-01 [gpu_worker.py:1] Memory profiling takes 3.10 seconds",
+            "kv-alloc",
+        ),
+        # the engine's dump of its arguments and its argparse usage name words of progress, and are none
+        (
+            "vllm",
+            "(APIServer pid=1) INFO 12-01 [utils.py:233] non-default args: {'model': 'x', 'load_format': 'dummy'}",
+            None,
+        ),
+        ("vllm", "                     [--cudagraph-capture-sizes CUDAGRAPH_CAPTURE_SIZES]", None),
+    ],
+)
+def test_phase_markers_follow_the_meaning_of_progress_lines(engine, line, phase):
+    from bringup.engines.base import get_engine
+
+    assert get_engine(engine).phase_of(line) == phase
+
+
+def test_a_logged_copy_of_an_exception_gives_way_to_the_raised_one_with_frames():
+    """SGLang logs "AcceleratorError: CUDA error: ..." with its remedy, then raises it: the raised
+    one's frames say where it struck."""
+    out = explain_file(LOGS / "sglang-h200-prefill-graph-illegal-memory-access.log")
+    assert out.evidence[0].startswith("torch.AcceleratorError: CUDA error: an illegal memory access")
+    assert (out.root_exception or "").endswith("in synchronize (/tmp/site/torch/cuda/__init__.py:1083)")

@@ -77,6 +77,16 @@ def print_json(obj: object) -> None:
     sys.stdout.flush()
 
 
+def _render_remedies(console, o: Outcome) -> None:
+    """The engine's own advice beneath the failure (bringup/remedies.py), in its order."""
+    shown = [
+        f"{r.flag}{'=' + r.value if r.value is not None else ''}{' (' + r.action + ')' if r.action != 'set' else ''}"
+        for r in o.remedies
+    ]
+    if shown:
+        console.print(Text.assemble(("engine's remedies ", "bold"), ", ".join(shown)))
+
+
 def render_outcome(o: Outcome, console: Console = out_console) -> None:
     from bringup import secrets
     from bringup.safetext import safe_line
@@ -111,6 +121,7 @@ def render_outcome(o: Outcome, console: Console = out_console) -> None:
         console.print(Text.assemble(("implicates ", "bold"), ", ".join(o.implicates)))
     if o.hint and o.status != "works":
         console.print(Text.assemble(("hint ", "bold"), o.hint))
+    _render_remedies(console, o)
     if o.overrides:
         console.print("[bold]engine overrides[/] (requested → effective)")
         for ov in o.overrides:

@@ -17,7 +17,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from bringup.candidate import Candidate, FlagValue
 from bringup.effective import (
@@ -33,11 +33,33 @@ from bringup.knowledge_files import DATA, KnowledgeFileError, load_yaml, phase_i
 from bringup.probes import ProbeConfig
 from bringup.reference import precision_of
 
+_HELP_TEXT = re.compile(r"\[--[\w-]+|^\s*usage: |^\s+--[\w-]+[ =,]")
+
 
 class PhaseMarker(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    pattern: str
+    """A progress line of the engine and the phase it starts. ``pattern`` is a regex; ``all`` is a
+    pattern of meaning: every regex in it found in the line, in any order and any case ("capture"
+    and "cuda graph"), so a reworded line of the next version still counts; ``unless`` (any case)
+    rules the line out ("finished", "took")."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    pattern: str | None = None
+    all_of: list[str] = Field(default_factory=list, alias="all")
+    unless: str | None = None
     phase: str
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> PhaseMarker:
+        if not self.pattern and not self.all_of:
+            raise ValueError("a phase marker needs a pattern or an all: list")
+        return self
+
+    def matches(self, line: str) -> bool:
+        if self.pattern and not re.search(self.pattern, line):
+            return False
+        if any(not re.search(w, line, re.IGNORECASE) for w in self.all_of):
+            return False
+        return not (self.unless and re.search(self.unless, line, re.IGNORECASE))
 
 
 class OverrideRule(BaseModel):
@@ -316,8 +338,10 @@ class Engine:
 
     # -- reading the log -------------------------------------------------------------------
     def phase_of(self, line: str) -> str | None:
+        if _HELP_TEXT.search(line):
+            return None  # an argparse usage or help line names flags, not progress ("[--cudagraph-capture-sizes ...]")
         for m in self.info.phases:
-            if re.search(m.pattern, line):
+            if m.matches(line):
                 return m.phase
         return None
 
