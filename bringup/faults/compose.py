@@ -70,6 +70,7 @@ def _facts(base: dict[str, Any]) -> dict[str, Any]:
         "gpu.link": hw.get("link"),
         "device": "cuda",
         "model.architecture": m["architecture"],
+        "model.model_type": m["model_type"],
         "model.attention": m["attention"],
         "model.moe": bool(m.get("moe", False)),
         "model.quantization": m.get("quantization"),
@@ -225,24 +226,27 @@ def prove(sc: Scenario, atoms: list[Atom], base_flags, base_env, env: dict[str, 
 
 
 # -- drawing --------------------------------------------------------------------------------------
-def _draw(rng: random.Random, pool: list[Atom], base: dict[str, Any], k: int, spec) -> list[Atom] | None:
-    fit = [a for a in pool if fits(a, base)]
+def _draw(rng: random.Random, pool: list[Atom], base: dict[str, Any], first: Atom, k: int, spec) -> list[Atom] | None:
+    """`first`, then k-1 more atoms that fit the base and touch nothing the chosen ones touch."""
+    fit = [a for a in pool if a is not first and fits(a, base)]
     rng.shuffle(fit)
-    chosen: list[Atom] = []
-    used: set[str] = set()
+    chosen = [first]
+    used = touched(first, spec)
     for a in fit:
+        if len(chosen) == k:
+            break
         names = touched(a, spec)
         if names & used:
             continue
         chosen.append(a)
         used |= names
-        if len(chosen) == k:
-            return chosen
-    return None
+    return chosen if len(chosen) == k else None
 
 
 def compose_case(split: Split, seed: int, index: int, out_dir: Path, env: dict[str, str]) -> Case:
-    """Case `index` of a seeded run: the first draw that is proven (sizes 1-4, uniform)."""
+    """Case `index` of a seeded run: the first draw that is proven. The size is drawn uniformly
+    from 1-4, then an atom uniformly, a base it fits, and more atoms that fit that base; a size
+    that keeps failing drops by one."""
     from bringup.scenario.engine_args import help_for
 
     rng = random.Random(f"{split}:{seed}:{index}")
@@ -253,9 +257,13 @@ def compose_case(split: Split, seed: int, index: int, out_dir: Path, env: dict[s
     for attempt in range(TRIES * MAX_ATOMS):
         if attempt and attempt % TRIES == 0 and k > 1:
             k -= 1  # this size does not fit anywhere often enough: one atom fewer
-        base = rng.choice(bases)
+        first = rng.choice(pool)  # every atom as likely to appear, whatever base it needs
+        homes = [b for b in bases if fits(first, b)]
+        if not homes:
+            continue
+        base = rng.choice(homes)
         spec = help_for(base["engine"], str(base["engine_version"]))[0]
-        atoms = _draw(rng, pool, base, k, spec)
+        atoms = _draw(rng, pool, base, first, k, spec)
         if atoms is None:
             continue
         try:

@@ -29,7 +29,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from bringup.outcome import ProbeResult
-from bringup.probes import BATCH_PROMPTS, REFERENCE_PROMPT, ProbeConfig, common_prefix, near_tie_divergence
+from bringup.probes import (
+    BATCH_PROMPTS,
+    REFERENCE_PROMPT,
+    ProbeConfig,
+    _show,
+    common_prefix,
+    near_tie_divergence,
+)
 from bringup.process import LogLine
 from bringup.scenario.config import EffectiveConfig, compute_config, decide, template_values
 from bringup.scenario.lifecycle import Startup
@@ -329,11 +336,15 @@ class _ProbeWalk:
         if self._batch_ref != self._ref and not near_tie_divergence(
             self._ref, common_prefix(self._ref, self._batch_ref)
         ):
-            raise _Disagree("greedy output differs alone vs in a batch")
+            raise _Disagree(
+                f"greedy output differs alone vs in a batch: {_show(self._ref)} vs {_show(self._batch_ref)}"
+            )
         req = _completion(REFERENCE_PROMPT, self.probe.short_tokens)
         again = list(self._requests([req], "/v1/completions")[0].tokens)
         if again != self._ref:
-            raise _Disagree("greedy output differs between two identical requests")
+            raise _Disagree(
+                f"greedy output differs between two identical requests: {_show(self._ref)} vs {_show(again)}"
+            )
         return "same greedy tokens alone, in a batch, and repeated"
 
 
