@@ -88,6 +88,7 @@ def summarize(rows: list[dict[str, Any]], column: str) -> dict[str, Any]:
     for r in rs:
         by.setdefault(r["atoms"], []).append(r["launches"] if r["kind"] == "validated" else BUDGET + 1)
     judged = sum(r["judged"] for r in rs)
+    failed = sum(r["failed"] for r in rs)
     return {
         "cases": n,
         "validated": sum(r["kind"] == "validated" for r in rs) / n if n else 0.0,
@@ -95,23 +96,25 @@ def summarize(rows: list[dict[str, Any]], column: str) -> dict[str, Any]:
         "false_verdict": sum(r["kind"] == "false-verdict" for r in rs) / n if n else 0.0,
         "unimplicated": sum(r["unimplicated"] for r in rs) / judged if judged else 0.0,
         "off_target": sum(r["off_target"] for r in rs) / judged if judged else 0.0,
+        "classified": sum(r["classified"] for r in rs) / failed if failed else 0.0,
         "launches": {
-            str(k): {"cases": len(v), "median": statistics.median(v), "p90": _p90(v)} for k, v in sorted(by.items())
+            str(k): {"cases": len(v), "median": statistics.median(v), "p90": _p90(v)}
+            for k, v in sorted(by.items())
         },
         "wall_s": sum(r["wall_s"] for r in rs),
     }
 
 
 def table(split: str, summary: dict[str, dict[str, Any]]) -> str:
-    head = "| column | cases | validated <= 12 | median / p90 launches by atoms (1, 2, 3, 4) | gave up | false verdicts | unimplicated launches | off-target launches |"
-    out = [f"**{split}**", "", head, "|" + "---|" * 8]
+    head = "| column | cases | validated <= 12 | median / p90 launches by atoms (1, 2, 3, 4) | gave up | false verdicts | unimplicated launches | off-target launches | failures classified right |"
+    out = [f"**{split}**", "", head, "|" + "---|" * 9]
     for col, s in summary.items():
         by = ", ".join(
             f"{k}: {v['median']:g} / {v['p90']:g} (n={v['cases']})" for k, v in s["launches"].items()
         )
         out.append(
             f"| {col} | {s['cases']} | {100 * s['validated']:.1f}% | {by} | {100 * s['gave_up']:.1f}% | "
-            f"{100 * s['false_verdict']:.1f}% | {100 * s['unimplicated']:.1f}% | {100 * s['off_target']:.1f}% |"
+            f"{100 * s['false_verdict']:.1f}% | {100 * s['unimplicated']:.1f}% | {100 * s['off_target']:.1f}% | {100 * s['classified']:.1f}% |"
         )
     return "\n".join(out)
 

@@ -114,7 +114,9 @@ def test_in_process_outcome_agrees_with_a_real_trial(launched, tmp_path, i):
     for key in ("status", "failure_class", "phase", "signature", "root_exception", "implicated_levels"):
         assert got[key] == real[key], (key, got[key], real[key])
     assert _first(got["evidence"]) == _first(real["evidence"])
-    assert [(p["name"], p["passed"]) for p in got["probes"]] == [(p["name"], p["passed"]) for p in real["probes"]]
+    assert [(p["name"], p["passed"]) for p in got["probes"]] == [
+        (p["name"], p["passed"]) for p in real["probes"]
+    ]
     port = ("port",)  # the real trial's free port; the in-process one names none
     assert {k: v for k, v in got["effective"].items() if k not in port} == {
         k: v for k, v in real["effective"].items() if k not in port

@@ -41,7 +41,7 @@ NamedBy = Literal["log", "frame", "none"]
 
 
 class Atom(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
     id: str
     engine: Literal["vllm", "sglang", "transformers"]
@@ -58,13 +58,18 @@ class Atom(BaseModel):
     warnings: list[Warning_] = Field(default_factory=list)  # lines the engine prints beside it
     fixes: list[str] = Field(min_length=1)  # alternatives; each a change list (see fix_tokens)
     named_by: NamedBy
+    # The failure class a right reading of the engine's words gives (bringup/data/classes.yaml):
+    # the benchmark reports how often the classifier agrees.
+    expect_class: str = Field(alias="class")
     why: str = ""
 
     @model_validator(mode="after")
     def _one_action(self) -> Atom:
         given = [k for k in ("fail", "hang", "serve") if getattr(self, k) is not None]
         if len(given) != 1:
-            raise ValueError(f"an atom needs exactly one of fail, hang, serve (has: {', '.join(given) or 'none'})")
+            raise ValueError(
+                f"an atom needs exactly one of fail, hang, serve (has: {', '.join(given) or 'none'})"
+            )
         return self
 
     @property
@@ -113,6 +118,12 @@ def fix_tokens(fix: str) -> list[str]:
     return out
 
 
+@lru_cache(maxsize=1)
+def _classes() -> frozenset[str]:
+    doc = load_yaml(DATA / "classes.yaml") or {}
+    return frozenset((doc.get("classes") or {}).keys())
+
+
 def _entries(path: Path, key: str) -> list[dict[str, Any]]:
     doc = load_yaml(path) or {}
     items = doc.get(key) if isinstance(doc, dict) else None
@@ -137,6 +148,10 @@ def load_atoms(split: Split, root: Path = FAULTS) -> tuple[Atom, ...]:
         seen.add(atom.id)
         for fix in atom.fixes:
             fix_tokens(fix)
+        if atom.expect_class not in _classes():
+            raise KnowledgeFileError(
+                f"{path}: atoms[{i}].class: {atom.expect_class!r} is not a class of classes.yaml"
+            )
         atoms.append(atom)
     return tuple(atoms)
 

@@ -111,7 +111,9 @@ def touched(atom: Atom, spec) -> set[str]:
 
 
 # -- building the scenario --------------------------------------------------------------------------
-def merged_baseline(base: dict[str, Any], atoms: list[Atom], spec) -> tuple[dict[str, FlagValue], dict[str, str]]:
+def merged_baseline(
+    base: dict[str, Any], atoms: list[Atom], spec
+) -> tuple[dict[str, FlagValue], dict[str, str]]:
     flags, env = parse_command(base.get("baseline") or "", spec)
     for a in atoms:
         f, e = parse_command(a.inject, spec)
@@ -226,7 +228,9 @@ def prove(sc: Scenario, atoms: list[Atom], base_flags, base_env, env: dict[str, 
 
 
 # -- drawing --------------------------------------------------------------------------------------
-def _draw(rng: random.Random, pool: list[Atom], base: dict[str, Any], first: Atom, k: int, spec) -> list[Atom] | None:
+def _draw(
+    rng: random.Random, pool: list[Atom], base: dict[str, Any], first: Atom, k: int, spec
+) -> list[Atom] | None:
     """`first`, then k-1 more atoms that fit the base and touch nothing the chosen ones touch."""
     fit = [a for a in pool if a is not first and fits(a, base)]
     rng.shuffle(fit)
@@ -292,11 +296,39 @@ def _fixed(flags, venv, atoms: list[Atom], sc: Scenario):
     return flags, venv
 
 
-def compose(split: Split, n: int, seed: int, out_dir: Path | None = None, env: dict[str, str] | None = None) -> list[Case]:
+def compose(
+    split: Split, n: int, seed: int, out_dir: Path | None = None, env: dict[str, str] | None = None
+) -> list[Case]:
     """n proven cases of a split; scenario files go to out_dir (a temporary folder if None)."""
     import os
 
-    folder = Path(out_dir) if out_dir is not None else Path(tempfile.mkdtemp(prefix=f"bringup-faults-{split}-"))
+    folder = (
+        Path(out_dir) if out_dir is not None else Path(tempfile.mkdtemp(prefix=f"bringup-faults-{split}-"))
+    )
     folder.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ) if env is None else env
     return [compose_case(split, seed, i, folder, env) for i in range(n)]
+
+
+def compose_atoms(
+    split: Split, base_name: str, atom_ids: list[str], out_dir: Path, env: dict[str, str]
+) -> Case:
+    """A chosen composition (tests, and reading one case closely); raises ValueError when the
+    oracle cannot prove it."""
+    from bringup.scenario.engine_args import help_for
+
+    base = next(b for b in load_bases() if b["name"] == base_name)
+    by_id = {a.id: a for a in load_atoms(split)}
+    atoms = [by_id[i] for i in atom_ids]
+    spec = help_for(base["engine"], str(base["engine_version"]))[0]
+    flags, venv = merged_baseline(base, atoms, spec)
+    baseline = command(flags, venv)
+    name = f"composed-{split}-{base_name}-{len(atoms)}"
+    Path(out_dir).mkdir(parents=True, exist_ok=True)
+    path = Path(out_dir) / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(scenario_doc(base, atoms, name, baseline), sort_keys=False))
+    sc = load_scenario(path)
+    why = prove(sc, atoms, flags, venv, env)
+    if why is not None:
+        raise ValueError(why)
+    return Case(split, -1, -1, base_name, atoms, baseline, path, sc, command(*_fixed(flags, venv, atoms, sc)))

@@ -12,6 +12,8 @@ Definitions (docs/composed-faults.md says them in words):
   factors of its implicated levels. A factor is named when its flag (with or without dashes,
   dashes or underscores) or its variable appears in that text, or a level it was set to or from
   does (a kernel library in a frame's path: `flashinfer/sampling.py` names `FLASHINFER`).
+- A failed launch is *classified right* when its failure class is the class of the atom that
+  decided it (`class:` in the atom file; a wrong-output atom also takes nan-output).
 - A launch is *off-target* when it changed none of the flags or variables of the atom that
   decided the launch before it (the scenario's own rule, asked of the oracle): ground truth the
   search cannot see, for comparison with the evidence-based measure.
@@ -56,6 +58,8 @@ class CaseResult:
     unimplicated: int = 0
     off_target: int = 0
     judged: int = 0  # launches after a failure (the denominator of both shares)
+    failed: int = 0  # failed launches decided by an atom (the denominator of classified)
+    classified: int = 0  # of those, the failure class the atom says
     stop_reason: str = ""
     wall_s: float = 0.0
     detail: dict[str, Any] = field(default_factory=dict)  # dev only: atoms, attempts
@@ -105,47 +109,62 @@ def _load(trial_dir: str) -> Outcome | None:
         return None
 
 
-def judge(case: Case, result: Any, oracle: Oracle) -> tuple[int, int, int, list[dict[str, Any]]]:
-    """(judged, unimplicated, off-target, per-launch records) for a run's search launches."""
+def _class_right(out: Outcome, expect: str) -> bool:
+    if expect == "wrong-output":
+        return out.failure_class in ("wrong-output", "nan-output")
+    return out.failure_class == expect
+
+
+def judge(case: Case, result: Any, oracle: Oracle) -> dict[str, Any]:
+    """Counts (judged, unimplicated, off_target, failed, classified) and per-launch rows."""
     spec = case.scenario.help_spec()
     atoms = {a.id: a for a in case.atoms}
     runs = [a for a in result.attempts if a.purpose in ("search", "screen")]
+    n = {"judged": 0, "unimplicated": 0, "off_target": 0, "failed": 0, "classified": 0}
     rows: list[dict[str, Any]] = []
-    judged = unimpl = off = 0
-    prev: tuple[Candidate, Outcome] | None = None
+    prev: tuple[Candidate, Outcome, str | None] | None = None
     for a in sorted(runs, key=lambda x: x.number):
         out = _load(a.trial_dir)
         if out is None:
             continue
         cand = Candidate.from_json(out.candidate)
-        row: dict[str, Any] = {"n": a.number, "changes": a.changes, "status": out.status, "class": out.failure_class, "phase": out.phase}
+        rule = oracle.candidate(cand).rule
+        row: dict[str, Any] = {
+            "n": a.number,
+            "changes": a.changes,
+            "status": out.status,
+            "class": out.failure_class,
+            "phase": out.phase,
+            "rule": rule,
+        }
+        if out.status != "works" and rule in atoms:
+            n["failed"] += 1
+            n["classified"] += int(_class_right(out, atoms[rule].expect_class))
         if prev is not None and prev[1].status != "works":
-            pcand, pout = prev
+            pcand, pout, prule = prev
             changed = _changes(pcand, cand)
             text = named_text(pout)
             hit = any(named(k, v, pout, text) for k, v in changed.items())
-            rule = oracle.candidate(pcand).rule
-            atom = atoms.get(rule or "")
+            atom = atoms.get(prule or "")
             on = atom is not None and bool(set(changed) & touched(atom, spec))
-            judged += 1
-            unimpl += 0 if hit else 1
-            off += 0 if on else 1
-            row.update(implicated=hit, on_target=on, previous_rule=rule)
+            n["judged"] += 1
+            n["unimplicated"] += 0 if hit else 1
+            n["off_target"] += 0 if on else 1
+            row.update(implicated=hit, on_target=on)
         rows.append(row)
-        prev = (cand, out)
-    return judged, unimpl, off, rows
+        prev = (cand, out, rule)
+    return {**n, "rows": rows}
 
 
 def measure(case: Case, result: Any, oracle: Oracle, wall_s: float, keep_detail: bool) -> CaseResult:
-    judged, unimpl, off, rows = judge(case, result, oracle)
+    j = judge(case, result, oracle)
+    rows = j.pop("rows")
     r = CaseResult(
         index=case.index,
         atoms=len(case.atoms),
         kind=stop_kind(result),
         launches=int(result.launches),
-        unimplicated=unimpl,
-        off_target=off,
-        judged=judged,
+        **j,
         stop_reason=str(result.stop_reason)[:300] if keep_detail else "",
         wall_s=wall_s,
     )

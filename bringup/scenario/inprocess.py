@@ -330,7 +330,9 @@ class _ProbeWalk:
         return f"{len(plans)} concurrent requests answered"
 
     def _invariance(self) -> str:
-        failed = next((r.name for r in self.results if r.name in ("completion", "batch") and not r.passed), None)
+        failed = next(
+            (r.name for r in self.results if r.name in ("completion", "batch") and not r.passed), None
+        )
         if failed is not None or self._batch_ref is None or self._ref is None:
             raise _Disagree(f"not compared: the {failed or 'batch'} probe gave no output to compare")
         if self._batch_ref != self._ref and not near_tie_divergence(
@@ -376,7 +378,14 @@ class InProcessTrial(Trial):
         if bad:
             return _rejected(self, out, bad, t_start)
         sc: Scenario = self.engine.scenario  # type: ignore[attr-defined]
-        flags = [*self.engine.model_args(self.cand.model), "--host", host, "--port", str(port), *self.cand.argv_flags()]
+        flags = [
+            *self.engine.model_args(self.cand.model),
+            "--host",
+            host,
+            "--port",
+            str(port),
+            *self.cand.argv_flags(),
+        ]
         launch = render_startup(sc, flags, self.engine.launch_env(self.cand))
         self._set_phase("parse-args")
         status = self._read(launch.lines)
