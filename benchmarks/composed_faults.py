@@ -122,11 +122,12 @@ def table(split: str, summary: dict[str, dict[str, Any]]) -> str:
 def run_split(split: str, cases: int, seed: int, jobs: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     folder = tempfile.mkdtemp(prefix=f"bringup-faults-{split}-")
     args = [(split, seed, i, folder) for i in range(cases)]
-    if jobs > 1:
-        with ProcessPoolExecutor(max_workers=jobs) as pool:
-            rows = list(pool.map(_work, args, chunksize=4))
-    else:
-        rows = [_work(a) for a in args]
+    rows: list[dict[str, Any]] = []
+    with ProcessPoolExecutor(max_workers=max(1, jobs)) as pool:
+        for row in pool.map(_work, args, chunksize=2):
+            rows.append(row)
+            if len(rows) % 20 == 0:
+                print(f"  {split}: {len(rows)}/{cases} cases", file=sys.stderr, flush=True)
     return rows, {col: summarize(rows, col) for col, _ in COLUMNS}
 
 

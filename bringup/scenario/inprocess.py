@@ -26,9 +26,9 @@ import io
 import time
 from collections.abc import Coroutine
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TextIO, cast
 
-from bringup.outcome import ProbeResult
+from bringup.outcome import Outcome, ProbeResult
 from bringup.probes import (
     BATCH_PROMPTS,
     REFERENCE_PROMPT,
@@ -37,7 +37,7 @@ from bringup.probes import (
     common_prefix,
     near_tie_divergence,
 )
-from bringup.process import LogLine
+from bringup.process import LogLine, ServerProcess
 from bringup.scenario.config import EffectiveConfig, compute_config, decide, template_values
 from bringup.scenario.lifecycle import Startup
 from bringup.scenario.logfmt import LogWriter, SimClock
@@ -60,12 +60,15 @@ from bringup.trial import Trial
 PID = 4242  # the double's pid in rendered lines (a real one prints its own)
 
 
-class _Lines(io.TextIOBase):
-    """A stream that keeps each written line."""
+class _Lines:
+    """A stream that keeps each written line (LogWriter writes and flushes)."""
 
     def __init__(self) -> None:
         self.lines: list[str] = []
         self._part = ""
+
+    def flush(self) -> None:
+        return None
 
     def write(self, s: str) -> int:
         text = self._part + s
@@ -145,7 +148,7 @@ class Launch:
 _PARSERS: dict[int, tuple[Scenario, Oracle]] = {}
 
 
-def _parse(sc: Scenario, argv: list[str]):
+def _parse(sc: Scenario, argv: list[str]) -> tuple[Any, list[str]]:
     """The server's argparse (`parse_engine_argv`, through the oracle's parser built once per
     scenario); None and the lines it printed (stderr) when it exits."""
     hit = _PARSERS.get(id(sc))
@@ -168,7 +171,7 @@ def render_startup(sc: Scenario, argv: list[str], env: dict[str, str]) -> Launch
     cfg = compute_config(sc, spec, req.flags, req.positionals, env)
     clock = _InstantClock(1.0)
     stream = _Lines()
-    log = LogWriter(sc.engine, clock, stream=stream, pid=PID)
+    log = LogWriter(sc.engine, clock, stream=cast(TextIO, stream), pid=PID)
     try:
         cfg.layer_override()
     except ValueError as e:  # __main__._bad_override: the engine's JSON error, exit 1
@@ -205,9 +208,10 @@ class _ProbeWalk:
 
     def __init__(self, launch: Launch, probe: ProbeConfig, context_len: int):
         assert launch.cfg is not None and launch.clock is not None and launch.log is not None
-        self.launch, self.probe = launch, probe
+        assert launch.startup is not None
+        self.launch, self.probe, self.st = launch, probe, launch.startup
         self.clock = _Clock(launch.clock.t)
-        self.srv = _Serving(launch.startup.sc, launch.cfg, launch.rule, self.clock, context_len)  # type: ignore[union-attr]
+        self.srv = _Serving(self.st.sc, launch.cfg, launch.rule, self.clock, context_len)
         self.phase = "ready"
         self.results: list[ProbeResult] = []
         self.hung: str | None = None  # the serving action that stopped the ladder: "died" / "hung"
@@ -220,7 +224,7 @@ class _ProbeWalk:
         assert log is not None
         too_long = [r for r in reqs if not self.srv.fits(r)]
         if too_long:
-            self.launch.startup.d.access("127.0.0.1:41600", "POST", path, 400)  # type: ignore[union-attr]
+            self.st.d.access("127.0.0.1:41600", "POST", path, 400)
             raise _Disagree(f"POST {path}: HTTP 400: context length exceeded")
         try:
             plans = self.srv.run(reqs)
@@ -228,7 +232,7 @@ class _ProbeWalk:
             self._death(d)
             raise
         for _ in reqs:
-            self.launch.startup.d.access("127.0.0.1:41600", "POST", path, 200)  # type: ignore[union-attr]
+            self.st.d.access("127.0.0.1:41600", "POST", path, 200)
         log.clock.t = self.clock.t
         log.clock_line("request")
         return plans
@@ -369,7 +373,7 @@ class _Exited:
 class InProcessTrial(Trial):
     """A Trial of a scenario engine with no process: see the module docstring. Same constructor."""
 
-    def run(self):  # noqa: C901 - mirrors Trial.run's branches, in order
+    def run(self) -> Outcome:
         t_start = time.monotonic()
         host, port = self.s.host, self.s.port or 30000
         argv = self.engine.launch_argv(self.cand, host, port)
@@ -402,8 +406,9 @@ class InProcessTrial(Trial):
         self.dir.mkdir(parents=True, exist_ok=True)
         (self.dir / "server.log").write_text("".join(f"{ln}\n" for ln in launch.lines))
         t_end = time.monotonic()
+        server = cast(ServerProcess, _Exited(_Proc(code)))  # _finish reads its return code only
         return self._finish(
-            out, _Exited(_Proc(code)), status, None, probes, t_start, t_start, None, None, t_end, None, None
+            out, server, status, None, probes, t_start, t_start, None, None, t_end, None, None
         )
 
     def _read(self, texts: list[str], start: int = 0) -> str | None:
@@ -436,7 +441,7 @@ class InProcessTrial(Trial):
         return "wrong-output", results
 
 
-def _rejected(trial: Trial, out, bad: str, t_start: float):
+def _rejected(trial: Trial, out: Outcome, bad: str, t_start: float) -> Outcome:
     """Trial.run's pre-launch rejection, word for word."""
     from bringup.outcome import Timings
 
