@@ -149,6 +149,7 @@ def test_a_flag_the_engine_argparse_rejects_exits_2_with_its_usage():
     assert any("invalid choice" in ln for ln in launch.lines)
 
 
+@pytest.mark.slow
 def test_a_whole_run_in_process_validates_the_nccl_scenario(tmp_path):
     settings = RunSettings(scenario=str(scenario_path(NCCL)), screen="never", minimize=False, max_launches=6)
     res = Run(settings, tmp_path, trial_factory=InProcessTrial).execute()
