@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol, cast
@@ -133,6 +134,10 @@ class Run:
     # Facts and model fingerprint gathered on a node of the run's node type (bringup/nodetypes.py),
     # as `gather_facts` returns them; None: gathered on this machine.
     node_facts: tuple[dict, Any] | None = None
+    # What runs one trial on this machine: `Trial` (a real launch), or one with the same
+    # constructor and `run() -> Outcome` (bringup.scenario.inprocess.InProcessTrial answers a
+    # scenario launch in-process, for benchmarks that run the loop hundreds of times).
+    trial_factory: Callable[..., Any] = Trial
     target: Target = field(init=False)
 
     # -- preparing ---------------------------------------------------------------------------------
@@ -303,7 +308,7 @@ class Run:
         if self.width > 1 and job.gpus:  # trials at once: each sees only its own GPUs
             engine = dataclasses.replace(engine, gpus=",".join(job.gpus))
         started = time.time()
-        out = Trial(
+        out = self.trial_factory(
             engine,
             launch,
             tdir,

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, ClassVar
 
 from bringup.candidate import Candidate
 from bringup.engines.base import Engine, EngineInfo, engine_info
-from bringup.helptext import HelpSpec, bundled_help
+from bringup.helptext import HelpSpec
 
 
 class ScenarioLoadError(ValueError):
@@ -58,7 +59,11 @@ class ScenarioEngine(Engine):
 
     def help_spec(self, version: str | None = None) -> HelpSpec | None:
         v = version or self.version()
-        return bundled_help(self.dialect, v) if v is not None else None  # no scenario loaded: no help
+        if v is None:
+            return None  # no scenario loaded: no help
+        from bringup.scenario.engine_args import help_for
+
+        return help_for(self.dialect, v)[0]  # the double's own parse, once per process
 
     def machine_facts(self) -> dict[str, Any] | None:
         facts = dict(self.scenario.facts())
@@ -82,9 +87,7 @@ class ScenarioEngine(Engine):
 
     def env_registry(self, version: str | None):
         """The imitated version's registry, from bringup's snapshot (never an installed engine's)."""
-        from bringup.envvars import load_registry
-
-        return load_registry(self.dialect, version=version or self.version(), installed=False)
+        return _snapshot_registry(self.dialect, version or self.version())
 
     def clock_scale(self) -> float:
         """The scenario server sleeps each simulated second x time_scale: so do the deadlines."""
@@ -100,6 +103,15 @@ class ScenarioEngine(Engine):
         from bringup.scenario import parse_clock
 
         return parse_clock(line) is not None
+
+
+@lru_cache(maxsize=8)
+def _snapshot_registry(dialect: str, version: str | None):
+    """A bundled snapshot never changes while the process runs: read it once (a run reads it at
+    every start; benchmarks start hundreds of runs)."""
+    from bringup.envvars import load_registry
+
+    return load_registry(dialect, version=version, installed=False)
 
 
 def scenario_engine(path: Path, time_scale: float, python: str | None = None) -> ScenarioEngine:

@@ -104,6 +104,21 @@ def _dest(opt: HelpOption) -> str:
     return opt.dest
 
 
+_DEST_INDEX: dict[int, tuple[HelpSpec, dict[str, str]]] = {}
+
+
+def _dest_index(spec: HelpSpec) -> dict[str, str]:
+    """dest -> the first option with it, once per help spec (every start-up reads a dozen values
+    and the vLLM help has hundreds of options; the spec is kept alive with its index)."""
+    hit = _DEST_INDEX.get(id(spec))
+    if hit is None or hit[0] is not spec:
+        index: dict[str, str] = {}
+        for opt in spec.options:
+            index.setdefault(_dest(opt), opt.name)
+        hit = _DEST_INDEX[id(spec)] = (spec, index)
+    return hit[1]
+
+
 def sglang_field(dest: str) -> str:
     return SGLANG_FIELD.get(dest, dest)
 
@@ -161,10 +176,7 @@ class EffectiveConfig:
 
     # -- derived facts the lifecycle needs -----------------------------------------------------
     def _flag_for_dest(self, dest: str) -> str | None:
-        for opt in self.spec.options:
-            if _dest(opt) == dest:
-                return opt.name
-        return None
+        return _dest_index(self.spec).get(dest)
 
     def value(self, *dests: str) -> Any:
         """The first of several dests this engine version has (e.g. tp_size or tensor_parallel_size)."""

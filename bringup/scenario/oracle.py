@@ -33,6 +33,7 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
@@ -263,6 +264,14 @@ def _ladder(srv: _Serving, probe: ProbeConfig) -> tuple[str | None, str]:
     return failed
 
 
+@lru_cache(maxsize=8)
+def _parser_for(engine: str, version: str) -> argparse.ArgumentParser:
+    """The imitated engine's argparse, built once per engine version and process (parse_args
+    does not change a parser; composed-fault benchmarks ask for thousands of launches)."""
+    spec, text = help_for(engine, version)
+    return build_parser(spec, engine, text)
+
+
 @dataclass
 class Oracle:
     """Answers launches of one scenario. `probe` is what the trial probes with (default: the
@@ -303,7 +312,7 @@ class Oracle:
         if self.scenario.engine == "vllm":
             argv = vllm_dashes(argv)
         if self._parser is None:
-            self._parser = build_parser(self.spec, self.scenario.engine, self.help_text)
+            self._parser = _parser_for(self.scenario.engine, self.scenario.engine_version)
         given = vars(self._parser.parse_args(argv))
         by_name = {o.name: o for o in self.spec.options}
         order: dict[str, int] = {}

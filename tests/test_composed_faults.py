@@ -1,0 +1,159 @@
+"""The composed-fault benchmark's parts: atom files, the composer's determinism and proofs,
+masking and two-change atoms, and one-atom bring-ups through the real run loop in-process."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from bringup.candidate import Candidate
+from bringup.faults.atoms import fix_tokens, load_atoms, load_bases
+from bringup.faults.compose import (
+    apply_fix,
+    compose_atoms,
+    compose_case,
+    fits,
+    in_space,
+    merged_baseline,
+)
+from bringup.faults.measure import stop_kind
+from bringup.run import Run, RunSettings
+from bringup.scenario.engine_args import help_for
+from bringup.scenario.inprocess import InProcessTrial
+from bringup.scenario.oracle import Oracle
+
+ENV: dict[str, str] = {}
+
+
+def _oracle(case):
+    return Oracle(case.scenario, env=ENV)
+
+
+def test_atom_files_hold_thirty_sourced_atoms_a_third_held_out():
+    dev, held = load_atoms("dev"), load_atoms("heldout")
+    assert len(dev) + len(held) >= 30
+    assert len(held) >= (len(dev) + len(held)) // 4
+    assert not {a.id for a in dev} & {a.id for a in held}
+    for split in (dev, held):
+        assert {a.engine for a in split} >= {"vllm", "sglang"}
+        assert any(a.needs_two for a in split)  # a fix of two changes, both needed
+        assert {a.named_by for a in split} >= {"log", "frame"}
+        assert all(fix_tokens(f) for a in split for f in a.fixes)
+        assert all(any(fits(a, b) for b in load_bases()) for a in split)  # every atom has a home
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("split", ["dev", "heldout"])
+def test_the_composer_is_deterministic_per_seed(tmp_path, split):
+    def draw(seed: int, sub: str):
+        d = tmp_path / sub
+        d.mkdir(exist_ok=True)
+        return [
+            (c.base, [a.id for a in c.atoms], c.baseline, c.working)
+            for c in (compose_case(split, seed, i, d, ENV) for i in range(3))
+        ]
+
+    assert draw(3, "a") == draw(3, "b")
+    assert draw(3, "a") != draw(4, "c")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("split", ["dev", "heldout"])
+def test_every_composed_case_is_solvable_and_every_atom_live(tmp_path, split):
+    sizes = set()
+    for i in range(8):
+        case = compose_case(split, 0, i, tmp_path, ENV)
+        sizes.add(len(case.atoms))
+        oracle, spec = _oracle(case), case.scenario.help_spec()
+        base_flags, base_env = merged_baseline(
+            next(b for b in load_bases() if b["name"] == case.base), case.atoms, spec
+        )
+        flags, env = dict(base_flags), dict(base_env)
+        for a in case.atoms:
+            apply_fix(flags, env, a.fixes[0], spec)
+        assert oracle.outcome(flags, env=env).validated, f"{split} case {i}: the proven fix does not serve"
+        assert oracle.outcome(base_flags, env=base_env).status != "works", (
+            f"{split} case {i}: baseline serves"
+        )
+    assert sizes <= {1, 2, 3, 4} and len(sizes) >= 3
+
+
+def test_an_earlier_phase_masks_a_later_one(tmp_path):
+    case = compose_atoms(
+        "dev", "vllm-h200x1-llama31-8b", ["vllm-graph-capture-oom", "vllm-tp-exceeds-gpus"], tmp_path, ENV
+    )
+    oracle, spec = _oracle(case), case.scenario.help_spec()
+    flags, env = merged_baseline(next(b for b in load_bases() if b["name"] == case.base), case.atoms, spec)
+    first = oracle.outcome(flags, env=env)
+    assert (first.rule, first.phase) == ("vllm-tp-exceeds-gpus", "parse-args")
+    apply_fix(flags, env, "drop:--tensor-parallel-size", spec)
+    second = oracle.outcome(flags, env=env)
+    assert (second.rule, second.phase) == ("vllm-graph-capture-oom", "graph-capture")
+
+
+def test_a_two_change_atom_goes_only_when_both_halves_change(tmp_path):
+    case = compose_atoms(
+        "dev", "sglang-h200x1-qwen3-32b-fp8", ["sglang-deepgemm-missing-both-paths"], tmp_path, ENV
+    )
+    oracle, spec = _oracle(case), case.scenario.help_spec()
+    base = next(b for b in load_bases() if b["name"] == case.base)
+    for half in ("SGLANG_ENABLE_JIT_DEEPGEMM=0", "drop:--fp8-gemm-backend"):
+        flags, env = merged_baseline(base, case.atoms, spec)
+        apply_fix(flags, env, half, spec)
+        assert oracle.outcome(flags, env=env).rule == "sglang-deepgemm-missing-both-paths", half
+    flags, env = merged_baseline(base, case.atoms, spec)
+    apply_fix(flags, env, "SGLANG_ENABLE_JIT_DEEPGEMM=0 drop:--fp8-gemm-backend", spec)
+    assert oracle.outcome(flags, env=env).validated
+
+
+def test_a_fix_the_search_cannot_reach_is_out_of_space():
+    from bringup.engines.scenario import _snapshot_registry
+
+    atom = next(a for a in load_atoms("dev") if a.id == "vllm-tp-exceeds-gpus")
+    spec = help_for("vllm", "0.32.0")[0]
+    cand = Candidate.make("vllm", "m", {"--tensor-parallel-size": 8}, {})
+    reg = _snapshot_registry("vllm", "0.32.0")
+    assert in_space(atom, "drop:--tensor-parallel-size", cand, spec, reg) is None  # the user's own flag
+    assert in_space(atom, "--max-num-seqs 256", cand, spec, reg) is None  # a level of the space
+    assert "not a level" in (in_space(atom, "--max-num-seqs 77", cand, spec, reg) or "")
+    assert "variable" in (in_space(atom, "NOT_A_VARIABLE_X=1", cand, spec, reg) or "")
+
+
+def test_stop_kinds_read_the_runs_words():
+    def res(status: str, validated: bool = False, reason: str = ""):
+        return SimpleNamespace(status=status, validated=validated, stop_reason=reason)
+
+    assert stop_kind(res("validated", True)) == "validated"
+    assert stop_kind(res("budget", reason="launch budget (12) spent")) == "budget"
+    assert stop_kind(res("no-working-config")) == "false-verdict"
+    assert stop_kind(res("impossible")) == "false-verdict"
+    assert stop_kind(res("not-found")) == "gave-up"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "base,atom",
+    [
+        ("vllm-sm120x4-llama31-70b", "vllm-flashinfer-not-installed"),
+        ("sglang-h200x1-llama31-8b", "sglang-graph-oom-fraction"),
+    ],
+)
+def test_a_one_atom_bring_up_runs_in_process_and_fails_as_the_atom_says(tmp_path, base, atom):
+    case = compose_atoms("dev", base, [atom], tmp_path / "sc", dict(os.environ))
+    settings = RunSettings(
+        scenario=str(case.path),
+        baseline=case.baseline,
+        knowledge=False,
+        screen="never",
+        minimize=False,
+        max_launches=4,
+    )
+    res = Run(settings, Path(tmp_path / "run"), trial_factory=InProcessTrial).execute()
+    first = res.attempts[0]
+    assert first.changes == "(baseline)"
+    a = case.atoms[0]
+    assert (first.failure_class, first.phase) == (a.expect_class, a.phase)
+    assert res.validated and res.launches <= 4
