@@ -27,6 +27,10 @@ class Mistake:
     root: str  # a fragment of the root-cause line (evidence[0]) the failure shows
     classes: frozenset[str]  # the failure classes that are right for it
     why: str = ""  # how it fails, for messages
+    # Environment the engine itself offers to let the value through (vLLM's "To allow overriding
+    # this maximum, set the env var ..."): with it the failure does not show, but the value is still
+    # a mistake (the model was not trained past its own maximum), so it must not stay in the fix.
+    waived_by: tuple[tuple[str, str], ...] = ()
 
     def tokens(self) -> list[str]:
         return [self.flag] if self.value is None else [self.flag, self.value]
@@ -39,6 +43,11 @@ class Mistake:
         if self.value is None:
             return v not in (False, None, "false")
         return str(v) == self.value
+
+
+    def shows(self, flags: dict[str, Any], env: dict[str, str]) -> bool:
+        """Present and not waived by the environment the engine names."""
+        return self.present(flags) and not any(env.get(k) == v for k, v in self.waived_by)
 
 
 def baseline_of(mistakes: list[Mistake], *good: str) -> str:
@@ -75,12 +84,13 @@ def run_bringup(engine: str, model: Path, baseline: str, runs: Path, max_launche
     return d
 
 
-def attempt_flags(attempt: dict) -> dict[str, Any] | None:
-    """The flags an attempt launched (its trial's outcome.json), or None when it has none."""
+def attempt_launched(attempt: dict) -> tuple[dict[str, Any], dict[str, str]] | None:
+    """The flags and environment an attempt launched (its trial's outcome.json), or None."""
     path = Path(attempt.get("trial_dir") or "/nonexistent") / "outcome.json"
     if not path.is_file():
         return None
-    return json.loads(path.read_text()).get("candidate", {}).get("flags", {})
+    cand = json.loads(path.read_text()).get("candidate", {})
+    return cand.get("flags", {}), cand.get("env", {})
 
 
 def table(d: dict) -> str:
@@ -97,7 +107,7 @@ def problems(d: dict, mistakes: list[Mistake]) -> list[str]:
     """What this run did that a person fixing one mistake per launch would not have: not validated,
     more than mistakes + 1 search launches, a mistake left in the validated command, a failure
     classified otherwise than its mistake's class (the mistake that shows is the first one of
-    `mistakes`, in onion order, still in the attempt's command)."""
+    `mistakes`, in onion order, still in the attempt's command and not waived)."""
     out: list[str] = []
     if not d.get("validated"):
         out.append(f"not validated: {d.get('status')}: {d.get('stop_reason', '')[:300]}")
@@ -112,11 +122,11 @@ def problems(d: dict, mistakes: list[Mistake]) -> list[str]:
     for a in d.get("attempts", []):
         if a["purpose"] == "minimize" or a["status"] == "works":
             continue
-        flags = attempt_flags(a)
-        if flags is None:
+        launched = attempt_launched(a)
+        if launched is None:
             out.append(f"attempt {a['number']}: no outcome.json in {a.get('trial_dir')!r}")
             continue
-        showing = next((m for m in mistakes if m.present(flags)), None)
+        showing = next((m for m in mistakes if m.shows(*launched)), None)
         if showing is None:
             out.append(
                 f"attempt {a['number']} [{a['changes']}] failed ({a.get('failure_class')}: "

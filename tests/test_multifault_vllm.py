@@ -23,6 +23,7 @@ MISTAKES = [
         "User-specified max_model_len (999999) is greater than the derived max_model_len",
         frozenset({"bad-flag"}),
         "pydantic ValidationError while the arguments become a config; the message names the model's 2048",
+        waived_by=(("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "1"),),
     ),
     Mistake(
         "--tensor-parallel-size",
