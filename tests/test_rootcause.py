@@ -637,6 +637,14 @@ CASES = [
         ["--cb-num-blocks"],
         {},
     ),
+    (
+        "transformers-cpu-cb-num-blocks-100000.log",  # docs/multifault.md: the onion's last layer
+        "oom-kv-cache",
+        "first-request",
+        "MemoryError: Memory footprint 931117858816 is more than available memory",
+        ["--cb-num-blocks"],
+        {},
+    ),
     # transformers serve 5.17.0 on the H200 (issue 11's real GPU bring-up, tests/data/gpu/h200_bringup.sh)
     (
         "transformers-h200-bnb-4bit.log",
