@@ -44,7 +44,6 @@ class Mistake:
             return v not in (False, None, "false")
         return str(v) == self.value
 
-
     def shows(self, flags: dict[str, Any], env: dict[str, str]) -> bool:
         """Present and not waived by the environment the engine names."""
         return self.present(flags) and not any(env.get(k) == v for k, v in self.waived_by)
