@@ -458,6 +458,16 @@ CASES = [
         {},
     ),
     (
+        # one NUMA node, two CPU workers (docs/multifault.md); the message says "decrease DP/TP/PP",
+        # yet nothing is implicated today (issue 22: it should implicate --tensor-parallel-size)
+        "vllm-cpu-tensor-parallel-2-numa.log",
+        "incompatible-options",
+        "distributed-init",
+        "AssertionError: Not enough allowed NUMA nodes to bind threads of 2 local CPUWorkers",
+        [],
+        {},
+    ),
+    (
         "vllm-cpu-head-dim-16-first-request.log",
         "unsupported-hardware",
         "first-request",
@@ -624,6 +634,14 @@ CASES = [
         "oom-kv-cache",
         "first-request",
         "MemoryError: Memory footprint",
+        ["--cb-num-blocks"],
+        {},
+    ),
+    (
+        "transformers-cpu-cb-num-blocks-100000.log",  # docs/multifault.md: the onion's last layer
+        "oom-kv-cache",
+        "first-request",
+        "MemoryError: Memory footprint 931117858816 is more than available memory",
         ["--cb-num-blocks"],
         {},
     ),
