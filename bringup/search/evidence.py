@@ -184,9 +184,13 @@ def _outcome_remedies(outcome: Outcome) -> list[dict]:
     return [r for r in out if str(r.get("flag", "")).startswith("--")]
 
 
-def named_in_line(line: str, f: Factor, level: str) -> bool:
-    """A line names a factor: its flag, its dest (with underscores or spaces), or a distinctive
-    value of the level it had."""
+def named_in_line(line: str, f: Factor, level: str, aliases: tuple[str, ...] = ()) -> bool:
+    """A line names a factor: its flag, its dest (with underscores or spaces), one of its short
+    aliases in capitals ("decrease DP/TP/PP" names -tp), or a distinctive value of the level it had."""
+    for a in aliases:
+        word = a.lstrip("-")
+        if len(word) >= 2 and (re.search(rf"(?<![\w-]){re.escape(a)}(?![\w-])", line) or re.search(rf"\b{re.escape(word.upper())}\b", line)):
+            return True
     low = line.lower()
     if f.is_env:
         return f.dest.lower() in low
@@ -212,6 +216,7 @@ def relevance(
     levels: Mapping[str, str],
     changed: set[str],
     resolve,
+    aliases: Mapping[str, tuple[str, ...]] | None = None,
 ) -> Named:
     """Weigh the factors this failure names. ``levels``: each factor's effective level in the launch;
     ``changed``: factors it changed from the baseline; ``resolve``: flag name -> Factor or None."""
@@ -232,7 +237,7 @@ def relevance(
             named.advised.setdefault(f.name, []).append(value)
     for f in factors:
         lv = levels.get(f.name, "")
-        if any(named_in_line(ln, f, lv) for ln in plain[:6]):
+        if any(named_in_line(ln, f, lv, (aliases or {}).get(f.name, ())) for ln in plain[:6]):
             named.add(
                 f.name, W_LINE if not f.is_env else W_ENV_NAMED, f"named by the failure: {plain[0][:160]}"
             )

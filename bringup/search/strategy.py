@@ -46,6 +46,7 @@ _REFUSAL = re.compile(
     r"no kernel|only supported",
     re.IGNORECASE,
 )
+_GUARD = re.compile(r"(^|_)(ALLOW|SKIP|IGNORE|BYPASS|UNSAFE|DISABLE_\w*CHECK)(_|$)")
 _NONE_VALID = re.compile(
     r"\bno (valid|suitable|compatible|available|supported) [\w -]{0,40}?(found|available|for)", re.IGNORECASE
 )
@@ -279,6 +280,10 @@ class Strategy:
         reach = self.passed.get((f.name, e))
         if reach is not None:
             r *= 1 - ev.survived(reach)  # a level that got a launch this far brings no failure before it
+        if f.is_env and e != self.eff(f, base) and _GUARD.search(f.dest):
+            # a variable that overrides one of the engine's own checks hides a failure, it does not
+            # fix it (VLLM_ALLOW_LONG_MAX_MODEL_LEN past the model's length): a last resort
+            r = max(r, P_RISKY)
         return max(r, self.risk_floor.get((f.name, e), 0.0))
 
     # -- learning from outcomes ------------------------------------------------------------------
@@ -339,7 +344,7 @@ class Strategy:
     ) -> None:
         base_levels = self.levels_of(self.baseline)
         changed = {n for n, e in levels.items() if base_levels.get(n) != e}
-        named = ev.relevance(outcome, self.space.factors, levels, changed, self._flag_factor)
+        named = ev.relevance(outcome, self.space.factors, levels, changed, self._flag_factor, self._aliases())
         levels = self.levels_of(cand)  # a remedy may have added a factor
         for name, vals in named.advised.items():
             f = self.space.get(name)
@@ -407,6 +412,16 @@ class Strategy:
         out = {Condition(name, normalise(cur), op): 2.0}
         for k, n in enumerate(past[:4]):
             out[Condition(name, normalise(str(n)), op)] = 2.0 / 3 ** (k + 1)
+        return out
+
+    def _aliases(self) -> dict[str, tuple[str, ...]]:
+        out: dict[str, tuple[str, ...]] = {}
+        if self.spec is None:
+            return out
+        for f in self.space.factors:
+            opt = None if f.is_env else self.spec.get(f.name)
+            if opt is not None and opt.aliases:
+                out[f.name] = tuple(a for a in opt.aliases if not a.startswith("--"))
         return out
 
     def _machine_only(self, outcome: Outcome, named: ev.Named) -> bool:
