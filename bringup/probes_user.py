@@ -294,33 +294,70 @@ def long_prompt(tokens: int) -> str:
 
 
 def probe_long_prompt(runner: ProbeRunner, client: httpx.Client) -> str:
-    from bringup.probes import Disagree, _finite_logprobs, _tokens
+    """A prompt at a fraction of the maximum length, then the same prompt followed by the first
+    half of its own answer: the second half must come back. The first request builds the answer's
+    KV cache by decoding, the second by (chunked) prefill; a broken long prefill gives garbled
+    text that is consistent with itself but not with the decode path. A first difference is
+    allowed where the server's own top logprobs call it a near tie (`tie_gap` of the precision)."""
+    from bringup.probes import Disagree, _finite_logprobs
 
     cfg = runner.cfg
     runner.phase = "decode"
     if not runner.max_model_len:
         raise Skip("the server reports no maximum length (/v1/models max_model_len)")
+    if not cfg.logprobs:
+        raise Skip("this engine returns no token logprobs: the continuation cannot be lined up by token")
     target = int(runner.max_model_len * cfg.long_prompt_fraction)
-    per_word = runner.tokens_per_word or 1.0
-    prompt = long_prompt(int(target / per_word) - 8)
-    extra = {"ignore_eos": True} if cfg.ignore_eos else {}
+    prompt = long_prompt(int(target / (runner.tokens_per_word or 1.0)) - 8)
+    half = max(cfg.short_tokens // 2, 1)
     t0 = time.monotonic()
-    first = runner._completion(client, prompt, cfg.short_tokens, **extra)
+    first = _long(runner, client, prompt, 2 * half)
     took = time.monotonic() - t0
-    n_prompt = (first.get("usage") or {}).get("prompt_tokens")
-    _finite_logprobs(first["choices"][0])
-    again = runner._completion(client, prompt, cfg.short_tokens, **extra)
-    a, b = _tokens(first["choices"][0]), _tokens(again["choices"][0])
-    if a != b:
-        raise Disagree(
-            f"a {n_prompt}-token prompt gave two greedy answers: {''.join(a)[:40]!r} vs {''.join(b)[:40]!r}"
-        )
-    if not a:
-        raise Disagree(f"a {n_prompt}-token prompt got an empty answer")
+    toks = first["choices"][0]["logprobs"]["tokens"]
+    n_prompt = (first.get("usage") or {}).get("prompt_tokens") or 0
+    if len(toks) < 2 * half:
+        raise Disagree(f"a {n_prompt}-token prompt got {len(toks)} tokens, asked for {2 * half}")
+    second = _long(runner, client, prompt + "".join(toks[:half]), half, top=5)
+    note = _continues(runner, toks[half:], second["choices"][0])
+    _finite_logprobs(second["choices"][0])
     return (
         f"{n_prompt} prompt tokens ({n_prompt / runner.max_model_len:.0%} of max_model_len "
-        f"{runner.max_model_len}) in {took:.1f} s; the same greedy answer twice "
-        "(no long-prompt reference: compared for self-consistency)"
+        f"{runner.max_model_len}) in {took:.1f} s; prefilling its first {half} answer tokens gives "
+        f"the other {half}{note} (no long-prompt reference: compared with the decode path)"
+    )
+
+
+def _long(runner: ProbeRunner, client: httpx.Client, prompt: str, n: int, top: int = 1) -> dict:
+    from bringup.probes import Disagree, _finite_logprobs, _post
+
+    body: dict[str, Any] = {"model": runner.model, "prompt": prompt, "max_tokens": n, "temperature": 0}
+    body["logprobs"] = top
+    if runner.cfg.ignore_eos:
+        body["ignore_eos"] = True
+    data = _post(client, "/v1/completions", body)
+    choice = (data.get("choices") or [{}])[0]
+    _finite_logprobs(choice)
+    if not (choice.get("logprobs") or {}).get("tokens"):
+        raise Disagree(f"long prompt: no tokens in the answer: {str(data)[:200]}")
+    return data
+
+
+def _continues(runner: ProbeRunner, want: list[str], choice: dict) -> str:
+    from bringup.probes import Disagree
+    from bringup.reference import tolerance
+
+    lp = choice["logprobs"]
+    got = lp["tokens"]
+    k = common_prefix(want, got)
+    if k >= min(len(want), len(got)):
+        return ""
+    top = (lp.get("top_logprobs") or [{}] * len(got))[k] or {}
+    tie = tolerance(runner.cfg.reference_precision).tie_gap
+    if want[k] in top and got[k] in top and top[got[k]] - top[want[k]] < tie:
+        return f" (a near tie at token {k}: {got[k]!r} vs {want[k]!r})"
+    raise Disagree(
+        f"a long prompt's answer is not its own continuation: after {k} tokens the prefill path "
+        f"says {''.join(got[k:])[:40]!r}, the decode path {''.join(want[k:])[:40]!r}"
     )
 
 
