@@ -27,6 +27,9 @@ from bringup.scenario.oracle import Oracle, OracleOutcome
 SCALE = 0.002
 GLM = "glm5-nvfp4-sm120"
 QWEN = "qwen3-30b-a3b-fp8-sm120-vllm"
+SAMPLER = "llama31-8b-sm120-sampler-wrong-sglang"
+LONG = "llama31-8b-h200-long-prompt-fp8kv-vllm"
+FULL = "qwen25-14b-h200-concurrency-graph-vllm"
 GLM_BASE = load_scenario(scenario_path(GLM)).baseline or ""
 GLM_OK = (
     "--tp 8 --quantization modelopt_fp4 --mem-fraction-static 0.88 --nsa-decode-backend trtllm "
@@ -55,6 +58,13 @@ CASES = [
     (QWEN, "--moe-backend triton --enforce-eager", "works", None),
     (QWEN, "--moe-backend batched_triton", "wrong-output", "load"),  # batch-variant greedy output
     (QWEN, "--moe-backend deep_gemm", "fails", "load-weights"),
+    # faults only users' requests show (issue 24): sampling, a long prompt, the full batch
+    (SAMPLER, "--context-length 16384", "wrong-output", "decode"),
+    (SAMPLER, "--context-length 16384 --sampling-backend pytorch", "works", None),
+    (LONG, "--max-model-len 32768 --kv-cache-dtype fp8", "wrong-output", "decode"),
+    (LONG, "--max-model-len 32768", "works", None),
+    (FULL, "--max-model-len 16384", "wrong-output", "load"),
+    (FULL, "--max-model-len 16384 --enforce-eager", "works", None),
 ]
 
 
