@@ -244,9 +244,7 @@ class ProbeRunner:
                         lps += lp.get("token_logprobs") or []
                     if tokens or any(text):
                         self.phase = "decode"
-                        now = time.monotonic() - t0
-                        timing.first_s = now if timing.first_s is None else timing.first_s
-                        timing.last_s = now
+                        timing.mark(t0)
         except httpx.TimeoutException as e:
             raise ServerBroke(
                 f"POST /v1/completions (stream): no answer within {client.timeout.read} s"
@@ -261,12 +259,17 @@ class ProbeRunner:
         # same tokens sent whole (transformers holds back a trailing partial UTF-8 character):
         # batch invariance then compares whole responses only.
         self._reference = tokens or ("".join(text) if self.cfg.logprobs else None)
+        self._note_greedy(timing, usage, tokens)
+        self.phase = "decode"
+        return f"{n} tokens (streamed): {''.join(text)[:60]!r}"
+
+    def _note_greedy(self, timing: Any, usage: dict[str, Any], tokens: list[str]) -> None:
+        """Keep the streamed greedy request's timing (the stall deadline, the rate to compare
+        sampling with) and its tokens per prompt word (to size the long prompt)."""
         timing.usage, timing.tokens = usage, tokens
         self.greedy = timing
         if usage.get("prompt_tokens"):
             self.tokens_per_word = usage["prompt_tokens"] / len(REFERENCE_PROMPT.split())
-        self.phase = "decode"
-        return f"{n} tokens (streamed): {''.join(text)[:60]!r}"
 
     def probe_chat(self, client: httpx.Client) -> str:
         body = {

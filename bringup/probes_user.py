@@ -64,6 +64,12 @@ class Streamed:
     def count(self) -> int:
         return int(self.usage.get("completion_tokens") or len(self.tokens))
 
+    def mark(self, t0: float) -> None:
+        """A token arrived now (`t0`: when the request was sent)."""
+        now = time.monotonic() - t0
+        self.first_s = now if self.first_s is None else self.first_s
+        self.last_s = now
+
     def rate(self) -> float | None:
         """Tokens per second after the first one (decode), None with fewer than 3 tokens."""
         if self.first_s is None or self.last_s is None or self.count < 3:
@@ -95,9 +101,7 @@ def _take(out: Streamed, chunk: dict, t0: float) -> None:
         out.logprobs += lp.get("token_logprobs") or []
         out.top += lp.get("top_logprobs") or []
         if got:
-            now = time.monotonic() - t0
-            out.first_s = now if out.first_s is None else out.first_s
-            out.last_s = now
+            out.mark(t0)
 
 
 def stream(client: httpx.Client, body: dict, read_timeout: float | None = None) -> Streamed:
@@ -211,9 +215,7 @@ def _same_seed(runner: ProbeRunner, client: httpx.Client, first: Streamed) -> st
     agree = common_prefix(ref, again)
     if near_tie_divergence(ref, agree):
         return f"same seed agrees for {agree} tokens, then parts (a near tie)"
-    raise Disagree(
-        f"the same seed gave other tokens: {''.join(ref)[:50]!r} vs {''.join(again)[:50]!r}"
-    )
+    raise Disagree(f"the same seed gave other tokens: {''.join(ref)[:50]!r} vs {''.join(again)[:50]!r}")
 
 
 def probe_sampled(runner: ProbeRunner, client: httpx.Client) -> str:
@@ -311,7 +313,7 @@ def probe_long_prompt(runner: ProbeRunner, client: httpx.Client) -> str:
     if not cfg.logprobs:
         raise Skip("this engine returns no token logprobs: the continuation cannot be lined up by token")
     target = int(runner.max_model_len * cfg.long_prompt_fraction)
-    prompt = long_prompt(int(target / (runner.tokens_per_word or 1.0)) - 8)
+    prompt = long_prompt(int(target / _filler_tokens_per_word(runner, client)) - 8)
     half = max(cfg.short_tokens // 2, 1)
     t0 = time.monotonic()
     first = _long(runner, client, prompt, 2 * half)
@@ -328,6 +330,14 @@ def probe_long_prompt(runner: ProbeRunner, client: httpx.Client) -> str:
         f"{runner.max_model_len}) in {took:.1f} s; prefilling its first {half} answer tokens gives "
         f"the other {half}{note} (no long-prompt reference: compared with the decode path)"
     )
+
+
+def _filler_tokens_per_word(runner: ProbeRunner, client: httpx.Client, words: int = 64) -> float:
+    """The filler's tokens per word on this server's tokenizer: one short request's usage (a
+    tokenizer may spend several tokens on a word; the prompt must stay at its fraction)."""
+    data = runner._completion(client, long_prompt(words), 1)
+    n = (data.get("usage") or {}).get("prompt_tokens")
+    return max(n / words, 0.5) if isinstance(n, int) and n > 0 else (runner.tokens_per_word or 1.0)
 
 
 def _long(runner: ProbeRunner, client: httpx.Client, prompt: str, n: int, top: int = 1) -> dict:
@@ -381,9 +391,14 @@ def probe_concurrency(runner: ProbeRunner, client: httpx.Client) -> str:
     if n <= cfg.batch_size:
         raise Skip(f"the maximum batch ({n}) is no larger than the batch probe's {cfg.batch_size}")
     copies = max(2, n // 8)
-    prompts = [REFERENCE_PROMPT if i % (n // copies) == 0 else BATCH_PROMPTS[i % len(BATCH_PROMPTS)] for i in range(n)]
+    prompts = [
+        REFERENCE_PROMPT if i % (n // copies) == 0 else BATCH_PROMPTS[i % len(BATCH_PROMPTS)]
+        for i in range(n)
+    ]
     limits_hint = httpx.Limits(max_connections=n + 4)
-    with httpx.Client(base_url=str(client.base_url), timeout=client.timeout, limits=limits_hint, headers=client.headers) as wide:
+    with httpx.Client(
+        base_url=str(client.base_url), timeout=client.timeout, limits=limits_hint, headers=client.headers
+    ) as wide:
         with ThreadPoolExecutor(max_workers=n) as pool:
             futures = [pool.submit(runner._completion, wide, p, cfg.short_tokens) for p in prompts]
             outs = [f.result() for f in futures]

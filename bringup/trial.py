@@ -334,6 +334,36 @@ class Trial:
     def _cancelled(self) -> bool:
         return self.s.cancel is not None and self.s.cancel.is_set()
 
+    def _probe_class(
+        self, cls: Classification, status: str, bad_probe: ProbeResult | None, texts: list[str], reached: str
+    ) -> tuple[Classification, str]:
+        """The class of a failure the probes found and no signature explains (a stall, wrong or
+        non-finite output); a fatal signature seen while probes disagreed makes it a failure."""
+        if cls.failure_class == "unknown" and bad_probe is not None and bad_probe.kind == "stall":
+            cls = self._stall(bad_probe, texts, reached)
+        elif status == "wrong-output" and cls.failure_class == "unknown":
+            bad = bad_probe
+            kind = getattr(bad, "kind", "disagree")
+            # What the engine said it picked (sampler, attention, GEMM) names the components on the
+            # output path: evidence after the probe's own line.
+            cls = Classification(
+                "nan-output" if kind == "nan" else "wrong-output",
+                reached,
+                ([f"probe {bad.name}: {bad.detail}"] if bad else [])
+                + self.engine.implementation_lines(texts),
+                "The server answers but its output is not right: "
+                + (
+                    "NaN/inf logprobs point at the attention backend or KV dtype."
+                    if kind == "nan"
+                    else "greedy output must not depend on batch composition or repetition, and known answers must "
+                    "match; suspect the attention/GEMM kernels or a quantized path."
+                ),
+                implicates=_probe_suspects(bad, "nan-output" if kind == "nan" else "wrong-output"),
+            )
+        elif status == "wrong-output":
+            status = "fails"  # a fatal signature showed up while probes were disagreeing
+        return cls, status
+
     def _stall(self, bad: ProbeResult, texts: list[str], reached: str) -> Classification:
         """A request that got no token in time: the scheduler's own lines are the evidence."""
         pattern = self.engine.info.probes.scheduler_log
@@ -506,29 +536,7 @@ class Trial:
             return self._write(out)
 
         cls = classify(self.engine.before_teardown(texts), self.engine.log_dialect, reached)
-        if cls.failure_class == "unknown" and failed_probe is not None and failed_probe.kind == "stall":
-            cls = self._stall(failed_probe, texts, reached)
-        elif status == "wrong-output" and cls.failure_class == "unknown":
-            bad = failed_probe
-            kind = getattr(bad, "kind", "disagree")
-            # What the engine said it picked (sampler, attention, GEMM) names the components on the
-            # output path: evidence after the probe's own line.
-            cls = Classification(
-                "nan-output" if kind == "nan" else "wrong-output",
-                reached,
-                ([f"probe {bad.name}: {bad.detail}"] if bad else [])
-                + self.engine.implementation_lines(texts),
-                "The server answers but its output is not right: "
-                + (
-                    "NaN/inf logprobs point at the attention backend or KV dtype."
-                    if kind == "nan"
-                    else "greedy output must not depend on batch composition or repetition, and known answers must "
-                    "match; suspect the attention/GEMM kernels or a quantized path."
-                ),
-                implicates=_probe_suspects(bad, "nan-output" if kind == "nan" else "wrong-output"),
-            )
-        elif status == "wrong-output":
-            status = "fails"  # a fatal signature showed up while probes were disagreeing
+        cls, status = self._probe_class(cls, status, failed_probe, texts, reached)
         if (
             cls.failure_class == "unknown"
             and failed_probe is not None
@@ -547,7 +555,9 @@ class Trial:
         return self._write(out)
 
 
-def _probe_suspects(bad: ProbeResult | None, klass: str | None, generic: list[str] | None = None) -> list[str]:
+def _probe_suspects(
+    bad: ProbeResult | None, klass: str | None, generic: list[str] | None = None
+) -> list[str]:
     """What a failed probe implicates. `bad` is the first probe that failed: when it is one of
     the users'-use probes, every greedy probe before it passed, so the components only it runs
     are the suspects (classes.yaml probe_implicates_by_probe: a sampled request runs the sampler);

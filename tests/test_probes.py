@@ -72,11 +72,20 @@ def test_a_healthy_server_passes_the_whole_ladder():
         results = runner.run()
         log = list(srv.log)
     assert [r.name for r in results] == LADDER
-    assert all(r.passed and r.kind in ("ok", "skipped") for r in results), [(r.name, r.detail) for r in results]
+    assert all(r.passed and r.kind in ("ok", "skipped") for r in results), [
+        (r.name, r.detail) for r in results
+    ]
     assert runner.model == "fake-model"  # read from /v1/models
     assert "16 tokens (streamed)" in by_name(results)["completion"].detail
     assert by_name(results)["long-decode"].detail.startswith("200 tokens")
-    assert [r.phase for r in results][: len(GREEDY)] == ["ready", "ready", "decode", "decode", "decode", "load"]
+    assert [r.phase for r in results][: len(GREEDY)] == [
+        "ready",
+        "ready",
+        "decode",
+        "decode",
+        "decode",
+        "load",
+    ]
     # what the server received: one streamed first request, then chat, long decode, the batch, one repeat
     completions = [r for r in log if "prompt" in r]
     assert completions[0]["stream"] is True and completions[0]["prompt"] == REFERENCE_PROMPT
@@ -101,7 +110,16 @@ def test_known_answers_right_and_wrong():
         bad = probe(url, answers=[KnownAnswer("What is 2+2?", "4")])
     assert ok["known-answers"].passed and ok["known-answers"].detail == "1 known answers correct"
     names = [r.name for r in bad]
-    assert names == ["health", "completion", "chat", "known-answers", "long-decode", "batch", "batch-invariance", *USER]
+    assert names == [
+        "health",
+        "completion",
+        "chat",
+        "known-answers",
+        "long-decode",
+        "batch",
+        "batch-invariance",
+        *USER,
+    ]
     ka = by_name(bad)["known-answers"]
     assert not ka.passed and ka.kind == "disagree" and "expected '4'" in ka.detail
     assert by_name(bad)["batch-invariance"].passed

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import time
 
 import pytest
 from fake_openai_server import Server
@@ -90,10 +91,24 @@ class Sampler(Server):
         tok = " w9" if self.wrong else " w0"
         lp = -6.0 if self.wrong else -0.2
         top = {f" w{i}": -0.2 - i for i in range(6)}
-        chunk = {"choices": [{"index": 0, "text": tok, "logprobs": {"tokens": [tok], "token_logprobs": [lp], "top_logprobs": [{**top, tok: lp}]}}]}
+        chunk = {
+            "choices": [
+                {
+                    "index": 0,
+                    "text": tok,
+                    "logprobs": {"tokens": [tok], "token_logprobs": [lp], "top_logprobs": [{**top, tok: lp}]},
+                }
+            ]
+        }
         if not req.get("stream"):
             lps = {"tokens": [tok] * n, "token_logprobs": [lp] * n, "top_logprobs": [{**top, tok: lp}] * n}
-            self.send_json(w, {"choices": [{"index": 0, "text": tok * n, "logprobs": lps}], "usage": {"completion_tokens": n}})
+            self.send_json(
+                w,
+                {
+                    "choices": [{"index": 0, "text": tok * n, "logprobs": lps}],
+                    "usage": {"completion_tokens": n},
+                },
+            )
             await w.drain()
             return True
         w.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n")
@@ -111,7 +126,7 @@ class WrongSampler(Sampler):
 
 
 class StallingSampler(Sampler):
-    stall = 2.0
+    stall = 1.0
 
 
 def test_a_sampler_that_draws_outside_top_k_fails_only_the_sampled_probe():
@@ -131,6 +146,7 @@ def test_a_sampler_that_draws_outside_top_k_fails_only_the_sampled_probe():
 def test_a_sampled_request_with_no_token_by_the_deadline_is_a_stall_and_ends_the_ladder():
     with serving(StallingSampler) as (url, _):
         results = ProbeRunner(url, ProbeConfig(request_timeout=10, stall_floor_s=0.5, stall_factor=5)).run()
+        time.sleep(0.8)  # the server's stalled request ends before the server does
     s = results[-1]
     assert s.name == "sampled" and not s.passed and s.kind == "stall"
     assert "stall: no first token within 0.5 s" in s.detail
@@ -160,7 +176,13 @@ class LongPrompt(Server):
         toks = [f" t{done + i}" for i in range(n)]
         top = [{t: -0.1, " other": -3.0} for t in toks]
         lps = {"tokens": toks, "token_logprobs": [-0.1] * n, "top_logprobs": top}
-        self.send_json(w, {"choices": [{"index": 0, "text": "".join(toks), "logprobs": lps}], "usage": {"prompt_tokens": len(prompt.split()), "completion_tokens": n}})
+        self.send_json(
+            w,
+            {
+                "choices": [{"index": 0, "text": "".join(toks), "logprobs": lps}],
+                "usage": {"prompt_tokens": len(prompt.split()), "completion_tokens": n},
+            },
+        )
         await w.drain()
         return True
 
@@ -181,21 +203,33 @@ def test_a_long_prompt_whose_prefill_disagrees_with_decoding_fails():
 
 
 class FullBatchVariant(Server):
-    """Greedy output of the reference prompt changes once more than 16 requests are in flight."""
+    """Greedy output of the reference prompt changes once more than 16 requests were in flight
+    with it (each request remembers the largest batch it shared, as the scenario double does)."""
 
     inflight = 0
 
     async def generate(self, req: dict, chat: bool, w) -> bool:
+        rid = object()
+        if not hasattr(self, "peaks"):
+            self.peaks: dict = {}
         self.inflight += 1
+        self.peaks[rid] = self.inflight
+        for k in self.peaks:
+            self.peaks[k] = max(self.peaks[k], self.inflight)
         try:
-            await asyncio.sleep(0.05)
-            if not chat and req.get("prompt") == REFERENCE_PROMPT and not req.get("stream") and self.inflight > 16:
-                self.send_json(w, {"choices": [{"index": 0, "text": " WRONG at once"}], "usage": {"completion_tokens": 3}})
+            await asyncio.sleep(0.3)  # requests sent together find each other
+            wrong = self.peaks[rid] > 16 and not chat and req.get("prompt") == REFERENCE_PROMPT
+            if wrong and not req.get("stream"):
+                self.send_json(
+                    w,
+                    {"choices": [{"index": 0, "text": " WRONG at once"}], "usage": {"completion_tokens": 3}},
+                )
                 await w.drain()
                 return True
             return await super().generate(req, chat, w)
         finally:
             self.inflight -= 1
+            self.peaks.pop(rid, None)
 
 
 def test_output_that_changes_only_at_full_concurrency_fails_the_concurrency_probe_only():
@@ -229,7 +263,9 @@ def test_sampled_reference_draws_against_the_reference():
     with serving(NDraws) as (url, _):
         confident = by_name(probe(url, reference=ref({" t0": -0.01, " x": -6.0, " y": -7.0})))
         flat = by_name(probe(url, reference=ref({" t0": -1.0, " x": -1.05, " y": -1.1, " z": -4})))
-        ranked_out = by_name(probe(url, reference=ref({" a": -1.0, " b": -1.1, " c": -1.2, " d": -1.3, " t0": -5.0})))
+        ranked_out = by_name(
+            probe(url, reference=ref({" a": -1.0, " b": -1.1, " c": -1.2, " d": -1.3, " t0": -5.0}))
+        )
     assert confident["sampled-reference"].passed, confident["sampled-reference"].detail
     assert not flat["sampled-reference"].passed and "too often" in flat["sampled-reference"].detail
     assert "outside the reference's top-3" in ranked_out["sampled-reference"].detail

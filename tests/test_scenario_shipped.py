@@ -135,7 +135,14 @@ CASES = [
     ),
     (
         "llama31-8b-h200-long-prompt-fp8kv-vllm",
-        ["--model", "meta-llama/Llama-3.1-8B-Instruct", "--max-model-len", "32768", "--kv-cache-dtype", "fp8"],
+        [
+            "--model",
+            "meta-llama/Llama-3.1-8B-Instruct",
+            "--max-model-len",
+            "32768",
+            "--kv-cache-dtype",
+            "fp8",
+        ],
         "fp8-kv-chunked-prefill-wrong",
         None,
         ["--kv-cache-dtype", "auto"],

@@ -36,9 +36,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
+from bringup import probes_user as u
 from bringup.candidate import Candidate, FlagError, FlagValue, parse_flags, render_flags
 from bringup.knowledge_files import phase_index
-from bringup import probes_user as u
 from bringup.probes import BATCH_PROMPTS, REFERENCE_PROMPT, KnownAnswer, ProbeConfig
 from bringup.scenario.config import EffectiveConfig, compute_config, decide
 from bringup.scenario.engine_args import (
@@ -260,7 +260,13 @@ def _long_prompt(srv: _Serving, probe: ProbeConfig, disagree) -> None:
     """probes_user.probe_long_prompt: /v1/models reports the context length, 1 token a word."""
     if not probe.logprobs:
         return  # skipped
-    n = int(srv.context_len * probe.long_prompt_fraction) - 8
+    calibrate = _completion(u.long_prompt(64), 1)  # _filler_tokens_per_word's request
+    if not srv.fits(calibrate):
+        disagree("long-prompt", "decode")
+        return
+    srv.run([calibrate])
+    per_word = max(count_tokens(u.long_prompt(64)) / 64, 0.5)
+    n = int(int(srv.context_len * probe.long_prompt_fraction) / per_word) - 8
     half = max(probe.short_tokens // 2, 1)
     prompt = u.long_prompt(n)
     req = _completion(prompt, 2 * half, ignore_eos=probe.ignore_eos)
@@ -282,7 +288,8 @@ def _concurrency(srv: _Serving, probe: ProbeConfig, alone: list[str] | None, dis
         return  # skipped: no larger than the batch probe
     copies = max(2, n // 8)
     prompts = [
-        REFERENCE_PROMPT if i % (n // copies) == 0 else BATCH_PROMPTS[i % len(BATCH_PROMPTS)] for i in range(n)
+        REFERENCE_PROMPT if i % (n // copies) == 0 else BATCH_PROMPTS[i % len(BATCH_PROMPTS)]
+        for i in range(n)
     ]
     reqs = [_completion(p, probe.short_tokens) for p in prompts]
     if not all(srv.fits(r) for r in reqs):
