@@ -56,13 +56,14 @@ class Streamed:
     tokens: list[str] = field(default_factory=list)
     logprobs: list[float | None] = field(default_factory=list)
     top: list[dict[str, float]] = field(default_factory=list)
+    chunks: int = 0  # chunks that carried text or tokens (the count where no usage or tokens come)
     first_s: float | None = None  # request sent to first token
     last_s: float | None = None  # request sent to last token
     usage: dict[str, Any] = field(default_factory=dict)
 
     @property
     def count(self) -> int:
-        return int(self.usage.get("completion_tokens") or len(self.tokens))
+        return int(self.usage.get("completion_tokens") or len(self.tokens) or self.chunks)
 
     def mark(self, t0: float) -> None:
         """A token arrived now (`t0`: when the request was sent)."""
@@ -101,6 +102,7 @@ def _take(out: Streamed, chunk: dict, t0: float) -> None:
         out.logprobs += lp.get("token_logprobs") or []
         out.top += lp.get("top_logprobs") or []
         if got:
+            out.chunks += 1
             out.mark(t0)
 
 
