@@ -88,19 +88,37 @@ def outside_reference(draw: str, top: dict[str, float], top_k: int, tol: float) 
     return ranked[top_k - 1] - ranked[-1] >= 2 * tol
 
 
+def _clean(text: str) -> bool:
+    """A token text that names one token: not empty, not part of a UTF-8 character (U+FFFD; a
+    server may also hold such a fragment back and send nothing)."""
+    return bool(text) and "\ufffd" not in text
+
+
 def binomial_verdict(
     prompt: str, draws: list[str], top: dict[str, float], top_k: int, tol: float, alpha: float = ALPHA
 ) -> DrawVerdict:
-    """The draws of one step against the reference's top-k distribution (see the module doc)."""
-    bad = [d for d in draws if outside_reference(d, top, top_k, tol)]
+    """The draws of one step against the reference's top-k distribution (see the module doc).
+
+    Draws whose text cannot name a token (empty, a byte fragment) are left out, and so are such
+    tokens from the reference's top-k: the test is then on the draws among the other tokens,
+    whose shares the reference still gives (renormalized). A reference whose top-1 is such a
+    token gets the membership check only."""
+    kept = [d for d in draws if _clean(d)]
+    bad = [d for d in kept if outside_reference(d, top, top_k, tol)]
     if bad:
         return DrawVerdict(
             False,
             f"{prompt!r}: {len(bad)} of {len(draws)} draws outside the reference's top-{top_k} "
             f"(e.g. {bad[0]!r}; reference top: {_show_top(top)})",
         )
-    first, lo, hi = top1_bounds(top, top_k, tol)
-    n, x = len(draws), sum(d == first for d in draws)
+    ranked = sorted(top.items(), key=lambda kv: kv[1], reverse=True)[:top_k]
+    if not _clean(ranked[0][0]):
+        return DrawVerdict(
+            True, f"{prompt!r}: {len(kept)} draws in the top-{top_k} (its top-1 is a byte fragment)"
+        )
+    allowed_top = {k: v for k, v in ranked if _clean(k)}
+    first, lo, hi = top1_bounds(allowed_top, top_k, tol)
+    n, x = len(kept), sum(d == first for d in kept)
     low_tail = _binom_cdf(x, n, lo)
     high_tail = 1.0 - _binom_cdf(x - 1, n, hi)
     if low_tail < alpha or high_tail < alpha:

@@ -57,6 +57,16 @@ def test_the_binomial_test_catches_a_uniform_or_greedy_sampler_and_passes_a_heal
     assert not v.passed and "outside the reference's top-3" in v.detail
 
 
+def test_byte_fragments_are_left_out_of_the_draws_not_counted_against_the_sampler():
+    """A token that is half a UTF-8 character comes back as '' or U+FFFD: it names no token."""
+    top = {" a": -0.3, "\ufffd": -1.5, " c": -3.0, " d": -6.0, " e": -7.0}
+    draws = [" a"] * 24 + [""] * 4 + ["\ufffd"] * 4
+    assert binomial_verdict("p", draws, top, 3, 0.5).passed
+    frag_first = {"\ufffd": -0.1, " a": -3.0, " b": -3.5}
+    v = binomial_verdict("p", [""] * 30 + [" a", " b"], frag_first, 3, 0.5)
+    assert v.passed and "byte fragment" in v.detail
+
+
 def test_the_binomial_false_alarm_rate_is_at_most_alpha_on_a_simulated_healthy_sampler():
     """Draws from a distribution at the edge of the tolerance: the test fails well under ALPHA x
     (2 sides) of the time (here: never in 2,000 trials)."""
