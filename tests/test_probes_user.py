@@ -321,3 +321,40 @@ def test_a_real_trial_of_each_users_fault_fails_the_same_probe_and_names_its_sus
     fix = next(e for e in sc.expect if e.status == "works")
     rc, d = _real(name, fix.changes, extra=("--runs-dir", str(tmp_path)))
     assert rc == 0 and d["status"] == "works", d.get("evidence")
+
+
+# -- the trial's verdict on a stall ----------------------------------------------------------------------
+def test_a_stalled_probe_is_class_stall_with_the_schedulers_own_lines_as_evidence():
+    """The trial's classification of a stalled sampled request (Trial._probe_class): class stall,
+    the probe's line, then the scheduler's last lines (engines.yaml `probes: scheduler_log`)."""
+    from bringup.engines.base import Engine
+    from bringup.outcome import ProbeResult
+    from bringup.signatures import Classification
+    from bringup.trial import Trial
+
+    trial = Trial.__new__(Trial)
+    trial.engine = Engine("vllm")
+    lines = [
+        "(EngineCore pid=1) INFO 12-01 20:00:00 [topk_topp_sampler.py:36] Using FlashInfer for top-p & top-k sampling.",
+        *[
+            f"(APIServer pid=2) INFO 12-01 20:00:{10 * i:02d} [loggers.py:236] Engine 000: Avg prompt throughput: "
+            "0.0 tokens/s, Avg generation throughput: 0.0 tokens/s, Running: 1 reqs, Waiting: 0 reqs, "
+            "GPU KV cache usage: 0.1%, Prefix cache hit rate: 0.0%"
+            for i in range(5)
+        ],
+    ]
+    bad = ProbeResult(
+        name="sampled",
+        passed=False,
+        detail="stall: no first token within 10.0 s",
+        phase="decode",
+        kind="stall",
+    )
+    unknown = Classification("unknown", "decode", [], "")
+    cls, status = trial._probe_class(unknown, "fails", bad, lines, "decode")
+    assert cls.failure_class == "stall" and cls.phase == "decode" and status == "fails"
+    assert cls.evidence[0] == "probe sampled: stall: no first token within 10.0 s"
+    assert sum("Running: 1 reqs" in e for e in cls.evidence) == 3  # the last three scheduler lines
+    assert any("Using FlashInfer for top-p & top-k sampling" in e for e in cls.evidence)
+    assert "while the scheduler kept logging running requests" in cls.hint
+    assert cls.implicates[:2] == ["--sampling-backend", "env:VLLM_USE_FLASHINFER_SAMPLER"]
