@@ -84,6 +84,11 @@ def probe_implicates() -> dict[str, list[str]]:
 
 
 @lru_cache(maxsize=1)
+def probe_implicates_by_probe() -> dict[str, list[str]]:
+    """What a failure of a users'-use probe (sampled, long-prompt, concurrency) implicates first."""
+    return dict(load_yaml(DATA / "classes.yaml").get("probe_implicates_by_probe") or {})
+
+
 def hang_implicates() -> dict[str, list[str]]:
     """What a hang implicates, by the phase it hung in (classes.yaml)."""
     return dict(load_yaml(DATA / "classes.yaml").get("hang_implicates") or {})

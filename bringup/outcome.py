@@ -32,7 +32,7 @@ class ProbeResult(BaseModel):
     detail: str = ""
     seconds: float = 0.0
     phase: str = "ready"
-    kind: str = "ok"  # ok | server-error (HTTP 5xx / dropped) | disagree (wrong output) | nan
+    kind: str = "ok"  # ok | skipped (cannot apply; passed) | server-error (HTTP 5xx / dropped) | disagree | nan | stall
 
     @field_serializer("seconds")
     def _round(self, v: float) -> float:

@@ -68,6 +68,21 @@ class ProbeConfig:
     reference: Any = None
     reference_precision: str = "auto"
     api_key: str | None = field(default=None, repr=False)  # sent as a Bearer token; never stored
+    # Probes as users use the server (bringup/probes_user.py, docs/probes.md): sampling, a long
+    # prompt, the full batch. `user_probes` False leaves them off the ladder.
+    user_probes: bool = True
+    top_k: bool = True  # the engine takes `top_k` (engines.yaml `probes:`)
+    seeded: bool = True  # the engine promises the same tokens for the same `seed` (best effort)
+    sample_tokens: int = 24
+    sample_temperature: float = 0.8
+    sample_top_p: float = 0.9
+    sample_top_k: int = 5
+    sample_seed: int = 1234
+    stall_factor: float = 20.0  # a gap this many times the greedy request's first-token time is a stall
+    stall_floor_s: float = 10.0  # ... but never under this (a loaded machine's scheduling noise)
+    long_prompt_fraction: float = 0.5  # of the effective maximum length
+    max_batch: int | None = None  # the launch's maximum batch (engines.yaml `probes: batch_flags`)
+    concurrency_cap: int = 32  # the concurrency probe sends min(max_batch, this) requests
 
 
 _NAN_JSON = "Out of range float values are not JSON compliant"  # CPython json, allow_nan=False
@@ -140,6 +155,14 @@ class ProbeRunner:
         self.model = config.model_name
         self._reference: Any = None  # greedy output of the reference prompt alone (the completion probe)
         self._batch_reference: Any = None  # the same prompt inside a batch (the batch probe)
+        self.greedy: Any = None  # the streamed greedy request's timing (probes_user.Streamed)
+        self.max_model_len: int | None = None  # what /v1/models reports
+        self.tokens_per_word: float | None = None  # the completion probe's prompt, from its usage
+
+    @property
+    def alone(self) -> Any:
+        """The reference prompt's greedy output alone (after the batch-invariance probe)."""
+        return self._reference
 
     def _completion(self, client: httpx.Client, prompt: str, max_tokens: int, **extra: Any) -> dict:
         body = {"model": self.model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0, **extra}
@@ -163,11 +186,14 @@ class ProbeRunner:
             return f"health 200; model {self.model} (this engine's /v1/models does not list the served model)"
         if m.status_code != 200:
             raise ServerBroke(f"GET /v1/models: HTTP {m.status_code}")
-        ids = [d.get("id") for d in m.json().get("data", [])]
+        data = m.json().get("data", [])
+        ids = [d.get("id") for d in data]
         if not ids:
             raise Disagree("/v1/models lists no model")
         if self.model is None or self.model not in ids:
             self.model = ids[0]
+        lens = [d.get("max_model_len") for d in data if d.get("id") == self.model]
+        self.max_model_len = lens[0] if lens and isinstance(lens[0], int) else None
         return f"health 200; models: {', '.join(map(str, ids))}"
 
     def probe_completion(self, client: httpx.Client) -> str:
@@ -188,6 +214,10 @@ class ProbeRunner:
         tokens: list[str] = []
         lps: list[float | None] = []
         usage: dict[str, Any] = {}
+        from bringup.probes_user import Streamed
+
+        timing = Streamed()
+        t0 = time.monotonic()
         try:
             with client.stream("POST", "/v1/completions", json=body) as r:
                 if r.status_code >= 500:
@@ -214,6 +244,7 @@ class ProbeRunner:
                         lps += lp.get("token_logprobs") or []
                     if tokens or any(text):
                         self.phase = "decode"
+                        timing.mark(t0)
         except httpx.TimeoutException as e:
             raise ServerBroke(
                 f"POST /v1/completions (stream): no answer within {client.timeout.read} s"
@@ -228,8 +259,17 @@ class ProbeRunner:
         # same tokens sent whole (transformers holds back a trailing partial UTF-8 character):
         # batch invariance then compares whole responses only.
         self._reference = tokens or ("".join(text) if self.cfg.logprobs else None)
+        self._note_greedy(timing, usage, tokens)
         self.phase = "decode"
         return f"{n} tokens (streamed): {''.join(text)[:60]!r}"
+
+    def _note_greedy(self, timing: Any, usage: dict[str, Any], tokens: list[str]) -> None:
+        """Keep the streamed greedy request's timing (the stall deadline, the rate to compare
+        sampling with) and its tokens per prompt word (to size the long prompt)."""
+        timing.usage, timing.tokens = usage, tokens
+        self.greedy = timing
+        if usage.get("prompt_tokens"):
+            self.tokens_per_word = usage["prompt_tokens"] / len(REFERENCE_PROMPT.split())
 
     def probe_chat(self, client: httpx.Client) -> str:
         body = {
@@ -369,7 +409,20 @@ class ProbeRunner:
             ("batch", self.probe_batch),
             ("batch-invariance", self.probe_batch_invariance),
         ]
+        if self.cfg.user_probes:
+            steps += self._user_probes()
         return steps
+
+    def _user_probes(self) -> list[tuple[str, Callable[[httpx.Client], str]]]:
+        """Sampling, the reference's draws, a long prompt, the full batch: last, the costliest."""
+        from bringup import probes_user as u
+
+        return [
+            ("sampled", lambda c: u.probe_sampled(self, c)),
+            ("sampled-reference", lambda c: u.probe_sampled_reference(self, c)),
+            ("long-prompt", lambda c: u.probe_long_prompt(self, c)),
+            ("concurrency", lambda c: u.probe_concurrency(self, c)),
+        ]
 
     def run(self) -> list[ProbeResult]:
         timeout = httpx.Timeout(self.cfg.request_timeout, connect=10.0)
@@ -385,56 +438,43 @@ class ProbeRunner:
                         )
                     )
                     break
-                t0 = time.monotonic()
-                phase_before = self.phase
-                try:
-                    detail = fn(client)
-                    self.results.append(
-                        ProbeResult(
-                            name=name,
-                            passed=True,
-                            detail=detail,
-                            seconds=time.monotonic() - t0,
-                            phase=phase_before,
-                        )
-                    )
-                except ServerBroke as e:
-                    self.results.append(
-                        ProbeResult(
-                            name=name,
-                            passed=False,
-                            detail=str(e),
-                            seconds=time.monotonic() - t0,
-                            phase=self.phase,
-                            kind="server-error",
-                        )
-                    )
+                result = self._one(name, fn, client)
+                self.results.append(result)
+                # A broken server, a failed health check or a stalled request end the ladder (the
+                # next probe would wait out its whole timeout on a server that makes no tokens).
+                if result.kind in ("server-error", "stall") or (name == "health" and not result.passed):
                     break
-                except Disagree as e:
-                    self.results.append(
-                        ProbeResult(
-                            name=name,
-                            passed=False,
-                            detail=str(e),
-                            seconds=time.monotonic() - t0,
-                            phase=self.phase,
-                            kind=e.kind,
-                        )
-                    )
-                    if name in ("health",):
-                        break
-                except Exception as e:  # a probe's own bug must not read as "all passed"
-                    self.results.append(
-                        ProbeResult(
-                            name=name,
-                            passed=False,
-                            seconds=time.monotonic() - t0,
-                            detail=f"the probe itself failed: {type(e).__name__}: {e}",
-                            phase=self.phase,
-                            kind="disagree",
-                        )
-                    )
         return self.results
+
+    def _one(self, name: str, fn: Callable[[httpx.Client], str], client: httpx.Client) -> ProbeResult:
+        """Run one probe; what it raised becomes its result."""
+        from bringup.probes_user import Skip
+
+        t0 = time.monotonic()
+        phase_before = self.phase
+        try:
+            detail = fn(client)
+            return ProbeResult(
+                name=name, passed=True, detail=detail, seconds=time.monotonic() - t0, phase=phase_before
+            )
+        except Skip as e:  # cannot apply here: passed, and says why
+            return ProbeResult(
+                name=name,
+                passed=True,
+                detail=f"skipped: {e}",
+                seconds=time.monotonic() - t0,
+                phase=phase_before,
+                kind="skipped",
+            )
+        except ServerBroke as e:
+            kind, detail = "server-error", str(e)
+        except Disagree as e:
+            kind, detail = e.kind, str(e)
+        except Exception as e:  # a probe's own bug must not read as "all passed"
+            kind, detail = "disagree", f"the probe itself failed: {type(e).__name__}: {e}"
+        return ProbeResult(
+            name=name, passed=False, detail=detail, seconds=time.monotonic() - t0, phase=self.phase, kind=kind
+        )
 
 
 # A GPU's batched kernels reduce in another order than a single request's, so bf16/fp16 logits

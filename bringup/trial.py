@@ -26,7 +26,7 @@ from bringup.effective import config_dump
 from bringup.engines.base import Engine, later_phase
 from bringup.gpus import GpuWatch, default_watch, visible_indices
 from bringup.helptext import HelpSpec
-from bringup.knowledge_files import hang_implicates, phase_index, probe_implicates
+from bringup.knowledge_files import hang_implicates, phase_index, probe_implicates, probe_implicates_by_probe
 from bringup.outcome import Outcome, OverrideRecord, ProbeResult, Timings
 from bringup.probes import ProbeConfig, ProbeRunner
 from bringup.process import LogLine, ServerProcess, free_port, port_is_free
@@ -334,6 +334,51 @@ class Trial:
     def _cancelled(self) -> bool:
         return self.s.cancel is not None and self.s.cancel.is_set()
 
+    def _probe_class(
+        self, cls: Classification, status: str, bad_probe: ProbeResult | None, texts: list[str], reached: str
+    ) -> tuple[Classification, str]:
+        """The class of a failure the probes found and no signature explains (a stall, wrong or
+        non-finite output); a fatal signature seen while probes disagreed makes it a failure."""
+        if cls.failure_class == "unknown" and bad_probe is not None and bad_probe.kind == "stall":
+            cls = self._stall(bad_probe, texts, reached)
+        elif status == "wrong-output" and cls.failure_class == "unknown":
+            bad = bad_probe
+            kind = getattr(bad, "kind", "disagree")
+            # What the engine said it picked (sampler, attention, GEMM) names the components on the
+            # output path: evidence after the probe's own line.
+            cls = Classification(
+                "nan-output" if kind == "nan" else "wrong-output",
+                reached,
+                ([f"probe {bad.name}: {bad.detail}"] if bad else [])
+                + self.engine.implementation_lines(texts),
+                "The server answers but its output is not right: "
+                + (
+                    "NaN/inf logprobs point at the attention backend or KV dtype."
+                    if kind == "nan"
+                    else "greedy output must not depend on batch composition or repetition, and known answers must "
+                    "match; suspect the attention/GEMM kernels or a quantized path."
+                ),
+                implicates=_probe_suspects(bad, "nan-output" if kind == "nan" else "wrong-output"),
+            )
+        elif status == "wrong-output":
+            status = "fails"  # a fatal signature showed up while probes were disagreeing
+        return cls, status
+
+    def _stall(self, bad: ProbeResult, texts: list[str], reached: str) -> Classification:
+        """A request that got no token in time: the scheduler's own lines are the evidence."""
+        pattern = self.engine.info.probes.scheduler_log
+        sched = [t.strip()[:300] for t in texts if pattern and re.search(pattern, t)][-3:]
+        return Classification(
+            "stall",
+            reached,
+            [f"probe {bad.name}: {bad.detail}", *sched, *self.engine.implementation_lines(texts)][:6],
+            "Ready, but a request got no token within a deadline derived from the greedy request's "
+            "timing"
+            + (" while the scheduler kept logging running requests" if sched else "")
+            + ": the path only this request runs (the sampler, for a sampled request) is stuck.",
+            implicates=_probe_suspects(bad, None, hang_implicates().get(reached, [])),
+        )
+
     def _probe(self, server: ServerProcess, base_url: str):
         stop = threading.Event()
         key = secrets.api_key_of(self.cand.flag_dict, self.cand.env_dict)  # the server wants it (401 else)
@@ -392,7 +437,7 @@ class Trial:
                 t_event = time.monotonic()
             elif all(r.passed for r in results):
                 status = "works"
-            elif any(r.kind == "server-error" for r in results):
+            elif any(r.kind in ("server-error", "stall") for r in results):
                 status = "fails"
                 t_event = time.monotonic()
             else:
@@ -491,27 +536,7 @@ class Trial:
             return self._write(out)
 
         cls = classify(self.engine.before_teardown(texts), self.engine.log_dialect, reached)
-        if status == "wrong-output" and cls.failure_class == "unknown":
-            bad = failed_probe
-            kind = getattr(bad, "kind", "disagree")
-            # What the engine said it picked (sampler, attention, GEMM) names the components on the
-            # output path: evidence after the probe's own line.
-            cls = Classification(
-                "nan-output" if kind == "nan" else "wrong-output",
-                reached,
-                ([f"probe {bad.name}: {bad.detail}"] if bad else [])
-                + self.engine.implementation_lines(texts),
-                "The server answers but its output is not right: "
-                + (
-                    "NaN/inf logprobs point at the attention backend or KV dtype."
-                    if kind == "nan"
-                    else "greedy output must not depend on batch composition or repetition, and known answers must "
-                    "match; suspect the attention/GEMM kernels or a quantized path."
-                ),
-                implicates=probe_implicates().get("nan-output" if kind == "nan" else "wrong-output", []),
-            )
-        elif status == "wrong-output":
-            status = "fails"  # a fatal signature showed up while probes were disagreeing
+        cls, status = self._probe_class(cls, status, failed_probe, texts, reached)
         if (
             cls.failure_class == "unknown"
             and failed_probe is not None
@@ -529,6 +554,19 @@ class Trial:
         out.root_exception = cls.root_exception
         out.remedies = cls.remedies
         return self._write(out)
+
+
+def _probe_suspects(
+    bad: ProbeResult | None, klass: str | None, generic: list[str] | None = None
+) -> list[str]:
+    """What a failed probe implicates. `bad` is the first probe that failed: when it is one of
+    the users'-use probes, every greedy probe before it passed, so the components only it runs
+    are the suspects (classes.yaml probe_implicates_by_probe: a sampled request runs the sampler);
+    else the class's own list."""
+    only = probe_implicates_by_probe().get(bad.name) if bad is not None else None
+    if only:
+        return list(only)
+    return list(generic if generic is not None else probe_implicates().get(klass or "", []))
 
 
 def _jsonable(v):

@@ -18,7 +18,9 @@ from fake_openai_server import Server, parse
 
 from bringup.probes import REFERENCE_PROMPT, KnownAnswer, ProbeConfig, ProbeRunner
 
-LADDER = ["health", "completion", "chat", "long-decode", "batch", "batch-invariance"]
+GREEDY = ["health", "completion", "chat", "long-decode", "batch", "batch-invariance"]
+USER = ["sampled", "sampled-reference", "long-prompt", "concurrency"]  # bringup/probes_user.py
+LADDER = GREEDY + USER
 
 
 @contextmanager
@@ -70,17 +72,35 @@ def test_a_healthy_server_passes_the_whole_ladder():
         results = runner.run()
         log = list(srv.log)
     assert [r.name for r in results] == LADDER
-    assert all(r.passed and r.kind == "ok" for r in results), [(r.name, r.detail) for r in results]
+    assert all(r.passed and r.kind in ("ok", "skipped") for r in results), [
+        (r.name, r.detail) for r in results
+    ]
     assert runner.model == "fake-model"  # read from /v1/models
     assert "16 tokens (streamed)" in by_name(results)["completion"].detail
     assert by_name(results)["long-decode"].detail.startswith("200 tokens")
-    assert [r.phase for r in results] == ["ready", "ready", "decode", "decode", "decode", "load"]
+    assert [r.phase for r in results][: len(GREEDY)] == [
+        "ready",
+        "ready",
+        "decode",
+        "decode",
+        "decode",
+        "load",
+    ]
     # what the server received: one streamed first request, then chat, long decode, the batch, one repeat
     completions = [r for r in log if "prompt" in r]
     assert completions[0]["stream"] is True and completions[0]["prompt"] == REFERENCE_PROMPT
-    assert all(r["model"] == "fake-model" and r["temperature"] == 0 for r in log)
+    greedy = [r for r in log if r.get("temperature") == 0]
+    assert all(r["model"] == "fake-model" for r in log)
     assert any(r.get("ignore_eos") and r["max_tokens"] == 200 for r in completions)
-    assert len(completions) == 1 + 1 + 4 + 1
+    assert len([r for r in greedy if "prompt" in r]) == 1 + 1 + 4 + 1 + 32  # the last: the full batch
+    # then the sampled request (streamed) and its same-seed repeat
+    sampled = [r for r in log if r.get("temperature", 0) > 0]
+    assert len(sampled) == 2 and sampled[0]["stream"] and sampled[0]["seed"] == sampled[1]["seed"]
+    assert sampled[0]["top_k"] == 5 and sampled[0]["top_p"] == 0.9
+    res = by_name(results)
+    assert res["sampled-reference"].kind == "skipped" and "no reference" in res["sampled-reference"].detail
+    assert res["long-prompt"].kind == "skipped" and "no maximum length" in res["long-prompt"].detail
+    assert res["concurrency"].detail.startswith("32 concurrent requests")
 
 
 def test_known_answers_right_and_wrong():
@@ -98,6 +118,7 @@ def test_known_answers_right_and_wrong():
         "long-decode",
         "batch",
         "batch-invariance",
+        *USER,
     ]
     ka = by_name(bad)["known-answers"]
     assert not ka.passed and ka.kind == "disagree" and "expected '4'" in ka.detail
@@ -147,7 +168,7 @@ def test_a_batch_variant_answer_is_wrong_output_not_a_broken_server():
         results = probe(url, batch_size=3)
     assert [r.name for r in results] == LADDER
     res = by_name(results)
-    assert all(res[n].passed for n in LADDER[:-1])
+    assert all(res[n].passed for n in GREEDY[:-1])
     bi = res["batch-invariance"]
     assert not bi.passed and bi.kind == "disagree" and bi.phase == "load"
     assert "differs alone vs in a batch" in bi.detail and "DIFFERENT" in bi.detail

@@ -124,6 +124,38 @@ CASES = [
         ["--moe-backend", "triton"],
         {},
     ),
+    # faults only users' requests show (issue 24): no log line, the probes find them
+    (
+        "llama31-8b-sm120-sampler-wrong-sglang",
+        ["--model-path", "meta-llama/Llama-3.1-8B-Instruct", "--context-length", "16384"],
+        "flashinfer-sampler-wrong-draws-sm120",
+        None,
+        ["--sampling-backend", "pytorch"],
+        {},
+    ),
+    (
+        "llama31-8b-h200-long-prompt-fp8kv-vllm",
+        [
+            "--model",
+            "meta-llama/Llama-3.1-8B-Instruct",
+            "--max-model-len",
+            "32768",
+            "--kv-cache-dtype",
+            "fp8",
+        ],
+        "fp8-kv-chunked-prefill-wrong",
+        None,
+        ["--kv-cache-dtype", "auto"],
+        {},
+    ),
+    (
+        "qwen25-14b-h200-concurrency-graph-vllm",
+        ["--model", "Qwen/Qwen2.5-14B-Instruct", "--max-model-len", "16384"],
+        "large-batch-graph-wrong",
+        None,
+        ["--max-num-seqs", "16"],
+        {},
+    ),
 ]
 
 

@@ -47,7 +47,21 @@ def test_default_tiny_model_works(tiny_model, tmp_path):
     assert rc == 0, o
     assert o["status"] == "works" and o["failure_class"] is None
     names = [p["name"] for p in o["probes"]]
-    assert names == ["health", "completion", "chat", "reference", "long-decode", "batch", "batch-invariance"]
+    assert names == [
+        "health",
+        "completion",
+        "chat",
+        "reference",
+        "long-decode",
+        "batch",
+        "batch-invariance",
+        "sampled",
+        "sampled-reference",
+        "long-prompt",
+        "concurrency",
+    ]
+    assert "within top-k/top-p" in o["probes"][7]["detail"] and "same seed" in o["probes"][7]["detail"]
+    assert "agree with the reference's first-token distribution" in o["probes"][8]["detail"]
     assert "4 prompts agree with the reference (auto tolerances" in o["probes"][3]["detail"]
     assert all(p["passed"] for p in o["probes"])
     assert o["timings"]["to_ready"] > 1 and o["timings"]["total"] >= o["timings"]["to_ready"]

@@ -77,7 +77,25 @@ class ProbeSupport(BaseModel):
     list_models: bool = True  # /v1/models lists the served model (else the probes name it themselves)
     ignore_eos: bool = True  # the completions API accepts vLLM's `ignore_eos` extension
     logprobs: bool = True  # completions return token logprobs (else no NaN check on them)
+    top_k: bool = True  # completions take `top_k` (and `n`): the sampled probes' top-k set
+    seeded: bool = True  # the same request `seed` promises the same tokens (best effort)
+    batch_flags: list[str] = Field(default_factory=list)  # flags that set the maximum batch
+    # The engine's periodic scheduler line (running requests, tokens/s): a stall's evidence.
+    scheduler_log: str | None = None
     source: str = ""
+
+
+def _batch_of(flags: dict, names: list[str]) -> int | None:
+    """The launch's maximum batch, from the first of `names` it sets (None: the engine's default)."""
+    for n in names:
+        v = flags.get(n)
+        if v is None or isinstance(v, bool):
+            continue
+        try:
+            return int(v)
+        except (TypeError, ValueError):
+            continue
+    return None
 
 
 class GpuNeed(BaseModel):
@@ -244,6 +262,9 @@ class Engine:
             list_models=sup.list_models and cfg.list_models,
             ignore_eos=sup.ignore_eos and cfg.ignore_eos,
             logprobs=sup.logprobs and cfg.logprobs,
+            top_k=sup.top_k and cfg.top_k,
+            seeded=sup.seeded and cfg.seeded,
+            max_batch=cfg.max_batch or _batch_of(cand.flag_dict, sup.batch_flags),
             model_name=cfg.model_name or (None if sup.list_models else cand.model),
             reference_precision=precision_of(cand.flag_dict),
         )

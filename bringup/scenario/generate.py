@@ -146,9 +146,14 @@ def wrong_answer(answer: Answer) -> str:
 
 
 class Generator:
-    def __init__(self, mode: str, answers: list[Answer]):
+    def __init__(self, mode: str, answers: list[Answer], over: int | None = None):
         self.mode = mode
         self.answers = answers
+        self.over = over  # the long-prompt and concurrency modes' threshold
+        # A model's continuation of P + its own first tokens is the rest of its answer to P (the
+        # long-prompt probe sends that): prompt hash -> the tokens still to come. A broken prefill
+        # (long-prompt mode past `over`) has no such memory: its state for the prompt is wrong.
+        self._continues: dict[str, list[str]] = {}
 
     def known(self, prompt: str) -> Answer | None:
         text = _norm(prompt)
@@ -168,7 +173,10 @@ class Generator:
         rng = _rng("text", *key)
         natural = 12 + rng.randrange(40)
         a = self.known(prompt)
-        if a is not None:
+        cont = self._continues.get(_digest(prompt, key[1:])) if not self._salad(prompt, s) else None
+        if cont is not None:
+            body = list(cont)
+        elif a is not None:
             body = self._answer_tokens(a)
         else:
             body = _fluent(rng, natural, first=True)
@@ -178,9 +186,9 @@ class Generator:
         tokens = list(body[:want])
         if len(tokens) < want:  # ignore_eos past the natural end: keep writing
             tokens += _fluent(_rng("more", *key), want - len(tokens), first=False)
-        if self.mode == "salad":  # random tokens from the first one on, known answers included
+        if self._salad(prompt, s):  # random tokens from the first one on, known answers included
             tokens = _salad(_rng("salad", *key), len(tokens))
-        if self.mode == "inconsistent" and batch_size > 1 and len(tokens) > INCONSISTENT_AFTER:
+        if self._batch_variant(batch_size) and len(tokens) > INCONSISTENT_AFTER:
             alt = _fluent(_rng("batch", batch_size, *key), len(tokens) - INCONSISTENT_AFTER, first=False)
             tokens = tokens[:INCONSISTENT_AFTER] + alt
         finish = (
@@ -192,8 +200,34 @@ class Generator:
             tokens, stopped = _apply_stop(tokens, s.stop)
             if stopped:
                 finish = "stop"
+        self._remember(prompt, key[1:], tokens)
         lps = _logprobs(tokens, key, s.logprobs) if s.logprobs is not None else None
+        if lps is not None and self.mode == "sampler" and s.temperature > 0:
+            lps = _ruled_out(tokens, key, s.logprobs or 1)
         return Plan(tokens, finish, lps)
+
+    def _remember(self, prompt: str, params: tuple, tokens: list[str]) -> None:
+        if len(self._continues) > 4096:
+            self._continues.clear()
+        text = prompt
+        for i, t in enumerate(tokens[:-1]):
+            text += t
+            self._continues[_digest(text, params)] = tokens[i + 1 :]
+
+    def _salad(self, prompt: str, s: Sampling) -> bool:
+        """Whether this request's output is random tokens (salad, a broken sampler, a long prompt)."""
+        if self.mode == "salad" or (self.mode == "sampler" and s.temperature > 0):
+            return True
+        return self.mode == "long-prompt" and count_tokens(prompt) > (self.over or 0)
+
+    def _batch_variant(self, batch_size: int) -> bool:
+        if self.mode == "concurrency":
+            return batch_size > (self.over or 0)
+        return self.mode == "inconsistent" and batch_size > 1
+
+
+def _digest(prompt: str, params: tuple) -> str:
+    return hashlib.sha256("\x00".join([prompt, *map(str, params)]).encode()).hexdigest()
 
 
 def _apply_stop(tokens: list[str], stops: tuple[str, ...]) -> tuple[list[str], bool]:
@@ -204,6 +238,17 @@ def _apply_stop(tokens: list[str], stops: tuple[str, ...]) -> tuple[list[str], b
             if st and st in text:
                 return tokens[:i], True
     return tokens, False
+
+
+def _ruled_out(tokens: list[str], key: tuple, k: int) -> list[TokenLogprob]:
+    """A broken sampler's draws: each token far less likely than the k (at least 5) the server
+    itself ranks above it, as its own logprobs show (what the sampled probe reads)."""
+    out = []
+    for i, tok in enumerate(tokens):
+        rng = _rng("ruled-out", i, tok, *key)
+        top = [(" " + rng.choice(WORDS), -0.2 - j * 0.4) for j in range(max(k, 5))]
+        out.append(TokenLogprob(-9.0 - rng.random(), [(tok, -9.0), *top]))
+    return out
 
 
 def _logprobs(tokens: list[str], key: tuple, k: int) -> list[TokenLogprob]:

@@ -32,11 +32,12 @@ import json
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
+from bringup import probes_user as u
 from bringup.candidate import Candidate, FlagError, FlagValue, parse_flags, render_flags
 from bringup.knowledge_files import phase_index
 from bringup.probes import BATCH_PROMPTS, REFERENCE_PROMPT, KnownAnswer, ProbeConfig
@@ -55,7 +56,7 @@ from bringup.scenario.lifecycle import FAIL_AT
 from bringup.scenario.loader import load_scenario
 from bringup.scenario.perf import Load, PerfModel, perf_model_for
 from bringup.scenario.runtime import SERVING_PHASES
-from bringup.scenario.schema import Fail, Hang, Rule, Scenario
+from bringup.scenario.schema import BATCH_MODES, Fail, Hang, Rule, Scenario
 from bringup.scenario.sizing import compute_sizing
 
 # NUMBER, vllm_dashes and chat_prompt are the server's own helpers, shared on purpose:
@@ -138,7 +139,7 @@ class _Serving:
         self.sc, self.cfg, self.clock = sc, cfg, clock
         mode = rule.serve.mode if rule is not None and rule.serve is not None else "ok"
         self.mode = mode
-        self.generator = Generator(mode, sc.answers)
+        self.generator = Generator(mode, sc.answers, rule.serve.over if rule and rule.serve else None)
         self.perf: PerfModel = perf_model_for(sc, cfg)
         action: Fail | Hang | None = (rule.fail or rule.hang) if rule is not None else None
         self.action = action if action is not None and action.phase in SERVING_PHASES else None
@@ -164,7 +165,7 @@ class _Serving:
         """Requests sent together (one, or the concurrent batch): all start now and overlap."""
         started = self.clock.t
         n = len(reqs)
-        plans = [self.plan(r, n if self.mode == "inconsistent" else 1) for r in reqs]
+        plans = [self.plan(r, n if self.mode in BATCH_MODES else 1) for r in reqs]
         k = self._trigger()
         ends: list[float] = []
         strikes: list[float] = []
@@ -199,6 +200,109 @@ def _completion(prompt: str, max_tokens: int, ignore_eos: bool = False) -> _Req:
     return _Req(prompt, _greedy(max_tokens, ignore_eos, logprobs=1), 16)
 
 
+def _engine_probe(probe: ProbeConfig, sc: Scenario, flags: Mapping[str, FlagValue]) -> ProbeConfig:
+    """What the trial's engine adapter makes of the probe settings (Engine.probe_config): what the
+    imitated engine's API offers, and the launch's maximum batch."""
+    from bringup.engines.base import _batch_of, engine_info
+
+    sup = engine_info(sc.engine).probes
+    return replace(
+        probe,
+        top_k=sup.top_k and probe.top_k,
+        seeded=sup.seeded and probe.seeded,
+        ignore_eos=sup.ignore_eos and probe.ignore_eos,
+        logprobs=sup.logprobs and probe.logprobs,
+        max_batch=probe.max_batch or _batch_of(dict(flags), sup.batch_flags),
+    )
+
+
+def _sampled(probe: ProbeConfig) -> _Req:
+    """probes_user._sampled_body as the server parses it (top_k is not modelled)."""
+    s = Sampling(
+        max_tokens=probe.sample_tokens,
+        temperature=probe.sample_temperature,
+        top_p=probe.sample_top_p,
+        seed=probe.sample_seed if probe.seeded else None,
+        ignore_eos=probe.ignore_eos,
+        logprobs=probe.sample_top_k if probe.logprobs else None,
+    )
+    return _Req(u.SAMPLED_PROMPT, s, 16)
+
+
+def _user_ladder(srv: _Serving, probe: ProbeConfig, alone: list[str] | None, disagree) -> None:
+    """probes_user's probes in ladder order: sampled, sampled-reference (no reference in a
+    scenario: skipped, no request), long-prompt, concurrency."""
+    if not probe.user_probes:
+        return
+    req = _sampled(probe)
+    if not srv.fits(req):
+        disagree("sampled", "decode")
+    else:
+        plan = srv.run([req])[0]
+        if _sampler_violates(plan, probe):
+            disagree("sampled", "decode")
+        elif probe.seeded:
+            srv.run([req])  # the same-seed repeat (the double's plan depends on the seed only)
+    _long_prompt(srv, probe, disagree)
+    _concurrency(srv, probe, alone, disagree)
+
+
+def _sampler_violates(plan: Plan, probe: ProbeConfig) -> bool:
+    from bringup.sampling_check import allowed
+
+    top_k = probe.sample_top_k if probe.top_k else 0
+    for tok, lp in zip(plan.tokens, plan.logprobs or [], strict=False):
+        if allowed(tok, lp.logprob, dict(lp.top), top_k, probe.sample_top_p):
+            return True
+    return False
+
+
+def _long_prompt(srv: _Serving, probe: ProbeConfig, disagree) -> None:
+    """probes_user.probe_long_prompt: /v1/models reports the context length, 1 token a word."""
+    if not probe.logprobs:
+        return  # skipped
+    calibrate = _completion(u.long_prompt(64), 1)  # _filler_tokens_per_word's request
+    if not srv.fits(calibrate):
+        disagree("long-prompt", "decode")
+        return
+    srv.run([calibrate])
+    per_word = max(count_tokens(u.long_prompt(64)) / 64, 0.5)
+    n = int(int(srv.context_len * probe.long_prompt_fraction) / per_word) - 8
+    half = max(probe.short_tokens // 2, 1)
+    prompt = u.long_prompt(n)
+    req = _completion(prompt, 2 * half, ignore_eos=probe.ignore_eos)
+    if not srv.fits(req):
+        disagree("long-prompt", "decode")
+        return
+    a = srv.run([req])[0].tokens
+    again = _completion(prompt + "".join(a[:half]), half, ignore_eos=probe.ignore_eos)
+    if not srv.fits(again) or srv.run([again])[0].tokens != a[half:]:
+        disagree("long-prompt", "decode")
+
+
+def _concurrency(srv: _Serving, probe: ProbeConfig, alone: list[str] | None, disagree) -> None:
+    n = max(1, min(probe.max_batch or probe.concurrency_cap, probe.concurrency_cap))
+    if alone is None:
+        disagree("concurrency", "load")
+        return
+    if n <= probe.batch_size:
+        return  # skipped: no larger than the batch probe
+    copies = max(2, n // 8)
+    prompts = [
+        REFERENCE_PROMPT if i % (n // copies) == 0 else BATCH_PROMPTS[i % len(BATCH_PROMPTS)]
+        for i in range(n)
+    ]
+    reqs = [_completion(p, probe.short_tokens) for p in prompts]
+    if not all(srv.fits(r) for r in reqs):
+        disagree("concurrency", "load")
+        return
+    plans = srv.run(reqs)
+    for p, plan in zip(prompts, plans, strict=True):
+        if p == REFERENCE_PROMPT and plan.tokens != alone:
+            disagree("concurrency", "load")
+            return
+
+
 def _expected_in(expected: str, text: str) -> bool:
     return re.search(r"(?<![\w])" + re.escape(expected) + r"(?![\w])", text, re.I) is not None
 
@@ -211,10 +315,10 @@ def _ladder(srv: _Serving, probe: ProbeConfig) -> tuple[str | None, str]:
     phase = "ready"
     failed: tuple[str | None, str] = (None, "")
 
-    def disagree(name: str) -> None:
+    def disagree(name: str, at: str | None = None) -> None:
         nonlocal failed
         if failed[0] is None:
-            failed = (phase, name)
+            failed = (at or phase, name)
 
     # completion (streamed): the first request; from its first token on, the phase is decode.
     phase = "first-request"
@@ -261,6 +365,7 @@ def _ladder(srv: _Serving, probe: ProbeConfig) -> tuple[str | None, str]:
                 disagree("batch-invariance")
     else:
         disagree("batch")
+    _user_ladder(srv, probe, ref, disagree)
     return failed
 
 
@@ -385,16 +490,7 @@ class Oracle:
                 return self._struck(startup_action, strike, clock.t, label)
             clock.t += seconds
         assert self.probe is not None  # __post_init__ sets it
-        probe = (
-            self.probe
-            if not screen
-            else ProbeConfig(
-                batch_size=self.probe.batch_size,
-                short_tokens=self.probe.short_tokens,
-                long_tokens=self.probe.long_tokens,
-                answers=[],
-            )
-        )
+        probe = _engine_probe(self.probe if not screen else replace(self.probe, answers=[]), sc, flags)
         srv = _Serving(sc, cfg, rule, clock, size.context_len)
         try:
             phase, probe_name = _ladder(srv, probe)

@@ -22,7 +22,7 @@ from bringup.scenario.generate import Generator, Plan, Sampling, count_tokens
 from bringup.scenario.logfmt import LogWriter, SimClock, hang_forever
 from bringup.scenario.perf import Load, StepModel, perf_model_for
 from bringup.scenario.scheduler import EngineLoop, Job, Replica, Step
-from bringup.scenario.schema import Fail, Hang, Rule, Scenario
+from bringup.scenario.schema import BATCH_MODES, Fail, Hang, Rule, Scenario
 
 BATCH_WINDOW_S = 0.1  # inconsistent mode: how long a request waits to see who shares its batch
 ERROR_GRACE_S = 0.5  # vLLM: the API server answers 500s this long before it shuts down
@@ -75,7 +75,8 @@ class Runtime:
     ):
         self.sc, self.cfg, self.rule, self.dialect, self.log, self.clock = sc, cfg, rule, dialect, log, clock
         self.mode = rule.serve.mode if rule is not None and rule.serve is not None else "ok"
-        self.generator = Generator(self.mode, sc.answers)
+        over = rule.serve.over if rule is not None and rule.serve is not None else None
+        self.generator = Generator(self.mode, sc.answers, over)
         self.perf = perf_model_for(sc, cfg)
         self._engine: EngineLoop | None = None  # a `performance:` scenario: the batching engine
         self.fail: Fail | None = (
@@ -198,7 +199,7 @@ class Runtime:
 
         def current() -> Plan:
             # Only `inconsistent` output depends on the batch: the largest one this request shared.
-            b = self._peaks[rid] if self.mode == "inconsistent" else 1
+            b = self._peaks[rid] if self.mode in BATCH_MODES else 1
             if b not in plans:
                 plans[b] = self.generator.plan(
                     req.prompt, req.sampling, batch_size=b, default_max=req.default_max
@@ -206,7 +207,7 @@ class Runtime:
             return plans[b]
 
         try:
-            if self.mode == "inconsistent":
+            if self.mode in BATCH_MODES:
                 # Let requests sent together find each other, as a scheduler fills one batch.
                 await asyncio.sleep(BATCH_WINDOW_S)
             n_tokens = len(current().tokens)  # the same for any batch: only the words change

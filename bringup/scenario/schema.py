@@ -85,8 +85,13 @@ WarnAt = Literal[
     "ready",
 ]
 # ok: right answers; garbage: fluent wrong answers; salad: random tokens (broken numerics that do
-# not raise); inconsistent: greedy output depends on the batch.
-ServeMode = Literal["ok", "garbage", "salad", "inconsistent"]
+# not raise); inconsistent: greedy output depends on the batch. Faults only users' requests show
+# (docs/scenarios.md, "Faults users see"): sampler: a request with temperature > 0 gets tokens its
+# own top logprobs rule out (greedy is right); long-prompt: random tokens once the prompt is longer
+# than `over` tokens (chunked prefill); concurrency: greedy output changes once more than `over`
+# requests share the batch.
+ServeMode = Literal["ok", "garbage", "salad", "inconsistent", "sampler", "long-prompt", "concurrency"]
+BATCH_MODES = ("inconsistent", "concurrency")  # output depends on the batch a request shares
 
 
 class _Strict(BaseModel):
@@ -233,6 +238,16 @@ class Hang(_Strict):
 
 class Serve(_Strict):
     mode: ServeMode = "ok"
+    over: int | None = Field(None, ge=1)  # long-prompt: prompt tokens; concurrency: requests at once
+
+    @model_validator(mode="after")
+    def _threshold(self) -> Serve:
+        needs = self.mode in ("long-prompt", "concurrency")
+        if needs and self.over is None:
+            raise ValueError(f"serve mode {self.mode} needs `over` (its threshold)")
+        if not needs and self.over is not None:
+            raise ValueError(f"`over` applies to serve modes long-prompt and concurrency, not {self.mode}")
+        return self
 
 
 class Rule(_Strict):
