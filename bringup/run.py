@@ -95,6 +95,10 @@ class RunSettings(BaseModel):
     # With ray: the node type whose nodes take the trials, the Ray resource they declare
     # (``bringup-hw-<hash>``; bringup/nodetypes.py runs one bring-up per type); None: this machine's.
     node_type: str | None = None
+    # Before each launch, ask the installed engine's own checks with the target's facts
+    # (bringup/dryrun/): "auto" (where an adapter and the target's version are installed; a
+    # refused candidate is observed as its refusal and never launched) or "never".
+    dry_run: Literal["auto", "never"] = "never"
 
 
 class RunObserver(Protocol):
@@ -210,6 +214,13 @@ class Run:
         self.answers = [KnownAnswer(p, e) for p, e in s.answers] + list(t.answers)
         self._slots()
         self.reference, self.reference_why = self._reference(journal)
+        self.dry = None
+        if s.dry_run == "auto":
+            from bringup.dryrun import for_target
+
+            self.dry = for_target(t, self.facts)
+            self.strategy.notes += self.dry.notes
+            self.dry.start()  # the engine's import overlaps with the run's own start
 
     def _slots(self) -> None:
         """The run's GPUs (``gpu_slots``) and how many trials run at once on them (``width``)."""
@@ -504,6 +515,8 @@ class Run:
             raise
         finally:
             ex.close()
+            if self.dry is not None:
+                self.dry.close()
         result = self._result(status, stop_reason, validated, fix, t0, priors)
         self.journal.finish_run(self.run_id, status, result.model_dump())
         from bringup.htmlreport import load_tunes, write_html
@@ -587,6 +600,9 @@ class Run:
                     break  # an answer in flight may open another way
                 return ("no-working-config", self.strategy.explain_stop()), seq
             extra = {"p_success": d.p_success, "reasons": d.reasons}
+            if self._refused_dry(seq + 1, d.candidate, extra):
+                seq += 1
+                continue  # observed as the engine's refusal, never launched
             job = self._job(seq + 1, "screen" if d.screen else "search", d.candidate, extra, screen=d.screen)
             if not ex.fits(job) and self._preempt_for(ex, job):
                 # Queued: it starts as soon as the preempted screens have given their GPUs back.
@@ -599,6 +615,28 @@ class Run:
             job.extra["round"] = self._round
             self._submit(ex, job)
         return None, seq
+
+    def _refused_dry(self, seq: int, cand: Candidate, extra: dict[str, Any]) -> bool:
+        """The installed engine's own checks refuse ``cand`` (bringup/dryrun/): record the refusal
+        as attempt ``seq`` (purpose "dry-run", no launch) and let the strategy learn from it."""
+        if self.dry is None or not self.dry.available:
+            return False
+        if sum(1 for a in self.attempts if a.purpose == "dry-run") >= 200:  # a bound, whatever the space
+            return False
+        v = self.dry.check(cand)
+        if not v.refused:
+            return False
+        from bringup.dryrun import refusal_outcome
+
+        out = refusal_outcome(v, cand, self.target.engine.log_dialect)
+        tdir = self.run_dir / "trials" / f"{seq:02d}-dry-run-{cand.key()[:8]}"
+        tdir.mkdir(parents=True, exist_ok=True)
+        (tdir / "dryrun.json").write_text(json.dumps(v.to_json(), indent=2))
+        (tdir / "outcome.json").write_text(out.model_dump_json(indent=2))
+        now = time.time()
+        self._log(seq, "dry-run", cand, out, tdir, now - v.seconds, now, {**extra, "dry_run": v.to_json()})
+        self.strategy.observe(cand, out, source="dry-run")
+        return True
 
     def _outlasts_likelier(self, job: Job, flying: list[Job]) -> bool:
         """A screen started now would end after a likelier one started earlier: if that one passes,

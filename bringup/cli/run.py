@@ -89,6 +89,12 @@ def run_cmd(
         "auto", help="Screen kernels with dummy weights and fewer layers: auto, always, never."
     ),
     max_launches: int = typer.Option(12, min=1, help="Launch budget for the search (screens count)."),
+    dry_run: str = typer.Option(
+        "never",
+        "--dry-run",
+        help="Before each launch, ask the installed engine's own checks with this target's facts: "
+        "auto (a refused candidate is never launched) or never (docs/dryrun.md).",
+    ),
     max_hours: float = typer.Option(None, help="Time budget in hours (simulated hours for scenarios)."),
     minimize: bool = typer.Option(True, help="Find the minimal fix by delta debugging (extra launches)."),
     max_minimize_launches: int = typer.Option(8, min=0, help="Launch budget for the minimal fix."),
@@ -144,6 +150,8 @@ def run_cmd(
     root = writable_runs_root(runs_dir)
     if screen not in ("auto", "always", "never"):
         raise usage_error(f"--screen {screen!r}: use auto, always or never")
+    if dry_run not in ("auto", "never"):
+        raise usage_error(f"--dry-run {dry_run!r}: use auto or never")
     rid = None
     if resume:
         j = Journal(root / "journal.sqlite")
@@ -177,6 +185,7 @@ def run_cmd(
             space_file=str(space) if space else None,
             knowledge=knowledge,
             screen=screen,
+            dry_run=dry_run,  # type: ignore[arg-type]  # checked above
             max_launches=max_launches,
             max_hours=max_hours,
             minimize=minimize,

@@ -41,6 +41,7 @@ class DryVerdict:
     source: str = ""  # where in the engine's source the check lives
     traceback: tuple[str, ...] = ()
     seconds: float = 0.0
+    phase: str | None = None  # where a launch would have died (the engine's own order of checks)
 
     @property
     def refused(self) -> bool:
@@ -170,6 +171,7 @@ class DryRun:
             flag=answer.get("flag"),
             source=str(answer.get("source") or ""),
             traceback=tuple(answer.get("traceback") or ()),
+            phase=answer.get("phase"),
             seconds=float(answer.get("seconds") or 0.0),
             **base,
         )
@@ -209,7 +211,7 @@ def refusal_outcome(v: DryVerdict, cand: Candidate, dialect: str) -> Outcome:
     out.launched = False
     out.evidence = [f"{v.label}: {v.check}", *evidence]
     out.failure_class = out.failure_class or "incompatible-options"
-    out.phase = out.phase or "parse-args"
+    out.phase = v.phase or "parse-args"
     if v.flag and v.flag not in out.implicates:
         out.implicates = [v.flag, *out.implicates]
         level = cand.flag_dict.get(v.flag)

@@ -23,6 +23,10 @@ import traceback
 import types
 from typing import Any
 
+# This file's folder holds bringup's adapters (vllm.py, sglang.py): never let them shadow the engine.
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _HERE]
+
 _STATE: dict[str, Any] = {"cap": (9, 0), "mem": 80 << 30, "count": 1, "name": "GPU"}
 
 

@@ -36,6 +36,10 @@ import traceback
 import types
 from typing import Any
 
+# This file's folder holds bringup's adapters (vllm.py, sglang.py): never let them shadow the engine.
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _HERE]
+
 # Reasons vLLM's AttentionBackend.validate_configuration gives (vllm/v1/attention/backend.py):
 # the engine's own check. Anything else (a kernel library not built) is about this build.
 _OWN_REASONS = (
@@ -273,6 +277,7 @@ def _attention_refusal(e: ValueError, backend: str, sel: Any, inputs: str) -> di
         "status": "refused",
         "message": f"ValueError: {msg}",
         "check": "attention",
+        "phase": "load-weights",  # vLLM selects the backend while it builds the model's layers
         "flag": "--attention-backend" if backend != "auto" else None,
         "traceback": _tb(e),
         "inputs": f"{sel!r} (from {inputs})",
