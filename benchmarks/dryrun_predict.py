@@ -9,7 +9,12 @@ launches that work (false refusals), and for every knowledge rule with an "incom
 verdict on a level whether the engine's own check agrees (refused), disagrees (passes) or
 cannot say. One child answers every scenario (the facts travel with each request).
 
-    PYTHONPATH=. python benchmarks/dryrun_predict.py [--json out.json]
+    PYTHONPATH=. python benchmarks/dryrun_predict.py [--json out.json] [--searches]
+
+With --searches it also runs the search itself (Run(...).execute() against the scenario servers,
+screens off, no minimizing) on each scenario with and without the dry run, with knowledge and on
+signatures alone, and prints launches, failing launches and simulated hours to the first
+validated configuration.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import collections
 import dataclasses
 import json
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -41,7 +47,11 @@ def neighbours(r: Run):
 def scenario_rows(path: Path, shared: DryRun | None) -> tuple[list[dict], DryRun]:
     r = Run(RunSettings(scenario=str(path)), Path("/nonexistent-bringup-runs"))
     r.prepare_offline()
-    dr = dataclasses.replace(shared, facts=dict(r.facts), _cache={}) if shared else for_target(r.target, r.facts)
+    dr = (
+        dataclasses.replace(shared, facts=dict(r.facts), _cache={})
+        if shared
+        else for_target(r.target, r.facts)
+    )
     oracle = Oracle.load(path)
     rows = []
     for change, cand in neighbours(r):
@@ -67,15 +77,77 @@ def scenario_rows(path: Path, shared: DryRun | None) -> tuple[list[dict], DryRun
     return rows, dr
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--json", type=Path)
-    a = ap.parse_args()
+def vllm_scenarios() -> list[Path]:
     paths = []
     for p in sorted(SCENARIOS.glob("*.yaml")):
         text = p.read_text()
         if "\nengine: vllm" in text and "engine_version: 0.32.0" in text:
             paths.append(p)
+    return paths
+
+
+def search(path: Path, knowledge: bool, dry: str, shared: DryRun | None) -> dict:
+    """One bring-up in a fresh journal; the dry run's child shared across runs (facts per run)."""
+    import bringup.dryrun as pkg
+
+    def share(target, facts):
+        return (
+            dataclasses.replace(shared, facts=dict(facts), _cache={}, notes=[])
+            if shared
+            else for_target(target, facts)
+        )
+
+    saved = pkg.for_target
+    pkg.for_target = share
+    try:
+        with tempfile.TemporaryDirectory(prefix="bringup-dry-") as root:
+            s = RunSettings(
+                scenario=str(path),
+                knowledge=knowledge,
+                dry_run=dry,
+                screen="never",
+                minimize=False,
+                time_scale=0.002,
+                max_launches=12,
+            )
+            res = Run(s, Path(root)).execute()
+    finally:
+        pkg.for_target = saved
+    launched = [a for a in res.attempts if a.purpose == "search"]
+    return {
+        "scenario": path.stem,
+        "knowledge": knowledge,
+        "dry_run": dry,
+        "validated": res.validated,
+        "launches": res.launches,
+        "failing": sum(1 for a in launched if a.status != "works"),
+        "refused_dry": sum(1 for a in res.attempts if a.purpose == "dry-run"),
+        "hours": round(res.simulated_hours or 0.0, 3),
+    }
+
+
+def searches(paths: list[Path], shared: DryRun | None) -> list[dict]:
+    out = []
+    for p in paths:
+        for knowledge in (True, False):
+            for dry in ("never", "auto"):
+                r = search(p, knowledge, dry, shared)
+                out.append(r)
+                print(
+                    f"  {r['scenario']:<45} {'knowledge' if knowledge else 'signatures':<10} dry {dry:<5} "
+                    f"validated={r['validated']!s:<5} launches {r['launches']:>2} failing {r['failing']:>2} "
+                    f"dry refusals {r['refused_dry']:>2} {r['hours']:.2f} h",
+                    flush=True,
+                )
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--json", type=Path)
+    ap.add_argument("--searches", action="store_true")
+    a = ap.parse_args()
+    paths = vllm_scenarios()
     rows: list[dict] = []
     shared: DryRun | None = None
     t0 = time.time()
@@ -83,8 +155,15 @@ def main() -> None:
         got, dr = scenario_rows(p, shared)
         shared = shared or dr
         rows += got
+    runs = searches(paths, shared) if a.searches else []
     if shared is not None:
         shared.close()
+    summarize(rows, shared, t0, len(paths))
+    if a.json:
+        a.json.write_text(json.dumps({"candidates": rows, "searches": runs}, indent=1))
+
+
+def summarize(rows: list[dict], shared: DryRun | None, t0: float, n: int) -> None:
     fails = [x for x in rows if x["launch"] in ("fails", "timeout", "wrong-output")]
     refused = [x for x in fails if x["dry"] == "refused"]
     false_ref = [x for x in rows if x["launch"] == "works" and x["dry"] == "refused"]
@@ -92,23 +171,26 @@ def main() -> None:
     for x in rows:
         for rid in set(x["incompatible_rules"]):
             by_rule[rid][x["dry"]] += 1
-    print(f"{len(paths)} scenarios, {len(rows)} candidates (baseline and single changes)")
+    print(f"{n} scenarios, {len(rows)} candidates (baseline and single changes)")
     print(f"failing launches: {len(fails)}; refused by the dry run before launch: {len(refused)}")
     print(f"launches that work but the dry run refuses (false refusals): {len(false_ref)}")
     for x in false_ref:
         print(f"  FALSE {x['scenario']}: {x['change']}: {x['message'][:200]}")
     print("dry verdicts on failing launches:", dict(collections.Counter(x["dry"] for x in fails)))
-    print("refused, by scenario rule:", dict(collections.Counter(f"{x['scenario']}:{x['rule']}" for x in refused)))
+    print(
+        "refused, by scenario rule:",
+        dict(collections.Counter(f"{x['scenario']}:{x['rule']}" for x in refused)),
+    )
     print("knowledge rules (incompatible) vs the engine's own check:")
     for rid, c in sorted(by_rule.items()):
         print(f"  {rid}: {dict(c)}")
     if shared is not None:
-        print(f"dry run cost: cold start {shared.start_s or 0:.1f} s; warm per candidate: "
-              f"median {sorted(shared.costs)[len(shared.costs) // 2] if shared.costs else 0:.3f} s, "
-              f"max {max(shared.costs) if shared.costs else 0:.3f} s over {len(shared.costs)}")
+        print(
+            f"dry run cost: cold start {shared.start_s or 0:.1f} s; warm per candidate: "
+            f"median {sorted(shared.costs)[len(shared.costs) // 2] if shared.costs else 0:.3f} s, "
+            f"max {max(shared.costs) if shared.costs else 0:.3f} s over {len(shared.costs)}"
+        )
     print(f"wall {time.time() - t0:.0f} s")
-    if a.json:
-        a.json.write_text(json.dumps(rows, indent=1))
 
 
 if __name__ == "__main__":

@@ -515,8 +515,7 @@ class Run:
             raise
         finally:
             ex.close()
-            if self.dry is not None:
-                self.dry.close()
+            self._close_dry()
         result = self._result(status, stop_reason, validated, fix, t0, priors)
         self.journal.finish_run(self.run_id, status, result.model_dump())
         from bringup.htmlreport import load_tunes, write_html
@@ -592,17 +591,12 @@ class Run:
                 continue
             if s.max_hours is not None and self._hours() >= s.max_hours:
                 return ("budget", f"time budget ({s.max_hours} h) spent"), seq
-            d = self.strategy.next_launch(
-                known_good, self.attempts, screened_ok, pending=[j.cand for j in flying]
-            )
+            d, seq = self._next_launch(known_good, screened_ok, flying, seq)
             if d.candidate is None:
                 if flying:
                     break  # an answer in flight may open another way
                 return ("no-working-config", self.strategy.explain_stop()), seq
             extra = {"p_success": d.p_success, "reasons": d.reasons}
-            if self._refused_dry(seq + 1, d.candidate, extra):
-                seq += 1
-                continue  # observed as the engine's refusal, never launched
             job = self._job(seq + 1, "screen" if d.screen else "search", d.candidate, extra, screen=d.screen)
             if not ex.fits(job) and self._preempt_for(ex, job):
                 # Queued: it starts as soon as the preempted screens have given their GPUs back.
@@ -615,6 +609,24 @@ class Run:
             job.extra["round"] = self._round
             self._submit(ex, job)
         return None, seq
+
+    def _next_launch(
+        self, known_good: list[Candidate], screened_ok: set[str], flying: list[Job], seq: int
+    ) -> tuple[Any, int]:
+        """The strategy's next launch, past every candidate the installed engine's own checks
+        refuse (each observed as its refusal, attempt seq + 1, never launched); (decision, seq)."""
+        while True:
+            d = self.strategy.next_launch(
+                known_good, self.attempts, screened_ok, pending=[j.cand for j in flying]
+            )
+            extra = {"p_success": d.p_success, "reasons": d.reasons}
+            if d.candidate is None or not self._refused_dry(seq + 1, d.candidate, extra):
+                return d, seq
+            seq += 1
+
+    def _close_dry(self) -> None:
+        if self.dry is not None:
+            self.dry.close()
 
     def _refused_dry(self, seq: int, cand: Candidate, extra: dict[str, Any]) -> bool:
         """The installed engine's own checks refuse ``cand`` (bringup/dryrun/): record the refusal

@@ -148,7 +148,12 @@ def test_a_run_never_launches_what_the_engine_refuses(tmp_path: Path, monkeypatc
     monkeypatch.setattr(dryrun_pkg, "for_target", lambda target, facts: dry)
     scenario = Path(__file__).parent.parent / "bringup/data/scenarios/deepseek-v2-lite-sm120-vllm.yaml"
     s = RunSettings(
-        scenario=str(scenario), dry_run="auto", knowledge=False, max_launches=6, time_scale=0.001, minimize=False
+        scenario=str(scenario),
+        dry_run="auto",
+        knowledge=False,
+        max_launches=6,
+        time_scale=0.001,
+        minimize=False,
     )
     res = Run(s, tmp_path).execute()
     dry_attempts = [a for a in res.attempts if a.purpose == "dry-run"]

@@ -148,10 +148,7 @@ def run_cmd(
     from bringup.targets import TargetError
 
     root = writable_runs_root(runs_dir)
-    if screen not in ("auto", "always", "never"):
-        raise usage_error(f"--screen {screen!r}: use auto, always or never")
-    if dry_run not in ("auto", "never"):
-        raise usage_error(f"--dry-run {dry_run!r}: use auto or never")
+    _check_choices(screen=screen, dry_run=dry_run)
     rid = None
     if resume:
         j = Journal(root / "journal.sqlite")
@@ -185,7 +182,7 @@ def run_cmd(
             space_file=str(space) if space else None,
             knowledge=knowledge,
             screen=screen,
-            dry_run=dry_run,  # type: ignore[arg-type]  # checked above
+            dry_run=dry_run,
             max_launches=max_launches,
             max_hours=max_hours,
             minimize=minimize,
@@ -291,3 +288,12 @@ def summary(r: RunResult) -> Group:
     if html.exists():
         grid.add_row("report", Text(str(html)))
     return Group(head, grid)
+
+
+def _check_choices(**given: str) -> None:
+    """--screen and --dry-run take one of a few words; anything else is bad usage."""
+    allowed = {"screen": ("auto", "always", "never"), "dry_run": ("auto", "never")}
+    for name, value in given.items():
+        if value not in allowed[name]:
+            flag = "--" + name.replace("_", "-")
+            raise usage_error(f"{flag} {value!r}: use {', '.join(allowed[name][:-1])} or {allowed[name][-1]}")

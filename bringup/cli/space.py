@@ -53,8 +53,6 @@ def space_cmd(
         r.prepare_offline()
     except (TargetError, RunError, SpaceError, KnowledgeFileError) as e:
         raise usage_error(str(e)) from None
-    if dry_run not in ("auto", "never"):
-        raise usage_error(f"--dry-run {dry_run!r}: use auto or never")
     st = r.strategy
     rows: list[dict[str, Any]] = []  # JSON rows, as --json prints them
     for f in r.space.factors:
@@ -94,10 +92,7 @@ def space_cmd(
                     "verdicts": [v.to_json() for v in vs],
                 }
             )
-    for row in rows:
-        for v in row["verdicts"]:
-            v["from"] = _origin(v)
-    notes = _engine_checks(r, rows) if dry_run == "auto" else []
+    notes = _origins_and_engine_checks(r, rows, dry_run)
     frozen = {k: {"value": v, "why": w} for k, (v, w) in st.frozen.items()}
     if json_out:
         print_json(
@@ -141,13 +136,33 @@ def space_cmd(
             )
         else:
             t.add_row(
-                row["flag"], row["level"] + (" (baseline)" if row["baseline"] else ""), "", "", "", "", _dry_cell(row)
+                row["flag"],
+                row["level"] + (" (baseline)" if row["baseline"] else ""),
+                "",
+                "",
+                "",
+                "",
+                _dry_cell(row),
             )
     out_console.print(t)
+    _footer(frozen, notes)
+
+
+def _footer(frozen: dict[str, dict[str, Any]], notes: list[str]) -> None:
     for k, v in frozen.items():
         out_console.print(f"[bold]{k}[/] is fixed by the engine at {v['value']}: {v['why']}")
     for n in notes:
         out_console.print(n, markup=False)
+
+
+def _origins_and_engine_checks(r: Any, rows: list[dict[str, Any]], dry_run: str) -> list[str]:
+    """Each verdict's origin ("from"), and with --dry-run auto the engine's own check per level."""
+    if dry_run not in ("auto", "never"):
+        raise usage_error(f"--dry-run {dry_run!r}: use auto or never")
+    for row in rows:
+        for v in row["verdicts"]:
+            v["from"] = _origin(v)
+    return _engine_checks(r, rows) if dry_run == "auto" else []
 
 
 def _origin(v: dict[str, Any]) -> str:
@@ -168,8 +183,10 @@ def _engine_checks(r: Any, rows: list[dict[str, Any]]) -> list[str]:
             if row["level"] == "any":
                 continue
             f = next(f for f in r.space.factors if f.name == row["flag"])
-            level = None if row["level"] == "unset" else next(
-                (lv for lv in f.levels if f.describe_level(lv) == row["level"]), None
+            level = (
+                None
+                if row["level"] == "unset"
+                else next((lv for lv in f.levels if f.describe_level(lv) == row["level"]), None)
             )
             cand = r.baseline.with_changes({f.name: level})
             row["dry_run"] = dr.check(cand).to_json()

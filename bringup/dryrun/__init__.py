@@ -112,7 +112,9 @@ class DryRun:
         if self.adapter is None:
             self._why_not = f"no dry-run adapter for {self.dialect}"
         elif self.installed_version is None:
-            self._why_not = self.adapter.importable(self.python) or f"{name} is not installed for {self.python}"
+            self._why_not = (
+                self.adapter.importable(self.python) or f"{name} is not installed for {self.python}"
+            )
         elif self.target_version and self.installed_version != self.target_version:
             self._why_not = (
                 f"{name} {self.installed_version} is installed, the target is {self.target_version}: "
@@ -147,9 +149,8 @@ class DryRun:
         return v
 
     def _ask(self, cand: Candidate) -> DryVerdict:
-        base = {"engine": self.display, "engine_version": self.installed_version}
         if self._why_not is not None or self.adapter is None:
-            return DryVerdict("cannot", self._why_not or "no adapter", **base)
+            return self._cannot(self._why_not or "no adapter")
         self.start()
         assert self._child is not None
         t0 = time.time()
@@ -160,21 +161,25 @@ class DryRun:
         if answer is None:
             self._why_not = f"the {self.display} dry-run child failed: {self._child.error}"
             self.notes.append(f"dry run: cannot check: {self._why_not}")
-            return DryVerdict("cannot", self._why_not, **base)
+            return self._cannot(self._why_not)
         if not cold:
             self.costs.append(time.time() - t0)
         status = answer.get("status")
         return DryVerdict(
             status if status in ("refused", "passes", "cannot") else "cannot",
             str(answer.get("message") or ""),
+            self.installed_version,
+            self.display,
             check=str(answer.get("check") or ""),
             flag=answer.get("flag"),
             source=str(answer.get("source") or ""),
             traceback=tuple(answer.get("traceback") or ()),
             phase=answer.get("phase"),
             seconds=float(answer.get("seconds") or 0.0),
-            **base,
         )
+
+    def _cannot(self, why: str) -> DryVerdict:
+        return DryVerdict("cannot", why, self.installed_version, self.display)
 
     def close(self) -> None:
         if self._child is not None:

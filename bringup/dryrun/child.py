@@ -63,7 +63,9 @@ class Child:
             self.start()
             line = self._readline(self.ready_timeout)
             if line is None:
-                self.error = self.error or f"no answer within {self.ready_timeout:.0f} s (log: {self.log_path})"
+                self.error = (
+                    self.error or f"no answer within {self.ready_timeout:.0f} s (log: {self.log_path})"
+                )
                 self.close()
                 return False
             try:
@@ -109,11 +111,15 @@ class Child:
             if r:
                 line = self.proc.stdout.readline()
                 if not line:
-                    self.error = f"the child exited ({self.proc.poll()}); log: {self.log_path}: {self._tail()}"
+                    self.error = (
+                        f"the child exited ({self.proc.poll()}); log: {self.log_path}: {self._tail()}"
+                    )
                     return None
                 return line
             if self.proc.poll() is not None:
-                self.error = f"the child exited ({self.proc.returncode}); log: {self.log_path}: {self._tail()}"
+                self.error = (
+                    f"the child exited ({self.proc.returncode}); log: {self.log_path}: {self._tail()}"
+                )
                 return None
         return None
 

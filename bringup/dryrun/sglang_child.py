@@ -44,16 +44,18 @@ def _mock_cuda() -> None:
     torch.cuda.device_count = lambda: int(_STATE["count"])
     torch.cuda.get_device_capability = lambda device=None: tuple(_STATE["cap"])
     torch.cuda.get_device_name = lambda device=None: str(_STATE["name"])
-    torch.cuda.get_device_properties = props
+    torch.cuda.get_device_properties = props  # type: ignore[assignment]
     torch.cuda.mem_get_info = lambda device=None: (int(_STATE["mem"]), int(_STATE["mem"]))
 
 
 def _own(e: BaseException) -> bool:
     """Raised from SGLang's own argument code (server_args.py, arg_groups/)."""
     frames = traceback.extract_tb(e.__traceback__)
-    return bool(frames) and any(
-        "server_args" in f.filename or "arg_groups" in f.filename for f in frames[-2:]
-    ) and isinstance(e, (AssertionError, ValueError))
+    return (
+        bool(frames)
+        and any("server_args" in f.filename or "arg_groups" in f.filename for f in frames[-2:])
+        and isinstance(e, (AssertionError, ValueError))
+    )
 
 
 def answer(req: dict[str, Any]) -> dict[str, Any]:
@@ -65,7 +67,7 @@ def answer(req: dict[str, Any]) -> dict[str, Any]:
         count=int(facts.get("gpu.count") or 1),
         name=str(facts.get("gpu.name") or "GPU"),
     )
-    from sglang.srt.server_args import prepare_server_args
+    from sglang.srt.server_args import prepare_server_args  # type: ignore[import-not-found]
 
     saved = {k: os.environ.get(k) for k in req.get("env") or {}}
     os.environ.update(req.get("env") or {})
@@ -77,8 +79,13 @@ def answer(req: dict[str, Any]) -> dict[str, Any]:
         text = f"{type(e).__name__}: {e}"
         if _own(e):
             tb = "".join(traceback.format_exception(type(e), e, e.__traceback__)).splitlines()
-            return {"status": "refused", "message": text, "check": "server-args", "traceback": tb,
-                    "source": "sglang/srt/server_args.py ServerArgs.__post_init__"}
+            return {
+                "status": "refused",
+                "message": text,
+                "check": "server-args",
+                "traceback": tb,
+                "source": "sglang/srt/server_args.py ServerArgs.__post_init__",
+            }
         return {"status": "cannot", "message": f"server args: {text}", "check": "server-args"}
     finally:
         for k, v in saved.items():
@@ -96,8 +103,8 @@ def main() -> None:
     t0 = time.time()
     try:
         _mock_cuda()
-        import sglang
-        import sglang.srt.server_args  # noqa: F401
+        import sglang  # type: ignore[import-not-found]
+        import sglang.srt.server_args  # type: ignore[import-not-found]  # noqa: F401
 
         hello = {"ready": True, "version": getattr(sglang, "__version__", "?"), "seconds": time.time() - t0}
     except Exception as e:
@@ -113,7 +120,11 @@ def main() -> None:
         try:
             res = answer(req)
         except Exception as e:
-            res = {"status": "cannot", "message": f"dry run failed: {type(e).__name__}: {e}", "check": "child"}
+            res = {
+                "status": "cannot",
+                "message": f"dry run failed: {type(e).__name__}: {e}",
+                "check": "child",
+            }
         res["id"] = req.get("id")
         res["seconds"] = round(time.time() - t, 4)
         out.write(json.dumps(res, default=str) + "\n")

@@ -82,11 +82,11 @@ def _install_platform(device: str) -> str:
     import vllm.platforms.cuda as cuda
     from vllm.platforms.interface import DeviceCapability
 
-    class FactsCudaPlatform(cuda.NonNvmlCudaPlatform):  # type: ignore[misc, name-defined]
+    class FactsCudaPlatform(cuda.NonNvmlCudaPlatform):
         """vLLM's CUDA platform whose device is the facts' (never read from a GPU)."""
 
         @classmethod
-        def get_device_capability(cls, device_id: int = 0) -> Any:
+        def get_device_capability(cls, device_id: int = 0) -> Any:  # type: ignore[override]
             return DeviceCapability(*_STATE["cap"])
 
         @classmethod
@@ -105,7 +105,7 @@ def _install_platform(device: str) -> str:
         def is_fully_connected(cls, physical_device_ids: list[int]) -> bool:
             return True
 
-    plat._current_platform = FactsCudaPlatform()
+    plat._current_platform = FactsCudaPlatform()  # type: ignore[assignment]
     # Extensions a CUDA wheel has and the CPU build does not: their Python checks stay.
     _flash_attn_as_built()
     with contextlib.suppress(ImportError):
@@ -139,7 +139,7 @@ def _flash_attn_as_built() -> None:
     sys.modules[name] = pkg
     try:
         fai = importlib.import_module(name + ".flash_attn_interface")
-        fai.FA2_AVAILABLE = fai.FA3_AVAILABLE = fai.FA4_AVAILABLE = True
+        fai.FA2_AVAILABLE = fai.FA3_AVAILABLE = fai.FA4_AVAILABLE = True  # type: ignore[attr-defined]
     finally:
         del sys.modules[name]
     with contextlib.suppress(ImportError):
@@ -194,9 +194,12 @@ def _selector_config(ea: Any, facts: dict[str, Any], vcfg: Any) -> tuple[Any, st
     else:
         head = int(facts.get("model.head_dim") or 128)
     dtype_name = ea.dtype if ea.dtype not in (None, "auto") else (facts.get("model.dtype") or "bfloat16")
-    dtype = {"half": torch.float16, "float16": torch.float16, "float": torch.float32, "float32": torch.float32}.get(
-        str(dtype_name), torch.bfloat16
-    )
+    dtype = {
+        "half": torch.float16,
+        "float16": torch.float16,
+        "float": torch.float32,
+        "float32": torch.float32,
+    }.get(str(dtype_name), torch.bfloat16)
     return AttentionSelectorConfig(
         head_size=head,
         dtype=dtype,
@@ -232,11 +235,15 @@ def _attention(ea: Any, facts: dict[str, Any], vcfg: Any) -> dict[str, Any]:
         ctx = set_current_vllm_config(vcfg)
     try:
         with ctx:
-            chosen = plat.current_platform.get_attn_backend_cls(backend, attn_selector_config=sel)
+            chosen = plat.current_platform.get_attn_backend_cls(backend, attn_selector_config=sel)  # type: ignore[arg-type]
     except ValueError as e:
         return _attention_refusal(e, str(backend.name if backend else "auto"), sel, inputs)
     except Exception as e:  # a call into CUDA itself: this build cannot answer
-        return {"status": "cannot", "message": f"attention selector: {type(e).__name__}: {e}", "check": "attention"}
+        return {
+            "status": "cannot",
+            "message": f"attention selector: {type(e).__name__}: {e}",
+            "check": "attention",
+        }
     return {"status": "passes", "chosen": str(chosen).rsplit(".", 1)[-1]}
 
 
@@ -295,7 +302,11 @@ def _quantization(ea: Any, facts: dict[str, Any]) -> dict[str, Any] | None:
     try:
         need = get_quantization_config(method).get_min_capability()
     except Exception as e:  # its module calls a CUDA kernel at import on this build
-        return {"status": "cannot", "message": f"quantization {method}: {type(e).__name__}: {e}", "check": "quantization"}
+        return {
+            "status": "cannot",
+            "message": f"quantization {method}: {type(e).__name__}: {e}",
+            "check": "quantization",
+        }
     have = _STATE["cap"][0] * 10 + _STATE["cap"][1]
     if have < need:
         return {
@@ -320,7 +331,11 @@ def _engine_config(ea: Any) -> tuple[Any, dict[str, Any] | None]:
     except Exception as e:
         text = f"{type(e).__name__}: {e}"
         if _needs_cuda(text):
-            return None, {"status": "cannot", "message": f"engine config needs CUDA here: {text}", "check": "engine-config"}
+            return None, {
+                "status": "cannot",
+                "message": f"engine config needs CUDA here: {text}",
+                "check": "engine-config",
+            }
         return None, {
             "status": "refused",
             "message": text,
@@ -374,11 +389,17 @@ def answer(req: dict[str, Any]) -> dict[str, Any]:
             if att["status"] != "passes":
                 return att
             chosen = att["chosen"]
-        checked = "engine config, attention selector" if folder else "attention selector, quantization capability"
+        checked = (
+            "engine config, attention selector" if folder else "attention selector, quantization capability"
+        )
         if facts.get("device") != "cuda":
             checked = "engine config" if folder else "argument parser"
         picked = f"; a valid attention backend exists (here: {chosen})" if chosen else ""
-        return {"status": "passes", "message": f"passes vLLM's own checks ({checked}){picked}", "check": checked}
+        return {
+            "status": "passes",
+            "message": f"passes vLLM's own checks ({checked}){picked}",
+            "check": checked,
+        }
 
 
 def main() -> None:
@@ -407,7 +428,11 @@ def main() -> None:
         try:
             res = answer(req)
         except Exception as e:  # never a crash: the run carries on without this answer
-            res = {"status": "cannot", "message": f"dry run failed: {type(e).__name__}: {e}", "check": "child"}
+            res = {
+                "status": "cannot",
+                "message": f"dry run failed: {type(e).__name__}: {e}",
+                "check": "child",
+            }
         res["id"] = req.get("id")
         res["seconds"] = round(time.time() - t, 4)
         out.write(json.dumps(res, default=str) + "\n")
