@@ -163,3 +163,19 @@ def test_a_run_never_launches_what_the_engine_refuses(tmp_path: Path, monkeypatc
     assert all("FLASHMLA" not in a.changes or "TRITON" in a.changes for a in launched)
     assert res.launches == len(launched)  # a dry run is not a launch
     assert (Path(dry_attempts[0].trial_dir) / "dryrun.json").is_file()
+
+
+def test_sglang_not_installed_is_said_once_and_the_run_goes_on() -> None:
+    """for_target on an SGLang target whose interpreter has no sglang (this venv): cannot check."""
+    from types import SimpleNamespace
+
+    from bringup.dryrun import for_target
+
+    engine = SimpleNamespace(
+        log_dialect="sglang", python=sys.executable, info=SimpleNamespace(distributions=["sglang"])
+    )
+    d = for_target(SimpleNamespace(engine=engine, version="0.5.23"), dict(FACTS))
+    v = d.check(cand({"--attention-backend": "fa3"}))
+    assert v.status == "cannot" and not d.available
+    assert d.notes == [f"dry run: cannot check: sglang not installed for {sys.executable}"]
+    assert d.check(cand({})).status == "cannot" and len(d.notes) == 1
