@@ -86,7 +86,7 @@ def vllm_scenarios() -> list[Path]:
     return paths
 
 
-def search(path: Path, knowledge: bool, dry: str, shared: DryRun | None) -> dict:
+def search(path: Path, knowledge: bool, dry: str, shared: DryRun | None, scale: float) -> dict:
     """One bring-up in a fresh journal; the dry run's child shared across runs (facts per run)."""
     import bringup.dryrun as pkg
 
@@ -107,7 +107,7 @@ def search(path: Path, knowledge: bool, dry: str, shared: DryRun | None) -> dict
                 dry_run=dry,
                 screen="never",
                 minimize=False,
-                time_scale=0.002,
+                time_scale=scale,
                 max_launches=12,
             )
             res = Run(s, Path(root)).execute()
@@ -126,12 +126,12 @@ def search(path: Path, knowledge: bool, dry: str, shared: DryRun | None) -> dict
     }
 
 
-def searches(paths: list[Path], shared: DryRun | None) -> list[dict]:
+def searches(paths: list[Path], shared: DryRun | None, scale: float) -> list[dict]:
     out = []
     for p in paths:
         for knowledge in (True, False):
             for dry in ("never", "auto"):
-                r = search(p, knowledge, dry, shared)
+                r = search(p, knowledge, dry, shared, scale)
                 out.append(r)
                 print(
                     f"  {r['scenario']:<45} {'knowledge' if knowledge else 'signatures':<10} dry {dry:<5} "
@@ -146,8 +146,10 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--json", type=Path)
     ap.add_argument("--searches", action="store_true")
+    ap.add_argument("--scenario", action="append", default=[], help="only these (name substrings)")
+    ap.add_argument("--time-scale", type=float, default=0.02, help="real seconds per simulated second")
     a = ap.parse_args()
-    paths = vllm_scenarios()
+    paths = [p for p in vllm_scenarios() if not a.scenario or any(s in p.stem for s in a.scenario)]
     rows: list[dict] = []
     shared: DryRun | None = None
     t0 = time.time()
@@ -155,7 +157,7 @@ def main() -> None:
         got, dr = scenario_rows(p, shared)
         shared = shared or dr
         rows += got
-    runs = searches(paths, shared) if a.searches else []
+    runs = searches(paths, shared, a.time_scale) if a.searches else []
     if shared is not None:
         shared.close()
     summarize(rows, shared, t0, len(paths))

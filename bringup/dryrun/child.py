@@ -79,7 +79,7 @@ class Child:
                 self.close()
         return self.error is None and bool(self.hello and self.hello.get("ready"))
 
-    def ask(self, request: dict[str, Any], timeout: float = 60.0) -> dict[str, Any] | None:
+    def ask(self, request: dict[str, Any], timeout: float = 120.0) -> dict[str, Any] | None:
         """One answer, or None (``error`` says why)."""
         if not self.ready() or self.proc is None or self.proc.stdin is None:
             return None
