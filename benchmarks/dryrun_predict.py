@@ -92,7 +92,7 @@ def search(path: Path, knowledge: bool, dry: str, shared: DryRun | None, scale: 
 
     def share(target, facts):
         return (
-            dataclasses.replace(shared, facts=dict(facts), _cache={}, notes=[])
+            dataclasses.replace(shared, facts=dict(facts), _cache={}, notes=[], owns_child=False)
             if shared
             else for_target(target, facts)
         )

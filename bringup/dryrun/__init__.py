@@ -105,6 +105,8 @@ class DryRun:
     _cache: dict[str, DryVerdict] = field(default_factory=dict)
     costs: list[float] = field(default_factory=list)  # seconds per answered candidate (warm)
     start_s: float | None = None  # the child's cold start (spawn to ready)
+    # False: a copy that shares another DryRun's child (other facts, one import): close() leaves it
+    owns_child: bool = True
 
     def __post_init__(self) -> None:
         self.adapter = self.adapter or _adapters().get(self.dialect)
@@ -182,7 +184,7 @@ class DryRun:
         return DryVerdict("cannot", why, self.installed_version, self.display)
 
     def close(self) -> None:
-        if self._child is not None:
+        if self._child is not None and self.owns_child:
             self._child.close()
 
 
