@@ -203,13 +203,21 @@ def _selector_config(ea: Any, facts: dict[str, Any], vcfg: Any) -> tuple[Any, st
     return AttentionSelectorConfig(
         head_size=head,
         dtype=dtype,
-        kv_cache_dtype=ea.kv_cache_dtype or "auto",
+        kv_cache_dtype=_kv_dtype(ea, facts),
         block_size=ea.block_size,
         use_mla=mla,
         use_sparse=attention == "dsa",
         has_sink=facts.get("model.model_type") in ("gpt_oss",),
         has_sliding_window=bool(facts.get("model.sliding_window")),
     ), "facts"
+
+
+def _kv_dtype(ea: Any, facts: dict[str, Any]) -> str:
+    """The KV-cache dtype asked, or the checkpoint's own (an NVFP4/FP8 checkpoint with an fp8 KV
+    scheme makes "auto" fp8, as vLLM's ModelConfig does from its quantization config)."""
+    asked = ea.kv_cache_dtype or "auto"
+    own = str(facts.get("model.kv_cache_quant") or "")
+    return "fp8" if asked == "auto" and "fp8" in own.lower() else asked
 
 
 def _sparse(facts: dict[str, Any]) -> bool:
