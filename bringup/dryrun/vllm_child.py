@@ -214,7 +214,7 @@ def _selector_config(ea: Any, facts: dict[str, Any], vcfg: Any) -> tuple[Any, st
 
 def _kv_dtype(ea: Any, facts: dict[str, Any]) -> str:
     """The KV-cache dtype asked, or the checkpoint's own (an NVFP4/FP8 checkpoint with an fp8 KV
-    scheme makes "auto" fp8, as vLLM's ModelConfig does from its quantization config)."""
+    scheme makes "auto" fp8, as vllm/utils/torch_utils.py resolve_kv_cache_dtype_string does)."""
     asked = ea.kv_cache_dtype or "auto"
     own = str(facts.get("model.kv_cache_quant") or "")
     return "fp8" if asked == "auto" and "fp8" in own.lower() else asked
