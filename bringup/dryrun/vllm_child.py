@@ -203,7 +203,7 @@ def _selector_config(ea: Any, facts: dict[str, Any], vcfg: Any) -> tuple[Any, st
     return AttentionSelectorConfig(
         head_size=head,
         dtype=dtype,
-        kv_cache_dtype=_kv_dtype(ea, facts),
+        kv_cache_dtype=_kv_dtype(ea, facts),  # type: ignore[arg-type]  # a CacheDType from the parser
         block_size=ea.block_size,
         use_mla=mla,
         use_sparse=attention == "dsa",
