@@ -179,3 +179,26 @@ def test_sglang_not_installed_is_said_once_and_the_run_goes_on() -> None:
     assert v.status == "cannot" and not d.available
     assert d.notes == [f"dry run: cannot check: sglang not installed for {sys.executable}"]
     assert d.check(cand({})).status == "cannot" and len(d.notes) == 1
+
+
+@pytest.mark.slow
+def test_space_shows_where_each_verdict_came_from(monkeypatch, dry: DryRun) -> None:
+    """`bringup space --dry-run auto --json`: each level's engine check beside the knowledge
+    verdict, and every verdict says whether a rule or a fact gave it."""
+    from typer.testing import CliRunner
+
+    import bringup.dryrun as dryrun_pkg
+    from bringup.cli import app
+
+    monkeypatch.setattr(dryrun_pkg, "for_target", lambda target, facts: dry)
+    scenario = Path(__file__).parent.parent / "bringup/data/scenarios/deepseek-v2-lite-sm120-vllm.yaml"
+    res = CliRunner().invoke(app, ["space", "--scenario", str(scenario), "--dry-run", "auto", "--json"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    rows = {(r["flag"], r["level"]): r for r in data["levels"]}
+    flashmla = rows[("--attention-backend", "FLASHMLA")]
+    assert flashmla["dry_run"]["status"] == "refused"
+    assert flashmla["dry_run"]["label"] == "refused by vLLM 0.32.0's own check, no launch"
+    assert any(v["from"] == "rule vllm-flashmla-cc" for v in flashmla["verdicts"])
+    assert rows[("--attention-backend", "TRITON_MLA")]["dry_run"]["status"] == "passes"
+    assert data["dry_run_notes"] == []
