@@ -216,7 +216,7 @@ def refusal_outcome(v: DryVerdict, cand: Candidate, dialect: str) -> Outcome:
         evidence.insert(0, msg_line)
     out.status = "fails"
     out.launched = False
-    out.evidence = [f"{v.label}: {v.check}", *evidence]
+    out.evidence = [f"{v.label} ({v.check}): {msg_line}", *evidence]
     out.failure_class = out.failure_class or "incompatible-options"
     out.phase = v.phase or "parse-args"
     if v.flag and v.flag not in out.implicates:
