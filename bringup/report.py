@@ -150,6 +150,7 @@ def render_markdown(r: RunResult, tunes: Sequence[TuneResult] = ()) -> str:
             "search": "full",
             "screen": "screen (dummy weights, fewer layers)",
             "minimize": "minimize (full)",
+            "dry-run": "dry run (engine's own check, no launch)",
         }[a.purpose]
         ev = a.evidence if a.status != "works" else "all probes passed"
         L.append(

@@ -13,7 +13,8 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 
 from bringup.outcome import OverrideRecord, ProbeResult
 
-Purpose = Literal["search", "screen", "minimize"]
+# dry-run: refused by the installed engine's own check (bringup/dryrun/), never launched.
+Purpose = Literal["search", "screen", "minimize", "dry-run"]
 
 
 class Attempt(BaseModel):

@@ -96,6 +96,10 @@ class RunSettings(BaseModel):
     # With ray: the node type whose nodes take the trials, the Ray resource they declare
     # (``bringup-hw-<hash>``; bringup/nodetypes.py runs one bring-up per type); None: this machine's.
     node_type: str | None = None
+    # Before each launch, ask the installed engine's own checks with the target's facts
+    # (bringup/dryrun/): "auto" (where an adapter and the target's version are installed; a
+    # refused candidate is observed as its refusal and never launched) or "never".
+    dry_run: Literal["auto", "never"] = "never"
 
 
 class RunObserver(Protocol):
@@ -232,6 +236,13 @@ class Run:
         self.answers = [KnownAnswer(p, e) for p, e in s.answers] + list(t.answers)
         self._slots()
         self.reference, self.reference_why = self._reference(journal)
+        self.dry = None
+        if s.dry_run == "auto":
+            from bringup.dryrun import for_target
+
+            self.dry = for_target(t, self.facts)
+            self.strategy.notes += self.dry.notes
+            self.dry.start()  # the engine's import overlaps with the run's own start
 
     def _slots(self) -> None:
         """The run's GPUs (``gpu_slots``) and how many trials run at once on them (``width``)."""
@@ -526,6 +537,7 @@ class Run:
             raise
         finally:
             ex.close()
+            self._close_dry()
         result = self._result(status, stop_reason, validated, fix, t0, priors)
         self.journal.finish_run(self.run_id, status, result.model_dump())
         from bringup.htmlreport import load_tunes, write_html
@@ -604,9 +616,7 @@ class Run:
                 continue
             if s.max_hours is not None and self._hours() >= s.max_hours:
                 return ("budget", f"time budget ({s.max_hours} h) spent"), seq
-            d = self.strategy.next_launch(
-                known_good, self.attempts, screened_ok, pending=[j.cand for j in flying]
-            )
+            d, seq = self._next_launch(known_good, screened_ok, flying, seq)
             if d.candidate is None:
                 if flying:
                     break  # an answer in flight may open another way
@@ -635,6 +645,46 @@ class Run:
             return ""
         more = self.settings.max_launches + 6
         return f". Resume the search with: bringup run --resume --run-id {self.run_id} --max-launches {more}"
+
+    def _next_launch(
+        self, known_good: list[Candidate], screened_ok: set[str], flying: list[Job], seq: int
+    ) -> tuple[Any, int]:
+        """The strategy's next launch, past every candidate the installed engine's own checks
+        refuse (each observed as its refusal, attempt seq + 1, never launched); (decision, seq)."""
+        while True:
+            d = self.strategy.next_launch(
+                known_good, self.attempts, screened_ok, pending=[j.cand for j in flying]
+            )
+            extra = {"p_success": d.p_success, "reasons": d.reasons}
+            if d.candidate is None or not self._refused_dry(seq + 1, d.candidate, extra):
+                return d, seq
+            seq += 1
+
+    def _close_dry(self) -> None:
+        if self.dry is not None:
+            self.dry.close()
+
+    def _refused_dry(self, seq: int, cand: Candidate, extra: dict[str, Any]) -> bool:
+        """The installed engine's own checks refuse ``cand`` (bringup/dryrun/): record the refusal
+        as attempt ``seq`` (purpose "dry-run", no launch) and let the strategy learn from it."""
+        if self.dry is None or not self.dry.available:
+            return False
+        if sum(1 for a in self.attempts if a.purpose == "dry-run") >= 200:  # a bound, whatever the space
+            return False
+        v = self.dry.check(cand)
+        if not v.refused:
+            return False
+        from bringup.dryrun import refusal_outcome
+
+        out = refusal_outcome(v, cand, self.target.engine.log_dialect)
+        tdir = self.run_dir / "trials" / f"{seq:02d}-dry-run-{cand.key()[:8]}"
+        tdir.mkdir(parents=True, exist_ok=True)
+        (tdir / "dryrun.json").write_text(json.dumps(v.to_json(), indent=2))
+        (tdir / "outcome.json").write_text(out.model_dump_json(indent=2))
+        now = time.time()
+        self._log(seq, "dry-run", cand, out, tdir, now - v.seconds, now, {**extra, "dry_run": v.to_json()})
+        self.strategy.observe(cand, out, source="dry-run")
+        return True
 
     def _outlasts_likelier(self, job: Job, flying: list[Job]) -> bool:
         """A screen started now would end after a likelier one started earlier: if that one passes,

@@ -89,6 +89,12 @@ def run_cmd(
         "auto", help="Screen kernels with dummy weights and fewer layers: auto, always, never."
     ),
     max_launches: int = typer.Option(12, min=1, help="Launch budget for the search (screens count)."),
+    dry_run: str = typer.Option(
+        "never",
+        "--dry-run",
+        help="Before each launch, ask the installed engine's own checks with this target's facts: "
+        "auto (a refused candidate is never launched) or never (docs/dryrun.md).",
+    ),
     max_hours: float = typer.Option(None, help="Time budget in hours (simulated hours for scenarios)."),
     minimize: bool = typer.Option(True, help="Find the minimal fix by delta debugging (extra launches)."),
     max_minimize_launches: int = typer.Option(8, min=0, help="Launch budget for the minimal fix."),
@@ -142,8 +148,7 @@ def run_cmd(
     from bringup.targets import TargetError
 
     root = writable_runs_root(runs_dir)
-    if screen not in ("auto", "always", "never"):
-        raise usage_error(f"--screen {screen!r}: use auto, always or never")
+    _check_choices(screen=screen, dry_run=dry_run)
     rid = None
     if resume:
         j = Journal(root / "journal.sqlite")
@@ -179,6 +184,7 @@ def run_cmd(
             space_file=str(space) if space else None,
             knowledge=knowledge,
             screen=screen,
+            dry_run=dry_run,
             max_launches=max_launches,
             max_hours=max_hours,
             minimize=minimize,
@@ -284,3 +290,12 @@ def summary(r: RunResult) -> Group:
     if html.exists():
         grid.add_row("report", Text(str(html)))
     return Group(head, grid)
+
+
+def _check_choices(**given: str) -> None:
+    """--screen and --dry-run take one of a few words; anything else is bad usage."""
+    allowed = {"screen": ("auto", "always", "never"), "dry_run": ("auto", "never")}
+    for name, value in given.items():
+        if value not in allowed[name]:
+            flag = "--" + name.replace("_", "-")
+            raise usage_error(f"{flag} {value!r}: use {', '.join(allowed[name][:-1])} or {allowed[name][-1]}")

@@ -23,6 +23,12 @@ def space_cmd(
     space: Path = typer.Option(None, help="A space file."),
     knowledge: bool = typer.Option(True, help="Apply knowledge rules."),
     python: str = typer.Option(None, help="Python interpreter of the engine's environment."),
+    dry_run: str = typer.Option(
+        "never",
+        "--dry-run",
+        help="auto: also ask the installed engine's own checks on each level (the baseline with that "
+        "one change; docs/dryrun.md); never: knowledge only.",
+    ),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """Print the factors, their levels, and what knowledge says of each level (and which facts it used)."""
@@ -86,6 +92,7 @@ def space_cmd(
                     "verdicts": [v.to_json() for v in vs],
                 }
             )
+    notes = _origins_and_engine_checks(r, rows, dry_run)
     frozen = {k: {"value": v, "why": w} for k, (v, w) in st.frozen.items()}
     if json_out:
         print_json(
@@ -101,6 +108,7 @@ def space_cmd(
                 "frozen": frozen,
                 "fixed": r.space.fixed,
                 "size": r.space.size(),
+                "dry_run_notes": notes,
             }
         )
         raise typer.Exit(0)
@@ -110,7 +118,7 @@ def space_cmd(
         + ", ".join(f"{k}={v}" for k, v in r.facts.items() if k.startswith(("gpu.", "model.", "device")))
     )
     t = Table(header_style="bold", show_lines=False)
-    for c in ("flag", "level", "verdict", "reason", "facts used"):
+    for c in ("flag", "level", "verdict", "from", "reason", "facts used", "engine check"):
         t.add_column(c, overflow="fold")
     style = {"incompatible": "red", "risky": "yellow", "preferred": "green"}
     for row in rows:
@@ -121,11 +129,78 @@ def space_cmd(
                 row["flag"],
                 row["level"] + (" (baseline)" if row["baseline"] else ""),
                 f"[{style.get(v['verdict'], '')}]{v['verdict']}[/]",
+                v["from"],
                 v["reason"],
                 facts,
+                _dry_cell(row),
             )
         else:
-            t.add_row(row["flag"], row["level"] + (" (baseline)" if row["baseline"] else ""), "", "", "")
+            t.add_row(
+                row["flag"],
+                row["level"] + (" (baseline)" if row["baseline"] else ""),
+                "",
+                "",
+                "",
+                "",
+                _dry_cell(row),
+            )
     out_console.print(t)
+    _footer(frozen, notes)
+
+
+def _footer(frozen: dict[str, dict[str, Any]], notes: list[str]) -> None:
     for k, v in frozen.items():
         out_console.print(f"[bold]{k}[/] is fixed by the engine at {v['value']}: {v['why']}")
+    for n in notes:
+        out_console.print(n, markup=False)
+
+
+def _origins_and_engine_checks(r: Any, rows: list[dict[str, Any]], dry_run: str) -> list[str]:
+    """Each verdict's origin ("from"), and with --dry-run auto the engine's own check per level."""
+    if dry_run not in ("auto", "never"):
+        raise usage_error(f"--dry-run {dry_run!r}: use auto or never")
+    for row in rows:
+        for v in row["verdicts"]:
+            v["from"] = _origin(v)
+    return _engine_checks(r, rows) if dry_run == "auto" else []
+
+
+def _origin(v: dict[str, Any]) -> str:
+    """Where a knowledge verdict came from: a rule of rules.yaml, or a fact (memory plan, engine)."""
+    if v.get("rule"):
+        return f"rule {v['rule']}"
+    return "hardware fact" if v.get("facts") else "engine"
+
+
+def _engine_checks(r: Any, rows: list[dict[str, Any]]) -> list[str]:
+    """Each level's verdict from the installed engine's own checks (bringup/dryrun/): the baseline
+    with that one level, the device described by the facts. Notes: why it could not ask, once."""
+    from bringup.dryrun import for_target
+
+    dr = for_target(r.target, r.facts)
+    try:
+        for row in rows:
+            if row["level"] == "any":
+                continue
+            f = next(f for f in r.space.factors if f.name == row["flag"])
+            level = (
+                None
+                if row["level"] == "unset"
+                else next((lv for lv in f.levels if f.describe_level(lv) == row["level"]), None)
+            )
+            cand = r.baseline.with_changes({f.name: level})
+            row["dry_run"] = dr.check(cand).to_json()
+            if not dr.available:
+                break
+    finally:
+        dr.close()
+    return list(dr.notes)
+
+
+def _dry_cell(row: dict[str, Any]) -> str:
+    d = row.get("dry_run")
+    if not d:
+        return ""
+    style = {"refused": "red", "passes": "green"}.get(d["status"], "dim")
+    msg = d["message"] if d["status"] != "passes" else ""
+    return f"[{style}]{d['label']}[/] {msg[:240]}".strip()

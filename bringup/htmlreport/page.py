@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 REPORT_NAME = "report.html"
 STATUSES = ("works", "fails", "wrong-output", "timeout", "cancelled")
-KINDS = {"search": "full", "screen": "screen", "minimize": "minimize"}
+KINDS = {"search": "full", "screen": "screen", "minimize": "minimize", "dry-run": "dry-run"}
 KIND_LONG = {
     "search": "full launch",
     "screen": "screen (dummy weights, fewer layers)",
