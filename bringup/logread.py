@@ -35,6 +35,7 @@ class LogSelection:
     kept_lines: int = 0
     binary_lines: int = 0
     cut_lines: int = 0
+    over_budget: int = 0  # distinct lines left out once the kept lines held max_kept_bytes
     notes: list[str] = field(default_factory=list)
 
 
@@ -71,6 +72,7 @@ def select_lines(
     tail: int = 3000,
     max_line: int = 4000,
     repeats: int = 3,
+    max_kept_bytes: int = 24 << 20,
 ) -> LogSelection:
     """The lines worth classifying, in file order, with memory bounded whatever the file."""
     check = notable or (lambda s: bool(_NOTABLE.search(s)))
@@ -79,6 +81,7 @@ def select_lines(
     last: collections.deque[tuple[int, str]] = collections.deque(maxlen=tail)
     sel = LogSelection([])
     n_notable = 0
+    budget = max_kept_bytes  # what the distinct and notable lines may hold (head and tail aside)
     i = -1
     for i, (raw, cut) in enumerate(_raw_lines(path, max_line)):
         text = raw.decode("utf-8", errors="replace")
@@ -100,10 +103,14 @@ def select_lines(
             continue
         if len(counts) < max_distinct * 4:
             counts[h] = c + 1
-        if len(kept) < max_distinct:
+        if budget < len(text):
+            sel.over_budget += 1
+        elif len(kept) < max_distinct:
             kept[i] = text
+            budget -= len(text)
         elif n_notable < max_notable and check(text):
             kept[i] = text
+            budget -= len(text)
             n_notable += 1
     sel.total_lines = i + 1
     for j, text in last:
@@ -114,4 +121,8 @@ def select_lines(
         sel.notes.append(f"{sel.binary_lines} line(s) of binary data skipped")
     if sel.cut_lines:
         sel.notes.append(f"{sel.cut_lines} overlong line(s) cut to {max_line} bytes")
+    if sel.over_budget:
+        sel.notes.append(
+            f"cap hit: {sel.over_budget} distinct line(s) left out once {max_kept_bytes >> 20} MiB were kept"
+        )
     return sel
