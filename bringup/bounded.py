@@ -99,4 +99,3 @@ class EventBuffer:
             raise CapHit(self.what, self.max_event, "in one event")
         self.buf = buf
         return events
-

@@ -250,7 +250,7 @@ class Journal:
                     seq,
                     purpose,
                     candidate.key(),
-                    effective_key,
+                    secrets.redact_key(effective_key),
                     secrets.scrub_text(json.dumps(candidate.to_json(), default=str)),
                     secrets.scrub_text(outcome.model_dump_json()),
                     outcome.status,

@@ -14,6 +14,7 @@ from bringup.engines.base import display_name
 from bringup.knowledge_files import classes
 from bringup.outcome import OverrideRecord
 from bringup.results import RunResult
+from bringup.safetext import safe_text
 
 
 def _md(text: str) -> str:
@@ -248,7 +249,7 @@ def write_report(r: RunResult, run_dir: Path) -> Path:
     run_dir = Path(run_dir)
     secrets.write_text(run_dir / "findings.json", json.dumps(r.model_dump(), indent=2, default=str))
     path = run_dir / "FINDINGS.md"
-    secrets.write_text(path, render_markdown(r))
+    secrets.write_text(path, safe_text(render_markdown(r)))
     return path
 
 

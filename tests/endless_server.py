@@ -33,7 +33,9 @@ class _Handler(socketserver.BaseRequestHandler):
         head, _, rest = data.partition(b"\r\n\r\n")
         lines = head.decode("latin-1").split("\r\n")
         path = lines[0].split(" ")[1]
-        length = next((int(ln.split(":", 1)[1]) for ln in lines if ln.lower().startswith("content-length")), 0)
+        length = next(
+            (int(ln.split(":", 1)[1]) for ln in lines if ln.lower().startswith("content-length")), 0
+        )
         while len(rest) < length:
             got = conn.recv(65536)
             if not got:

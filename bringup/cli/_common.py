@@ -77,10 +77,17 @@ def print_json(obj: object) -> None:
     sys.stdout.flush()
 
 
-def render_outcome(o: Outcome, console: Console = out_console) -> None:
+def shown(text: object, limit: int = 2000) -> str:
+    """Text from outside (a log line, a model name, user input) as it may reach a terminal: secrets
+    replaced, control characters and escape sequences escaped, cut to `limit`. Print it inside a
+    rich `Text` (never as a markup string: `[/dev/shm]` is text, not a closing tag)."""
     from bringup import secrets
     from bringup.safetext import safe_line
 
+    return secrets.scrub_text(safe_line(str(text), limit))
+
+
+def render_outcome(o: Outcome, console: Console = out_console) -> None:
     style = STATUS_STYLE.get(o.status, "bold")
     head = Text(o.status.upper(), style=style)
     if o.failure_class:
@@ -104,28 +111,29 @@ def render_outcome(o: Outcome, console: Console = out_console) -> None:
     if o.evidence and o.status != "works":
         console.print("[bold]evidence[/]")
         for line in o.evidence:
-            console.print(Text("  " + secrets.scrub_text(safe_line(line, 400))))
+            console.print(Text("  " + shown(line, 400)))
     if o.root_exception and o.status != "works":
-        console.print(Text.assemble(("root exception ", "bold"), o.root_exception))
+        console.print(Text.assemble(("root exception ", "bold"), shown(o.root_exception)))
     if o.implicates and o.status != "works":
-        console.print(Text.assemble(("implicates ", "bold"), ", ".join(o.implicates)))
+        console.print(Text.assemble(("implicates ", "bold"), shown(", ".join(o.implicates))))
     if o.hint and o.status != "works":
-        console.print(Text.assemble(("hint ", "bold"), o.hint))
+        console.print(Text.assemble(("hint ", "bold"), shown(o.hint)))
     if o.overrides:
         console.print("[bold]engine overrides[/] (requested → effective)")
         for ov in o.overrides:
-            console.print(Text(f"  {ov.flag}: {ov.requested} → {ov.effective}"))
+            console.print(Text(shown(f"  {ov.flag}: {ov.requested} → {ov.effective}")))
     if o.probes:
         table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
         table.add_column("probe")
         table.add_column("")
         table.add_column("detail", overflow="fold")
         for p in o.probes:
-            table.add_row(p.name, "[green]pass[/]" if p.passed else "[red]FAIL[/]", p.detail[:160])
+            ok = Text("pass", style="green") if p.passed else Text("FAIL", style="red")
+            table.add_row(Text(shown(p.name)), ok, Text(shown(p.detail, 160)))
         console.print(table)
     if o.warnings:
         console.print("[bold]warnings worth knowing[/]")
         for w in o.warnings[:5]:
-            console.print(Text("  " + w[:300]))
+            console.print(Text("  " + shown(w, 300)))
     if o.log_path:
-        console.print(Text(f"log: {o.log_path}", style="dim"))
+        console.print(Text(f"log: {shown(str(o.log_path))}", style="dim"))

@@ -10,9 +10,11 @@ from typing import TYPE_CHECKING
 import typer
 from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from bringup.cli import app
+from bringup.cli._common import shown
 
 if TYPE_CHECKING:
     from bringup.loadgen import BenchResult, RequestRecord
@@ -191,7 +193,7 @@ def bench_cmd(
             if isinstance(e, ValidationError)
             else [str(e)]
         )
-        err.print(f"[red]error:[/] {'; '.join(msgs)}")
+        err.print(f"[red]error:[/] {escape(shown('; '.join(msgs)))}")
         raise typer.Exit(2) from None
 
     console = Console()
@@ -232,7 +234,7 @@ def bench_cmd(
         with bar:
             results = run_loop(run_sweep(cfg, on_request=on_request, on_point=on_point))
     except BenchError as e:
-        err.print(f"[red]error:[/] {e}", soft_wrap=True, highlight=False)
+        err.print(f"[red]error:[/] {escape(shown(e))}", soft_wrap=True, highlight=False)
         raise typer.Exit(1) from None
 
     if json_out:
@@ -249,6 +251,8 @@ def bench_cmd(
             )
     if out is not None:
         paths = write_results(results, out)
-        (err if json_out else console).print(f"wrote {', '.join(str(p) for p in paths)}", highlight=False)
+        (err if json_out else console).print(
+            f"wrote {', '.join(shown(p) for p in paths)}", highlight=False, markup=False
+        )
     if all(r.summary.completed == 0 for r in results):
         raise typer.Exit(1)

@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from bringup.cli import app
-from bringup.cli._common import err_console, usage_error
+from bringup.cli._common import err_console, shown, usage_error
 
 
 @app.command("reference")
@@ -36,4 +36,7 @@ def reference_cmd(
     except (OSError, ValueError) as e:  # a hub id not reachable from here, a folder transformers cannot load
         raise usage_error(f"cannot load {model} with transformers: {str(e).splitlines()[0][:300]}") from None
     ref.save(out)
-    err_console.print(f"wrote {out}: {len(ref.prompts)} prompts x {tokens} tokens, {ref.identity.short()}")
+    err_console.print(
+        f"wrote {shown(out)}: {len(ref.prompts)} prompts x {tokens} tokens, {shown(ref.identity.short())}",
+        markup=False,
+    )

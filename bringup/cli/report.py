@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from bringup.cli import app
-from bringup.cli._common import err_console, out_console, print_json, runs_root, usage_error
+from bringup.cli._common import err_console, out_console, print_json, runs_root, shown, usage_error
 
 
 def find_run_dir(run: str, runs_dir: Path | None) -> Path:
@@ -58,5 +58,8 @@ def report_cmd(
 
             secrets.write_text(d / "FINDINGS.md", text)
         except OSError as e:
-            err_console.print(f"FINDINGS.md not rewritten ({e.strerror or e}); printing the report only")
+            err_console.print(
+                f"FINDINGS.md not rewritten ({shown(e.strerror or e)}); printing the report only",
+                markup=False,
+            )
         out_console.print(text, markup=False, highlight=False)

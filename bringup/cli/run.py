@@ -17,6 +17,7 @@ from bringup.cli._common import (
     err_console,
     out_console,
     print_json,
+    shown,
     usage_error,
     writable_runs_root,
 )
@@ -55,11 +56,15 @@ def _table(attempts: list[Attempt]) -> Table:
     for a in attempts:
         t.add_row(
             str(a.number),
-            a.purpose,
-            a.changes[:60],
-            f"[{style.get(a.status, '')}]{a.status}[/]",
-            f"{a.failure_class or ''} {('/ ' + a.phase) if a.phase and a.status != 'works' else ''}",
-            (a.evidence if a.status != "works" else "all probes passed")[:90],
+            Text(shown(a.purpose)),
+            Text(shown(a.changes, 60)),
+            Text(a.status, style=style.get(a.status, "")),
+            Text(
+                shown(
+                    f"{a.failure_class or ''} {('/ ' + a.phase) if a.phase and a.status != 'works' else ''}"
+                )
+            ),
+            Text(shown(a.evidence if a.status != "works" else "all probes passed", 90)),
         )
     return t
 
@@ -234,18 +239,18 @@ class LiveTable:
 
     def started(self, run_id: str, run_dir: Path, space: Space, resumed: int) -> None:
         err_console.print(
-            f"run {run_id}: {len(space.factors)} factors, {space.size():,} configurations in the space"
+            f"run {shown(run_id)}: {len(space.factors)} factors, {space.size():,} configurations in the space"
             + (f"; resuming after {resumed} finished trials" if resumed else "")
         )
 
     def launching(self, seq: int, purpose: Purpose, changes: str, screen: bool) -> None:
         self.live.update(_table(self.attempts))
         # Trials at once: say what starts, since the table only grows when one ends.
-        err_console.print(f"#{seq} {purpose}: {changes[:100]}", markup=False, style="dim")
+        err_console.print(f"#{seq} {purpose}: {shown(changes, 100)}", markup=False, style="dim")
 
     def trial_event(self, kind: str, text: str) -> None:
         if kind == "gpu":  # GPU hygiene messages (bringup/gpus.py)
-            err_console.print(f"gpu: {text}", markup=False)
+            err_console.print(f"gpu: {shown(text)}", markup=False)
 
     def attempted(self, attempt: Attempt) -> None:
         self.attempts.append(attempt)
@@ -264,18 +269,19 @@ def summary(r: RunResult) -> Group:
         + (f" ({r.screening_launches} screens)" if r.screening_launches else "")
         + (f" + {r.minimize_launches} to minimize the fix" if r.minimize_launches else "")
         + (f", {r.simulated_hours:.2f} simulated hours" if r.simulated_hours is not None else "")
-        + f": {r.stop_reason}",
+        + f": {shown(r.stop_reason)}",
     )
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="dim")
     grid.add_column(overflow="fold")
     if r.final_command:
-        grid.add_row("command", Text(r.final_command))
+        grid.add_row("command", Text(shown(r.final_command)))
     if r.minimal_fix_str:
         grid.add_row(
-            "minimal fix", Text(r.minimal_fix_str + ("" if r.minimal_fix_verified else " (not minimised)"))
+            "minimal fix",
+            Text(shown(r.minimal_fix_str + ("" if r.minimal_fix_verified else " (not minimised)"))),
         )
-    grid.add_row("baseline", Text(r.baseline_command))
+    grid.add_row("baseline", Text(shown(r.baseline_command)))
     findings = Path(r.run_dir) / "FINDINGS.md"
     grid.add_row("findings", Text(str(findings)))
     html = Path(r.run_dir) / "report.html"

@@ -15,6 +15,7 @@ from bringup.cli._common import (
     print_json,
     render_outcome,
     runs_root,
+    shown,
     usage_error,
     writable_runs_root,
 )
@@ -114,7 +115,7 @@ def trial_cmd(
         except ReferenceError as e:
             raise usage_error(f"--reference: {e}") from None
         if not json_out:
-            err_console.print(f"[dim]reference:[/] {why}")
+            err_console.print(f"[dim]reference:[/] {escape(shown(why))}")
     settings = TrialSettings(
         timeout=timeout,
         hang_timeout=hang_timeout,
@@ -130,7 +131,7 @@ def trial_cmd(
         if status is None:
             return
         if kind == "gpu":  # GPUs busy before the first launch, memory not given back (bringup/gpus.py)
-            err_console.print(f"[dim]gpu:[/] {text}")
+            err_console.print(f"[dim]gpu:[/] {escape(shown(text))}")
             return
         if kind == "phase":
             state["phase"] = text

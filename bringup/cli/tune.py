@@ -9,6 +9,7 @@ from typing import Any, Literal, cast
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from bringup.cli import app
 from bringup.cli._common import (
@@ -16,6 +17,7 @@ from bringup.cli._common import (
     err_console,
     out_console,
     print_json,
+    shown,
     usage_error,
     writable_runs_root,
 )
@@ -284,18 +286,19 @@ def tune_cmd(
         m = p.metrics
         table.add_row(
             str(p.number),
-            " ".join(f"{k} {v}" for k, v in p.knobs.items()),
+            Text(shown(" ".join(f"{k} {v}" for k, v in p.knobs.items()))),
             p.status,
             f"{p.objective:.3g}" if p.objective is not None else "",
             f"{m.get('output_tps', 0):.1f}" if m else "",
             f"{m.get('e2e_p99_s', 0):.3f}" if m else "",
-            (p.failure_class or "") + (f": {p.evidence[:60]}" if p.evidence else ""),
+            Text(shown((p.failure_class or "") + (f": {p.evidence[:60]}" if p.evidence else ""))),
         )
     out_console.print(table)
     if skipped:
         out_console.print(
             f"{len(skipped)} configurations ruled out without a launch, e.g. point {skipped[0].number}: "
-            f"{skipped[0].evidence}"
+            f"{shown(skipped[0].evidence)}",
+            markup=False,
         )
     if result.best:
         m = result.best.metrics
