@@ -32,6 +32,7 @@ from bringup.minimize import MinimalFix, minimal_fix
 from bringup.outcome import Outcome
 from bringup.plan_check import record_kv
 from bringup.probes import KnownAnswer, ProbeConfig
+from bringup.reserved import reserved_flag
 from bringup.results import Attempt, Prediction, Purpose, RunResult
 from bringup.screening import ScreeningPolicy, one_gpu_screen, screen_flags
 from bringup.slots import GpuSlots, SlotError, parallel_width, parse_gpus
@@ -155,9 +156,8 @@ class Run:
                 f"--baseline: {e}; check the flag against the engine's --help "
                 f"({t.engine.log_dialect} {t.version})"
             ) from None
-        for reserved in ("--port", "--host", t.engine.info.model_flag):
-            if reserved in flags:
-                raise RunError(f"--baseline must not set {reserved}: bringup sets the model and the port")
+        if why := reserved_flag(list(flags), t.spec, t.engine.info.model_flag):
+            raise RunError(f"--baseline: {why}")
         # The user's own engine-relevant variables reach every launch: they are part of the
         # candidate, so a fix is never credited to a flag when a variable did it.
         registry = t.engine.env_registry(t.version)

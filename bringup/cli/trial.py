@@ -80,6 +80,7 @@ def trial_cmd(
     from bringup.probes import ProbeConfig
     from bringup.process import Interrupted
     from bringup.reference import ReferenceError, reference_for
+    from bringup.reserved import reserved_flag
     from bringup.targets import TargetError, resolve_target
     from bringup.trial import Trial, TrialSettings
 
@@ -90,11 +91,8 @@ def trial_cmd(
     except TargetError as e:
         raise usage_error(str(e)) from None
     tokens = list(ctx.args)
-    for reserved in ("--port", "--host"):
-        if reserved in tokens:
-            raise usage_error(f"give the port with bringup's own --port, not as an engine flag ({reserved})")
-    if target.engine.info.model_flag in tokens or "--model" in tokens or "--model-path" in tokens:
-        raise usage_error("give the model with --model, not as an engine flag")
+    if why := reserved_flag(tokens, target.spec, target.engine.info.model_flag):
+        raise usage_error(why)
     try:
         flags = parse_flags(tokens, target.spec)
     except FlagError:
