@@ -34,6 +34,7 @@ from bringup.plan_check import record_kv
 from bringup.probes import KnownAnswer, ProbeConfig
 from bringup.reserved import reserved_flag
 from bringup.results import Attempt, Prediction, Purpose, RunResult
+from bringup.runlock import RunLock, RunLocked
 from bringup.screening import ScreeningPolicy, one_gpu_screen, screen_flags
 from bringup.slots import GpuSlots, SlotError, parallel_width, parse_gpus
 from bringup.space import Space, build_space, drop_inapplicable, drop_levels
@@ -370,6 +371,14 @@ class Run:
             rid = f"{base}-{n}"
         return rid
 
+    def _lock_writer(self) -> None:
+        """One writer per run: a second resume of a run in progress is refused, not run twice."""
+        assert self.run_id is not None
+        try:
+            self._writer = RunLock(self.run_dir, self.run_id).acquire()
+        except (RunLocked, OSError) as e:
+            raise RunError(str(e)) from None
+
     def _open(self) -> list[TrialRecord]:
         """Create the run, or reopen it on resume; returns this run's finished trials."""
         assert self.journal is not None
@@ -377,6 +386,7 @@ class Run:
             self.run_id = self._new_run_id()
             self.run_dir = self.root / "runs" / self.run_id
             self.run_dir.mkdir(parents=True, exist_ok=True)
+            self._lock_writer()
             self.journal.create_run(
                 self.run_id,
                 self.target.engine.log_dialect,
@@ -391,6 +401,7 @@ class Run:
         if row is None:
             raise RunError(f"no run {self.run_id} in {self.root / 'journal.sqlite'}")
         self.run_dir = Path(row["run_dir"])
+        self._lock_writer()
         self.journal.set_status(self.run_id, "running")
         return self.journal.trials(self.run_id)
 
@@ -449,6 +460,13 @@ class Run:
         return seq, validated
 
     def execute(self) -> RunResult:
+        try:
+            return self._execute()
+        finally:
+            if getattr(self, "_writer", None) is not None:
+                self._writer.release()
+
+    def _execute(self) -> RunResult:
         self.prepare()
         t0 = time.time()
         done = self._open()
