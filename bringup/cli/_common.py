@@ -44,6 +44,17 @@ def usage_error(msg: str) -> typer.Exit:
     return typer.Exit(2)
 
 
+def refuse_damaged_model(model: str | Path) -> None:
+    """A local model folder that cannot load (a bad safetensors header, a truncated shard, a shard
+    the index lists but that is missing) is refused before anything else, with the file and the
+    damage named (exit 2). `plan` said "fits" with one shard of two damaged."""
+    from bringup.preflight import model_problems
+
+    p = Path(model)
+    if p.is_dir() and (problems := model_problems(p)):
+        raise usage_error("the model cannot load: " + "; ".join(problems))
+
+
 def runs_root(runs_dir: Path | None) -> Path:
     return Path(runs_dir) if runs_dir else Path.cwd() / "bringup-runs"
 

@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from bringup.cli import app
+from bringup.cli._common import refuse_damaged_model
 
 console = Console()
 
@@ -98,6 +99,7 @@ def doctor_cmd(
 def _model_cmd(model_dir: Path, as_json: bool, kv_dtype: list[str]) -> None:
     from bringup import modelinfo
 
+    refuse_damaged_model(model_dir)
     try:
         fp = modelinfo.fingerprint(model_dir)
     except (OSError, ValueError) as e:  # PreflightError, SafetensorsError: the file and the fault
@@ -182,6 +184,7 @@ def plan_cmd(
         raise typer.BadParameter("give a model folder, --weights-gib, or both")
     fp = None
     if model_dir is not None:
+        refuse_damaged_model(model_dir)
         try:
             fp = modelinfo.fingerprint(model_dir)
         except (OSError, ValueError) as e:  # PreflightError, SafetensorsError: the file and the fault

@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from bringup.cli import app
-from bringup.cli._common import err_console, shown, usage_error
+from bringup.cli._common import err_console, refuse_damaged_model, shown, usage_error
 
 
 @app.command("reference")
@@ -26,6 +26,7 @@ def reference_cmd(
 
     if model_folder(model) is None and not Path(model).exists() and "/" not in model:
         raise usage_error(f"model {model!r} is not a folder here and not a hub id (org/name)")
+    refuse_damaged_model(model)
     out = out or Path(f"{Path(model).name or 'model'}.reference.json")
     try:
         ref = compute_reference(model, tokens=tokens, device=device)
