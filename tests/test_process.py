@@ -53,7 +53,9 @@ def test_terminate_kills_group_strays_and_frees_port(tmp_path):
     kids = _pids(server, "grandchild") + _pids(server, "worker")
     assert len(kids) == 2 and not port_is_free(port)
     report = server.terminate(grace=0.5, port=port)
-    assert report.signal_used == "SIGKILL"  # the worker ignored SIGTERM
+    # The worker ignores SIGTERM: either the orphan guard (bringup/data/orphanguard) kills it once
+    # its parent, the leader, has gone, or teardown's SIGKILL does; never SIGTERM alone without it.
+    assert report.signal_used in ("SIGTERM", "SIGKILL")
     assert report.leftover_pids == [] and report.port_free
     for pid in [server.pid, *kids]:
         assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE

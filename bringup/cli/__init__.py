@@ -68,3 +68,8 @@ def main() -> None:
             )
             sys.exit(2)
         raise
+    except BaseException as e:  # Interrupted (a BaseException) outside a command's own handling
+        if type(e).__name__ != "Interrupted":
+            raise
+        print(f"interrupted ({e}); servers torn down.", file=sys.stderr)
+        sys.exit(e.exit_code)  # type: ignore[attr-defined]

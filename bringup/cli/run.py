@@ -140,11 +140,13 @@ def run_cmd(
     from bringup.candidate import FlagError, parse_env
     from bringup.journal import Journal  # heavy imports inside the command: `bringup --help` stays fast
     from bringup.knowledge_files import KnowledgeFileError
-    from bringup.process import Interrupted
+    from bringup.process import Interrupted, install_signal_handlers
     from bringup.rayexec import RayClusterError  # Ray itself is imported only with --ray
     from bringup.run import QuietObserver, Run, RunError, RunSettings
     from bringup.space import SpaceError, parse_fix
     from bringup.targets import TargetError
+
+    install_signal_handlers()  # on the main thread: SIGTERM/SIGHUP tear servers down (exit 143/129)
 
     root = writable_runs_root(runs_dir)
     if screen not in ("auto", "always", "never"):

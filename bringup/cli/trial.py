@@ -78,11 +78,13 @@ def trial_cmd(
     from bringup.candidate import Candidate, FlagError, parse_env, parse_flags
     from bringup.envvars import launch_environment
     from bringup.probes import ProbeConfig
-    from bringup.process import Interrupted
+    from bringup.process import Interrupted, install_signal_handlers
     from bringup.reference import ReferenceError, reference_for
     from bringup.reserved import reserved_flag
     from bringup.targets import TargetError, resolve_target
     from bringup.trial import Trial, TrialSettings
+
+    install_signal_handlers()  # on the main thread: SIGTERM/SIGHUP tear servers down (exit 143/129)
 
     try:
         target = resolve_target(

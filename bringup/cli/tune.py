@@ -89,7 +89,7 @@ def tune_cmd(
     from bringup.knowledge_files import KnowledgeFileError
     from bringup.loadgen import BenchConfig
     from bringup.loadgen.config import parse_slos
-    from bringup.process import Interrupted
+    from bringup.process import Interrupted, install_signal_handlers
     from bringup.rayexec import RayClusterError, RayMissing  # Ray itself is imported only with --ray
     from bringup.reference import ReferenceError, reference_for
     from bringup.slots import SlotError, parallel_width, parse_gpus
@@ -105,6 +105,7 @@ def tune_cmd(
     from bringup.tuning.session import LaunchEvaluator, to_result
     from bringup.tuning.tuner import Tuner
 
+    install_signal_handlers()  # on the main thread: SIGTERM/SIGHUP tear servers down (exit 143/129)
     goal, how = _objective_and_sampler(objective, sampler)
     parallel = parallel or ("auto" if ray else "1")  # as `bringup run` takes them
     root = writable_runs_root(runs_dir)
