@@ -145,11 +145,15 @@ def test_kill9_of_the_watchdog_then_of_bringup_leaves_no_worker(tmp_path: Path) 
         env=_env(tmp_path),
         start_new_session=True,
     )
+    tag = ""
     try:
         first = holder.stdout.readline().split() if holder.stdout else []
         assert first[:1] == ["pgid"], first
         pgid, tag = int(first[1]), first[3]
         assert wait_until(lambda: len(watchdog.tagged_pids(tag)) >= 3, 30), "the two workers never started"
+        log = tmp_path / "server.log"
+        # both workers running their loop (SIGTERM ignored), not still unpickling from the leader
+        assert wait_until(lambda: log.exists() and log.read_text().count("core") >= 2, 30)
         workers = watchdog.tagged_pids(tag)
         dogs = [c.pid for c in psutil.Process(holder.pid).children() if tag in c.cmdline()]
         assert dogs, "no watchdog found"
@@ -168,6 +172,8 @@ def test_kill9_of_the_watchdog_then_of_bringup_leaves_no_worker(tmp_path: Path) 
         if holder.poll() is None:
             holder.kill()
             holder.wait(timeout=5)
+        for pid in watchdog.tagged_pids(tag) if tag else []:  # what a failure left: ours, by tag
+            os.kill(pid, signal.SIGKILL)
 
 
 def test_the_guard_is_first_on_the_server_pythonpath() -> None:
