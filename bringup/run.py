@@ -10,6 +10,7 @@ identities in `bringup.identity`: this module is only the loop.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import time
@@ -371,6 +372,18 @@ class Run:
             rid = f"{base}-{n}"
         return rid
 
+    def _mark_interrupted(self) -> None:
+        if (
+            getattr(self, "journal", None) is None
+            or self.run_id is None
+            or getattr(self, "_writer", None) is None
+        ):
+            return  # not this process's run to mark (a refused second writer)
+        with contextlib.suppress(Exception):  # a full disk may refuse this too: the journal stays intact
+            row = self.journal.run(self.run_id)
+            if row is not None and row["status"] == "running":
+                self.journal.set_status(self.run_id, "interrupted")
+
     def _lock_writer(self) -> None:
         """One writer per run: a second resume of a run in progress is refused, not run twice."""
         assert self.run_id is not None
@@ -462,6 +475,9 @@ class Run:
     def execute(self) -> RunResult:
         try:
             return self._execute()
+        except BaseException:  # a signal or a full disk at any phase: the run is not left `running`
+            self._mark_interrupted()
+            raise
         finally:
             if getattr(self, "_writer", None) is not None:
                 self._writer.release()

@@ -35,6 +35,44 @@ RAY_HELP = (
 )
 
 
+def _number(value: float | None, low: float | None, high: float | None, low_open: bool) -> float | None:
+    """A numeric option checked once typer parsed it: finite (typer's own ranges let nan and inf
+    through: nan compares false with any bound) and in range; a one-line error otherwise."""
+    import math
+
+    if value is None:
+        return None
+    if not math.isfinite(value):
+        raise typer.BadParameter(f"{value} is not a finite number")
+    if low is not None and (value < low or (low_open and value == low)):
+        raise typer.BadParameter(f"{value:g} must be {'above' if low_open else 'at least'} {low:g}")
+    if high is not None and value > high:
+        raise typer.BadParameter(f"{value:g} must be at most {high:g}")
+    return value
+
+
+def finite(value: float | None) -> float | None:
+    return _number(value, None, None, False)
+
+
+def positive(value: float | None) -> float | None:
+    """Seconds, hours, GiB, a time scale: finite and above 0."""
+    return _number(value, 0.0, None, True)
+
+
+def fraction(value: float | None) -> float | None:
+    """A memory fraction: above 0, at most 1."""
+    return _number(value, 0.0, 1.0, True)
+
+
+def port_number(value: int | None) -> int | None:
+    return None if value is None else int(_number(value, 1, 65535, False) or 0)
+
+
+def positive_int(value: int | None) -> int | None:
+    return None if value is None else int(_number(value, 1, None, False) or 0)
+
+
 def usage_error(msg: str) -> typer.Exit:
     """Bad usage: say what was wrong and what to do; exit code 2. The message is text, not Rich
     markup: "pip install 'bringup[ray]'" keeps its brackets."""

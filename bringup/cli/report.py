@@ -40,10 +40,17 @@ def report_cmd(
     ),
 ) -> None:
     """Reprint FINDINGS.md of a run (regenerated from findings.json)."""
-    from bringup.report import load_result, render_markdown  # inside: `bringup --help` stays fast
+    from bringup.report import (  # inside: `bringup --help` stays fast
+        FindingsDamaged,
+        load_result,
+        render_markdown,
+    )
 
     d = find_run_dir(run, runs_dir)
-    result = load_result(d)
+    try:
+        result = load_result(d)
+    except FindingsDamaged as e:
+        raise usage_error(str(e)) from None
     if html:
         from bringup.htmlreport import load_tunes, write_html
 

@@ -16,6 +16,7 @@ from bringup.cli._common import (
     RAY_HELP,
     err_console,
     out_console,
+    positive,
     print_json,
     shown,
     usage_error,
@@ -94,15 +95,21 @@ def run_cmd(
         "auto", help="Screen kernels with dummy weights and fewer layers: auto, always, never."
     ),
     max_launches: int = typer.Option(12, min=1, help="Launch budget for the search (screens count)."),
-    max_hours: float = typer.Option(None, help="Time budget in hours (simulated hours for scenarios)."),
+    max_hours: float = typer.Option(
+        None, help="Time budget in hours (simulated hours for scenarios).", callback=positive
+    ),
     minimize: bool = typer.Option(True, help="Find the minimal fix by delta debugging (extra launches)."),
     max_minimize_launches: int = typer.Option(8, min=0, help="Launch budget for the minimal fix."),
     retry_known: bool = typer.Option(False, help="Relaunch what already failed here in earlier runs."),
     resume: bool = typer.Option(False, help="Resume a run (the latest, or --run-id)."),
     run_id: str = typer.Option(None, help="With --resume: the run to resume."),
-    time_scale: float = typer.Option(0.01, help="Scenario only: real seconds per simulated second."),
-    timeout: float = typer.Option(1800.0, help="Seconds from launch to ready per trial."),
-    hang_timeout: float = typer.Option(600.0, help="Seconds without a log line that make a hang."),
+    time_scale: float = typer.Option(
+        0.01, help="Scenario only: real seconds per simulated second.", callback=positive
+    ),
+    timeout: float = typer.Option(1800.0, help="Seconds from launch to ready per trial.", callback=positive),
+    hang_timeout: float = typer.Option(
+        600.0, help="Seconds without a log line that make a hang.", callback=positive
+    ),
     python: str = typer.Option(None, help="Python interpreter of the engine's environment."),
     answer: list[str] = typer.Option([], help="Known answer 'PROMPT=EXPECTED' (repeatable)."),
     reference: str = typer.Option(

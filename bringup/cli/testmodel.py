@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from bringup.cli import app
-from bringup.cli._common import usage_error
+from bringup.cli._common import finite, usage_error
 
 
 def _refuse_to_overwrite(out_dir: Path, force: bool) -> None:
@@ -38,7 +38,9 @@ def testmodel_cmd(
         "answers), fp16-overflow (wrong in float16, right in bf16/fp32), llama-8b (8 B random "
         "weights for a GPU). docs/probes.md says more.",
     ),
-    shard_gib: float = typer.Option(4.0, min=0.001, help="llama-8b: the largest safetensors shard, GiB."),
+    shard_gib: float = typer.Option(
+        4.0, min=0.001, help="llama-8b: the largest safetensors shard, GiB.", callback=finite
+    ),
     force: bool = typer.Option(
         False, "--force", help="Write into a folder that is not empty (replacing its files)."
     ),

@@ -12,6 +12,8 @@ from bringup.cli import app
 from bringup.cli._common import (
     err_console,
     new_trial_dir,
+    port_number,
+    positive,
     print_json,
     render_outcome,
     runs_root,
@@ -44,11 +46,15 @@ def trial_cmd(
     ),
     model: str = typer.Option(None, help="Model folder or hub id (with --scenario: the scenario's model)."),
     scenario: Path = typer.Option(None, help="Replay a scenario file instead of a real engine."),
-    time_scale: float = typer.Option(0.01, help="Scenario only: real seconds per simulated second."),
-    port: int = typer.Option(None, help="Port for the server (default: a free one)."),
-    timeout: float = typer.Option(1800.0, help="Seconds from launch to ready before giving up."),
+    time_scale: float = typer.Option(
+        0.01, help="Scenario only: real seconds per simulated second.", callback=positive
+    ),
+    port: int = typer.Option(None, help="Port for the server (default: a free one).", callback=port_number),
+    timeout: float = typer.Option(
+        1800.0, help="Seconds from launch to ready before giving up.", callback=positive
+    ),
     hang_timeout: float = typer.Option(
-        600.0, help="Seconds without a new log line (not ready) that make a hang."
+        600.0, help="Seconds without a new log line (not ready) that make a hang.", callback=positive
     ),
     python: str = typer.Option(
         None, help="Python interpreter of the engine's environment (default: this one)."

@@ -16,6 +16,7 @@ from bringup.cli._common import (
     RAY_HELP,
     err_console,
     out_console,
+    positive,
     print_json,
     shown,
     usage_error,
@@ -57,9 +58,11 @@ def tune_cmd(
         "1,2,4,8,16,32", help="Concurrencies for the best configuration's sweep ('' for none)."
     ),
     seed: int = typer.Option(0, help="Seed for the sampler and the workload."),
-    time_scale: float = typer.Option(0.01, help="Scenario only: real seconds per simulated second."),
+    time_scale: float = typer.Option(
+        0.01, help="Scenario only: real seconds per simulated second.", callback=positive
+    ),
     python: str = typer.Option(None, help="Python interpreter of the engine's environment."),
-    timeout: float = typer.Option(1800.0, help="Seconds from launch to ready per point."),
+    timeout: float = typer.Option(1800.0, help="Seconds from launch to ready per point.", callback=positive),
     reference: str = typer.Option(
         "auto",
         help="Reference the winner must agree with: a file from `bringup reference`, "
