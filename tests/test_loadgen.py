@@ -122,12 +122,14 @@ def test_timings_match_injected_delays(fake_server: Callable[..., str]) -> None:
     for r in res.requests:
         assert r.output_tokens == 10 and r.output_tokens_source == "usage" and r.input_tokens == 16
         assert len(r.itl_s) == 9 and r.chunks == 10
-        # Lower bounds are exact (a timer may not read less than the injected delay); upper bounds
-        # leave room for a busy 2-core CI machine's scheduling (seen: a few ms over, once).
-        assert 0.100 <= r.ttft_s < 0.150
-        assert 0.280 <= r.e2e_s < 0.340  # 0.1 + 9 x 0.02
-    assert 17 < s.itl_ms.p50 < 25 and 19 < s.itl_ms.mean < 23
-    assert 19.5 < s.tpot_ms.mean < 23
+        # Lower bounds only: a timer may not read less than the injected delay, whatever the load;
+        # how close it comes (the upper side) is a measure of a quiet machine, in
+        # benchmarks/loadgen_overhead.py, not a test (issue 28: no wall-clock bound in tests).
+        assert r.ttft_s is not None and r.e2e_s is not None and r.tpot_s is not None
+        assert r.ttft_s >= 0.100
+        assert r.e2e_s >= 0.280  # 0.1 + 9 x 0.02
+        assert r.tpot_s == pytest.approx((r.e2e_s - r.ttft_s) / 9)
+        assert sum(r.itl_s) == pytest.approx(r.e2e_s - r.ttft_s)
     assert s.output_tokens == 60 and s.mean_tokens_per_chunk == 1.0
     # two in flight, 0.28 s each, three rounds
     assert 0.84 <= s.duration_s < 1.1
@@ -450,7 +452,7 @@ def test_early_stop_callback_cancels_in_flight(fake_server: Callable[..., str], 
     s = res.summary
     assert s.stopped_early and s.stop_reason == "enough"
     assert s.completed >= 3 and s.cancelled >= 3 and s.failed == 0
-    assert s.duration_s < 1.0  # did not wait for the 5 s requests
+    assert s.duration_s < 5.0  # did not wait for the 5 s requests
     assert [x.completed for x in seen] == list(range(1, len(seen) + 1))
 
 

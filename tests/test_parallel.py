@@ -116,17 +116,28 @@ def test_one_slot_is_the_sequential_sum():
 
 
 def test_real_trials_overlap_on_disjoint_gpus_and_a_big_one_waits():
-    trials = FakeTrials(real_s=0.3)
+    # Three trials that can only end together (a barrier of three): one after another, the first
+    # would wait alone and break it. No wall clock: it holds on a loaded machine too.
+    together = threading.Barrier(3)
+    met: list[bool] = []
+
+    def trials(j: Job) -> TrialRun:
+        try:
+            together.wait(timeout=60)
+            met.append(True)
+        except threading.BrokenBarrierError:
+            met.append(False)
+        return TrialRun(Outcome(status="fails"), Path("."), 0.0, 0.0)
+
     ex = LocalExecutor(trials, GpuSlots(["0", "1", "2", "3"]), width=4)
     small = [job(i, 1, 0.0) for i in range(1, 4)]
     for j in small:
         ex.submit(j)
     big = job(9, 4, 0.0)
     assert not ex.fits(big)  # three GPUs taken: the 4-GPU candidate waits for its GPUs
-    t0 = time.monotonic()
     while ex.in_flight():
         ex.wait()
-    assert time.monotonic() - t0 < 0.85  # three 0.3 s trials ran at once, not one after another
+    assert met == [True, True, True]  # the three ran at once, not one after another
     assert ex.fits(big)
     ex.submit(big)
     assert ex.wait().job.gpus == ["0", "1", "2", "3"]
@@ -171,9 +182,8 @@ def test_close_cancels_what_is_in_flight():
     ex = LocalExecutor(waits, GpuSlots([]), width=2)
     ex.submit(job(1, 0, 0.0))
     ex.submit(job(2, 0, 0.0))
-    t0 = time.monotonic()
     ex.close()
-    assert seen == [True, True] and time.monotonic() - t0 < 2
+    assert seen == [True, True]  # both were cancelled (not left to their 5 s wait)
 
 
 # -- batches of hypotheses ---------------------------------------------------------------------------
@@ -258,10 +268,9 @@ def test_cancel_stops_a_real_trial_and_one_that_already_ended_is_not_cancelled()
     j = job(1, 1, 0.0)
     ex.submit(j)
     started.wait(5)
-    t0 = time.monotonic()
     ex.cancel(j)
     d = ex.wait()
-    assert d.cancelled and j.cancelled_at is not None and time.monotonic() - t0 < 2
+    assert d.cancelled and j.cancelled_at is not None
     assert ex.slots.free() == ["0"]
     ex.close()
 
@@ -289,7 +298,6 @@ def test_wait_until_wakes_at_its_time_when_nothing_ends_by_then():
 
     ex = LocalExecutor(FakeTrials(real_s=1.0), GpuSlots(["0"]), width=1)
     ex.submit(job(1, 1, 0.0))
-    t0 = time.monotonic()
-    assert ex.wait_until(ex.now() + 0.1) is None and time.monotonic() - t0 < 0.8
+    assert ex.wait_until(ex.now() + 0.1) is None  # back at its deadline, before the 1 s trial ends
     assert ex.wait_until(None) is not None
     ex.close()
