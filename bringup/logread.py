@@ -63,6 +63,19 @@ def _raw_lines(path: Path, max_line: int):
             yield raw.rstrip(b"\r\n"), cut
 
 
+@dataclass
+class _Budget:
+    left: int
+    over: int = 0  # lines refused once the budget was spent
+
+    def take(self, text: str) -> bool:
+        if len(text) > self.left:
+            self.over += 1
+            return False
+        self.left -= len(text)
+        return True
+
+
 def select_lines(
     path: Path,
     notable: Callable[[str], bool] | None = None,
@@ -81,7 +94,7 @@ def select_lines(
     last: collections.deque[tuple[int, str]] = collections.deque(maxlen=tail)
     sel = LogSelection([])
     n_notable = 0
-    budget = max_kept_bytes  # what the distinct and notable lines may hold (head and tail aside)
+    budget = _Budget(max_kept_bytes)  # what the distinct and notable lines may hold (head and tail aside)
     i = -1
     for i, (raw, cut) in enumerate(_raw_lines(path, max_line)):
         text = raw.decode("utf-8", errors="replace")
@@ -103,16 +116,12 @@ def select_lines(
             continue
         if len(counts) < max_distinct * 4:
             counts[h] = c + 1
-        if budget < len(text):
-            sel.over_budget += 1
-        elif len(kept) < max_distinct:
+        distinct = len(kept) < max_distinct
+        if (distinct or (n_notable < max_notable and check(text))) and budget.take(text):
             kept[i] = text
-            budget -= len(text)
-        elif n_notable < max_notable and check(text):
-            kept[i] = text
-            budget -= len(text)
-            n_notable += 1
+            n_notable += not distinct
     sel.total_lines = i + 1
+    sel.over_budget = budget.over
     for j, text in last:
         kept[j] = text
     sel.lines = [kept[k] for k in sorted(kept)]

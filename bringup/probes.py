@@ -13,7 +13,7 @@ import math
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -125,6 +125,24 @@ def _post(client: httpx.Client, path: str, body: dict) -> dict:
     return data
 
 
+def _sse_chunks(r: httpx.Response) -> Iterator[dict]:
+    """The JSON objects of a streamed answer, up to [DONE], its lines read with caps."""
+    for raw in iter_lines(r.iter_bytes(), "POST /v1/completions (stream)"):
+        line = raw.decode("utf-8", errors="replace")
+        if not line.startswith("data:"):
+            continue
+        payload = line[5:].strip()
+        if payload == "[DONE]":
+            return
+        try:
+            chunk = json.loads(payload)
+        except ValueError as e:
+            raise Disagree(f"stream chunk is not JSON: {payload[:120]}") from e
+        if not isinstance(chunk, dict):
+            raise Disagree(f"stream chunk is not a JSON object: {payload[:120]}")
+        yield chunk
+
+
 def _head(r: httpx.Response, n: int = 300) -> bytes:
     """The first bytes of an error answer (never the whole of an endless one)."""
     got = b""
@@ -224,17 +242,7 @@ class ProbeRunner:
                     raise ServerBroke(f"POST /v1/completions: HTTP {r.status_code}: {_head(r)!r}")
                 if r.status_code >= 400:
                     raise Disagree(f"POST /v1/completions: HTTP {r.status_code}: {_head(r)!r}")
-                for raw in iter_lines(r.iter_bytes(), "POST /v1/completions (stream)"):
-                    line = raw.decode("utf-8", errors="replace")
-                    if not line.startswith("data:"):
-                        continue
-                    payload = line[5:].strip()
-                    if payload == "[DONE]":
-                        break
-                    try:
-                        chunk = json.loads(payload)
-                    except ValueError as e:
-                        raise Disagree(f"stream chunk is not JSON: {payload[:120]}") from e
+                for chunk in _sse_chunks(r):
                     if chunk.get("error"):
                         raise ServerBroke(f"error in stream: {str(chunk['error'])[:200]}")
                     usage = chunk.get("usage") or usage

@@ -373,16 +373,13 @@ class Run:
         return rid
 
     def _mark_interrupted(self) -> None:
-        if (
-            getattr(self, "journal", None) is None
-            or self.run_id is None
-            or getattr(self, "_writer", None) is None
-        ):
+        j: Journal | None = getattr(self, "journal", None)
+        if j is None or self.run_id is None or getattr(self, "_writer", None) is None:
             return  # not this process's run to mark (a refused second writer)
         with contextlib.suppress(Exception):  # a full disk may refuse this too: the journal stays intact
-            row = self.journal.run(self.run_id)
+            row = j.run(self.run_id)
             if row is not None and row["status"] == "running":
-                self.journal.set_status(self.run_id, "interrupted")
+                j.set_status(self.run_id, "interrupted")
 
     def _lock_writer(self) -> None:
         """One writer per run: a second resume of a run in progress is refused, not run twice."""

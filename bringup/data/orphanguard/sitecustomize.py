@@ -12,6 +12,7 @@ thread watches getppid() instead. Standard library only, Python 3.8+: it runs in
 interpreter. An earlier sitecustomize on the path still runs after this one.
 """
 
+import importlib
 import os
 import sys
 
@@ -56,7 +57,7 @@ def _chain():
     mod = sys.modules.pop("sitecustomize", None)
     try:
         sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != here]
-        import sitecustomize  # noqa: F401
+        importlib.import_module("sitecustomize")
     except ImportError:
         pass
     except Exception:  # the other hook's own failure must not stop the server
