@@ -31,8 +31,17 @@ def job(seq: int, need: int, sim: float) -> Job:
 class FakeTrials:
     """Records where each job ran and, at the same time, what else was running."""
 
-    def __init__(self, real_s: float = 0.0, status: str = "fails", cls: str | None = None):
+    def __init__(
+        self,
+        real_s: float = 0.0,
+        status: str = "fails",
+        cls: str | None = None,
+        meet: threading.Barrier | None = None,
+    ):
         self.real_s, self.status, self.cls = real_s, status, cls
+        # one-GPU jobs wait for each other at this barrier instead of sleeping: they can only end
+        # if they run at once (no wall clock involved); `met` says whether each got through
+        self.meet, self.met = meet, []
         self.running: dict[int, list[str]] = {}
         self.overlaps: list[tuple[list[str], list[str]]] = []
         self.lock = threading.Lock()
@@ -44,7 +53,14 @@ class FakeTrials:
                 self.overlaps.append((list(j.gpus), other))
             self.running[j.seq] = list(j.gpus)
             self.ports.append(j.port)
-        time.sleep(self.real_s)
+        if self.meet is not None and j.need == 1:
+            try:
+                self.meet.wait(timeout=60)
+                self.met.append(True)
+            except threading.BrokenBarrierError:
+                self.met.append(False)
+        else:
+            time.sleep(self.real_s)
         with self.lock:
             del self.running[j.seq]
         out = Outcome(status=self.status, failure_class=self.cls, timings=Timings(simulated=j.extra["sim"]))
@@ -118,17 +134,7 @@ def test_one_slot_is_the_sequential_sum():
 def test_real_trials_overlap_on_disjoint_gpus_and_a_big_one_waits():
     # Three trials that can only end together (a barrier of three): one after another, the first
     # would wait alone and break it. No wall clock: it holds on a loaded machine too.
-    together = threading.Barrier(3)
-    met: list[bool] = []
-
-    def trials(j: Job) -> TrialRun:
-        try:
-            together.wait(timeout=60)
-            met.append(True)
-        except threading.BrokenBarrierError:
-            met.append(False)
-        return TrialRun(Outcome(status="fails"), Path("."), 0.0, 0.0)
-
+    trials = FakeTrials(meet=threading.Barrier(3))
     ex = LocalExecutor(trials, GpuSlots(["0", "1", "2", "3"]), width=4)
     small = [job(i, 1, 0.0) for i in range(1, 4)]
     for j in small:
@@ -137,7 +143,7 @@ def test_real_trials_overlap_on_disjoint_gpus_and_a_big_one_waits():
     assert not ex.fits(big)  # three GPUs taken: the 4-GPU candidate waits for its GPUs
     while ex.in_flight():
         ex.wait()
-    assert met == [True, True, True]  # the three ran at once, not one after another
+    assert trials.met == [True, True, True]  # the three ran at once, not one after another
     assert ex.fits(big)
     ex.submit(big)
     assert ex.wait().job.gpus == ["0", "1", "2", "3"]

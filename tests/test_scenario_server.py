@@ -298,6 +298,7 @@ def test_time_scale_compresses_a_600_second_load():
     assert after and after[-1] == pytest.approx(ready_clock + 100 * 0.045 + 4 * 0.0004, abs=0.01)
 
 
+@pytest.mark.slow
 def test_dummy_weights_and_fewer_layers_screen_fast_with_the_same_kernel_failure():
     override = json.dumps({"num_hidden_layers": 2})
     flags = [
@@ -444,6 +445,7 @@ def test_sigint_too():
 
 
 # -- serving modes ---------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_garbage_mode_answers_wrong_without_any_error():
     with launch(QWEN, QWEN_FLAGS, scale=0.005) as p:
         p.wait_for("Application startup complete", 30)
@@ -468,6 +470,7 @@ def test_garbage_mode_answers_wrong_without_any_error():
     assert "Using 'FLASHINFER_CUTLASS' Fp8 MoE backend" in log  # what the engine chose, in the log
 
 
+@pytest.mark.slow
 def test_the_working_moe_backend_answers_right():
     with launch(QWEN, [*QWEN_FLAGS, "--moe-backend", "triton"], scale=0.005) as p:
         p.wait_for("Application startup complete", 30)
@@ -540,6 +543,7 @@ def vllm_scenario(tmp_path) -> Path:
     return p
 
 
+@pytest.mark.slow
 def test_vllm_dies_while_serving_with_http_500_then_exits(vllm_scenario):
     with launch(vllm_scenario, ["--model", "tiny/model"], scale=0.01) as p:
         p.wait_for("Application startup complete", 30)
@@ -558,6 +562,7 @@ def test_vllm_dies_while_serving_with_http_500_then_exits(vllm_scenario):
     assert c.failure_class == "device-assert" and "illegal memory access" in c.evidence[0]
 
 
+@pytest.mark.slow
 def test_vllm_streaming_death_sends_an_error_event(vllm_scenario):
     with launch(vllm_scenario, ["--model", "tiny/model"], scale=0.01) as p:
         p.wait_for("Application startup complete", 30)
@@ -595,6 +600,7 @@ def test_port_in_use_is_reported_like_uvicorn():
     assert classify(lines, "vllm", "warmup").failure_class == "port-in-use"
 
 
+@pytest.mark.slow
 def test_a_serving_hang_repeats_its_watchdog_line_and_never_answers(vllm_scenario):
     with launch(
         vllm_scenario, ["--model", "tiny/model", "--enforce-eager", "--max-num-seqs", "9"], scale=0.005
