@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from bringup import secrets
 from bringup.candidate import FlagValue
 from bringup.helptext import HelpSpec
 
@@ -195,6 +196,8 @@ def find_overrides(
     """Flags whose effective value differs from what was asked."""
     out: list[Override] = []
     for flag, req in requested.items():
+        if secrets.is_secret_flag(flag):
+            continue  # the log bringup read holds *** for it: a comparison would be a false override
         opt = spec.get(flag) if spec else None
         dest = opt.dest if opt else flag.lstrip("-").replace("-", "_")
         if dest not in values:

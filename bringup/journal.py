@@ -97,6 +97,21 @@ class JournalDamaged(RuntimeError):
     never edited) unless opened read-only; the message says where, and how to go on."""
 
 
+class JournalRowDamaged(JournalDamaged):
+    """A readable journal with a row bringup cannot read (edited by hand, another schema, another
+    program's database): the table, the row and the fault are named; nothing is moved or changed."""
+
+
+def _row_problem(table: str, row: sqlite3.Row, e: Exception) -> JournalRowDamaged:
+    keys = row.keys() if hasattr(row, "keys") else []
+    where = f"id {row['id']}" if "id" in keys else "a row"
+    msg = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
+    return JournalRowDamaged(
+        f"journal {table} {where} cannot be read ({type(e).__name__}: {msg}); the journal was not changed: "
+        "restore a copy, or give another --runs-dir for a new journal"
+    )
+
+
 def journal_problem(path: Path) -> str | None:
     """Why the journal at `path` cannot be used (None: it can, or it does not exist yet)."""
     try:
@@ -250,7 +265,7 @@ class Journal:
                     seq,
                     purpose,
                     candidate.key(),
-                    effective_key,
+                    secrets.redact_key(effective_key),
                     secrets.scrub_text(json.dumps(candidate.to_json(), default=str)),
                     secrets.scrub_text(outcome.model_dump_json()),
                     outcome.status,
@@ -333,13 +348,31 @@ class Journal:
 
 
 def _run_row(row: sqlite3.Row) -> dict:
-    d = dict(row)
-    d["settings"] = json.loads(d["settings"])
-    d["result"] = json.loads(d["result"]) if d["result"] else None
-    return d
+    try:
+        d = dict(row)
+        d["settings"] = json.loads(d["settings"])
+        d["result"] = json.loads(d["result"]) if d["result"] else None
+        if not isinstance(d["settings"], dict) or not isinstance(d.get("run_dir"), str):
+            raise ValueError("settings is not a JSON object or run_dir is not text")
+        return d
+    except (ValueError, TypeError, KeyError, IndexError) as e:
+        raise _row_problem("runs", row, e) from None
 
 
 def _trial_row(row: sqlite3.Row) -> TrialRecord:
+    try:
+        return _trial_record(row)
+    except (
+        ValueError,
+        TypeError,
+        KeyError,
+        IndexError,
+        AttributeError,
+    ) as e:  # pydantic's errors are ValueErrors
+        raise _row_problem("trials", row, e) from None
+
+
+def _trial_record(row: sqlite3.Row) -> TrialRecord:
     return TrialRecord(
         run_id=row["run_id"],
         seq=row["seq"],

@@ -35,6 +35,7 @@ class LogSelection:
     kept_lines: int = 0
     binary_lines: int = 0
     cut_lines: int = 0
+    over_budget: int = 0  # distinct lines left out once the kept lines held max_kept_bytes
     notes: list[str] = field(default_factory=list)
 
 
@@ -62,6 +63,19 @@ def _raw_lines(path: Path, max_line: int):
             yield raw.rstrip(b"\r\n"), cut
 
 
+@dataclass
+class _Budget:
+    left: int
+    over: int = 0  # lines refused once the budget was spent
+
+    def take(self, text: str) -> bool:
+        if len(text) > self.left:
+            self.over += 1
+            return False
+        self.left -= len(text)
+        return True
+
+
 def select_lines(
     path: Path,
     notable: Callable[[str], bool] | None = None,
@@ -71,6 +85,7 @@ def select_lines(
     tail: int = 3000,
     max_line: int = 4000,
     repeats: int = 3,
+    max_kept_bytes: int = 24 << 20,
 ) -> LogSelection:
     """The lines worth classifying, in file order, with memory bounded whatever the file."""
     check = notable or (lambda s: bool(_NOTABLE.search(s)))
@@ -79,6 +94,7 @@ def select_lines(
     last: collections.deque[tuple[int, str]] = collections.deque(maxlen=tail)
     sel = LogSelection([])
     n_notable = 0
+    budget = _Budget(max_kept_bytes)  # what the distinct and notable lines may hold (head and tail aside)
     i = -1
     for i, (raw, cut) in enumerate(_raw_lines(path, max_line)):
         text = raw.decode("utf-8", errors="replace")
@@ -100,12 +116,12 @@ def select_lines(
             continue
         if len(counts) < max_distinct * 4:
             counts[h] = c + 1
-        if len(kept) < max_distinct:
+        distinct = len(kept) < max_distinct
+        if (distinct or (n_notable < max_notable and check(text))) and budget.take(text):
             kept[i] = text
-        elif n_notable < max_notable and check(text):
-            kept[i] = text
-            n_notable += 1
+            n_notable += not distinct
     sel.total_lines = i + 1
+    sel.over_budget = budget.over
     for j, text in last:
         kept[j] = text
     sel.lines = [kept[k] for k in sorted(kept)]
@@ -114,4 +130,8 @@ def select_lines(
         sel.notes.append(f"{sel.binary_lines} line(s) of binary data skipped")
     if sel.cut_lines:
         sel.notes.append(f"{sel.cut_lines} overlong line(s) cut to {max_line} bytes")
+    if sel.over_budget:
+        sel.notes.append(
+            f"cap hit: {sel.over_budget} distinct line(s) left out once {max_kept_bytes >> 20} MiB were kept"
+        )
     return sel

@@ -13,13 +13,14 @@ import math
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 
+from bringup.bounded import CapHit, iter_lines, read_body
 from bringup.outcome import ProbeResult
 from bringup.reference import common_prefix
 from bringup.secrets import auth_headers
@@ -100,30 +101,71 @@ class Disagree(Exception):
         self.kind = kind
 
 
+def _fetch(client: httpx.Client, method: str, path: str, body: dict | None = None) -> tuple[int, bytes]:
+    """Status and body of one request, the body read with a cap (bringup/bounded.py): a server
+    that answers without end is an error that says the cap was hit, not memory without end."""
+    with client.stream(method, path, json=body) as r:
+        return r.status_code, read_body(r.iter_bytes(), f"{method} {path}")
+
+
 def _post(client: httpx.Client, path: str, body: dict) -> dict:
     try:
-        r = client.post(path, json=body)
+        status, raw = _fetch(client, "POST", path, body)
+    except CapHit as e:
+        raise ServerBroke(str(e)) from e
     except httpx.TimeoutException as e:
         raise ServerBroke(
             f"POST {path}: no answer within {client.timeout.read} s ({type(e).__name__})"
         ) from e
     except httpx.HTTPError as e:
         raise ServerBroke(f"POST {path}: {type(e).__name__}: {e}") from e
-    if r.status_code >= 500:
-        raise ServerBroke(f"POST {path}: HTTP {r.status_code}: {r.text[:300]}")
-    if r.status_code >= 400:
+    text = raw.decode("utf-8", errors="replace")
+    if status >= 500:
+        raise ServerBroke(f"POST {path}: HTTP {status}: {text[:300]}")
+    if status >= 400:
         # Python's json refuses NaN/inf when the server serializes logprobs strictly (vLLM answers
         # HTTP 400 with this message): the output is non-finite, not the request malformed.
-        nan = _NAN_JSON in r.text
+        nan = _NAN_JSON in text
         raise Disagree(
-            f"POST {path}: HTTP {r.status_code}: {r.text[:300]}"
+            f"POST {path}: HTTP {status}: {text[:300]}"
             + (" (non-finite logprobs: the output is NaN/inf)" if nan else ""),
             kind="nan" if nan else "disagree",
         )
     try:
-        return r.json()
+        data = json.loads(raw)
     except ValueError as e:
-        raise Disagree(f"POST {path}: response is not JSON: {r.text[:200]}") from e
+        raise Disagree(f"POST {path}: response is not JSON: {text[:200]}") from e
+    if not isinstance(data, dict):
+        raise Disagree(f"POST {path}: response is not a JSON object: {text[:200]}")
+    return data
+
+
+def _sse_chunks(r: httpx.Response) -> Iterator[dict]:
+    """The JSON objects of a streamed answer, up to [DONE], its lines read with caps."""
+    for raw in iter_lines(r.iter_bytes(), "POST /v1/completions (stream)"):
+        line = raw.decode("utf-8", errors="replace")
+        if not line.startswith("data:"):
+            continue
+        payload = line[5:].strip()
+        if payload == "[DONE]":
+            return
+        try:
+            chunk = json.loads(payload)
+        except ValueError as e:
+            raise Disagree(f"stream chunk is not JSON: {payload[:120]}") from e
+        if not isinstance(chunk, dict):
+            raise Disagree(f"stream chunk is not a JSON object: {payload[:120]}")
+        yield chunk
+
+
+def _head(r: httpx.Response, n: int = 300) -> bytes:
+    """The first bytes of an error answer (never the whole of an endless one)."""
+    got = b""
+    for c in r.iter_bytes():
+        got += c
+        if len(got) >= n:
+            break
+    return got[:n]
 
 
 def _finite_logprobs(choice: dict) -> list[float]:
@@ -176,18 +218,23 @@ class ProbeRunner:
     # -- the probes, in ladder order ----------------------------------------------------------
     def probe_health(self, client: httpx.Client) -> str:
         try:
-            r = client.get("/health")
-            m = client.get("/v1/models") if self.cfg.list_models else None
+            status, _ = _fetch(client, "GET", "/health")
+            m = _fetch(client, "GET", "/v1/models") if self.cfg.list_models else None
+        except CapHit as e:
+            raise ServerBroke(str(e)) from e
         except httpx.HTTPError as e:
             raise ServerBroke(f"GET /health: {type(e).__name__}: {e}") from e
-        if r.status_code != 200:
-            raise ServerBroke(f"GET /health: HTTP {r.status_code}")
+        if status != 200:
+            raise ServerBroke(f"GET /health: HTTP {status}")
         if m is None:
             return f"health 200; model {self.model} (this engine's /v1/models does not list the served model)"
-        if m.status_code != 200:
-            raise ServerBroke(f"GET /v1/models: HTTP {m.status_code}")
-        data = m.json().get("data", [])
-        ids = [d.get("id") for d in data]
+        if m[0] != 200:
+            raise ServerBroke(f"GET /v1/models: HTTP {m[0]}")
+        try:
+            listed = json.loads(m[1])
+            ids = [d.get("id") for d in listed.get("data", [])]
+        except (ValueError, AttributeError) as e:
+            raise Disagree(f"/v1/models is not a model list: {m[1][:200]!r}") from e
         if not ids:
             raise Disagree("/v1/models lists no model")
         if self.model is None or self.model not in ids:
@@ -221,19 +268,10 @@ class ProbeRunner:
         try:
             with client.stream("POST", "/v1/completions", json=body) as r:
                 if r.status_code >= 500:
-                    raise ServerBroke(f"POST /v1/completions: HTTP {r.status_code}: {r.read()[:300]!r}")
+                    raise ServerBroke(f"POST /v1/completions: HTTP {r.status_code}: {_head(r)!r}")
                 if r.status_code >= 400:
-                    raise Disagree(f"POST /v1/completions: HTTP {r.status_code}: {r.read()[:300]!r}")
-                for line in r.iter_lines():
-                    if not line.startswith("data:"):
-                        continue
-                    payload = line[5:].strip()
-                    if payload == "[DONE]":
-                        break
-                    try:
-                        chunk = json.loads(payload)
-                    except ValueError as e:
-                        raise Disagree(f"stream chunk is not JSON: {payload[:120]}") from e
+                    raise Disagree(f"POST /v1/completions: HTTP {r.status_code}: {_head(r)!r}")
+                for chunk in _sse_chunks(r):
                     if chunk.get("error"):
                         raise ServerBroke(f"error in stream: {str(chunk['error'])[:200]}")
                     usage = chunk.get("usage") or usage
@@ -245,6 +283,8 @@ class ProbeRunner:
                     if tokens or any(text):
                         self.phase = "decode"
                         timing.mark(t0)
+        except CapHit as e:
+            raise ServerBroke(str(e)) from e
         except httpx.TimeoutException as e:
             raise ServerBroke(
                 f"POST /v1/completions (stream): no answer within {client.timeout.read} s"

@@ -80,6 +80,17 @@ def die_with_parent() -> None:
         pass
 
 
+ORPHAN_GUARD = Path(__file__).parent / "data" / "orphanguard"
+
+
+def with_orphan_guard(env: dict[str, str]) -> dict[str, str]:
+    """The server's environment with bringup/data/orphanguard first on PYTHONPATH: every Python
+    process of the trial then dies with its parent (a pidfd the kernel signals), so the tree goes
+    down from the leader even when the watchdog and bringup were both killed -9."""
+    rest = env.get("PYTHONPATH", "")
+    return {**env, "PYTHONPATH": str(ORPHAN_GUARD) + (os.pathsep + rest if rest else "")}
+
+
 class ServerProcess:
     def __init__(
         self,
@@ -101,7 +112,7 @@ class ServerProcess:
         # process of this server carries a tag that a watchdog outliving bringup kills by.
         watchdog.clean_leftovers()
         self.tag = watchdog.new_tag()
-        env = {**(os.environ if env is None else env), watchdog.TAG_VAR: self.tag}
+        env = with_orphan_guard({**(os.environ if env is None else env), watchdog.TAG_VAR: self.tag})
         self.proc = subprocess.Popen(
             argv,
             stdin=subprocess.DEVNULL,
@@ -286,24 +297,38 @@ class Interrupted(BaseException):
         return 128 + int(self.signum)
 
 
-_handlers_installed = False
+_atexit_registered = False
+_signals_installed = False
+
+
+def _on_signal(signum: int, frame: object) -> None:
+    # Raise in the main thread: the trial's finally-block tears its server down; the
+    # handler itself also does it in case the exception is swallowed somewhere.
+    teardown_all()
+    raise Interrupted(signum)
+
+
+def install_signal_handlers() -> bool:
+    """SIGTERM, SIGINT and SIGHUP tear every live server down and raise `Interrupted` in the main
+    thread. Python runs signal handlers on the main thread only and lets only it install them:
+    a `run` launches its trials from worker threads, so installing there did nothing and SIGTERM
+    killed bringup at once (issue 28). Commands that launch servers call this first, on the main
+    thread; returns whether the handlers are in place."""
+    global _signals_installed
+    if _signals_installed:
+        return True
+    if threading.current_thread() is not threading.main_thread():
+        return False
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        with contextlib.suppress(ValueError, OSError):
+            signal.signal(sig, _on_signal)
+    _signals_installed = True
+    return True
 
 
 def _install_handlers() -> None:
-    global _handlers_installed
-    if _handlers_installed:
-        return
-    _handlers_installed = True
-    atexit.register(teardown_all)
-    if threading.current_thread() is not threading.main_thread():
-        return
-
-    def on_signal(signum: int, frame: object) -> None:
-        # Raise in the main thread: the trial's finally-block tears its server down; the
-        # handler itself also does it in case the exception is swallowed somewhere.
-        teardown_all()
-        raise Interrupted(signum)
-
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        with contextlib.suppress(ValueError, OSError):
-            signal.signal(sig, on_signal)
+    global _atexit_registered
+    if not _atexit_registered:
+        _atexit_registered = True
+        atexit.register(teardown_all)
+    install_signal_handlers()  # a no-op off the main thread: the command installed them already

@@ -16,6 +16,7 @@ from bringup.engines.base import display_name
 from bringup.knowledge_files import classes
 from bringup.outcome import OverrideRecord
 from bringup.results import RunResult
+from bringup.safetext import safe_text
 
 if TYPE_CHECKING:
     from bringup.tuning.result import TuneResult
@@ -268,10 +269,26 @@ def write_report(r: RunResult, run_dir: Path) -> Path:
     run_dir = Path(run_dir)
     secrets.write_text(run_dir / "findings.json", json.dumps(r.model_dump(), indent=2, default=str))
     path = run_dir / "FINDINGS.md"
-    secrets.write_text(path, render_markdown(r))
+    secrets.write_text(path, safe_text(render_markdown(r)))
     return path
 
 
+class FindingsDamaged(ValueError):
+    """findings.json cannot be read: the file and the place of the fault are named."""
+
+
 def load_result(run_dir: Path) -> RunResult:
-    data = json.loads((Path(run_dir) / "findings.json").read_text())
-    return RunResult.model_validate(data)
+    path = Path(run_dir) / "findings.json"
+    try:
+        data = json.loads(path.read_bytes().decode("utf-8"))
+        return RunResult.model_validate(data)
+    except UnicodeDecodeError as e:
+        raise FindingsDamaged(
+            f"{path}: not UTF-8 (byte {e.start}); run the run again to rewrite it"
+        ) from None
+    except json.JSONDecodeError as e:
+        raise FindingsDamaged(f"{path}: not JSON at line {e.lineno} column {e.colno} ({e.msg})") from None
+    except ValueError as e:  # pydantic: the field and what is wrong with it
+        first = str(e).splitlines()
+        where = " ".join(first[1:3]).strip() if len(first) > 1 else str(e)
+        raise FindingsDamaged(f"{path}: not a bringup result: {where[:300]}") from None

@@ -10,6 +10,7 @@ identities in `bringup.identity`: this module is only the loop.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import time
@@ -33,7 +34,9 @@ from bringup.minimize import MinimalFix, minimal_fix
 from bringup.outcome import Outcome
 from bringup.plan_check import record_kv
 from bringup.probes import KnownAnswer, ProbeConfig
+from bringup.reserved import reserved_flag
 from bringup.results import Attempt, Prediction, Purpose, RunResult
+from bringup.runlock import RunLock, RunLocked
 from bringup.screening import ScreeningPolicy, one_gpu_screen, screen_flags
 from bringup.search.strategy import Strategy
 from bringup.slots import GpuSlots, SlotError, parallel_width, parse_gpus
@@ -164,9 +167,8 @@ class Run:
                 f"--baseline: {e}; check the flag against the engine's --help "
                 f"({t.engine.log_dialect} {t.version})"
             ) from None
-        for reserved in ("--port", "--host", t.engine.info.model_flag):
-            if reserved in flags:
-                raise RunError(f"--baseline must not set {reserved}: bringup sets the model and the port")
+        if why := reserved_flag(list(flags), t.spec, t.engine.info.model_flag):
+            raise RunError(f"--baseline: {why}")
         # The user's own engine-relevant variables reach every launch: they are part of the
         # candidate, so a fix is never credited to a flag when a variable did it.
         registry = t.engine.env_registry(t.version)
@@ -403,6 +405,23 @@ class Run:
             rid = f"{base}-{n}"
         return rid
 
+    def _mark_interrupted(self) -> None:
+        j: Journal | None = getattr(self, "journal", None)
+        if j is None or self.run_id is None or getattr(self, "_writer", None) is None:
+            return  # not this process's run to mark (a refused second writer)
+        with contextlib.suppress(Exception):  # a full disk may refuse this too: the journal stays intact
+            row = j.run(self.run_id)
+            if row is not None and row["status"] == "running":
+                j.set_status(self.run_id, "interrupted")
+
+    def _lock_writer(self) -> None:
+        """One writer per run: a second resume of a run in progress is refused, not run twice."""
+        assert self.run_id is not None
+        try:
+            self._writer = RunLock(self.run_dir, self.run_id).acquire()
+        except (RunLocked, OSError) as e:
+            raise RunError(str(e)) from None
+
     def _open(self) -> list[TrialRecord]:
         """Create the run, or reopen it on resume; returns this run's finished trials."""
         assert self.journal is not None
@@ -410,6 +429,7 @@ class Run:
             self.run_id = self._new_run_id()
             self.run_dir = self.root / "runs" / self.run_id
             self.run_dir.mkdir(parents=True, exist_ok=True)
+            self._lock_writer()
             self.journal.create_run(
                 self.run_id,
                 self.target.engine.log_dialect,
@@ -424,6 +444,7 @@ class Run:
         if row is None:
             raise RunError(f"no run {self.run_id} in {self.root / 'journal.sqlite'}")
         self.run_dir = Path(row["run_dir"])
+        self._lock_writer()
         self.journal.set_status(self.run_id, "running")
         return self.journal.trials(self.run_id)
 
@@ -482,6 +503,16 @@ class Run:
         return seq, validated
 
     def execute(self) -> RunResult:
+        try:
+            return self._execute()
+        except BaseException:  # a signal or a full disk at any phase: the run is not left `running`
+            self._mark_interrupted()
+            raise
+        finally:
+            if getattr(self, "_writer", None) is not None:
+                self._writer.release()
+
+    def _execute(self) -> RunResult:
         self.prepare()
         t0 = time.time()
         done = self._open()

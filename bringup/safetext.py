@@ -27,6 +27,15 @@ def safe_line(text: str, limit: int = MAX_LINE) -> str:
     return _CONTROL.sub(_escape, text)
 
 
+_CONTROL_KEEP_LINES = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def safe_text(text: str) -> str:
+    """A whole document (FINDINGS.md, report.html) with every control character escaped but its
+    newlines and tabs: the last line of defence for text from outside that a writer forgot."""
+    return _CONTROL_KEEP_LINES.sub(_escape, text)
+
+
 def is_binary(text: str) -> bool:
     """A decoded line that is mostly undecodable bytes or control characters (not a log line)."""
     if not text:

@@ -197,6 +197,19 @@ class Redactor:
         return scrub_text(text, self.values)
 
 
+def redact_key(key: str) -> str:
+    """A configuration key (``--flag=value|env:NAME=value|...``, the journal's effective_key) with
+    the value of every secret flag or variable replaced: the key is normalised (lower-cased),
+    so the value no longer matches the registered secret and must go by name."""
+    parts = []
+    for part in key.split("|"):
+        name, eq, _ = part.partition("=")
+        bare = name[4:] if name.startswith("env:") else name
+        secret = is_secret_name(bare) if name.startswith("env:") else is_secret_flag(name)
+        parts.append(f"{name}={REDACTED}" if eq and secret else scrub_text(part))
+    return "|".join(parts)
+
+
 def redact_env(env: Mapping[str, str]) -> dict[str, str]:
     return {k: (REDACTED if is_secret_name(k) else v) for k, v in env.items()}
 

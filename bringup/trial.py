@@ -195,7 +195,9 @@ class Trial:
         if self.engine.info.ready_log and not seen_ready_line:
             return False
         try:
-            return client.get(self.engine.info.ready_paths[0], timeout=2.0).status_code == 200
+            # the status only: the body is not read (a /health that streams without end)
+            with client.stream("GET", self.engine.info.ready_paths[0], timeout=2.0) as r:
+                return r.status_code == 200
         except httpx.HTTPError:
             return False
 

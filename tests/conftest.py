@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +19,43 @@ ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).parent / "data"
 # On the CPU build --gpu-memory-utilization is a fraction of host memory; 0.3 fits a 24 GiB box.
 MEM = os.environ.get("BRINGUP_TEST_MEM", "0.3")
+
+
+# -- no state shared between tests (issue 28) ----------------------------------------------------
+@pytest.fixture(autouse=True, scope="module")
+def _own_home_for_ray(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
+    """A Ray test module runs in a HOME of its own: Ray keeps state in ~/.ray (an auth token a
+    cluster of one test wrote refused every later one with InvalidAuthToken on a fresh clone)."""
+    if "ray" not in request.module.__name__.rsplit(".", 1)[-1]:
+        yield
+        return
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("HOME", str(tmp_path_factory.mktemp("ray-home")))
+        mp.delenv("RAY_ADDRESS", raising=False)
+        yield
+
+
+@pytest.fixture(autouse=True)
+def _own_secrets_and_signals():
+    """Each test starts with the secrets registered and the signal handlers this process had
+    before it: a command run in-process (CliRunner) registers its secrets and installs bringup's
+    SIGTERM/SIGINT/SIGHUP handlers, which must not outlive the test."""
+    from bringup import process, secrets
+
+    with secrets._lock:
+        values, helps = dict(secrets._values), set(secrets._help_flags)
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
+    installed = process._signals_installed
+    yield
+    with secrets._lock:
+        secrets._values.clear()
+        secrets._values.update(values)
+        secrets._help_flags.clear()
+        secrets._help_flags.update(helps)
+    for sig, h in handlers.items():
+        if h is not None:
+            signal.signal(sig, h)
+    process._signals_installed = installed
 
 
 @pytest.fixture(scope="session")

@@ -79,6 +79,7 @@ def _graph() -> dict[str, set[str]]:
     }
 
 
+@pytest.mark.slow
 def test_no_import_cycles():
     graph = _graph()
     cycles: list[list[str]] = []
@@ -103,6 +104,7 @@ def test_no_import_cycles():
     assert not cycles, "import cycles:\n" + "\n".join(" -> ".join(c) for c in cycles)
 
 
+@pytest.mark.slow
 def test_no_private_names_imported_across_modules():
     bad = []
     for m, p in MODULES.items():
@@ -116,6 +118,7 @@ def test_no_private_names_imported_across_modules():
     assert not bad, "\n".join(bad)
 
 
+@pytest.mark.slow
 def test_the_core_never_imports_the_test_double():
     allowed = {ADAPTER}
     bad = []

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "complexity.py"
 
@@ -66,6 +68,7 @@ def test_a_noqa_comment_does_not_hide_a_function(tmp_path: Path) -> None:
     assert r.returncode == 1 and "pkg/mod.py::hidden" in r.stdout, r.stdout + r.stderr
 
 
+@pytest.mark.slow
 def test_a_listed_function_may_not_grow_and_may_shrink(tmp_path: Path) -> None:
     ceiling = tmp_path / "complexity-ceiling.txt"
     ceiling.write_text("pkg/mod.py::Box.method 13\n")

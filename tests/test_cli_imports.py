@@ -15,6 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from bringup.outcome import ProbeResult
 from bringup.report import write_report
 from bringup.results import Attempt, RunResult
@@ -72,6 +74,7 @@ def _top(modules: set[str]) -> set[str]:
     return {m.split(".")[0] for m in modules}
 
 
+@pytest.mark.slow
 def test_help_imports_no_optional_or_heavy_package(tmp_path):
     proc, mods = run_cli(tmp_path, "--help")
     assert proc.returncode == 0, proc.stderr
@@ -86,6 +89,7 @@ def test_help_imports_no_optional_or_heavy_package(tmp_path):
     assert {m for m in mods if m.startswith("bringup.")} <= {m for m in mods if m.startswith("bringup.cli")}
 
 
+@pytest.mark.slow
 def test_command_help_imports_no_optional_package(tmp_path):
     for cmd in ("doctor", "explain", "report", "run", "tune", "bench"):
         proc, mods = run_cli(tmp_path, cmd, "--help")
@@ -93,6 +97,7 @@ def test_command_help_imports_no_optional_package(tmp_path):
         assert not _top(mods) & set(OPTIONAL), (cmd, sorted(_top(mods) & set(OPTIONAL)))
 
 
+@pytest.mark.slow
 def test_the_blocker_blocks(tmp_path):
     """The control: under the blocker, a command that needs aiohttp fails for want of it."""
     proc, _ = run_cli(tmp_path, "bench", "--url", "http://127.0.0.1:1", block=OPTIONAL)
@@ -100,6 +105,7 @@ def test_the_blocker_blocks(tmp_path):
     assert "aiohttp" in proc.stderr and "blocked by the test" in proc.stderr
 
 
+@pytest.mark.slow
 def test_doctor_runs_without_optional_packages(tmp_path):
     proc, mods = run_cli(tmp_path, "doctor", "--json", block=OPTIONAL)
     assert proc.returncode == 0, proc.stderr
@@ -110,6 +116,7 @@ def test_doctor_runs_without_optional_packages(tmp_path):
     assert proc.returncode == 0 and "--smem" in proc.stdout
 
 
+@pytest.mark.slow
 def test_explain_runs_without_optional_packages(tmp_path):
     proc, mods = run_cli(tmp_path, "explain", str(LOGS / "sglang-nan-decode.log"), "--json", block=OPTIONAL)
     assert proc.returncode == 1, proc.stderr  # 1: the log is a failure, classified
@@ -155,6 +162,7 @@ def _finished_run(run_dir: Path) -> RunResult:
     return r
 
 
+@pytest.mark.slow
 def test_report_runs_without_optional_packages(tmp_path):
     run_dir = tmp_path / "runs" / "r1"
     _finished_run(run_dir)
@@ -165,6 +173,7 @@ def test_report_runs_without_optional_packages(tmp_path):
     assert not _top(mods) & set(OPTIONAL)
 
 
+@pytest.mark.slow
 def test_report_html_needs_jinja2_and_only_it_loads_it(tmp_path):
     """--html is the one report mode that needs Jinja2: it loads it then, and fails naming it when it is missing."""
     run_dir = tmp_path / "runs" / "r1"

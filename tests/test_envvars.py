@@ -69,6 +69,7 @@ def sglang_old():
 # -- vLLM: the installed registry -----------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_vllm_registry_read_from_the_installed_source(vllm):
     assert vllm.origin == "installed" and vllm.version == "0.32.0"
     assert vllm.location.endswith(os.path.join("vllm", "envs.py"))
@@ -133,6 +134,7 @@ def test_no_registry_for_an_unknown_version_says_unknown(tmp_path):
     assert {"0.5.23", "0.5.10.post1"} <= set(bundled_versions("sglang"))
 
 
+@pytest.mark.slow
 def test_snapshot_for_a_local_version_and_an_unreadable_registry(tmp_path):
     # a local version label or a post release finds the release's snapshot
     assert load_registry("vllm", version="0.32.0+cpu", package_dir=tmp_path).location == str(
@@ -145,6 +147,7 @@ def test_snapshot_for_a_local_version_and_an_unreadable_registry(tmp_path):
     assert reg.origin == "snapshot" and "SyntaxError" in reg.problem and len(reg) > 300
 
 
+@pytest.mark.slow
 def test_locate_package_through_another_interpreter(tmp_path):
     wrapper = tmp_path / "python"
     wrapper.write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
@@ -157,6 +160,7 @@ def test_locate_package_through_another_interpreter(tmp_path):
     assert reg.origin == "installed" and reg.version == "0.32.0"
 
 
+@pytest.mark.slow
 def test_another_venv_on_the_same_base_interpreter_sees_its_own_packages(tmp_path):
     """A venv's python links to the same base interpreter as ours but has no vLLM."""
     subprocess.run(
@@ -211,6 +215,7 @@ def test_the_unknown_variable_warning_is_vllms_own_text(vllm):
     assert f'"{prefix} %s", env' in source
 
 
+@pytest.mark.slow
 def test_sglang_deprecations_and_version_drift(sglang, sglang_old):
     # 0.5.23: EnvBoolWithAlias(deprecated_name=...) forwards the old name
     assert sglang.status("SGLANG_OPT_SWA_RELEASE_LEAF_LOCK_AFTER_WINDOW") == DEPRECATED
@@ -256,6 +261,7 @@ def test_sglang_snapshot_entries(sglang, sglang_old):
     assert old_dg.section == "DeepGemm" and old_dg.description == ""
 
 
+@pytest.mark.slow
 def test_snapshots_are_consistent_documents():
     for engine in ("vllm", "sglang"):
         for version in bundled_versions(engine):
@@ -528,6 +534,7 @@ def _pool(reg):
     return list(reg.variables.values()) + list(common_vars().values())
 
 
+@pytest.mark.slow
 def test_sampler_nan_ranks_sampler_variables_first(vllm):
     nan = Outcome(
         status="fails",
@@ -575,6 +582,7 @@ def test_shared_name_words_skip_prefixes_generic_words_components_and_identifier
     assert "balanc" in message_words("local_gpu_memory=138.57 is unbalanced")
 
 
+@pytest.mark.slow
 def test_shared_words_come_from_the_engines_prose_not_paths_or_bringups_hint(sglang):
     """A path's directories ("local", "dist", "packages") and the hint bringup writes for an unknown
     failure ("the first process that failed ... once the cause is known") are not what went wrong:
@@ -634,6 +642,7 @@ def test_a_variable_named_by_the_log_ranks_first(vllm):
     assert [(r.var.name, r.var.owner) for r in odd] == [("SGLANG_SOMETHING_NEW", "log")]
 
 
+@pytest.mark.slow
 def test_rank_leaves_out_other_platforms_and_is_deterministic(vllm):
     failure = {
         "failure_class": "unsupported-hardware",
@@ -723,6 +732,7 @@ def test_as_factor_gives_an_env_factor(vllm):
     assert as_factor(vllm.get("VLLM_CPU_KVCACHE_SPACE"), ["8", "lots"]).levels == ["8"]
 
 
+@pytest.mark.slow
 def test_a_variable_named_elsewhere_in_the_log_ranks_above_components(vllm):
     failure = {
         "failure_class": "device-assert",
@@ -737,6 +747,7 @@ def test_a_variable_named_elsewhere_in_the_log_ranks_above_components(vllm):
     assert ranked[0].score > without[0].score
 
 
+@pytest.mark.slow
 def test_env_command(tmp_path):
 
     log = tmp_path / "server.log"

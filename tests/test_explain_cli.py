@@ -22,6 +22,7 @@ LOGS = Path(__file__).parent / "data" / "logs"
         ("sglang-fa3-sm120.log", "unsupported-hardware", "kv-alloc", "SM>=80 and SM<=90"),
     ],
 )
+@pytest.mark.slow
 def test_explain_sglang_logs(log, cls, phase, needle):
     rc, data, _, _ = bringup("explain", str(LOGS / log), "--json")
     assert rc == 1
@@ -31,12 +32,14 @@ def test_explain_sglang_logs(log, cls, phase, needle):
     assert data["hint"]
 
 
+@pytest.mark.slow
 def test_explain_reads_effective_config():
     rc, data, _, _ = bringup("explain", str(LOGS / "sglang-nan-decode.log"), "--json")
     assert data["effective"]["nsa_decode_backend"] == "flashmla_kv"
     assert data["effective"]["kv_cache_dtype"] == "fp8_e4m3"
 
 
+@pytest.mark.slow
 def test_explain_bad_usage():
     rc, _, _, err = bringup("explain", "/nonexistent/log.txt")
     assert rc == 2 and "is not a file" in err
@@ -44,6 +47,7 @@ def test_explain_bad_usage():
     assert rc == 2 and "unknown engine" in err
 
 
+@pytest.mark.slow
 def test_explain_transformers_log_names_the_level_that_needs_the_package():
     rc, data, _, _ = bringup("explain", str(LOGS / "transformers-cpu-bnb-4bit.log"), "--json")
     assert rc == 1 and data["engine"] == "transformers"
@@ -54,6 +58,7 @@ def test_explain_transformers_log_names_the_level_that_needs_the_package():
     )
 
 
+@pytest.mark.slow
 def test_explain_vllm_log_prints_the_root_exception_and_implicates():
     rc, _, out, _ = bringup("explain", str(LOGS / "vllm-cpu-block-size-17.log"))
     assert rc == 1

@@ -289,5 +289,48 @@ def test_a_registered_secret_never_survives_scrubbing(secret, before, after):
         secrets.forget("--api-key", secret)
 
 
+_SECRET_TEXT = st.text(
+    alphabet=st.characters(min_codepoint=33, max_codepoint=126, blacklist_characters="|="),
+    min_size=4,
+    max_size=24,
+)
+
+
+@FAST
+@given(
+    st.lists(
+        st.sampled_from(["--api-key", "--hf-token", "env:HF_TOKEN", "--tp", "env:VLLM_API_KEY"]),
+        min_size=1,
+        max_size=5,
+    ),
+    st.lists(_SECRET_TEXT, min_size=5, max_size=5),
+)
+def test_a_configuration_key_never_keeps_a_secret_value(names, values):
+    """The journal's effective_key (issue 28): a secret flag's or variable's value, in any case,
+    never survives, registered or not; other parts are kept as they were."""
+    key = "|".join(f"{n}={v.lower()}" for n, v in zip(names, values, strict=False))
+    out = secrets.redact_key(key)
+    for n, v in zip(names, values, strict=False):
+        secret = n.startswith("--api") or n.startswith("--hf") or "TOKEN" in n or "KEY" in n
+        assert (f"{n}=***" in out) if secret else (f"{n}={v.lower()}" in out.split("|"))
+
+
+@FAST
+@given(st.lists(st.binary(max_size=300), max_size=40))
+def test_server_bytes_are_read_in_bounded_lines(chunks):
+    """Whatever a server sends (issue 28): no line held beyond the cap plus one read, and the
+    lines are the stream's own when no cap is hit."""
+    from bringup.bounded import CapHit, iter_lines
+
+    try:
+        lines = list(iter_lines(chunks, "fuzz", max_line=256, max_total=4096))
+    except CapHit as e:
+        assert "cap hit" in str(e)
+        return
+    assert all(len(ln) <= 256 + 300 for ln in lines)
+    joined = b"".join(chunks).replace(b"\r\n", b"\n")
+    assert b"\n".join(lines) == joined.rstrip(b"\n") or b"\n".join(lines) + b"\n" == joined
+
+
 def test_signatures_all_have_sources():
     assert all(s.source for s in default_signatures())

@@ -209,6 +209,7 @@ def test_trial_reports_gpu_memory_held_without_launching(tmp_path):
     assert (tmp_path / "t" / "outcome.json").exists()
 
 
+@pytest.mark.slow
 def test_cuda_visible_devices_from_the_target(tiny_model):
     eng = resolve_target(engine="transformers", model=str(tiny_model), gpus="2,3").engine
     env = eng.launch_env(Candidate.make("transformers", str(tiny_model), env={"CUDA_VISIBLE_DEVICES": "0"}))

@@ -124,3 +124,35 @@ def test_kill9_at_every_phase_leaves_no_process(tiny_model, tmp_path, phase):
         if pgid is not None:  # never leave our own trial behind, even when the test fails
             for pid in group_alive(pgid):
                 os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.parametrize("form", ["space", "equals"])
+def test_api_key_in_either_form_leaves_it_nowhere_trial_and_run(tiny_model, tmp_path, form):
+    """Issue 28: `--api-key=KEY` put the key in trials.effective_key (lower-cased) and `trial`
+    printed it as an engine override; neither, in either form, on screen or on disk (any case)."""
+    key = f"sk-Vllm{form}Zq81Secret"
+    flag = ["--api-key", key] if form == "space" else [f"--api-key={key}"]
+    common = ["--engine", "vllm", "--model", str(tiny_model), "--timeout", "300", "--hang-timeout", "120"]
+    rc, _, out, err = bringup(
+        "trial", *common, "--runs-dir", str(tmp_path / "t"), "--", "--gpu-memory-utilization", MEM, *flag
+    )
+    assert rc == 0, err[-2000:]
+    texts = [out, err]
+    rc, _, out, err = bringup(
+        "run",
+        *common,
+        "--runs-dir",
+        str(tmp_path / "r"),
+        "--max-launches",
+        "1",
+        "--json",
+        "--baseline",
+        " ".join(["--gpu-memory-utilization", MEM, *flag]),
+    )
+    assert rc == 0, err[-2000:]
+    texts += [out, err]
+    low = key.lower().encode()
+    for p in tmp_path.rglob("*"):
+        if p.is_file():
+            assert low not in p.read_bytes().lower(), p
+    assert all(key.lower() not in t.lower() for t in texts)

@@ -122,12 +122,14 @@ def test_timings_match_injected_delays(fake_server: Callable[..., str]) -> None:
     for r in res.requests:
         assert r.output_tokens == 10 and r.output_tokens_source == "usage" and r.input_tokens == 16
         assert len(r.itl_s) == 9 and r.chunks == 10
-        # Lower bounds are exact (a timer may not read less than the injected delay); upper bounds
-        # leave room for a busy 2-core CI machine's scheduling (seen: a few ms over, once).
-        assert 0.100 <= r.ttft_s < 0.150
-        assert 0.280 <= r.e2e_s < 0.340  # 0.1 + 9 x 0.02
-    assert 17 < s.itl_ms.p50 < 25 and 19 < s.itl_ms.mean < 23
-    assert 19.5 < s.tpot_ms.mean < 23
+        # Lower bounds only: a timer may not read less than the injected delay, whatever the load;
+        # how close it comes (the upper side) is a measure of a quiet machine, in
+        # benchmarks/loadgen_overhead.py, not a test (issue 28: no wall-clock bound in tests).
+        assert r.ttft_s is not None and r.e2e_s is not None and r.tpot_s is not None
+        assert r.ttft_s >= 0.100
+        assert r.e2e_s >= 0.280  # 0.1 + 9 x 0.02
+        assert r.tpot_s == pytest.approx((r.e2e_s - r.ttft_s) / 9)
+        assert sum(r.itl_s) == pytest.approx(r.e2e_s - r.ttft_s)
     assert s.output_tokens == 60 and s.mean_tokens_per_chunk == 1.0
     # two in flight, 0.28 s each, three rounds
     assert 0.84 <= s.duration_s < 1.1
@@ -136,6 +138,7 @@ def test_timings_match_injected_delays(fake_server: Callable[..., str]) -> None:
     assert s.total_token_throughput == pytest.approx((60 + 96) / s.duration_s)
 
 
+@pytest.mark.slow
 def test_chunks_with_several_tokens(fake_server: Callable[..., str]) -> None:
     """One ITL per chunk (as vllm bench serve); TPOT spreads the time over every token."""
     url = fake_server("--ttft", "0.05", "--itl", "0.03", "--tokens-per-chunk", "3")
@@ -149,6 +152,7 @@ def test_chunks_with_several_tokens(fake_server: Callable[..., str]) -> None:
     assert res.summary.mean_tokens_per_chunk == 2.5
 
 
+@pytest.mark.slow
 def test_chat_role_chunk_is_not_the_first_token(fake_server: Callable[..., str]) -> None:
     url = fake_server("--ttft", "0.08", "--itl", "0.01")
     res = bench(
@@ -162,6 +166,7 @@ def test_chat_role_chunk_is_not_the_first_token(fake_server: Callable[..., str])
         assert r.text == " t0 t1 t2 t3 t4"
 
 
+@pytest.mark.slow
 def test_no_usage_falls_back_to_chunk_count(fake_server: Callable[..., str], tmp_path: Path) -> None:
     url = fake_server()
     f = _jsonl(tmp_path, [{"prompt": "a b [[fake no_usage=1 tpc=2]]", "max_tokens": 6}])
@@ -174,6 +179,7 @@ def test_no_usage_falls_back_to_chunk_count(fake_server: Callable[..., str], tmp
 # ---- workload --------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_request_body_and_exact_lengths_via_server_tokenizer(fake_server: Callable[..., str]) -> None:
     import httpx
 
@@ -247,6 +253,7 @@ def test_length_distributions() -> None:
     assert outs.min() == 40 and outs.max() == 60
 
 
+@pytest.mark.slow
 def test_words_fallback_when_server_cannot_tokenize(fake_server: Callable[..., str]) -> None:
     url = fake_server("--no-tokenize")
     res = bench(BenchConfig(url=url, input_len=12, output_len=3, num_prompts=4, concurrency=2))
@@ -254,6 +261,7 @@ def test_words_fallback_when_server_cannot_tokenize(fake_server: Callable[..., s
     assert all(r.input_tokens == 12 for r in res.requests)  # fake server counts words too
 
 
+@pytest.mark.slow
 def test_jsonl_prompts(fake_server: Callable[..., str], tmp_path: Path) -> None:
     url = fake_server()
     f = _jsonl(tmp_path, [{"prompt": "one two three", "max_tokens": 4}, {"prompt": "four five"}])
@@ -299,11 +307,14 @@ def test_request_rate_is_kept(fake_server: Callable[..., str]) -> None:
     assert [r.arrival_at_s for r in recs] == pytest.approx(list(expected))
 
 
+@pytest.mark.slow
 def test_concurrency_and_cap(fake_server: Callable[..., str]) -> None:
     url = fake_server("--ttft", "0.05")
     res = bench(BenchConfig(url=url, input_len=4, output_len=2, num_prompts=20, concurrency=4, warmup=0))
     assert _in_flight_max(res.requests) == 4
-    assert res.summary.duration_s == pytest.approx(5 * 0.05, abs=0.06)
+    # 20 requests, 4 at a time, 0.05 s each: five rounds at least (a lower bound, exact under any
+    # load; without the cap it would be one round)
+    assert res.summary.duration_s >= 5 * 0.05 * 0.98
     capped = bench(
         BenchConfig(
             url=url,
@@ -395,6 +406,7 @@ def test_goodput_end_to_end(fake_server: Callable[..., str], tmp_path: Path) -> 
 # ---- sweeps, early stop, errors, output --------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_sweep_rows_and_files(fake_server: Callable[..., str], tmp_path: Path) -> None:
     url = fake_server("--ttft", "0.02")
     results = sweep(BenchConfig(url=url, input_len=4, output_len=3, num_prompts=8, sweep_concurrency=[1, 4]))
@@ -410,6 +422,7 @@ def test_sweep_rows_and_files(fake_server: Callable[..., str], tmp_path: Path) -
     assert [d["summary"]["point"] for d in doc] == ["concurrency=1", "concurrency=4"]
 
 
+@pytest.mark.slow
 def test_early_stop_on_slo(fake_server: Callable[..., str]) -> None:
     url = fake_server("--ttft", "0.3")
     res = bench(
@@ -450,10 +463,11 @@ def test_early_stop_callback_cancels_in_flight(fake_server: Callable[..., str], 
     s = res.summary
     assert s.stopped_early and s.stop_reason == "enough"
     assert s.completed >= 3 and s.cancelled >= 3 and s.failed == 0
-    assert s.duration_s < 1.0  # did not wait for the 5 s requests
+    assert s.duration_s < 5.0  # did not wait for the 5 s requests
     assert [x.completed for x in seen] == list(range(1, len(seen) + 1))
 
 
+@pytest.mark.slow
 def test_errors_are_counted_not_raised(fake_server: Callable[..., str], tmp_path: Path) -> None:
     url = fake_server("--itl", "0.001")
     rows = (
@@ -481,6 +495,7 @@ def test_errors_are_counted_not_raised(fake_server: Callable[..., str], tmp_path
     assert s.output_tokens == 20  # failures add no tokens
 
 
+@pytest.mark.slow
 def test_nothing_listening_is_one_clear_error() -> None:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -498,6 +513,7 @@ def test_nothing_listening_is_one_clear_error() -> None:
     assert len(p.stderr.strip().splitlines()) == 1 and "nothing is listening" in p.stderr
 
 
+@pytest.mark.slow
 def test_cli(fake_server: Callable[..., str], tmp_path: Path) -> None:
     from bringup.cli import app
 

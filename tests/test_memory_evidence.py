@@ -5,6 +5,8 @@ failure as it was is not carried on, and kernels of another platform are not sea
 
 from __future__ import annotations
 
+import pytest
+
 from bringup.candidate import Candidate, parse_flags
 from bringup.envfactors import EnvFactors
 from bringup.envvars import advice_holds, load_registry, mentions, other_platform
@@ -59,6 +61,7 @@ def capture_oom(kv_report: dict | None, unalloc: str = "1.12 GiB") -> Outcome:
 REPORT = {"engine": "vllm", "kv_budget_gib": 27.32, "kv_tokens": 111904, "max_concurrency": 1.02}
 
 
+@pytest.mark.slow
 def test_a_reported_pool_that_barely_holds_one_request_stops_the_fraction_going_down() -> None:
     s = strategy()
     s.observe(s.baseline, capture_oom(REPORT))
@@ -133,6 +136,7 @@ def test_pytorchs_allocator_advice_counts_only_when_its_condition_holds() -> Non
     assert advice_holds("PYTORCH_CUDA_ALLOC_CONF", plain) and mentions(plain)
 
 
+@pytest.mark.slow
 def test_the_boilerplate_advice_does_not_make_the_allocator_a_first_suspect() -> None:
     s = strategy()
     s.observe(s.baseline, capture_oom(REPORT))

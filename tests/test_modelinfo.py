@@ -395,6 +395,7 @@ def test_facts_keys():
     assert f["model.weights_gib"] is None and f["model.params_b"] == pytest.approx(743.2, abs=0.5)
 
 
+@pytest.mark.slow
 def test_cli_model_json(tmp_path):
     d = glm5_small(tmp_path)
     res = CliRunner().invoke(app, ["model", str(d), "--json"])

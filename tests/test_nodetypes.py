@@ -119,6 +119,7 @@ def test_summary_files_say_each_types_verdict_and_link_its_report(tmp_path: Path
     assert NodeTypesResult(**{**res.model_dump(), "types": [ok]}).all_validated
 
 
+@pytest.mark.slow
 def test_cli_node_types_needs_ray_and_a_new_run(tmp_path: Path):
     out = subprocess.run(
         [sys.executable, "-m", "bringup", "run", "--node-types", "all", "--runs-dir", str(tmp_path)],

@@ -151,6 +151,7 @@ def test_screening_outcome_is_the_screen_flags_without_known_answers():
     assert screened.simulated_s < oracle.outcome(base).simulated_s / 2
 
 
+@pytest.mark.slow
 def test_screen_flags_are_the_runs(tmp_path):
     for name in (GLM, QWEN):
         run = Run(RunSettings(scenario=str(scenario_path(name)), time_scale=SCALE), tmp_path / name)

@@ -113,6 +113,7 @@ def test_next_bringup_cleans_leftovers_of_a_dead_one(tmp_path, monkeypatch):
             left.wait()
 
 
+@pytest.mark.slow
 def test_kill9_of_bringup_trial_on_a_scenario_server_leaves_nothing(tmp_path):
     # A slow time scale: the server is still loading weights when bringup dies.
     p = subprocess.Popen(

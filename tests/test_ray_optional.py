@@ -22,6 +22,7 @@ SAMPLER = (
 )
 
 
+@pytest.mark.slow
 def test_bringup_never_imports_ray_unless_a_run_asks():
     code = (
         "import sys, bringup.run, bringup.rayexec, bringup.cli.run, bringup.cli.doctor, "

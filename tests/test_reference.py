@@ -111,6 +111,7 @@ def recorded(tiny_model, tmp_path_factory) -> tuple[Path, Reference]:
     return ref.save(tmp_path_factory.mktemp("ref") / "tiny.json"), ref
 
 
+@pytest.mark.slow
 def test_round_trip_and_identity(tiny_model, recorded):
     path, ref = recorded
     back = load_reference(path, str(tiny_model))
@@ -121,6 +122,7 @@ def test_round_trip_and_identity(tiny_model, recorded):
     assert compare(back, [ServerOutput(p.text) for p in back.prompts], tolerance("float32")).passed
 
 
+@pytest.mark.slow
 def test_refuses_another_model_or_tokenizer(tiny_model, recorded, tmp_path):
     path, _ = recorded
     other = tmp_path / "other"
@@ -165,6 +167,7 @@ def test_reference_for_choices(tiny_model, recorded, tmp_path):
     assert reference_for(str(tiny_model), "auto", max_gib=1e-6)[0] is None
 
 
+@pytest.mark.slow
 def test_bringup_reference_cli(tiny_model, tmp_path):
     out = tmp_path / "r.json"
     rc, _, _, err = bringup("reference", str(tiny_model), "-o", str(out), "--tokens", "4")
@@ -259,6 +262,7 @@ def test_tune_verdict_in_tune_json_and_the_report(tmp_path):
     assert "agrees: 4 prompts agree with the reference" in html and "in-process reference" in html
 
 
+@pytest.mark.slow
 def test_too_big_for_the_host_goes_to_a_free_gpu_in_a_child_process(tiny_model, tmp_path, monkeypatch):
     """Too big for the quick host copy but given a GPU: `bringup reference --device cuda` runs in a
     child process on that GPU alone. Here no GPU exists, so the child fails, and the run is told why;

@@ -830,6 +830,7 @@ def test_cut_values_finds_a_source_cut_by_a_comment():
     assert cut_values(text) == [(3, "source", "sglang", "#18870 (docs/facts.md)")]
 
 
+@pytest.mark.slow
 def test_no_knowledge_string_is_cut_by_a_comment():
     files = sorted((ROOT / "bringup" / "data").rglob("*.yaml")) + sorted(
         (ROOT / "bringup" / "scenarios").glob("*.yaml")

@@ -48,6 +48,7 @@ def oracle_outcome(name: str, changes: str):
 
 
 @pytest.mark.parametrize("name", NEW)
+@pytest.mark.slow
 def test_expectations_hold_in_the_oracle(name):
     sc = load_scenario(scenario_path(name))
     assert sc.expect and sc.expect[0].changes == "" and sc.otherwise is not None and sc.blind
@@ -104,6 +105,7 @@ def _real(name: str, changes: str, scale: str = "0.002", extra: tuple[str, ...] 
 
 
 @pytest.mark.parametrize("name", [n for n in NEW if n != UNSOLVABLE and "nccl" not in n])
+@pytest.mark.slow
 def test_a_real_trial_validates_the_known_fix(name, tmp_path):
     fix = next(e for e in load_scenario(scenario_path(name)).expect if e.status == "works")
     rc, d = _real(name, fix.changes, extra=("--runs-dir", str(tmp_path)))
@@ -111,6 +113,7 @@ def test_a_real_trial_validates_the_known_fix(name, tmp_path):
     assert_nothing_left(Path(d["log_path"]).parent)
 
 
+@pytest.mark.slow
 def test_a_real_trial_of_the_unsolvable_baseline_names_every_refused_backend(tmp_path):
     rc, d = _real(UNSOLVABLE, "", extra=("--runs-dir", str(tmp_path)))
     assert rc == 1 and d["status"] == "fails" and d["phase"] == "load-weights"
@@ -120,6 +123,7 @@ def test_a_real_trial_of_the_unsolvable_baseline_names_every_refused_backend(tmp
     ), d["evidence"]
 
 
+@pytest.mark.slow
 def test_repeating_watchdog_lines_do_not_hide_a_hang(tmp_path):
     """The NCCL hang prints the shm_broadcast warning every 60 simulated s (0.6 real s at 0.01):
     new lines, no progress. The default 600 s hang timeout, on the scenario's clock, calls it in ~6 s."""
@@ -137,6 +141,7 @@ def test_repeating_watchdog_lines_do_not_hide_a_hang(tmp_path):
     assert_nothing_left(Path(d["log_path"]).parent)
 
 
+@pytest.mark.slow
 def test_the_nccl_fix_validates_in_a_real_trial(tmp_path):
     rc, d = _real(
         "llama31-70b-pcie-nccl-hang-vllm", "NCCL_P2P_DISABLE=1", extra=("--runs-dir", str(tmp_path))

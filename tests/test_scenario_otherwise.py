@@ -243,6 +243,7 @@ def test_kernel_warmup_and_distributed_init_take_their_time_in_order(tmp_path):
     assert oracle.outcome({}).status == "works"
 
 
+@pytest.mark.slow
 def test_a_real_trial_reports_the_kernel_warmup_phase(tmp_path):
     from conftest import bringup
 

@@ -370,6 +370,7 @@ def test_tp_cuts_latency_and_dp_adds_throughput():
     assert dp2["dp"] == 2 and dp2["output_tps"] > 1.2 * one["output_tps"]
 
 
+@pytest.mark.slow
 def test_the_documented_grid_optimum_beats_its_neighbours():
     """docs/scenarios.md states the optimum of DOC_AXES under DOC_WORKLOAD; every one-knob move
     from it is worse or infeasible (the full 240-point grid takes ~25 s; this checks the claim)."""

@@ -206,6 +206,7 @@ def test_bad_inputs_are_clear(tmp_path):
     assert rc == 2 and "missing.yaml" in err
 
 
+@pytest.mark.slow
 def test_space_shows_verdicts_and_facts():
     rc, d, _, _ = bringup("space", "--scenario", str(SEED), "--baseline", CARD, "--json")
     assert rc == 0 and d["engine_version"] == "0.5.10.post1"
@@ -224,6 +225,7 @@ def test_space_shows_verdicts_and_facts():
     assert "--dsa-decode-backend" in flags and "--nsa-decode-backend" not in flags
 
 
+@pytest.mark.slow
 def test_space_without_knowledge_has_no_verdicts():
     rc, d, _, _ = bringup("space", "--scenario", str(SEED), "--no-knowledge", "--json")
     assert rc == 0 and all(not r["verdicts"] for r in d["levels"]) and d["frozen"] == {}

@@ -188,6 +188,7 @@ def test_bench_sends_the_key_and_never_serialises_it(keyed_server):
         bench(cfg.model_copy(update={"api_key": None}))
 
 
+@pytest.mark.slow
 def test_trial_with_api_key_leaves_no_secret_on_disk(tmp_path):
     key, token = "sk-test-Zq81secretvalue", "hf_Zq81tokenvalue"
     rc, d, out, err = bringup(
@@ -216,6 +217,7 @@ def test_trial_with_api_key_leaves_no_secret_on_disk(tmp_path):
     assert cand["flags"]["--api-key"] == "***" and cand["env"]["HF_TOKEN"] == "***"
 
 
+@pytest.mark.slow
 def test_run_journal_and_reports_hold_no_secret(tmp_path):
     key = "sk-run-Zq81secretvalue"
     rc, d, out, err = bringup(

@@ -35,12 +35,28 @@ for _mod in pkgutil.iter_modules(__path__):
         importlib.import_module(f"{__name__}.{_mod.name}")
 
 
+def argv_problem(args: list[str]) -> str | None:
+    """An argument that is not text: bytes that are not UTF-8 (Python keeps them as lone
+    surrogates, and they failed only when a trial was serialised, after the launch) or a NUL."""
+    for i, a in enumerate(args, 1):
+        if "\x00" in a:
+            return f"argument {i} holds a NUL byte"
+        bad = next((c for c in a if "\udc80" <= c <= "\udcff"), None)
+        if bad is not None:
+            shown = a.encode("utf-8", "surrogateescape")[:80]
+            return f"argument {i} is not valid UTF-8 ({shown!r}): give flags and --env values as UTF-8 text"
+    return None
+
+
 def main() -> None:
     """Run a command; errors that say what is wrong with an input or a folder end it with that
     message and exit 2, never a traceback (issue 14)."""
     import errno
     import sys
 
+    if bad := argv_problem(sys.argv[1:]):
+        print(f"error: {bad}", file=sys.stderr)
+        sys.exit(2)
     try:
         app()
     except Exception as e:
@@ -67,4 +83,16 @@ def main() -> None:
                 file=sys.stderr,
             )
             sys.exit(2)
+        if type(e).__name__ == "OperationalError" and "full" in str(e):  # sqlite3: database or disk is full
+            print(
+                f"error: the journal cannot be written: {e}. What was recorded before is intact (resume "
+                "once space is free); the run is marked interrupted where the disk allowed it.",
+                file=sys.stderr,
+            )
+            sys.exit(2)
         raise
+    except BaseException as e:  # Interrupted (a BaseException) outside a command's own handling
+        if type(e).__name__ != "Interrupted":
+            raise
+        print(f"interrupted ({e}); servers torn down.", file=sys.stderr)
+        sys.exit(e.exit_code)  # type: ignore[attr-defined]

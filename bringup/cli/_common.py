@@ -35,6 +35,44 @@ RAY_HELP = (
 )
 
 
+def _number(value: float | None, low: float | None, high: float | None, low_open: bool) -> float | None:
+    """A numeric option checked once typer parsed it: finite (typer's own ranges let nan and inf
+    through: nan compares false with any bound) and in range; a one-line error otherwise."""
+    import math
+
+    if value is None:
+        return None
+    if not math.isfinite(value):
+        raise typer.BadParameter(f"{value} is not a finite number")
+    if low is not None and (value < low or (low_open and value == low)):
+        raise typer.BadParameter(f"{value:g} must be {'above' if low_open else 'at least'} {low:g}")
+    if high is not None and value > high:
+        raise typer.BadParameter(f"{value:g} must be at most {high:g}")
+    return value
+
+
+def finite(value: float | None) -> float | None:
+    return _number(value, None, None, False)
+
+
+def positive(value: float | None) -> float | None:
+    """Seconds, hours, GiB, a time scale: finite and above 0."""
+    return _number(value, 0.0, None, True)
+
+
+def fraction(value: float | None) -> float | None:
+    """A memory fraction: above 0, at most 1."""
+    return _number(value, 0.0, 1.0, True)
+
+
+def port_number(value: int | None) -> int | None:
+    return None if value is None else int(_number(value, 1, 65535, False) or 0)
+
+
+def positive_int(value: int | None) -> int | None:
+    return None if value is None else int(_number(value, 1, None, False) or 0)
+
+
 def usage_error(msg: str) -> typer.Exit:
     """Bad usage: say what was wrong and what to do; exit code 2. The message is text, not Rich
     markup: "pip install 'bringup[ray]'" keeps its brackets."""
@@ -42,6 +80,17 @@ def usage_error(msg: str) -> typer.Exit:
 
     err_console.print(f"[bold red]error:[/] {escape(msg)}")
     return typer.Exit(2)
+
+
+def refuse_damaged_model(model: str | Path) -> None:
+    """A local model folder that cannot load (a bad safetensors header, a truncated shard, a shard
+    the index lists but that is missing) is refused before anything else, with the file and the
+    damage named (exit 2). `plan` said "fits" with one shard of two damaged."""
+    from bringup.preflight import model_problems
+
+    p = Path(model)
+    if p.is_dir() and (problems := model_problems(p)):
+        raise usage_error("the model cannot load: " + "; ".join(problems))
 
 
 def runs_root(runs_dir: Path | None) -> Path:
@@ -79,18 +128,25 @@ def print_json(obj: object) -> None:
 
 def _render_remedies(console, o: Outcome) -> None:
     """The engine's own advice beneath the failure (bringup/remedies.py), in its order."""
-    shown = [
+    items = [
         f"{r.flag}{'=' + r.value if r.value is not None else ''}{' (' + r.action + ')' if r.action != 'set' else ''}"
         for r in o.remedies
     ]
-    if shown:
-        console.print(Text.assemble(("engine's remedies ", "bold"), ", ".join(shown)))
+    if items:
+        console.print(Text.assemble(("engine's remedies ", "bold"), shown(", ".join(items))))
 
 
-def render_outcome(o: Outcome, console: Console = out_console) -> None:
+def shown(text: object, limit: int = 2000) -> str:
+    """Text from outside (a log line, a model name, user input) as it may reach a terminal: secrets
+    replaced, control characters and escape sequences escaped, cut to `limit`. Print it inside a
+    rich `Text` (never as a markup string: `[/dev/shm]` is text, not a closing tag)."""
     from bringup import secrets
     from bringup.safetext import safe_line
 
+    return secrets.scrub_text(safe_line(str(text), limit))
+
+
+def render_outcome(o: Outcome, console: Console = out_console) -> None:
     style = STATUS_STYLE.get(o.status, "bold")
     head = Text(o.status.upper(), style=style)
     if o.failure_class:
@@ -114,29 +170,30 @@ def render_outcome(o: Outcome, console: Console = out_console) -> None:
     if o.evidence and o.status != "works":
         console.print("[bold]evidence[/]")
         for line in o.evidence:
-            console.print(Text("  " + secrets.scrub_text(safe_line(line, 400))))
+            console.print(Text("  " + shown(line, 400)))
     if o.root_exception and o.status != "works":
-        console.print(Text.assemble(("root exception ", "bold"), o.root_exception))
+        console.print(Text.assemble(("root exception ", "bold"), shown(o.root_exception)))
     if o.implicates and o.status != "works":
-        console.print(Text.assemble(("implicates ", "bold"), ", ".join(o.implicates)))
+        console.print(Text.assemble(("implicates ", "bold"), shown(", ".join(o.implicates))))
     if o.hint and o.status != "works":
-        console.print(Text.assemble(("hint ", "bold"), o.hint))
+        console.print(Text.assemble(("hint ", "bold"), shown(o.hint)))
     _render_remedies(console, o)
     if o.overrides:
         console.print("[bold]engine overrides[/] (requested → effective)")
         for ov in o.overrides:
-            console.print(Text(f"  {ov.flag}: {ov.requested} → {ov.effective}"))
+            console.print(Text(shown(f"  {ov.flag}: {ov.requested} → {ov.effective}")))
     if o.probes:
         table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
         table.add_column("probe")
         table.add_column("")
         table.add_column("detail", overflow="fold")
         for p in o.probes:
-            table.add_row(p.name, "[green]pass[/]" if p.passed else "[red]FAIL[/]", p.detail[:160])
+            ok = Text("pass", style="green") if p.passed else Text("FAIL", style="red")
+            table.add_row(Text(shown(p.name)), ok, Text(shown(p.detail, 160)))
         console.print(table)
     if o.warnings:
         console.print("[bold]warnings worth knowing[/]")
         for w in o.warnings[:5]:
-            console.print(Text("  " + w[:300]))
+            console.print(Text("  " + shown(w, 300)))
     if o.log_path:
-        console.print(Text(f"log: {o.log_path}", style="dim"))
+        console.print(Text(f"log: {shown(str(o.log_path))}", style="dim"))

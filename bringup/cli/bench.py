@@ -10,9 +10,11 @@ from typing import TYPE_CHECKING
 import typer
 from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from bringup.cli import app
+from bringup.cli._common import finite, positive, shown
 
 if TYPE_CHECKING:
     from bringup.loadgen import BenchResult, RequestRecord
@@ -120,14 +122,18 @@ def bench_cmd(
         None, help="Open loop: Poisson arrivals at R req/s ('inf': all at once)."
     ),
     max_concurrency: int = typer.Option(None, min=1, help="Cap on requests in flight with --request-rate."),
-    burstiness: float = typer.Option(1.0, help="Gamma shape of arrival gaps (1 = Poisson)."),
+    burstiness: float = typer.Option(
+        1.0, help="Gamma shape of arrival gaps (1 = Poisson).", callback=positive
+    ),
     sweep_concurrency: str = typer.Option(None, help="Sweep: e.g. 1,2,4,8 (one result row each)."),
     sweep_rate: str = typer.Option(None, help="Sweep: e.g. 1,2,4,inf (one result row each)."),
     input_len: int = typer.Option(
         256, min=1, help="Synthetic prompt length in tokens (special tokens included)."
     ),
     output_len: int = typer.Option(64, min=1, help="Tokens to generate per request (max_tokens)."),
-    range_ratio: float = typer.Option(0.0, min=0.0, max=0.99, help="Spread of lengths around the means."),
+    range_ratio: float = typer.Option(
+        0.0, min=0.0, max=0.99, help="Spread of lengths around the means.", callback=finite
+    ),
     len_dist: str = typer.Option(
         "uniform", help="Length distribution with --range-ratio: uniform or normal."
     ),
@@ -142,8 +148,10 @@ def bench_cmd(
     ),
     warmup: int = typer.Option(1, min=0, help="Warm-up requests before measuring (not counted)."),
     slo: str = typer.Option(None, help="Latency targets, e.g. ttft_p99=2s,itl_p99=50ms,e2e_p90=10s."),
-    abort_factor: float = typer.Option(None, help="Stop early once an SLO is exceeded by this factor."),
-    timeout: float = typer.Option(300.0, help="Per-request time limit in seconds."),
+    abort_factor: float = typer.Option(
+        None, help="Stop early once an SLO is exceeded by this factor.", callback=positive
+    ),
+    timeout: float = typer.Option(300.0, help="Per-request time limit in seconds.", callback=positive),
     out: Path = typer.Option(None, help="Write bench.json, bench.csv and requests.jsonl here."),
     progress: bool = typer.Option(True, help="Show a progress bar (only on a terminal)."),
     json_out: bool = typer.Option(False, "--json", help="Print the summaries as JSON instead of tables."),
@@ -191,7 +199,7 @@ def bench_cmd(
             if isinstance(e, ValidationError)
             else [str(e)]
         )
-        err.print(f"[red]error:[/] {'; '.join(msgs)}")
+        err.print(f"[red]error:[/] {escape(shown('; '.join(msgs)))}")
         raise typer.Exit(2) from None
 
     console = Console()
@@ -232,7 +240,7 @@ def bench_cmd(
         with bar:
             results = run_loop(run_sweep(cfg, on_request=on_request, on_point=on_point))
     except BenchError as e:
-        err.print(f"[red]error:[/] {e}", soft_wrap=True, highlight=False)
+        err.print(f"[red]error:[/] {escape(shown(e))}", soft_wrap=True, highlight=False)
         raise typer.Exit(1) from None
 
     if json_out:
@@ -249,6 +257,8 @@ def bench_cmd(
             )
     if out is not None:
         paths = write_results(results, out)
-        (err if json_out else console).print(f"wrote {', '.join(str(p) for p in paths)}", highlight=False)
+        (err if json_out else console).print(
+            f"wrote {', '.join(shown(p) for p in paths)}", highlight=False, markup=False
+        )
     if all(r.summary.completed == 0 for r in results):
         raise typer.Exit(1)

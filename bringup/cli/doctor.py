@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from bringup.cli import app
+from bringup.cli._common import fraction, positive, positive_int, refuse_damaged_model
 
 console = Console()
 
@@ -98,6 +99,7 @@ def doctor_cmd(
 def _model_cmd(model_dir: Path, as_json: bool, kv_dtype: list[str]) -> None:
     from bringup import modelinfo
 
+    refuse_damaged_model(model_dir)
     try:
         fp = modelinfo.fingerprint(model_dir)
     except (OSError, ValueError) as e:  # PreflightError, SafetensorsError: the file and the fault
@@ -142,28 +144,41 @@ def plan_cmd(
         None, help="Model folder (config.json; safetensors optional with --weights-gib)."
     ),
     weights_gib: float | None = typer.Option(
-        None, "--weights-gib", help="Weights per GPU in GiB (overrides the headers)."
+        None, "--weights-gib", help="Weights per GPU in GiB (overrides the headers).", callback=positive
     ),
     gpus: int | None = typer.Option(
-        None, "--gpus", help="GPUs on the machine (default: what doctor finds, else tp)."
+        None,
+        "--gpus",
+        help="GPUs on the machine (default: what doctor finds, else tp).",
+        callback=positive_int,
     ),
     tp: int = typer.Option(1, "--tp", min=1, help="Tensor-parallel size."),
     ep: int = typer.Option(1, "--ep", min=1, help="Expert-parallel size."),
     mem_fraction: float = typer.Option(
-        ..., "--mem-fraction", help="SGLang --mem-fraction-static / vLLM --gpu-memory-utilization."
+        ...,
+        "--mem-fraction",
+        help="SGLang --mem-fraction-static / vLLM --gpu-memory-utilization.",
+        callback=fraction,
     ),
     engine: str = typer.Option("sglang", "--engine", help="sglang or vllm."),
     gpu_mem_gib: float | None = typer.Option(
-        None, "--gpu-mem-gib", help="Memory per GPU in GiB (default: this machine's)."
+        None, "--gpu-mem-gib", help="Memory per GPU in GiB (default: this machine's).", callback=positive
     ),
     kv_dtype: str = typer.Option("auto", "--kv-dtype", help="The engine's --kv-cache-dtype."),
-    cc: float | None = typer.Option(None, "--cc", help="Compute capability (default: this machine's)."),
-    context_len: int | None = typer.Option(None, "--context-len", help="Max context (default: the model's)."),
-    max_running_requests: int | None = typer.Option(
-        None, "--max-running-requests", help="SGLang --max-running-requests / vLLM --max-num-seqs."
+    cc: float | None = typer.Option(
+        None, "--cc", help="Compute capability (default: this machine's).", callback=positive
     ),
-    cuda_graph_max_bs: int | None = typer.Option(None, "--cuda-graph-max-bs"),
-    chunked_prefill_size: int | None = typer.Option(None, "--chunked-prefill-size"),
+    context_len: int | None = typer.Option(
+        None, "--context-len", help="Max context (default: the model's).", callback=positive_int
+    ),
+    max_running_requests: int | None = typer.Option(
+        None,
+        "--max-running-requests",
+        help="SGLang --max-running-requests / vLLM --max-num-seqs.",
+        callback=positive_int,
+    ),
+    cuda_graph_max_bs: int | None = typer.Option(None, "--cuda-graph-max-bs", callback=positive_int),
+    chunked_prefill_size: int | None = typer.Option(None, "--chunked-prefill-size", callback=positive_int),
     device: str | None = typer.Option(
         None, "--device", help="cuda or cpu (default: cuda when a GPU or --gpu-mem-gib is given)."
     ),
@@ -182,6 +197,7 @@ def plan_cmd(
         raise typer.BadParameter("give a model folder, --weights-gib, or both")
     fp = None
     if model_dir is not None:
+        refuse_damaged_model(model_dir)
         try:
             fp = modelinfo.fingerprint(model_dir)
         except (OSError, ValueError) as e:  # PreflightError, SafetensorsError: the file and the fault

@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from bringup.cli import app
-from bringup.cli._common import err_console, usage_error
+from bringup.cli._common import err_console, refuse_damaged_model, shown, usage_error
 
 
 @app.command("reference")
@@ -26,6 +26,7 @@ def reference_cmd(
 
     if model_folder(model) is None and not Path(model).exists() and "/" not in model:
         raise usage_error(f"model {model!r} is not a folder here and not a hub id (org/name)")
+    refuse_damaged_model(model)
     out = out or Path(f"{Path(model).name or 'model'}.reference.json")
     try:
         ref = compute_reference(model, tokens=tokens, device=device)
@@ -36,4 +37,7 @@ def reference_cmd(
     except (OSError, ValueError) as e:  # a hub id not reachable from here, a folder transformers cannot load
         raise usage_error(f"cannot load {model} with transformers: {str(e).splitlines()[0][:300]}") from None
     ref.save(out)
-    err_console.print(f"wrote {out}: {len(ref.prompts)} prompts x {tokens} tokens, {ref.identity.short()}")
+    err_console.print(
+        f"wrote {shown(out)}: {len(ref.prompts)} prompts x {tokens} tokens, {shown(ref.identity.short())}",
+        markup=False,
+    )

@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from bringup.cli import app
-from bringup.cli._common import err_console, out_console, print_json, runs_root, usage_error
+from bringup.cli._common import err_console, out_console, print_json, runs_root, shown, usage_error
 
 
 def find_run_dir(run: str, runs_dir: Path | None) -> Path:
@@ -40,10 +40,17 @@ def report_cmd(
     ),
 ) -> None:
     """Reprint FINDINGS.md of a run (regenerated from findings.json)."""
-    from bringup.report import load_result, render_markdown  # inside: `bringup --help` stays fast
+    from bringup.report import (  # inside: `bringup --help` stays fast
+        FindingsDamaged,
+        load_result,
+        render_markdown,
+    )
 
     d = find_run_dir(run, runs_dir)
-    result = load_result(d)
+    try:
+        result = load_result(d)
+    except FindingsDamaged as e:
+        raise usage_error(str(e)) from None
     if html:
         from bringup.htmlreport import load_tunes, write_html
 
@@ -60,5 +67,8 @@ def report_cmd(
 
             secrets.write_text(d / "FINDINGS.md", text)
         except OSError as e:
-            err_console.print(f"FINDINGS.md not rewritten ({e.strerror or e}); printing the report only")
+            err_console.print(
+                f"FINDINGS.md not rewritten ({shown(e.strerror or e)}); printing the report only",
+                markup=False,
+            )
         out_console.print(text, markup=False, highlight=False)

@@ -16,7 +16,9 @@ from bringup.cli._common import (
     RAY_HELP,
     err_console,
     out_console,
+    positive,
     print_json,
+    shown,
     usage_error,
     writable_runs_root,
 )
@@ -55,11 +57,15 @@ def _table(attempts: list[Attempt]) -> Table:
     for a in attempts:
         t.add_row(
             str(a.number),
-            a.purpose,
-            a.changes[:60],
-            f"[{style.get(a.status, '')}]{a.status}[/]",
-            f"{a.failure_class or ''} {('/ ' + a.phase) if a.phase and a.status != 'works' else ''}",
-            (a.evidence if a.status != "works" else "all probes passed")[:90],
+            Text(shown(a.purpose)),
+            Text(shown(a.changes, 60)),
+            Text(a.status, style=style.get(a.status, "")),
+            Text(
+                shown(
+                    f"{a.failure_class or ''} {('/ ' + a.phase) if a.phase and a.status != 'works' else ''}"
+                )
+            ),
+            Text(shown(a.evidence if a.status != "works" else "all probes passed", 90)),
         )
     return t
 
@@ -95,15 +101,21 @@ def run_cmd(
         help="Before each launch, ask the installed engine's own checks with this target's facts: "
         "auto (a refused candidate is never launched) or never (docs/dryrun.md).",
     ),
-    max_hours: float = typer.Option(None, help="Time budget in hours (simulated hours for scenarios)."),
+    max_hours: float = typer.Option(
+        None, help="Time budget in hours (simulated hours for scenarios).", callback=positive
+    ),
     minimize: bool = typer.Option(True, help="Find the minimal fix by delta debugging (extra launches)."),
     max_minimize_launches: int = typer.Option(8, min=0, help="Launch budget for the minimal fix."),
     retry_known: bool = typer.Option(False, help="Relaunch what already failed here in earlier runs."),
     resume: bool = typer.Option(False, help="Resume a run (the latest, or --run-id)."),
     run_id: str = typer.Option(None, help="With --resume: the run to resume."),
-    time_scale: float = typer.Option(0.01, help="Scenario only: real seconds per simulated second."),
-    timeout: float = typer.Option(1800.0, help="Seconds from launch to ready per trial."),
-    hang_timeout: float = typer.Option(600.0, help="Seconds without a log line that make a hang."),
+    time_scale: float = typer.Option(
+        0.01, help="Scenario only: real seconds per simulated second.", callback=positive
+    ),
+    timeout: float = typer.Option(1800.0, help="Seconds from launch to ready per trial.", callback=positive),
+    hang_timeout: float = typer.Option(
+        600.0, help="Seconds without a log line that make a hang.", callback=positive
+    ),
     python: str = typer.Option(None, help="Python interpreter of the engine's environment."),
     answer: list[str] = typer.Option([], help="Known answer 'PROMPT=EXPECTED' (repeatable)."),
     reference: str = typer.Option(
@@ -141,11 +153,13 @@ def run_cmd(
     from bringup.candidate import FlagError, parse_env
     from bringup.journal import Journal  # heavy imports inside the command: `bringup --help` stays fast
     from bringup.knowledge_files import KnowledgeFileError
-    from bringup.process import Interrupted
+    from bringup.process import Interrupted, install_signal_handlers
     from bringup.rayexec import RayClusterError  # Ray itself is imported only with --ray
     from bringup.run import QuietObserver, Run, RunError, RunSettings
     from bringup.space import SpaceError, parse_fix
     from bringup.targets import TargetError
+
+    install_signal_handlers()  # on the main thread: SIGTERM/SIGHUP tear servers down (exit 143/129)
 
     root = writable_runs_root(runs_dir)
     _check_choices(screen=screen, dry_run=dry_run)
@@ -242,18 +256,18 @@ class LiveTable:
 
     def started(self, run_id: str, run_dir: Path, space: Space, resumed: int) -> None:
         err_console.print(
-            f"run {run_id}: {len(space.factors)} factors, {space.size():,} configurations in the space"
+            f"run {shown(run_id)}: {len(space.factors)} factors, {space.size():,} configurations in the space"
             + (f"; resuming after {resumed} finished trials" if resumed else "")
         )
 
     def launching(self, seq: int, purpose: Purpose, changes: str, screen: bool) -> None:
         self.live.update(_table(self.attempts))
         # Trials at once: say what starts, since the table only grows when one ends.
-        err_console.print(f"#{seq} {purpose}: {changes[:100]}", markup=False, style="dim")
+        err_console.print(f"#{seq} {purpose}: {shown(changes, 100)}", markup=False, style="dim")
 
     def trial_event(self, kind: str, text: str) -> None:
         if kind == "gpu":  # GPU hygiene messages (bringup/gpus.py)
-            err_console.print(f"gpu: {text}", markup=False)
+            err_console.print(f"gpu: {shown(text)}", markup=False)
 
     def attempted(self, attempt: Attempt) -> None:
         self.attempts.append(attempt)
@@ -272,18 +286,19 @@ def summary(r: RunResult) -> Group:
         + (f" ({r.screening_launches} screens)" if r.screening_launches else "")
         + (f" + {r.minimize_launches} to minimize the fix" if r.minimize_launches else "")
         + (f", {r.simulated_hours:.2f} simulated hours" if r.simulated_hours is not None else "")
-        + f": {r.stop_reason}",
+        + f": {shown(r.stop_reason)}",
     )
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="dim")
     grid.add_column(overflow="fold")
     if r.final_command:
-        grid.add_row("command", Text(r.final_command))
+        grid.add_row("command", Text(shown(r.final_command)))
     if r.minimal_fix_str:
         grid.add_row(
-            "minimal fix", Text(r.minimal_fix_str + ("" if r.minimal_fix_verified else " (not minimised)"))
+            "minimal fix",
+            Text(shown(r.minimal_fix_str + ("" if r.minimal_fix_verified else " (not minimised)"))),
         )
-    grid.add_row("baseline", Text(r.baseline_command))
+    grid.add_row("baseline", Text(shown(r.baseline_command)))
     findings = Path(r.run_dir) / "FINDINGS.md"
     grid.add_row("findings", Text(str(findings)))
     html = Path(r.run_dir) / "report.html"

@@ -7,6 +7,18 @@ from pathlib import Path
 import typer
 
 from bringup.cli import app
+from bringup.cli._common import finite, usage_error
+
+
+def _refuse_to_overwrite(out_dir: Path, force: bool) -> None:
+    """A user's folder is never replaced silently: its config.json and weights were overwritten."""
+    if out_dir.exists() and not out_dir.is_dir():
+        raise usage_error(f"{out_dir} is a file, not a folder: give a new folder for the test model")
+    if out_dir.is_dir() and not force and (held := sorted(p.name for p in out_dir.iterdir())):
+        raise usage_error(
+            f"{out_dir} is not empty ({', '.join(held[:5])}{' …' if len(held) > 5 else ''}): give a new "
+            "folder, or --force to replace its files"
+        )
 
 
 @app.command("testmodel")
@@ -26,12 +38,18 @@ def testmodel_cmd(
         "answers), fp16-overflow (wrong in float16, right in bf16/fp32), llama-8b (8 B random "
         "weights for a GPU). docs/probes.md says more.",
     ),
-    shard_gib: float = typer.Option(4.0, min=0.001, help="llama-8b: the largest safetensors shard, GiB."),
+    shard_gib: float = typer.Option(
+        4.0, min=0.001, help="llama-8b: the largest safetensors shard, GiB.", callback=finite
+    ),
+    force: bool = typer.Option(
+        False, "--force", help="Write into a folder that is not empty (replacing its files)."
+    ),
 ) -> None:
     """Write a small Llama-style model with a real tokenizer and a chat template (or a --preset)."""
     # inside: `bringup --help` stays fast
     from bringup.testmodel import PRESET_HELP, TestModelSpec, write_preset, write_test_model
 
+    _refuse_to_overwrite(out_dir, force)
     if preset not in PRESET_HELP:
         raise typer.BadParameter(f"--preset {preset!r}: use one of {', '.join(PRESET_HELP)}")
     if kv_heads and heads % kv_heads:

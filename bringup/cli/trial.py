@@ -12,9 +12,12 @@ from bringup.cli import app
 from bringup.cli._common import (
     err_console,
     new_trial_dir,
+    port_number,
+    positive,
     print_json,
     render_outcome,
     runs_root,
+    shown,
     usage_error,
     writable_runs_root,
 )
@@ -43,11 +46,15 @@ def trial_cmd(
     ),
     model: str = typer.Option(None, help="Model folder or hub id (with --scenario: the scenario's model)."),
     scenario: Path = typer.Option(None, help="Replay a scenario file instead of a real engine."),
-    time_scale: float = typer.Option(0.01, help="Scenario only: real seconds per simulated second."),
-    port: int = typer.Option(None, help="Port for the server (default: a free one)."),
-    timeout: float = typer.Option(1800.0, help="Seconds from launch to ready before giving up."),
+    time_scale: float = typer.Option(
+        0.01, help="Scenario only: real seconds per simulated second.", callback=positive
+    ),
+    port: int = typer.Option(None, help="Port for the server (default: a free one).", callback=port_number),
+    timeout: float = typer.Option(
+        1800.0, help="Seconds from launch to ready before giving up.", callback=positive
+    ),
     hang_timeout: float = typer.Option(
-        600.0, help="Seconds without a new log line (not ready) that make a hang."
+        600.0, help="Seconds without a new log line (not ready) that make a hang.", callback=positive
     ),
     python: str = typer.Option(
         None, help="Python interpreter of the engine's environment (default: this one)."
@@ -77,10 +84,13 @@ def trial_cmd(
     from bringup.candidate import Candidate, FlagError, parse_env, parse_flags
     from bringup.envvars import launch_environment
     from bringup.probes import ProbeConfig
-    from bringup.process import Interrupted
+    from bringup.process import Interrupted, install_signal_handlers
     from bringup.reference import ReferenceError, reference_for
+    from bringup.reserved import reserved_flag
     from bringup.targets import TargetError, resolve_target
     from bringup.trial import Trial, TrialSettings
+
+    install_signal_handlers()  # on the main thread: SIGTERM/SIGHUP tear servers down (exit 143/129)
 
     try:
         target = resolve_target(
@@ -89,11 +99,8 @@ def trial_cmd(
     except TargetError as e:
         raise usage_error(str(e)) from None
     tokens = list(ctx.args)
-    for reserved in ("--port", "--host"):
-        if reserved in tokens:
-            raise usage_error(f"give the port with bringup's own --port, not as an engine flag ({reserved})")
-    if target.engine.info.model_flag in tokens or "--model" in tokens or "--model-path" in tokens:
-        raise usage_error("give the model with --model, not as an engine flag")
+    if why := reserved_flag(tokens, target.spec, target.engine.info.model_flag):
+        raise usage_error(why)
     try:
         flags = parse_flags(tokens, target.spec)
     except FlagError:
@@ -114,7 +121,7 @@ def trial_cmd(
         except ReferenceError as e:
             raise usage_error(f"--reference: {e}") from None
         if not json_out:
-            err_console.print(f"[dim]reference:[/] {why}")
+            err_console.print(f"[dim]reference:[/] {escape(shown(why))}")
     settings = TrialSettings(
         timeout=timeout,
         hang_timeout=hang_timeout,
@@ -130,7 +137,7 @@ def trial_cmd(
         if status is None:
             return
         if kind == "gpu":  # GPUs busy before the first launch, memory not given back (bringup/gpus.py)
-            err_console.print(f"[dim]gpu:[/] {text}")
+            err_console.print(f"[dim]gpu:[/] {escape(shown(text))}")
             return
         if kind == "phase":
             state["phase"] = text

@@ -9,13 +9,16 @@ from typing import Any, Literal, cast
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from bringup.cli import app
 from bringup.cli._common import (
     RAY_HELP,
     err_console,
     out_console,
+    positive,
     print_json,
+    shown,
     usage_error,
     writable_runs_root,
 )
@@ -55,9 +58,11 @@ def tune_cmd(
         "1,2,4,8,16,32", help="Concurrencies for the best configuration's sweep ('' for none)."
     ),
     seed: int = typer.Option(0, help="Seed for the sampler and the workload."),
-    time_scale: float = typer.Option(0.01, help="Scenario only: real seconds per simulated second."),
+    time_scale: float = typer.Option(
+        0.01, help="Scenario only: real seconds per simulated second.", callback=positive
+    ),
     python: str = typer.Option(None, help="Python interpreter of the engine's environment."),
-    timeout: float = typer.Option(1800.0, help="Seconds from launch to ready per point."),
+    timeout: float = typer.Option(1800.0, help="Seconds from launch to ready per point.", callback=positive),
     reference: str = typer.Option(
         "auto",
         help="Reference the winner must agree with: a file from `bringup reference`, "
@@ -100,7 +105,7 @@ def tune_cmd(
     from bringup.knowledge_files import KnowledgeFileError
     from bringup.loadgen import BenchConfig
     from bringup.loadgen.config import parse_slos
-    from bringup.process import Interrupted
+    from bringup.process import Interrupted, install_signal_handlers
     from bringup.rayexec import RayClusterError, RayMissing  # Ray itself is imported only with --ray
     from bringup.reference import ReferenceError, reference_for
     from bringup.slots import SlotError, parallel_width, parse_gpus
@@ -118,6 +123,7 @@ def tune_cmd(
     from bringup.tuning.tuner import Tuner
     from bringup.tuning.verdict import RepeatRule
 
+    install_signal_handlers()  # on the main thread: SIGTERM/SIGHUP tear servers down (exit 143/129)
     goal, how = _objective_and_sampler(objective, sampler)
     parallel = parallel or ("auto" if ray else "1")  # as `bringup run` takes them
     root = writable_runs_root(runs_dir)
@@ -308,18 +314,19 @@ def tune_cmd(
         m = p.metrics
         table.add_row(
             str(p.number),
-            " ".join(f"{k} {v}" for k, v in p.knobs.items()),
+            Text(shown(" ".join(f"{k} {v}" for k, v in p.knobs.items()))),
             p.status,
             f"{p.objective:.3g}" if p.objective is not None else "",
             f"{m.get('output_tps', 0):.1f}" if m else "",
             f"{m.get('e2e_p99_s', 0):.3f}" if m else "",
-            (p.failure_class or "") + (f": {p.evidence[:60]}" if p.evidence else ""),
+            Text(shown((p.failure_class or "") + (f": {p.evidence[:60]}" if p.evidence else ""))),
         )
     out_console.print(table)
     if skipped:
         out_console.print(
             f"{len(skipped)} configurations ruled out without a launch, e.g. point {skipped[0].number}: "
-            f"{skipped[0].evidence}"
+            f"{shown(skipped[0].evidence)}",
+            markup=False,
         )
     _print_best(result)
     out_console.print(

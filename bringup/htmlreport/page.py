@@ -24,6 +24,7 @@ from bringup.htmlreport.repeats import repeats_view
 from bringup.knowledge_files import classes
 from bringup.outcome import Outcome, OverrideRecord, ProbeResult
 from bringup.report import describe_machine, describe_model  # the same wording as FINDINGS.md
+from bringup.safetext import safe_text
 
 if TYPE_CHECKING:
     from bringup.results import Attempt, RunResult
@@ -712,7 +713,7 @@ def write_html(run_dir: Path, result: RunResult | None, tunes: list[TuneResult])
     run_dir = Path(run_dir)
     path = run_dir / REPORT_NAME
     tmp = path.with_suffix(".html.tmp")
-    secrets.write_text(tmp, render_html(run_dir, result, tunes), encoding="utf-8")
+    secrets.write_text(tmp, safe_text(render_html(run_dir, result, tunes)), encoding="utf-8")
     tmp.replace(path)  # a browser open on the old report never sees half a page
     return path
 

@@ -29,6 +29,7 @@ from typing import Any, Literal
 import aiohttp
 from pydantic import BaseModel, Field
 
+from bringup.bounded import EventBuffer
 from bringup.loadgen.workload import Prompt
 
 
@@ -152,17 +153,13 @@ async def send(
             async with session.post(url, data=body, headers={"Content-Type": "application/json"}) as resp:
                 rec.status = resp.status
                 if resp.status != 200:
-                    detail = (await resp.read())[:300].decode(errors="replace")
+                    detail = (await resp.content.read(300)).decode(errors="replace")
                     rec.error = f"HTTP {resp.status}: {' '.join(detail.split())}"
                     return rec
-                buf = b""
+                events = EventBuffer(f"POST {url}")  # caps one event and the whole stream
                 async for data in resp.content.iter_any():
                     now = time.perf_counter()
-                    buf = buf + data if buf else data
-                    if b"\r\n" in buf:
-                        buf = buf.replace(b"\r\n", b"\n")
-                    while (cut := buf.find(b"\n\n")) >= 0:
-                        event, buf = buf[:cut], buf[cut + 2 :]
+                    for event in events.feed(data):
                         for line in event.split(b"\n"):
                             if not line.startswith(b"data:"):
                                 continue  # SSE comments (keep-alive pings), event names

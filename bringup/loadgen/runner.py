@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import json
 import math
 import time
 from collections.abc import Callable, Coroutine, Sequence
@@ -15,6 +16,7 @@ import httpx
 import numpy as np
 from pydantic import BaseModel
 
+from bringup.bounded import CapHit, aread_body
 from bringup.loadgen.client import Lanes, RequestRecord, build_body, send
 from bringup.loadgen.config import SLO, BenchConfig, BenchError
 from bringup.loadgen.metrics import BenchSummary, summarize
@@ -86,20 +88,28 @@ def _client(cfg: BenchConfig) -> httpx.AsyncClient:
     )
 
 
+async def get_bounded(client: httpx.AsyncClient, url: str) -> tuple[int, bytes]:
+    """Status and body of a GET, the body read with a cap (bringup/bounded.py)."""
+    async with client.stream("GET", url, timeout=10.0) as r:
+        return r.status_code, await aread_body(r.aiter_bytes(), f"GET {url}")
+
+
 async def resolve_model(client: httpx.AsyncClient, cfg: BenchConfig) -> str:
     """Check the server answers, and pick the model (the first listed) when none is given. With
     the model given, /health is asked instead: a server whose /v1/models cannot list what it
     serves (`transformers serve` answers 500 with a traceback in its log) is not made to fail."""
     path = "/health" if cfg.model else "/v1/models"
     try:
-        r = await client.get(f"{cfg.url}{path}", timeout=10.0)
+        status, raw = await get_bounded(client, f"{cfg.url}{path}")
+    except CapHit as e:
+        raise BenchError(str(e)) from e
     except httpx.ConnectError as e:
         raise BenchError(f"cannot connect to {cfg.url}: nothing is listening there ({e})") from e
     except httpx.TimeoutException as e:
         raise BenchError(f"{cfg.url} did not answer {path} within 10 s") from e
     except httpx.HTTPError as e:
         raise BenchError(f"cannot reach {cfg.url}: {type(e).__name__}: {e}") from e
-    if r.status_code == 401:
+    if status == 401:
         raise BenchError(
             f"{cfg.url} answers 401 Unauthorized: it was started with an API key; pass the same key "
             "with --api-key (or VLLM_API_KEY)"
@@ -107,10 +117,11 @@ async def resolve_model(client: httpx.AsyncClient, cfg: BenchConfig) -> str:
     if cfg.model:
         return cfg.model
     try:
-        r.raise_for_status()
-        return str(r.json()["data"][0]["id"])
-    except (httpx.HTTPError, KeyError, IndexError, ValueError) as e:
-        raise BenchError(f"{cfg.url}/v1/models lists no model (HTTP {r.status_code}); pass --model") from e
+        if status != 200:
+            raise ValueError(status)
+        return str(json.loads(raw)["data"][0]["id"])
+    except (KeyError, IndexError, ValueError, TypeError) as e:
+        raise BenchError(f"{cfg.url}/v1/models lists no model (HTTP {status}); pass --model") from e
 
 
 async def prepare(cfg: BenchConfig) -> tuple[str, list[Prompt], str]:

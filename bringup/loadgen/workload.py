@@ -97,11 +97,20 @@ class ServerCodec:
         self.pool: list[int] = []
 
     async def _tokenize(self, text: str, special: bool) -> list[int]:
-        r = await self.client.post(
-            f"{self.base}/tokenize", json={"model": self.model, "prompt": text, "add_special_tokens": special}
-        )
-        r.raise_for_status()
-        return list(r.json()["tokens"])
+        body = {"model": self.model, "prompt": text, "add_special_tokens": special}
+        return list((await self._post("/tokenize", body))["tokens"])
+
+    async def _post(self, path: str, body: dict) -> dict:
+        """One setup call, its answer read with a cap (bringup/bounded.py)."""
+        from bringup.bounded import aread_body
+
+        async with self.client.stream("POST", f"{self.base}{path}", json=body) as r:
+            raw = await aread_body(r.aiter_bytes(), f"POST {self.base}{path}")
+            r.raise_for_status()
+        data = json.loads(raw)
+        if not isinstance(data, dict):
+            raise ValueError(f"POST {path}: the answer is not a JSON object")
+        return data
 
     async def setup(self) -> ServerCodec:
         self.n_special = len(await self._tokenize("a", True)) - len(await self._tokenize("a", False))
@@ -113,9 +122,7 @@ class ServerCodec:
         return await self._tokenize(text, False)
 
     async def decode(self, ids: list[int]) -> str:
-        r = await self.client.post(f"{self.base}/detokenize", json={"model": self.model, "tokens": ids})
-        r.raise_for_status()
-        return str(r.json()["prompt"])
+        return str((await self._post("/detokenize", {"model": self.model, "tokens": ids}))["prompt"])
 
 
 class WordCodec:
