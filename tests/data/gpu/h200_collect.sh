@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A device call's end of the H200 session (issue 23): wait for a marker of h200_driver.sh
-# (VLLM_DONE or ALLDONE) or the deadline, stop the driver if the deadline passed, and put the
+# (STEP.done, e.g. sglang-defaults.done, or ALLDONE) or the deadline, stop the driver if the deadline passed, and put the
 # results into $OUT as at most 8 files: res.tgz (jsons, stderr, bench folders with server.log),
 # runs.tgz (the runs folder: every trial's server.log, the journal), steps.log, driver.log.
 set -u

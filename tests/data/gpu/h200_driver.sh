@@ -3,11 +3,12 @@
 # runs on between device calls: the calls only drop parts into /tmp/z and collect results.
 #   setup    bringup's own wheels (bsite), the 8 B random-weight model, its reference computed on
 #            the GPU while the parts still travel (the runs find it cached), nvidia-smi
-#   then     h200_vllm.sh and h200_sglang.sh steps in order of worth, each only if the deadline
-#            ($DEADLINE_FILE, which a later call may move) leaves it its usual time; SGLang's
-#            unpack and help capture run beside vLLM's launches (CPU and disk, not the GPU)
-#   last     `transformers serve` benched on the same GPU and model, then the tunes
-# Markers: $RES/VLLM_DONE after vLLM's defaults and bench, $RES/ALLDONE at the end.
+#   then     h200_vllm.sh and h200_sglang.sh steps in order of worth (both engines' bring-ups from
+#            defaults, then from the mistaken baselines, then the benches with `transformers serve`
+#            on the same GPU and model, then the tunes), each only if the deadline ($DEADLINE_FILE,
+#            which a later call may move) leaves it its usual time; SGLang's unpack and help capture
+#            run beside vLLM's first launches (CPU and disk, not the GPU)
+# Markers: $RES/STEP.done after each step (done or skipped), $RES/ALLDONE at the end.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/h200_common.sh"
@@ -30,23 +31,27 @@ ref, why = reference_for(sys.argv[1], "auto", cache_dir=Path(sys.argv[2]), gpu="
 print(f"{why}: {time.time() - t0:.1f} s, {len(ref.prompts) if ref else 0} prompts")
 PY
 refpid=$!
-bash "$here/h200_sglang.sh" install > "$RES/sglang-install.out" 2>&1 &
-bash "$here/h200_vllm.sh" install > "$RES/vllm-install.out" 2>&1
+# SGLang's unpack and help capture run beside vLLM's launches: kept off the GPU (no CUDA context
+# that a vLLM memory profile or bringup's GPU-hygiene check would see).
+CUDA_VISIBLE_DEVICES= bash "$here/h200_sglang.sh" install > "$RES/sglang-install.out" 2>&1 &
+bash "$here/h200_vllm.sh" install doctor > "$RES/vllm-install.out" 2>&1
 wait $refpid
 log "reference: $(tail -1 "$RES/reference.txt")"
-timed vllm-defaults 300 bash "$here/h200_vllm.sh" defaults
-timed vllm-bench 110 bash "$here/h200_vllm.sh" bench
-touch "$RES/VLLM_DONE"
+# In order of worth: each engine's two bring-ups, then the benches, then the tunes.
+step() { timed "$@"; touch "$RES/$1.done"; }
+step vllm-defaults 300 bash "$here/h200_vllm.sh" defaults
 wait  # SGLang's unpack
-timed sglang-defaults 240 bash "$here/h200_sglang.sh" defaults
-timed sglang-bench 110 bash "$here/h200_sglang.sh" bench
-timed vllm-mistakes 150 bash "$here/h200_vllm.sh" mistakes
-timed sglang-mistakes 200 bash "$here/h200_sglang.sh" mistakes
+bash "$here/h200_sglang.sh" doctor
+step sglang-defaults 240 bash "$here/h200_sglang.sh" defaults
+step vllm-mistakes 170 bash "$here/h200_vllm.sh" mistakes
+step sglang-mistakes 200 bash "$here/h200_sglang.sh" mistakes
+step vllm-bench 100 bash "$here/h200_vllm.sh" bench
+step sglang-bench 100 bash "$here/h200_sglang.sh" bench
 engine_env /tmp/vsite  # transformers serve's server packages (fastapi, uvicorn, openai) come with vLLM's
-timed transformers-bench 150 python3 "$here/serve_bench.py" --engine transformers --model "$M8B" \
+step transformers-bench 120 python3 "$here/serve_bench.py" --engine transformers --model "$M8B" \
   --flags "--continuous-batching" --plan 1:8,8:32,64:128 --out "$RES/transformers-bench" \
   > "$RES/transformers-bench.out" 2>&1
-timed vllm-tune 200 bash "$here/h200_vllm.sh" tune
-timed sglang-tune 200 bash "$here/h200_sglang.sh" tune
+step vllm-tune 200 bash "$here/h200_vllm.sh" tune
+step sglang-tune 200 bash "$here/h200_sglang.sh" tune
 log "driver: done in $(($(now) - t0)) s"
 touch "$RES/ALLDONE"

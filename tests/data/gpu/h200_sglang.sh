@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Real SGLang 0.5.16 under bringup on the lent H200 (issue 23). `h200_sglang.sh [STEP...]`, steps
-# install defaults mistakes bench tune (all by default; h200_steps.sh says what each does).
+# install doctor defaults mistakes bench tune (all by default; h200_steps.sh says what each does).
 # Paths and the parts: h200_common.sh; the whole session, both engines: h200_driver.sh.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)

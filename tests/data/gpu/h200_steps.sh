@@ -1,7 +1,8 @@
 # Sourced by h200_vllm.sh and h200_sglang.sh after they set E (engine), SITE (its unpacked site),
 # BAD (the mistaken baseline) and the launch budgets: the steps of issue 23, the same for both.
-#   install   wait for the engine's parts, unpack them, print the version, `bringup doctor`, and
-#             capture the engine's --help once (bringup caches it per version)
+#   install   wait for the engine's parts, unpack them, print the version and capture the
+#             engine's --help once (bringup caches it per version)
+#   doctor    `bringup doctor` with the engine's site on the path
 #   defaults  `bringup run` from the engine's own defaults (no baseline), the 8 B model
 #   mistakes  `bringup run` from $BAD, the same model
 #   bench     serve the validated configuration, `bringup bench` at concurrency 1, 8 and 64
@@ -20,8 +21,11 @@ v = e.version()
 h = e.help_text(v)
 print(sys.argv[1], v, "help:", len(h or ""), "chars", f"{time.time() - t0:.1f} s")
 PY
+  log "$E: installed ($(tail -1 "$RES/$E-version.txt"))"
+}
+
+step_doctor() {
   python3 -m bringup doctor --json > "$RES/$E-doctor.json" 2> "$RES/$E-doctor.err"
-  log "$E: installed ($(head -1 "$RES/$E-version.txt"))"
 }
 
 step_defaults() {
@@ -58,7 +62,7 @@ step_tune() {
 }
 
 main_steps() {
-  local s steps=${*:-install defaults mistakes bench tune} rc=0
+  local s steps=${*:-install doctor defaults mistakes bench tune} rc=0
   for s in $steps; do "step_$s" || { rc=$?; log "$E $s: rc $rc"; }; done
   return $rc
 }
