@@ -43,9 +43,13 @@ def attempts_table(name: str, run: dict[str, Any], runs: Path | None) -> list[st
         ev = (a.get("evidence") or "").replace("|", "\\|")[:110]
         o = trial_outcome(a, runs)
         t = o.get("timings") or {}
-        split = "/".join(f"{t[k]:.1f}" if isinstance(t.get(k), (int, float)) else "-" for k in ("to_ready", "probes"))
+        split = "/".join(
+            f"{t[k]:.1f}" if isinstance(t.get(k), (int, float)) else "-" for k in ("to_ready", "probes")
+        )
         split += f"/{(o.get('teardown') or {}).get('seconds', '-')}"
-        out.append(f"| {a['number']} | {a['changes']} | {a['status']} | {cls} | {a['wall_s']:.1f} | {split} | {ev} |")
+        out.append(
+            f"| {a['number']} | {a['changes']} | {a['status']} | {cls} | {a['wall_s']:.1f} | {split} | {ev} |"
+        )
         if o.get("gpu"):
             out.append(f"|  | GPU: {json.dumps(o['gpu'])[:200]} | | | | | |")
     return [*out, ""]
@@ -72,7 +76,10 @@ def bench_rows(res: Path) -> dict[str, dict[int, dict[str, float]]]:
 
 
 def bench_table(rows: dict[str, dict[int, dict[str, float]]]) -> list[str]:
-    out = ["| engine | conc. | output tok/s | TTFT p50 / p99 ms | ITL p50 / p99 ms | done |", "|---|---|---|---|---|---|"]
+    out = [
+        "| engine | conc. | output tok/s | TTFT p50 / p99 ms | ITL p50 / p99 ms | done |",
+        "|---|---|---|---|---|---|",
+    ]
     for e, by_c in rows.items():
         for c, m in sorted(by_c.items()):
             out.append(
@@ -81,7 +88,12 @@ def bench_table(rows: dict[str, dict[int, dict[str, float]]]) -> list[str]:
             )
     base = rows.get("vllm", {})
     if base and len(rows) > 1:
-        out += ["", "Ratios to vLLM (output tok/s; TTFT p50; ITL p50):", "", "| engine | conc. | tok/s | TTFT | ITL |"]
+        out += [
+            "",
+            "Ratios to vLLM (output tok/s; TTFT p50; ITL p50):",
+            "",
+            "| engine | conc. | tok/s | TTFT | ITL |",
+        ]
         out.append("|---|---|---|---|---|")
         for e, by_c in rows.items():
             for c, m in sorted(by_c.items()):
@@ -104,8 +116,10 @@ def main() -> int:
                 print("\n".join(attempts_table(f"{e} from {kind}", run, runs)))
         s = load(res / f"{e}-bench" / "summary.json")
         if s:
-            print(f"{e} bench server: ready {s.get('ready_s')} s, teardown {s.get('teardown')}, "
-                  f"GPU idle {s.get('gpu_idle_mib')} MiB, serving {s.get('gpu_serving_mib')} MiB\n")
+            print(
+                f"{e} bench server: ready {s.get('ready_s')} s, teardown {s.get('teardown')}, "
+                f"GPU idle {s.get('gpu_idle_mib')} MiB, serving {s.get('gpu_serving_mib')} MiB\n"
+            )
         t = load(res / f"{e}-tune.json")
         if t:
             print(f"{e} tune: {json.dumps({k: t.get(k) for k in ('best', 'points') if k in t})[:1500]}\n")
