@@ -8,7 +8,7 @@
 #   bench     serve the validated configuration, `bringup bench` at concurrency 1, 8 and 64
 #   tune      a short `bringup tune` of the validated configuration (2 points, no sweep)
 engine_env "$SITE"
-RUN_FLAGS=(--runs-dir "$RUNS" --no-minimize --timeout 900 --hang-timeout 300 --json)
+RUN_FLAGS=(--runs-dir "$RUNS" --no-minimize --timeout 900 --hang-timeout 180 --json)
 
 step_install() {
   unpack_site "$(basename "$SITE")" || return 1
