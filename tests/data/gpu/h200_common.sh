@@ -20,7 +20,10 @@ log() { echo "[$(date -u +%T)] $*" | tee -a "$RES/steps.log" >&2; }
 
 # engine_env SITE: bringup and the engine's own site on the path (the engine's first: SGLang pins
 # its transformers and tokenizers over the image's).
-engine_env() { export PYTHONPATH="$1:$GPU_HOME:/tmp/bsite"; }
+engine_env() { export PYTHONPATH="${1:+$1:}$GPU_HOME:/tmp/bsite"; }
+# `python3 -m` and `-c` put the working directory first on the path: run from this copy of
+# bringup, never from the call's work tree (the session's checkout, whatever its state).
+cd "$GPU_HOME" 2>/dev/null || true
 
 # unpack_site NAME: wait for NAME's parts (count and md5 in $GPU_HOME/parts.txt), then unpack the
 # zstd tar into /tmp/NAME. Idempotent: /tmp/NAME/.ok marks a finished unpack.
