@@ -10,22 +10,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
-from bringup.explain import explain_file
-
 LOGS = Path(__file__).parent / "data" / "logs"
 
-# (file, class, phase, a substring of the root-cause line)
+# (file, class, phase, a substring of the root-cause line): none yet, the 2026-12-01 session
+# brought back no failing launch (docs/gpu-h200.md)
 CASES: list[tuple[str, str, str, str]] = []
-
-
-@pytest.mark.parametrize("name, cls, phase, line", CASES, ids=[c[0] for c in CASES])
-def test_real_h200_logs_give_class_phase_and_root_line(name, cls, phase, line):
-    out = explain_file(LOGS / name)
-    assert out.status == "fails"
-    assert (out.failure_class, out.phase) == (cls, phase)
-    assert line in out.evidence[0]
 
 
 def test_every_real_h200_log_is_a_case_and_documented():
