@@ -22,6 +22,10 @@ class Timings(BaseModel):
     simulated: float | None = None  # scenarios: simulated seconds the launch stands for
     overhead: float | None = None  # bringup's own pre-launch work (version, --help, validation)
     ready_lag: float | None = None  # the engine's last start-up line to bringup seeing it ready
+    # Seconds without a log line while a compiler under the server worked (a JIT build: slow, not
+    # hung), and the compilers seen (bringup/jitwatch.py)
+    jit_silent: float | None = None
+    jit_tools: list[str] = Field(default_factory=list)
 
 
 class ProbeResult(BaseModel):

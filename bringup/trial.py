@@ -26,6 +26,7 @@ from bringup.effective import config_dump
 from bringup.engines.base import Engine, later_phase
 from bringup.gpus import GpuWatch, default_watch, visible_indices
 from bringup.helptext import HelpSpec
+from bringup.jitwatch import JitWatch
 from bringup.knowledge_files import hang_implicates, phase_index, probe_implicates, probe_implicates_by_probe
 from bringup.outcome import Outcome, OverrideRecord, ProbeResult, Timings
 from bringup.probes import ProbeConfig, ProbeRunner
@@ -34,6 +35,7 @@ from bringup.safetext import safe_line
 from bringup.secrets import Redactor, redact_argv, redact_flags
 from bringup.signatures import Classification, Matcher, classify
 
+JIT_LOOK_S = 5.0  # how often a silent server is looked under for a busy compiler (bringup/jitwatch.py)
 HANG_FLOOR_S, TIMEOUT_FLOOR_S = 3.0, 30.0  # real seconds a scaled deadline keeps (see Trial._deadlines)
 REPEAT_WINDOW = (
     50  # a line whose text (timestamps, pids and counters stripped) is among the last N is a repeat
@@ -106,6 +108,10 @@ class Trial:
         self._ready_lag: float | None = None
         self._gpu: dict = {}
         self._hung_probe: str | None = None
+        self._jit: JitWatch | None = None
+        self._jit_t = 0.0  # the last look under the server
+        self._jit_silent = 0.0  # seconds of silence a busy compiler accounted for
+        self._t_launch = 0.0
 
     # -- helpers -------------------------------------------------------------------------------
     def _base_outcome(self, argv: list[str]) -> Outcome:
@@ -119,6 +125,30 @@ class Trial:
             argv=redact_argv(argv),
             log_path=str(self.dir / "server.log"),
         )
+
+    def _note_jit(self, now: float) -> None:
+        """A compiler that works under a silent server is progress: a JIT build (FlashInfer's,
+        DeepGEMM's, inductor's) is slow, not hung (bringup/jitwatch.py)."""
+        look = min(JIT_LOOK_S, self._deadlines()[0] / 3)  # several looks before a hang is called
+        if self._jit is None or now - self._jit_t < look:
+            return
+        last = self._progress_t if self._progress_t is not None else self._t_launch
+        prev, self._jit_t = self._jit_t, now
+        if now - last < look:
+            return
+        busy = self._jit.busy()
+        if busy:
+            self._jit_silent += now - max(prev, last)
+            self._progress_t = now
+            self.emit("status", f"compiling ({', '.join(busy)}): no log line, but not hung")
+
+    def _jit_timings(self) -> dict:
+        if not self._jit_silent:
+            return {"jit_tools": sorted(self._jit.seen) if self._jit else []}
+        return {
+            "jit_silent": round(self._jit_silent, 1),
+            "jit_tools": sorted(self._jit.seen) if self._jit else [],
+        }
 
     def _set_phase(self, new: str | None) -> None:
         p = later_phase(self.phase, new)
@@ -252,6 +282,7 @@ class Trial:
         server = ServerProcess(argv, self.dir / "server.log", env=env, redactor=Redactor(env))
         (self.dir / "server.pid").write_text(f"{server.pid}\n{port}\n")
         self.emit("status", f"launched pid {server.pid} on port {port}")
+        self._jit, self._t_launch = JitWatch(server.pid), t_launch
         self._set_phase("parse-args")
         base_url = f"http://{host}:{port}"
         status: str | None = None
@@ -287,6 +318,7 @@ class Trial:
                             self._set_phase("ready")
                             break
                     # Deadlines are in the engine's seconds (a double's clock runs faster than real time).
+                    self._note_jit(now)
                     hang_s, timeout_s = self._deadlines()
                     last_line = self._progress_t if self._progress_t is not None else t_launch
                     if now - last_line > hang_s:
@@ -490,6 +522,7 @@ class Trial:
             simulated=self._simulated_seconds(texts, status),
             overhead=t_launch - t_start,
             ready_lag=self._ready_lag,
+            **self._jit_timings(),
         )
         if teardown is not None:
             out.teardown = {

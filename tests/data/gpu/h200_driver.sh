@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# The whole H200 session of issue 23 as one process in its own session (`setsid -f`), so that it
+# runs on between device calls: the calls only drop parts into /tmp/z and collect results.
+#   setup    bringup's own wheels (bsite), the 8 B random-weight model (make_random_llama.py), its reference computed on
+#            the GPU while the parts still travel (the runs find it cached), nvidia-smi
+#   then     h200_vllm.sh and h200_sglang.sh steps in order of worth (both engines' bring-ups from
+#            defaults, then from the mistaken baselines, then the benches with `transformers serve`
+#            on the same GPU and model, then the tunes), each only if the deadline ($DEADLINE_FILE,
+#            which a later call may move) leaves it its usual time; SGLang's unpack and help capture
+#            run beside vLLM's first launches (CPU and disk, not the GPU)
+# Markers: $RES/STEP.done after each step (done or skipped), $RES/ALLDONE at the end.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/h200_common.sh"
+[ -f "$DEADLINE_FILE" ] || echo $(($(now) + ${BUDGET:-700})) > "$DEADLINE_FILE"
+echo $$ > /tmp/driver.pid
+t0=$(now)
+log "driver: $(left) s to the deadline"
+tar xzf "$GPU_HOME/bsite.tgz" -C /tmp
+nvidia-smi > "$RES/nvidia-smi.txt" 2>&1
+engine_env ""
+{ time python3 "$here/make_random_llama.py" "$M8B" ; } > "$RES/testmodel.txt" 2>&1  # on the GPU: 21-25 s here (docs/gpu-h200.md)
+log "model: $(tail -4 "$RES/testmodel.txt" | tr '\n' ' ')"
+# The reference (transformers, float32, on the GPU) into the runs' cache, as `bringup run` would.
+python3 - "$M8B" "$RUNS/references" > "$RES/reference.txt" 2>&1 <<'PY' &
+import sys, time
+from pathlib import Path
+from bringup.reference import reference_for
+t0 = time.time()
+ref, why = reference_for(sys.argv[1], "auto", cache_dir=Path(sys.argv[2]), gpu="0", gpu_memory_gib=139.0)
+print(f"{why}: {time.time() - t0:.1f} s, {len(ref.prompts) if ref else 0} prompts")
+PY
+refpid=$!
+# SGLang's unpack and help capture run beside vLLM's launches: kept off the GPU (no CUDA context
+# that a vLLM memory profile or bringup's GPU-hygiene check would see).
+CUDA_VISIBLE_DEVICES= bash "$here/h200_sglang.sh" install > "$RES/sglang-install.out" 2>&1 &
+bash "$here/h200_vllm.sh" install doctor > "$RES/vllm-install.out" 2>&1
+wait $refpid
+log "reference: $(tail -1 "$RES/reference.txt")"
+# In order of worth: each engine's two bring-ups, then the benches, then the tunes.
+step() { timed "$@"; touch "$RES/$1.done"; }
+step vllm-defaults 300 bash "$here/h200_vllm.sh" defaults
+wait  # SGLang's unpack
+bash "$here/h200_sglang.sh" doctor
+step sglang-defaults 240 bash "$here/h200_sglang.sh" defaults
+step vllm-mistakes 170 bash "$here/h200_vllm.sh" mistakes
+step sglang-mistakes 200 bash "$here/h200_sglang.sh" mistakes
+step vllm-bench 100 bash "$here/h200_vllm.sh" bench
+step sglang-bench 100 bash "$here/h200_sglang.sh" bench
+engine_env /tmp/vsite  # transformers serve's server packages (fastapi, uvicorn, openai) come with vLLM's
+step transformers-bench 120 python3 "$here/serve_bench.py" --engine transformers --model "$M8B" \
+  --flags "--continuous-batching" --plan 1:8,8:32,64:128 --out "$RES/transformers-bench" \
+  > "$RES/transformers-bench.out" 2>&1
+step vllm-tune 200 bash "$here/h200_vllm.sh" tune
+step sglang-tune 200 bash "$here/h200_sglang.sh" tune
+log "driver: done in $(($(now) - t0)) s"
+touch "$RES/ALLDONE"

@@ -1,0 +1,68 @@
+# Sourced by h200_vllm.sh and h200_sglang.sh after they set E (engine), SITE (its unpacked site),
+# BAD (the mistaken baseline) and the launch budgets: the steps of issue 23, the same for both.
+#   install   wait for the engine's parts, unpack them, print the version and capture the
+#             engine's --help once (bringup caches it per version)
+#   doctor    `bringup doctor` with the engine's site on the path
+#   defaults  `bringup run` from the engine's own defaults (no baseline), the 8 B model
+#   mistakes  `bringup run` from $BAD, the same model
+#   bench     serve the validated configuration, `bringup bench` at concurrency 1, 8 and 64
+#   tune      a short `bringup tune` of the validated configuration (2 points, no sweep)
+engine_env "$SITE"
+RUN_FLAGS=(--runs-dir "$RUNS" --no-minimize --timeout 900 --hang-timeout 180 --json)
+
+step_install() {
+  unpack_site "$(basename "$SITE")" || return 1
+  python3 - "$E" <<'PY' 2>&1 | tee "$RES/$E-version.txt"
+import sys, time
+t0 = time.time()
+from bringup.engines.base import get_engine
+e = get_engine(sys.argv[1])
+v = e.version()
+h = e.help_text(v)
+print(sys.argv[1], v, "help:", len(h or ""), "chars", f"{time.time() - t0:.1f} s")
+PY
+  log "$E: installed ($(tail -1 "$RES/$E-version.txt"))"
+}
+
+step_doctor() {
+  python3 -m bringup doctor --json > "$RES/$E-doctor.json" 2> "$RES/$E-doctor.err"
+}
+
+step_defaults() {
+  python3 -m bringup run --engine "$E" --model "$M8B" --max-launches "$DEF_LAUNCHES" "${RUN_FLAGS[@]}" \
+    > "$RES/$E-defaults.json" 2> "$RES/$E-defaults.err"
+}
+
+step_mistakes() {
+  python3 -m bringup run --engine "$E" --model "$M8B" --baseline "$BAD" --max-launches "$BAD_LAUNCHES" \
+    "${RUN_FLAGS[@]}" > "$RES/$E-mistakes.json" 2> "$RES/$E-mistakes.err"
+}
+
+validated_json() {  # the first run of this engine that validated
+  local f
+  for f in "$RES/$E-defaults.json" "$RES/$E-mistakes.json"; do
+    python3 -c 'import json,sys; sys.exit(0 if json.load(open(sys.argv[1])).get("validated") else 1)' "$f" \
+      2>/dev/null && { echo "$f"; return 0; }
+  done
+  return 1
+}
+
+step_bench() {
+  local f
+  f=$(validated_json) || { log "$E bench: no validated run"; return 1; }
+  python3 "$GPU_HOME/tests/data/gpu/serve_bench.py" --engine "$E" --model "$M8B" --run-json "$f" \
+    --out "$RES/$E-bench" > "$RES/$E-bench.out" 2>&1
+}
+
+step_tune() {
+  local f
+  f=$(validated_json) || { log "$E tune: no validated run"; return 1; }
+  python3 -m bringup tune --run "$(run_id "$f")" --trials 2 --sweep '' --num-prompts 64 --concurrency 8 \
+    --timeout 900 --runs-dir "$RUNS" --json > "$RES/$E-tune.json" 2> "$RES/$E-tune.err"
+}
+
+main_steps() {
+  local s steps=${*:-install doctor defaults mistakes bench tune} rc=0
+  for s in $steps; do "step_$s" || { rc=$?; log "$E $s: rc $rc"; }; done
+  return $rc
+}
