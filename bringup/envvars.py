@@ -841,18 +841,7 @@ def absent_components(facts: Mapping[str, Any]) -> frozenset[str]:
     for comp, needs in (doc.get("needs") or {}).items():
         for k, v in (needs or {}).items():
             have = facts.get(k)
-            if have is None:
-                continue
-            if isinstance(v, Mapping) and "in" in v:  # {in: [mla, dsa]}: one of these
-                if _norm(str(have)).strip() not in {_norm(str(x)).strip() for x in v["in"]}:
-                    out.add(comp)
-            elif isinstance(v, Mapping) and "min" in v:  # {min: 2}: at least this many (GPUs)
-                try:
-                    if float(have) < float(v["min"]):
-                        out.add(comp)
-                except (TypeError, ValueError):
-                    pass
-            elif _norm(str(have)) != _norm(str(v)):
+            if have is not None and _lacks(have, v):
                 out.add(comp)
     families = [str(f).lower() for f in (doc.get("model_families") or [])]
     mine = " ".join(str(facts.get(k) or "") for k in ("model.model_type", "model.architecture")).lower()
@@ -861,6 +850,18 @@ def absent_components(facts: Mapping[str, Any]) -> frozenset[str]:
         # Llama) change nothing for it.
         out |= {"family:" + f for f in families if f not in mine.replace("-", "").replace("_", "")}
     return frozenset(out)
+
+
+def _lacks(have: Any, need: Any) -> bool:
+    """A known fact contradicts a need: {in: [mla, dsa]} one of these, {min: 2} at least this, else equal."""
+    if isinstance(need, Mapping) and "in" in need:
+        return _norm(str(have)).strip() not in {_norm(str(x)).strip() for x in need["in"]}
+    if isinstance(need, Mapping) and "min" in need:
+        try:
+            return float(have) < float(need["min"])
+        except (TypeError, ValueError):
+            return False
+    return _norm(str(have)) != _norm(str(need))
 
 
 # Variables that only log, debug or name a place: never a fix (a debug variable tried as

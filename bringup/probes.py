@@ -232,7 +232,8 @@ class ProbeRunner:
             raise ServerBroke(f"GET /v1/models: HTTP {m[0]}")
         try:
             listed = json.loads(m[1])
-            ids = [d.get("id") for d in listed.get("data", [])]
+            data = listed.get("data", [])
+            ids = [d.get("id") for d in data]
         except (ValueError, AttributeError) as e:
             raise Disagree(f"/v1/models is not a model list: {m[1][:200]!r}") from e
         if not ids:

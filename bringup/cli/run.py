@@ -71,6 +71,25 @@ def _table(attempts: list[Attempt]) -> Table:
 
 
 @app.command("run")
+def _resumed(root: Path, run_id: str | None, max_launches: int):
+    """The settings and id of the run to resume; a search that stopped short goes on with more launches."""
+    from bringup.journal import Journal
+    from bringup.run import RunSettings
+
+    j = Journal(root / "journal.sqlite")
+    row = j.run(run_id) if run_id else j.latest_run()
+    if row is None:
+        raise usage_error(f"nothing to resume in {root}: no run {run_id or ''} in its journal")
+    settings = RunSettings.model_validate(row["settings"])
+    if max_launches > settings.max_launches:
+        settings.max_launches = max_launches
+    if row["status"] in ("validated", "impossible"):
+        err_console.print(
+            f"run {row['id']} already ended ({row['status']}); its report: {row['run_dir']}/FINDINGS.md"
+        )
+    return settings, row["id"]
+
+
 def run_cmd(
     engine: str = typer.Option(
         None, help="vllm, sglang or transformers (default with no model and no scenario: vllm)."
@@ -151,7 +170,6 @@ def run_cmd(
 ) -> None:
     """Find a launch configuration that works, prove it, explain every failure, report it."""
     from bringup.candidate import FlagError, parse_env
-    from bringup.journal import Journal  # heavy imports inside the command: `bringup --help` stays fast
     from bringup.knowledge_files import KnowledgeFileError
     from bringup.process import Interrupted, install_signal_handlers
     from bringup.rayexec import RayClusterError  # Ray itself is imported only with --ray
@@ -165,18 +183,7 @@ def run_cmd(
     _check_choices(screen=screen, dry_run=dry_run)
     rid = None
     if resume:
-        j = Journal(root / "journal.sqlite")
-        row = j.run(run_id) if run_id else j.latest_run()
-        if row is None:
-            raise usage_error(f"nothing to resume in {root}: no run {run_id or ''} in its journal")
-        settings = RunSettings.model_validate(row["settings"])
-        rid = row["id"]
-        if max_launches > settings.max_launches:  # a search that stopped short goes on with more
-            settings.max_launches = max_launches
-        if row["status"] in ("validated", "impossible"):
-            err_console.print(
-                f"run {rid} already ended ({row['status']}); its report: {row['run_dir']}/FINDINGS.md"
-            )
+        settings, rid = _resumed(root, run_id, max_launches)
     else:
         if scenario is None and model is None and engine in (None, "vllm"):
             engine, model = "vllm", str(default_model())

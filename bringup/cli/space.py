@@ -88,7 +88,7 @@ def space_cmd(
                     "level": f.describe_level(lv),
                     "baseline": (lv == base) if lv is not None else base is None,
                     "effective": st.eff(f, lv),
-                    "p_bad": round(st.p_bad(f, lv), 3),
+                    "p_bad": round(st.risk(f, lv), 3),
                     "verdicts": [v.to_json() for v in vs],
                 }
             )

@@ -189,13 +189,13 @@ def new_blocker(
         post[Culprit((cond,))] = max(w, MIN_WEIGHT)
     strongest = sorted(weights.items(), key=lambda kv: -kv[1])[:PAIR_TOP]
     for i, (a, wa) in enumerate(strongest):
-        for b, wb in strongest[i + 1 :]:
-            if a.factor != b.factor:
-                post[Culprit((a, b))] = PAIR_WEIGHT * (wa * wb) ** 0.5
+        for c, wc in strongest[i + 1 :]:
+            if a.factor != c.factor:
+                post[Culprit((a, c))] = PAIR_WEIGHT * (wa * wc) ** 0.5
     post[Culprit(())] = outside
-    b = Blocker(key, failure_class, phase_rank, launch, evidence, post)
-    b.normalise()
-    return b
+    blocker = Blocker(key, failure_class, phase_rank, launch, evidence, post)
+    blocker.normalise()
+    return blocker
 
 
 def replay(blocker: Blocker, history: list[tuple[Mapping[str, str], Callable[[Blocker], str]]]) -> None:

@@ -189,7 +189,10 @@ def named_in_line(line: str, f: Factor, level: str, aliases: tuple[str, ...] = (
     aliases in capitals ("decrease DP/TP/PP" names -tp), or a distinctive value of the level it had."""
     for a in aliases:
         word = a.lstrip("-")
-        if len(word) >= 2 and (re.search(rf"(?<![\w-]){re.escape(a)}(?![\w-])", line) or re.search(rf"\b{re.escape(word.upper())}\b", line)):
+        if len(word) >= 2 and (
+            re.search(rf"(?<![\w-]){re.escape(a)}(?![\w-])", line)
+            or re.search(rf"\b{re.escape(word.upper())}\b", line)
+        ):
             return True
     low = line.lower()
     if f.is_env:
@@ -226,15 +229,7 @@ def relevance(
         for ln in message_lines(outcome)
         if sum(1 for f in factors if not f.is_env and f.dest + "=" in ln) <= 2
     ]
-    printed = [(r.get("flag", ""), r.get("value"), r.get("line", "")) for r in _outcome_remedies(outcome)]
-    for flag, value, line in printed + remedies([*plain, *([outcome.hint] if outcome.hint else [])]):
-        f = resolve(flag)
-        if f is None:
-            continue
-        named.add(f.name, W_REMEDY, f"the log advises it: {line[:160]}")
-        value = _as_level(f, value)
-        if value is not None:
-            named.advised.setdefault(f.name, []).append(value)
+    _remedy_weights(named, outcome, plain, resolve)
     for f in factors:
         lv = levels.get(f.name, "")
         if any(named_in_line(ln, f, lv, (aliases or {}).get(f.name, ())) for ln in plain[:6]):
@@ -246,6 +241,28 @@ def relevance(
         for f in factors:
             if f.kind == "number":
                 named.weights[f.name] = min(named.weights.get(f.name, 0.0), 0.0)
+    _code_weights(named, outcome, levels, resolve)
+    if not named.weights:
+        for n in changed:
+            named.add(n, W_CHANGED, "changed by this launch, and nothing else is named")
+    return named
+
+
+def _remedy_weights(named: Named, outcome: Outcome, plain: list[str], resolve) -> None:
+    """The engine's printed remedies (the classifier's, then any advising line's): strongest."""
+    printed = [(r.get("flag", ""), r.get("value"), r.get("line", "")) for r in _outcome_remedies(outcome)]
+    for flag, value, line in printed + remedies([*plain, *([outcome.hint] if outcome.hint else [])]):
+        f = resolve(flag)
+        if f is None:
+            continue
+        named.add(f.name, W_REMEDY, f"the log advises it: {line[:160]}")
+        value = _as_level(f, value)
+        if value is not None:
+            named.advised.setdefault(f.name, []).append(value)
+
+
+def _code_weights(named: Named, outcome: Outcome, levels: Mapping[str, str], resolve) -> None:
+    """The levels whose code failed (rootcause.yaml modules), then the signature's suspects."""
     for n, lvs in (outcome.implicated_levels or {}).items():
         f = resolve(n)
         if f is not None and levels.get(f.name) in {normalise(x) for x in lvs}:
@@ -256,10 +273,6 @@ def relevance(
             named.add(
                 f.name, W_SIGNATURE / (k + 1), f"implicated by {outcome.signature or 'the failure class'}"
             )
-    if not named.weights:
-        for n in changed:
-            named.add(n, W_CHANGED, "changed by this launch, and nothing else is named")
-    return named
 
 
 def machine_only(outcome: Outcome, named: Named) -> bool:

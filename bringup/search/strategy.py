@@ -250,6 +250,31 @@ class Strategy:
             lo, hi = self.bounds.get(f.name, [None, None])
             if (hi is not None and num >= hi - 1e-9) or (lo is not None and num <= lo + 1e-9):
                 return 1.0
+        r = self._own_risk(f, level, e, num, others)
+        reach = self.passed.get((f.name, e))
+        if reach is not None:
+            r *= 1 - ev.survived(reach)  # a level that got a launch this far brings no failure before it
+        return max(r, self.risk_floor.get((f.name, e), 0.0))
+
+    def _near_bound(self, f: Factor, num: float) -> bool:
+        """Just past a number that ran out of memory: probably still too much (0.95 failed: 0.92)."""
+        if f.name not in self.near:
+            return False
+        v, direction = self.near[f.name]
+        window = NEAR_FRACTION if v <= 1.0 else v * 0.4
+        return (direction == "lower" and v - window <= num < v) or (
+            direction == "raise" and v < num <= v + window
+        )
+
+    def _own_risk(
+        self,
+        f: Factor,
+        level: FlagValue | None,
+        e: str,
+        num: float | None,
+        others: dict[str, FlagValue] | None,
+    ) -> float:
+        """The risk of a level before what launches with it survived: knowledge, advice, distance."""
         kinds = {v.kind for v in self.verdicts(f, level, others)}
         base = self.base_level(f)
         if "incompatible" in kinds:
@@ -277,14 +302,10 @@ class Strategy:
                 direction == "raise" and v < num <= v + window
             ):
                 r = max(r, P_NEAR_BOUND)
-        reach = self.passed.get((f.name, e))
-        if reach is not None:
-            r *= 1 - ev.survived(reach)  # a level that got a launch this far brings no failure before it
-        if f.is_env and e != self.eff(f, base) and _GUARD.search(f.dest):
-            # a variable that overrides one of the engine's own checks hides a failure, it does not
-            # fix it (VLLM_ALLOW_LONG_MAX_MODEL_LEN past the model's length): a last resort
-            r = max(r, P_RISKY)
-        return max(r, self.risk_floor.get((f.name, e), 0.0))
+        # a variable that overrides one of the engine's own checks hides a failure, it does not fix
+        # it (VLLM_ALLOW_LONG_MAX_MODEL_LEN past the model's length): a last resort
+        guard = f.is_env and e != self.eff(f, base) and bool(_GUARD.search(f.dest))
+        return max(r, P_RISKY) if guard else r
 
     # -- learning from outcomes ------------------------------------------------------------------
     def observe(self, cand: Candidate, outcome: Outcome, source: str = "launch") -> Observation:
@@ -303,9 +324,8 @@ class Strategy:
             self._grow_env(outcome)
         levels = self.levels_of(cand)
         for name, e in levels.items():
-            key = (name, e)
-            if obs.reach > self.passed.get(key, -1):
-                self.passed[key] = obs.reach
+            if obs.reach > self.passed.get((name, e), -1):
+                self.passed[(name, e)] = obs.reach
         if outcome.status == "works" or outcome.status == "cancelled":
             for b in self.blockers:
                 b.update(levels, "absent")
@@ -346,14 +366,7 @@ class Strategy:
         changed = {n for n, e in levels.items() if base_levels.get(n) != e}
         named = ev.relevance(outcome, self.space.factors, levels, changed, self._flag_factor, self._aliases())
         levels = self.levels_of(cand)  # a remedy may have added a factor
-        for name, vals in named.advised.items():
-            f = self.space.get(name)
-            if f is None:
-                continue
-            for v in vals:
-                if f.kind != "switch" and not any(normalise(x) == normalise(v) for x in f.levels):
-                    f.levels.insert(0, v)
-                self.advised.setdefault(name, []).append(v)
+        self._take_advice(named)
         weights: dict[Condition, float] = {}
         for f in self.space.factors:
             if f.name in self.frozen:
@@ -423,6 +436,17 @@ class Strategy:
             if opt is not None and opt.aliases:
                 out[f.name] = tuple(a for a in opt.aliases if not a.startswith("--"))
         return out
+
+    def _take_advice(self, named: ev.Named) -> None:
+        """Values the log advises become levels, and the likeliest of them."""
+        for name, vals in named.advised.items():
+            f = self.space.get(name)
+            if f is None:
+                continue
+            for v in vals:
+                if f.kind != "switch" and not any(normalise(x) == normalise(v) for x in f.levels):
+                    f.levels.insert(0, v)
+                self.advised.setdefault(name, []).append(v)
 
     def _machine_only(self, outcome: Outcome, named: ev.Named) -> bool:
         """The failure implicates only the model or the machine, or settings the engine does not let
