@@ -70,7 +70,6 @@ def _table(attempts: list[Attempt]) -> Table:
     return t
 
 
-@app.command("run")
 def _resumed(root: Path, run_id: str | None, max_launches: int):
     """The settings and id of the run to resume; a search that stopped short goes on with more launches."""
     from bringup.journal import Journal
@@ -90,6 +89,7 @@ def _resumed(root: Path, run_id: str | None, max_launches: int):
     return settings, row["id"]
 
 
+@app.command("run")
 def run_cmd(
     engine: str = typer.Option(
         None, help="vllm, sglang or transformers (default with no model and no scenario: vllm)."

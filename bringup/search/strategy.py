@@ -741,15 +741,19 @@ class Strategy:
             return Decision(None)
         self._pending_moves = [m for c in pending if (m := self._moves(c))]
         try:
-            props = propose(self, tried, limit=1)
+            props = propose(self, tried, limit=6 if pending else 1)
         finally:
+            moves = set().union(*self._pending_moves) if self._pending_moves else set()
             self._pending_moves = []
         if not props:
             return Decision(None)
-        prop = props[0]
+        # Beside trials in flight, assume they fail: another hypothesis, not one of their changes again
+        # (nothing is learnt from the assumption; the beliefs move only with real answers).
+        prop = next((p for p in props if not (self._moves(p.candidate) & moves)), props[0])
         reasons = list(prop.reasons)
         if pending:
-            reasons.append(f"launched beside {len(pending)} in flight, testing another hypothesis")
+            what = ", ".join(sorted(f"{n} {v}" for n, v in moves)) or "the baseline"
+            reasons.append(f"launched beside {len(pending)} in flight, assuming they fail ({what})")
         return Decision(prop.candidate, prop.p_success, reasons)
 
     def _moves(self, cand: Candidate) -> frozenset[tuple[str, str]]:
