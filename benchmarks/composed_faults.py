@@ -1,6 +1,6 @@
 """Issue 22's benchmark: random compositions of fault atoms, searched by bringup's real loop, in-process.
 
-For each case (bringup/faults/compose.py: 1-4 atoms on a base scenario, proven solvable by the
+For each case (bringup/scenario/faults/compose.py: 1-4 atoms on a base scenario, proven solvable by the
 oracle) it runs `bringup.run.Run` twice, with knowledge and with --no-knowledge, both with
 --screen never, no minimizing and 12 launches at most, every launch answered in-process
 (bringup/scenario/inprocess.py: the scenario server's own lines, read by the trial's own
@@ -8,7 +8,7 @@ classifier). Per split and column it prints: the share validated within 12 launc
 p90 launches by number of atoms (validated runs; a run that did not validate counts as 13), the
 share of give-ups and of false "no working configuration" verdicts, and the shares of launches
 that changed nothing the previous failure's evidence named (unimplicated) or nothing of the atom
-that decided it (off-target). Definitions: docs/composed-faults.md and bringup/faults/measure.py.
+that decided it (off-target). Definitions: docs/composed-faults.md and bringup/scenario/faults/measure.py.
 
 The held-out split is sealed: only aggregate numbers are printed or written for it.
 
@@ -29,9 +29,9 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from bringup.faults.compose import Case, compose_case
-from bringup.faults.measure import CaseResult, measure
 from bringup.run import Run, RunSettings
+from bringup.scenario.faults.compose import Case, compose_case
+from bringup.scenario.faults.measure import CaseResult, measure
 from bringup.scenario.inprocess import InProcessTrial
 from bringup.scenario.oracle import Oracle
 

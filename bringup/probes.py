@@ -9,7 +9,6 @@ the server stays up mean wrong output.
 from __future__ import annotations
 
 import json
-import math
 import re
 import threading
 import time
@@ -20,29 +19,35 @@ from typing import Any
 
 import httpx
 
-from bringup.bounded import CapHit, iter_lines, read_body
+from bringup.bounded import CapHit, iter_lines
 from bringup.outcome import ProbeResult
+from bringup.probe_http import (
+    BATCH_PROMPTS,
+    REFERENCE_PROMPT,
+    Disagree,
+    ServerBroke,
+    fetch,
+    finite_logprobs,
+    near_tie_divergence,
+    show_tokens,
+    tokens_of,
+    unit_of,
+)
+from bringup.probe_http import post_json as _post
+
+__all__ = [
+    "BATCH_PROMPTS",
+    "REFERENCE_PROMPT",
+    "Disagree",
+    "KnownAnswer",
+    "ProbeConfig",
+    "ProbeRunner",
+    "ServerBroke",
+    "common_prefix",
+    "near_tie_divergence",
+]
 from bringup.reference import common_prefix
 from bringup.secrets import auth_headers
-
-REFERENCE_PROMPT = "The quick brown fox"
-BATCH_PROMPTS = [
-    "Once upon a time there was",
-    "The capital of France is",
-    "Hello, how are you today?",
-    "Numbers: 1 2 3 4",
-    "The sun rises in the",
-    "A server answers requests and",
-    "Water boils at one hundred",
-    "GPUs have memory and",
-    "Colors: red green blue",
-    "Please answer briefly and",
-    "Attention, decode, prefill",
-    "Say hello in one sentence.",
-    "What is two plus two?",
-    "The engine loads weights",
-    "It learned words, then",
-]
 
 
 @dataclass
@@ -86,60 +91,6 @@ class ProbeConfig:
     concurrency_cap: int = 32  # the concurrency probe sends min(max_batch, this) requests
 
 
-_NAN_JSON = "Out of range float values are not JSON compliant"  # CPython json, allow_nan=False
-
-
-class ServerBroke(Exception):
-    """HTTP 5xx or a dropped connection: the server failed, the ladder stops."""
-
-
-class Disagree(Exception):
-    """The server answered, but not consistently or not correctly."""
-
-    def __init__(self, msg: str, kind: str = "disagree"):
-        super().__init__(msg)
-        self.kind = kind
-
-
-def _fetch(client: httpx.Client, method: str, path: str, body: dict | None = None) -> tuple[int, bytes]:
-    """Status and body of one request, the body read with a cap (bringup/bounded.py): a server
-    that answers without end is an error that says the cap was hit, not memory without end."""
-    with client.stream(method, path, json=body) as r:
-        return r.status_code, read_body(r.iter_bytes(), f"{method} {path}")
-
-
-def _post(client: httpx.Client, path: str, body: dict) -> dict:
-    try:
-        status, raw = _fetch(client, "POST", path, body)
-    except CapHit as e:
-        raise ServerBroke(str(e)) from e
-    except httpx.TimeoutException as e:
-        raise ServerBroke(
-            f"POST {path}: no answer within {client.timeout.read} s ({type(e).__name__})"
-        ) from e
-    except httpx.HTTPError as e:
-        raise ServerBroke(f"POST {path}: {type(e).__name__}: {e}") from e
-    text = raw.decode("utf-8", errors="replace")
-    if status >= 500:
-        raise ServerBroke(f"POST {path}: HTTP {status}: {text[:300]}")
-    if status >= 400:
-        # Python's json refuses NaN/inf when the server serializes logprobs strictly (vLLM answers
-        # HTTP 400 with this message): the output is non-finite, not the request malformed.
-        nan = _NAN_JSON in text
-        raise Disagree(
-            f"POST {path}: HTTP {status}: {text[:300]}"
-            + (" (non-finite logprobs: the output is NaN/inf)" if nan else ""),
-            kind="nan" if nan else "disagree",
-        )
-    try:
-        data = json.loads(raw)
-    except ValueError as e:
-        raise Disagree(f"POST {path}: response is not JSON: {text[:200]}") from e
-    if not isinstance(data, dict):
-        raise Disagree(f"POST {path}: response is not a JSON object: {text[:200]}")
-    return data
-
-
 def _sse_chunks(r: httpx.Response) -> Iterator[dict]:
     """The JSON objects of a streamed answer, up to [DONE], its lines read with caps."""
     for raw in iter_lines(r.iter_bytes(), "POST /v1/completions (stream)"):
@@ -166,23 +117,6 @@ def _head(r: httpx.Response, n: int = 300) -> bytes:
         if len(got) >= n:
             break
     return got[:n]
-
-
-def _finite_logprobs(choice: dict) -> list[float]:
-    lp = choice.get("logprobs") or {}
-    vals = lp.get("token_logprobs")
-    if vals is None and isinstance(lp.get("content"), list):  # chat format
-        vals = [c.get("logprob") for c in lp["content"]]
-    vals = [v for v in (vals or []) if v is not None]
-    bad = [v for v in vals if not isinstance(v, (int, float)) or math.isnan(v) or math.isinf(v)]
-    if bad:
-        raise Disagree(f"non-finite logprobs in output ({len(bad)} of {len(vals)}): {bad[:3]}", kind="nan")
-    return vals
-
-
-def _tokens(choice: dict) -> list[str] | str:
-    lp = choice.get("logprobs") or {}
-    return lp.get("tokens") or choice.get("text", "")
 
 
 class ProbeRunner:
@@ -218,8 +152,8 @@ class ProbeRunner:
     # -- the probes, in ladder order ----------------------------------------------------------
     def probe_health(self, client: httpx.Client) -> str:
         try:
-            status, _ = _fetch(client, "GET", "/health")
-            m = _fetch(client, "GET", "/v1/models") if self.cfg.list_models else None
+            status, _ = fetch(client, "GET", "/health")
+            m = fetch(client, "GET", "/v1/models") if self.cfg.list_models else None
         except CapHit as e:
             raise ServerBroke(str(e)) from e
         except httpx.HTTPError as e:
@@ -292,7 +226,7 @@ class ProbeRunner:
             ) from e
         except httpx.HTTPError as e:
             raise ServerBroke(f"POST /v1/completions (stream): {type(e).__name__}: {e}") from e
-        _finite_logprobs({"logprobs": {"token_logprobs": lps}})
+        finite_logprobs({"logprobs": {"token_logprobs": lps}})
         n = usage.get("completion_tokens") or len(tokens)
         if not n or n < 1 or n > self.cfg.short_tokens:
             raise Disagree(f"completion_tokens {n} outside 1..{self.cfg.short_tokens}")
@@ -381,7 +315,7 @@ class ProbeRunner:
         extra = {"ignore_eos": True} if self.cfg.ignore_eos else {}
         data = self._completion(client, "Once upon a time", n, **extra)
         choice = data["choices"][0]
-        vals = _finite_logprobs(choice)
+        vals = finite_logprobs(choice)
         got = (data.get("usage") or {}).get("completion_tokens")
         stopped = not self.cfg.ignore_eos and choice.get("finish_reason") == "stop" and got and 0 < got < n
         if got != n and not stopped:
@@ -398,8 +332,8 @@ class ProbeRunner:
             futures = [pool.submit(self._completion, client, p, self.cfg.short_tokens) for p in prompts]
             outs = [f.result() for f in futures]  # re-raises ServerBroke/Disagree
         for o in outs:
-            _finite_logprobs(o["choices"][0])
-        self._batch_reference = _tokens(outs[0]["choices"][0])
+            finite_logprobs(o["choices"][0])
+        self._batch_reference = tokens_of(outs[0]["choices"][0])
         return f"{len(outs)} concurrent requests answered"
 
     def probe_batch_invariance(self, client: httpx.Client) -> str:
@@ -410,7 +344,7 @@ class ProbeRunner:
             # an earlier probe failed (NaN, a wrong answer) and left nothing to compare: say so, do not crash
             raise Disagree(f"not compared: the {failed or 'batch'} probe gave no output to compare")
         if self._reference is None:  # an engine whose streamed text is not the greedy reference
-            self._reference = _tokens(
+            self._reference = tokens_of(
                 self._completion(client, REFERENCE_PROMPT, self.cfg.short_tokens)["choices"][0]
             )
         note = ""
@@ -418,18 +352,18 @@ class ProbeRunner:
             agree = common_prefix(self._reference, self._batch_reference)
             if not near_tie_divergence(self._reference, agree):
                 raise Disagree(
-                    f"greedy output differs alone vs in a batch: {_show(self._reference)} vs "
-                    f"{_show(self._batch_reference)}"
+                    f"greedy output differs alone vs in a batch: {show_tokens(self._reference)} vs "
+                    f"{show_tokens(self._batch_reference)}"
                 )
             note = (
-                f"; alone and in a batch agree for {agree} {_unit(self._reference)}, then part "
+                f"; alone and in a batch agree for {agree} {unit_of(self._reference)}, then part "
                 "(batched kernels round differently; allowed after that many)"
             )
-        again = _tokens(self._completion(client, REFERENCE_PROMPT, self.cfg.short_tokens)["choices"][0])
+        again = tokens_of(self._completion(client, REFERENCE_PROMPT, self.cfg.short_tokens)["choices"][0])
         if again != self._reference:
             raise Disagree(
-                f"greedy output differs between two identical requests: {_show(self._reference)} "
-                f"vs {_show(again)}"
+                f"greedy output differs between two identical requests: {show_tokens(self._reference)} "
+                f"vs {show_tokens(again)}"
             )
         if note:
             return "same greedy tokens repeated" + note
@@ -516,28 +450,3 @@ class ProbeRunner:
         return ProbeResult(
             name=name, passed=False, detail=detail, seconds=time.monotonic() - t0, phase=self.phase, kind=kind
         )
-
-
-# A GPU's batched kernels reduce in another order than a single request's, so bf16/fp16 logits
-# differ in their last bits and greedy decoding may part where two tokens nearly tie: seen on the
-# H200 with transformers' continuous batching on a random-weight 8 B model (tests/data/gpu/,
-# parting after about 5 tokens), and the reason vLLM documents batch invariance as an opt-in
-# mode. A kernel that is wrong parts at once. So parting is allowed only after a common prefix
-# of this many tokens (or characters, when the engine returns text without tokens).
-NEAR_TIE_AFTER_TOKENS = 4
-NEAR_TIE_AFTER_CHARS = 12  # about 4 tokens of 3 characters
-
-
-def near_tie_divergence(reference: list[str] | str, agree: int) -> bool:
-    """Whether parting after `agree` common tokens (characters) is numerics, not a wrong kernel."""
-    need = NEAR_TIE_AFTER_TOKENS if isinstance(reference, list) else NEAR_TIE_AFTER_CHARS
-    return agree >= need
-
-
-def _unit(tokens: list[str] | str) -> str:
-    return "tokens" if isinstance(tokens, list) else "characters"
-
-
-def _show(tokens: list[str] | str) -> str:
-    s = "".join(tokens) if isinstance(tokens, list) else tokens
-    return repr(s[:60])

@@ -34,7 +34,7 @@ from bringup.reference import common_prefix
 from bringup.sampling_check import allowed, binomial_verdict
 
 if TYPE_CHECKING:
-    from bringup.probes import ProbeRunner
+    from bringup.probes import ProbeRunner  # noqa: F401  (annotations only)
 
 SAMPLED_PROMPT = "Once upon a time there was"
 LONG_FILLER = "The engine reads each word of this long prompt and keeps its keys and values. "
@@ -79,7 +79,7 @@ class Streamed:
 
 
 def _chunk(payload: str) -> dict | None:
-    from bringup.probes import Disagree, ServerBroke
+    from bringup.probe_http import Disagree, ServerBroke
 
     if payload == "[DONE]":
         return None
@@ -108,7 +108,7 @@ def _take(out: Streamed, chunk: dict, t0: float) -> None:
 
 def stream(client: httpx.Client, body: dict, read_timeout: float | None = None) -> Streamed:
     """POST a streamed completion; a gap between chunks longer than `read_timeout` is a stall."""
-    from bringup.probes import Disagree, ServerBroke
+    from bringup.probe_http import Disagree, ServerBroke
 
     out = Streamed()
     timeout = httpx.Timeout(read_timeout, connect=10.0) if read_timeout else client.timeout
@@ -186,7 +186,7 @@ def _violations(runner: ProbeRunner, s: Streamed) -> list[str]:
 
 
 def _rate_note(runner: ProbeRunner, s: Streamed) -> str:
-    from bringup.probes import Disagree
+    from bringup.probe_http import Disagree
 
     greedy = runner.greedy.rate() if runner.greedy is not None else None
     rate = s.rate()
@@ -204,7 +204,8 @@ def _rate_note(runner: ProbeRunner, s: Streamed) -> str:
 
 
 def _same_seed(runner: ProbeRunner, client: httpx.Client, first: Streamed) -> str:
-    from bringup.probes import Disagree, _post, near_tie_divergence
+    from bringup.probe_http import Disagree, near_tie_divergence
+    from bringup.probe_http import post_json as _post
 
     if not runner.cfg.seeded:
         return "same-seed repeat not checked (this engine does not promise seeded sampling)"
@@ -221,13 +222,13 @@ def _same_seed(runner: ProbeRunner, client: httpx.Client, first: Streamed) -> st
 
 
 def probe_sampled(runner: ProbeRunner, client: httpx.Client) -> str:
-    from bringup.probes import Disagree, _finite_logprobs
+    from bringup.probe_http import Disagree, finite_logprobs
 
     cfg = runner.cfg
     runner.phase = "decode"
     deadline = stall_deadline(runner)
     s = stream(client, _sampled_body(runner, stream_it=True), read_timeout=deadline)
-    _finite_logprobs({"logprobs": {"token_logprobs": s.logprobs}})
+    finite_logprobs({"logprobs": {"token_logprobs": s.logprobs}})
     if s.count < 1:
         raise Disagree("sampled request returned no tokens")
     bad = _violations(runner, s)
@@ -249,7 +250,7 @@ def probe_sampled(runner: ProbeRunner, client: httpx.Client) -> str:
 
 # -- sampled against the reference ---------------------------------------------------------------
 def _draws(runner: ProbeRunner, client: httpx.Client, prompt: str) -> list[str]:
-    from bringup.probes import _post
+    from bringup.probe_http import post_json as _post
 
     body: dict[str, Any] = {
         "model": runner.model,
@@ -266,7 +267,7 @@ def _draws(runner: ProbeRunner, client: httpx.Client, prompt: str) -> list[str]:
 
 
 def probe_sampled_reference(runner: ProbeRunner, client: httpx.Client) -> str:
-    from bringup.probes import Disagree
+    from bringup.probe_http import Disagree
     from bringup.reference import tolerance
 
     cfg = runner.cfg
@@ -306,7 +307,7 @@ def probe_long_prompt(runner: ProbeRunner, client: httpx.Client) -> str:
     KV cache by decoding, the second by (chunked) prefill; a broken long prefill gives garbled
     text that is consistent with itself but not with the decode path. A first difference is
     allowed where the server's own top logprobs call it a near tie (`tie_gap` of the precision)."""
-    from bringup.probes import Disagree, _finite_logprobs
+    from bringup.probe_http import Disagree, finite_logprobs
 
     cfg = runner.cfg
     runner.phase = "decode"
@@ -326,7 +327,7 @@ def probe_long_prompt(runner: ProbeRunner, client: httpx.Client) -> str:
         raise Disagree(f"a {n_prompt}-token prompt got {len(toks)} tokens, asked for {2 * half}")
     second = _long(runner, client, prompt + "".join(toks[:half]), half, top=5)
     note = _continues(runner, toks[half:], second["choices"][0])
-    _finite_logprobs(second["choices"][0])
+    finite_logprobs(second["choices"][0])
     return (
         f"{n_prompt} prompt tokens ({n_prompt / runner.max_model_len:.0%} of max_model_len "
         f"{runner.max_model_len}) in {took:.1f} s; prefilling its first {half} answer tokens gives "
@@ -343,7 +344,8 @@ def _filler_tokens_per_word(runner: ProbeRunner, client: httpx.Client, words: in
 
 
 def _long(runner: ProbeRunner, client: httpx.Client, prompt: str, n: int, top: int = 1) -> dict:
-    from bringup.probes import Disagree, _finite_logprobs, _post
+    from bringup.probe_http import Disagree, finite_logprobs
+    from bringup.probe_http import post_json as _post
 
     body: dict[str, Any] = {"model": runner.model, "prompt": prompt, "max_tokens": n, "temperature": 0}
     body["logprobs"] = top
@@ -351,14 +353,14 @@ def _long(runner: ProbeRunner, client: httpx.Client, prompt: str, n: int, top: i
         body["ignore_eos"] = True
     data = _post(client, "/v1/completions", body)
     choice = (data.get("choices") or [{}])[0]
-    _finite_logprobs(choice)
+    finite_logprobs(choice)
     if not (choice.get("logprobs") or {}).get("tokens"):
         raise Disagree(f"long prompt: no tokens in the answer: {str(data)[:200]}")
     return data
 
 
 def _continues(runner: ProbeRunner, want: list[str], choice: dict) -> str:
-    from bringup.probes import Disagree
+    from bringup.probe_http import Disagree
     from bringup.reference import tolerance
 
     lp = choice["logprobs"]
@@ -383,7 +385,7 @@ def concurrency(runner: ProbeRunner) -> int:
 
 
 def probe_concurrency(runner: ProbeRunner, client: httpx.Client) -> str:
-    from bringup.probes import BATCH_PROMPTS, REFERENCE_PROMPT, Disagree, _finite_logprobs, _tokens
+    from bringup.probe_http import BATCH_PROMPTS, REFERENCE_PROMPT, Disagree, finite_logprobs, tokens_of
 
     cfg = runner.cfg
     runner.phase = "load"
@@ -405,8 +407,8 @@ def probe_concurrency(runner: ProbeRunner, client: httpx.Client) -> str:
             futures = [pool.submit(runner._completion, wide, p, cfg.short_tokens) for p in prompts]
             outs = [f.result() for f in futures]
     for o in outs:
-        _finite_logprobs(o["choices"][0])
-    got = [_tokens(o["choices"][0]) for p, o in zip(prompts, outs, strict=True) if p == REFERENCE_PROMPT]
+        finite_logprobs(o["choices"][0])
+    got = [tokens_of(o["choices"][0]) for p, o in zip(prompts, outs, strict=True) if p == REFERENCE_PROMPT]
     parted = _parted(runner.alone, got, n)
     note = f" ({parted} part after a near tie)" if parted else ""
     return f"{n} concurrent requests; {len(got)} copies of the reference prompt agree with it alone{note}"
@@ -414,7 +416,7 @@ def probe_concurrency(runner: ProbeRunner, client: httpx.Client) -> str:
 
 def _parted(alone: list[str] | str, copies: list[list[str] | str], n: int) -> int:
     """How many copies part from the output alone after a near tie; a copy that parts at once fails."""
-    from bringup.probes import Disagree, near_tie_divergence
+    from bringup.probe_http import Disagree, near_tie_divergence
 
     parted = 0
     for got in copies:

@@ -18,7 +18,8 @@ import httpx
 import pytest
 
 from bringup.bounded import MAX_BODY, MAX_LINE, CapHit, EventBuffer, iter_lines, read_body
-from bringup.probes import ProbeConfig, ProbeRunner, ServerBroke, _post
+from bringup.probe_http import post_json as _post
+from bringup.probes import ProbeConfig, ProbeRunner, ServerBroke
 from tests.endless_server import endless_server
 
 MiB = 1 << 20

@@ -10,8 +10,10 @@ from types import SimpleNamespace
 import pytest
 
 from bringup.candidate import Candidate
-from bringup.faults.atoms import fix_tokens, load_atoms, load_bases
-from bringup.faults.compose import (
+from bringup.run import Run, RunSettings
+from bringup.scenario.engine_args import help_for
+from bringup.scenario.faults.atoms import fix_tokens, load_atoms, load_bases
+from bringup.scenario.faults.compose import (
     apply_fix,
     compose_atoms,
     compose_case,
@@ -19,9 +21,7 @@ from bringup.faults.compose import (
     in_space,
     merged_baseline,
 )
-from bringup.faults.measure import stop_kind
-from bringup.run import Run, RunSettings
-from bringup.scenario.engine_args import help_for
+from bringup.scenario.faults.measure import stop_kind
 from bringup.scenario.inprocess import InProcessTrial
 from bringup.scenario.oracle import Oracle
 
@@ -110,12 +110,12 @@ def test_a_two_change_atom_goes_only_when_both_halves_change(tmp_path):
 
 
 def test_a_fix_the_search_cannot_reach_is_out_of_space():
-    from bringup.engines.scenario import _snapshot_registry
+    from bringup.engines.scenario import snapshot_registry
 
     atom = next(a for a in load_atoms("dev") if a.id == "vllm-tp-exceeds-gpus")
     spec = help_for("vllm", "0.32.0")[0]
     cand = Candidate.make("vllm", "m", {"--tensor-parallel-size": 8}, {})
-    reg = _snapshot_registry("vllm", "0.32.0")
+    reg = snapshot_registry("vllm", "0.32.0")
     assert in_space(atom, "drop:--tensor-parallel-size", cand, spec, reg) is None  # the user's own flag
     assert in_space(atom, "--max-num-seqs 256", cand, spec, reg) is None  # a level of the space
     assert "not a level" in (in_space(atom, "--max-num-seqs 77", cand, spec, reg) or "")

@@ -85,7 +85,7 @@ class ProbeSupport(BaseModel):
     source: str = ""
 
 
-def _batch_of(flags: dict, names: list[str]) -> int | None:
+def batch_of(flags: dict, names: list[str]) -> int | None:
     """The launch's maximum batch, from the first of `names` it sets (None: the engine's default)."""
     for n in names:
         v = flags.get(n)
@@ -264,7 +264,7 @@ class Engine:
             logprobs=sup.logprobs and cfg.logprobs,
             top_k=sup.top_k and cfg.top_k,
             seeded=sup.seeded and cfg.seeded,
-            max_batch=cfg.max_batch or _batch_of(cand.flag_dict, sup.batch_flags),
+            max_batch=cfg.max_batch or batch_of(cand.flag_dict, sup.batch_flags),
             model_name=cfg.model_name or (None if sup.list_models else cand.model),
             reference_precision=precision_of(cand.flag_dict),
         )

@@ -87,7 +87,7 @@ class ScenarioEngine(Engine):
 
     def env_registry(self, version: str | None):
         """The imitated version's registry, from bringup's snapshot (never an installed engine's)."""
-        return _snapshot_registry(self.dialect, version or self.version())
+        return snapshot_registry(self.dialect, version or self.version())
 
     def clock_scale(self) -> float:
         """The scenario server sleeps each simulated second x time_scale: so do the deadlines."""
@@ -106,7 +106,7 @@ class ScenarioEngine(Engine):
 
 
 @lru_cache(maxsize=8)
-def _snapshot_registry(dialect: str, version: str | None):
+def snapshot_registry(dialect: str, version: str | None):
     """A bundled snapshot never changes while the process runs: read it once (a run reads it at
     every start; benchmarks start hundreds of runs)."""
     from bringup.envvars import load_registry

@@ -4,7 +4,7 @@ Benchmarks that run the whole search loop hundreds of times (benchmarks/composed
 start a scenario server per launch (seconds each). `InProcessTrial` is a `bringup.trial.Trial`
 whose launch renders, into a list, the lines the scenario server would print (its own `Startup`
 walk and `Dialect` classes, with a clock that does not sleep), walks the probe ladder through the
-oracle's serving model (`bringup.scenario.oracle._Serving`: the server's generator, perf model and
+oracle's serving model (`bringup.scenario.oracle.Serving`: the server's generator, perf model and
 trigger rule), and then hands those lines to the trial's own phase tracking, fatal-line check and
 `Trial._finish`: the same classifier, root-cause finder, effective-config parser and simulated-time
 accounting as a real `bringup trial --scenario`. Nothing is classified here.
@@ -33,9 +33,9 @@ from bringup.probes import (
     BATCH_PROMPTS,
     REFERENCE_PROMPT,
     ProbeConfig,
-    _show,
     common_prefix,
     near_tie_divergence,
+    show_tokens,
 )
 from bringup.process import LogLine, ServerProcess
 from bringup.scenario.config import EffectiveConfig, compute_config, decide, template_values
@@ -45,14 +45,14 @@ from bringup.scenario.oracle import (
     CHAT_PROMPT,
     KNOWN_ANSWER_TOKENS,
     LONG_PROMPT,
+    Clock,
+    Death,
     Oracle,
-    _chat,
-    _Clock,
-    _completion,
-    _Death,
-    _expected_in,
-    _Req,
-    _Serving,
+    Req,
+    Serving,
+    chat_req,
+    completion_req,
+    expected_in,
 )
 from bringup.scenario.schema import Fail, Hang, Rule, Scenario
 from bringup.trial import Trial
@@ -210,8 +210,8 @@ class _ProbeWalk:
         assert launch.cfg is not None and launch.clock is not None and launch.log is not None
         assert launch.startup is not None
         self.launch, self.probe, self.st = launch, probe, launch.startup
-        self.clock = _Clock(launch.clock.t)
-        self.srv = _Serving(self.st.sc, launch.cfg, launch.rule, self.clock, context_len)
+        self.clock = Clock(launch.clock.t)
+        self.srv = Serving(self.st.sc, launch.cfg, launch.rule, self.clock, context_len)
         self.phase = "ready"
         self.results: list[ProbeResult] = []
         self.hung: str | None = None  # the serving action that stopped the ladder: "died" / "hung"
@@ -219,7 +219,7 @@ class _ProbeWalk:
         self._batch_ref: list[str] | None = None
 
     # -- the server's side --------------------------------------------------------------------
-    def _requests(self, reqs: list[_Req], path: str) -> list:
+    def _requests(self, reqs: list[Req], path: str) -> list:
         log = self.launch.log
         assert log is not None
         too_long = [r for r in reqs if not self.srv.fits(r)]
@@ -228,7 +228,7 @@ class _ProbeWalk:
             raise _Disagree(f"POST {path}: HTTP 400: context length exceeded")
         try:
             plans = self.srv.run(reqs)
-        except _Death as d:
+        except Death as d:
             self._death(d)
             raise
         for _ in reqs:
@@ -237,7 +237,7 @@ class _ProbeWalk:
         log.clock_line("request")
         return plans
 
-    def _death(self, d: _Death) -> None:
+    def _death(self, d: Death) -> None:
         log, st = self.launch.log, self.launch.startup
         assert log is not None and st is not None and self.srv.action is not None
         log.clock.t = self.clock.t
@@ -257,8 +257,8 @@ class _ProbeWalk:
     def run(self) -> list[ProbeResult]:
         steps = [
             ("health", self._health),
-            ("completion", self._completion),
-            ("chat", self._chat),
+            ("completion", self.completion_req),
+            ("chat", self.chat_req),
         ]
         if self.probe.answers:
             steps.append(("known-answers", self._known))
@@ -268,7 +268,7 @@ class _ProbeWalk:
             try:
                 detail = fn()
                 self.results.append(ProbeResult(name=name, passed=True, detail=detail, phase=before))
-            except _Death:
+            except Death:
                 detail = (
                     f"no answer within {self.probe.request_timeout} s"
                     if self.hung == "hung"
@@ -286,9 +286,9 @@ class _ProbeWalk:
         assert self.launch.cfg is not None
         return f"health 200; models: {', '.join(self.launch.cfg.served_model_names)}"
 
-    def _completion(self) -> str:
+    def completion_req(self) -> str:
         self.phase = "first-request"
-        req = _completion(REFERENCE_PROMPT, self.probe.short_tokens)
+        req = completion_req(REFERENCE_PROMPT, self.probe.short_tokens)
         k = self.srv._trigger()
         if k is not None and k > 0:
             self.phase = "decode"  # the stream delivered tokens before the strike
@@ -296,7 +296,7 @@ class _ProbeWalk:
             self.phase = "first-request"
         try:
             plan = self._requests([req], "/v1/completions")[0]
-        except _Death:
+        except Death:
             raise
         except _Disagree:
             self.phase = "first-request"
@@ -305,15 +305,15 @@ class _ProbeWalk:
         self.phase = "decode"
         return f"{len(plan.tokens)} tokens (streamed): {plan.text[:60]!r}"
 
-    def _chat(self) -> str:
-        plan = self._requests([_chat(CHAT_PROMPT, self.probe.short_tokens)], "/v1/chat/completions")[0]
+    def chat_req(self) -> str:
+        plan = self._requests([chat_req(CHAT_PROMPT, self.probe.short_tokens)], "/v1/chat/completions")[0]
         return f"{len(plan.tokens)} tokens: {plan.text[:60]!r}"
 
     def _known(self) -> str:
         wrong = []
         for qa in self.probe.answers:
-            plan = self._requests([_chat(qa.prompt, KNOWN_ANSWER_TOKENS)], "/v1/chat/completions")[0]
-            if not _expected_in(qa.expected, plan.text):
+            plan = self._requests([chat_req(qa.prompt, KNOWN_ANSWER_TOKENS)], "/v1/chat/completions")[0]
+            if not expected_in(qa.expected, plan.text):
                 wrong.append(f"{qa.prompt!r} -> {plan.text.strip()[:80]!r} (expected {qa.expected!r})")
         if wrong:
             raise _Disagree("wrong answer: " + "; ".join(wrong))
@@ -321,7 +321,7 @@ class _ProbeWalk:
 
     def _long(self) -> str:
         n = self.probe.long_tokens
-        plan = self._requests([_completion(LONG_PROMPT, n, ignore_eos=True)], "/v1/completions")[0]
+        plan = self._requests([completion_req(LONG_PROMPT, n, ignore_eos=True)], "/v1/completions")[0]
         return f"{len(plan.tokens)} tokens, {len(plan.tokens)} finite logprobs"
 
     def _batch(self) -> str:
@@ -329,7 +329,9 @@ class _ProbeWalk:
         prompts = [REFERENCE_PROMPT] + [
             BATCH_PROMPTS[i % len(BATCH_PROMPTS)] for i in range(self.probe.batch_size - 1)
         ]
-        plans = self._requests([_completion(p, self.probe.short_tokens) for p in prompts], "/v1/completions")
+        plans = self._requests(
+            [completion_req(p, self.probe.short_tokens) for p in prompts], "/v1/completions"
+        )
         self._batch_ref = list(plans[0].tokens)
         return f"{len(plans)} concurrent requests answered"
 
@@ -343,13 +345,13 @@ class _ProbeWalk:
             self._ref, common_prefix(self._ref, self._batch_ref)
         ):
             raise _Disagree(
-                f"greedy output differs alone vs in a batch: {_show(self._ref)} vs {_show(self._batch_ref)}"
+                f"greedy output differs alone vs in a batch: {show_tokens(self._ref)} vs {show_tokens(self._batch_ref)}"
             )
-        req = _completion(REFERENCE_PROMPT, self.probe.short_tokens)
+        req = completion_req(REFERENCE_PROMPT, self.probe.short_tokens)
         again = list(self._requests([req], "/v1/completions")[0].tokens)
         if again != self._ref:
             raise _Disagree(
-                f"greedy output differs between two identical requests: {_show(self._ref)} vs {_show(again)}"
+                f"greedy output differs between two identical requests: {show_tokens(self._ref)} vs {show_tokens(again)}"
             )
         return "same greedy tokens alone, in a batch, and repeated"
 

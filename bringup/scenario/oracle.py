@@ -105,7 +105,7 @@ def screen_flags(scenario: Scenario, layers: int = 4) -> dict[str, FlagValue]:
 
 
 @dataclass
-class _Clock:
+class Clock:
     """The server's SimClock without sleeping: requests move it to max(t, start + duration)."""
 
     t: float = 0.0
@@ -114,7 +114,7 @@ class _Clock:
         self.t = max(self.t, started + seconds)
 
 
-class _Death(Exception):
+class Death(Exception):
     """The rule's serving action struck: the server died (fail) or stopped making progress (hang)."""
 
     def __init__(self, at: float, hang: bool):
@@ -124,18 +124,16 @@ class _Death(Exception):
 
 
 @dataclass
-class _Req:
+class Req:
     prompt: str
     sampling: Sampling
     default_max: int | None  # completions default to 16 tokens; chat has no default
 
 
-class _Serving:
+class Serving:
     """The probe ladder against the server's Runtime, as simulated time."""
 
-    def __init__(
-        self, sc: Scenario, cfg: EffectiveConfig, rule: Rule | None, clock: _Clock, context_len: int
-    ):
+    def __init__(self, sc: Scenario, cfg: EffectiveConfig, rule: Rule | None, clock: Clock, context_len: int):
         self.sc, self.cfg, self.clock = sc, cfg, clock
         mode = rule.serve.mode if rule is not None and rule.serve is not None else "ok"
         self.mode = mode
@@ -154,14 +152,14 @@ class _Serving:
             return 0
         return a.after_tokens if a.after_tokens is not None else 1
 
-    def plan(self, req: _Req, batch: int = 1) -> Plan:
+    def plan(self, req: Req, batch: int = 1) -> Plan:
         return self.generator.plan(req.prompt, req.sampling, batch_size=batch, default_max=req.default_max)
 
-    def fits(self, req: _Req) -> bool:
+    def fits(self, req: Req) -> bool:
         """The server's context check: a request past the context length gets HTTP 400."""
         return count_tokens(req.prompt) + (req.sampling.max_tokens or 0) <= self.context_len
 
-    def run(self, reqs: list[_Req]) -> list[Plan]:
+    def run(self, reqs: list[Req]) -> list[Plan]:
         """Requests sent together (one, or the concurrent batch): all start now and overlap."""
         started = self.clock.t
         n = len(reqs)
@@ -180,7 +178,7 @@ class _Serving:
         if strikes:
             at = min(strikes)
             self.clock.finish(at, 0.0)
-            raise _Death(at, hang=isinstance(self.action, Hang))
+            raise Death(at, hang=isinstance(self.action, Hang))
         for e in ends:
             self.clock.finish(started, e)
         return plans
@@ -191,19 +189,19 @@ def _greedy(max_tokens: int | None, ignore_eos: bool = False, logprobs: int | No
     return Sampling(max_tokens=max_tokens, temperature=0.0, ignore_eos=ignore_eos, logprobs=logprobs)
 
 
-def _chat(prompt: str, max_tokens: int) -> _Req:
+def chat_req(prompt: str, max_tokens: int) -> Req:
     body = {"messages": [{"role": "user", "content": prompt}]}
-    return _Req(chat_prompt(body), _greedy(max_tokens), None)
+    return Req(chat_prompt(body), _greedy(max_tokens), None)
 
 
-def _completion(prompt: str, max_tokens: int, ignore_eos: bool = False) -> _Req:
-    return _Req(prompt, _greedy(max_tokens, ignore_eos, logprobs=1), 16)
+def completion_req(prompt: str, max_tokens: int, ignore_eos: bool = False) -> Req:
+    return Req(prompt, _greedy(max_tokens, ignore_eos, logprobs=1), 16)
 
 
 def _engine_probe(probe: ProbeConfig, sc: Scenario, flags: Mapping[str, FlagValue]) -> ProbeConfig:
     """What the trial's engine adapter makes of the probe settings (Engine.probe_config): what the
     imitated engine's API offers, and the launch's maximum batch."""
-    from bringup.engines.base import _batch_of, engine_info
+    from bringup.engines.base import batch_of, engine_info
 
     sup = engine_info(sc.engine).probes
     return replace(
@@ -212,11 +210,11 @@ def _engine_probe(probe: ProbeConfig, sc: Scenario, flags: Mapping[str, FlagValu
         seeded=sup.seeded and probe.seeded,
         ignore_eos=sup.ignore_eos and probe.ignore_eos,
         logprobs=sup.logprobs and probe.logprobs,
-        max_batch=probe.max_batch or _batch_of(dict(flags), sup.batch_flags),
+        max_batch=probe.max_batch or batch_of(dict(flags), sup.batch_flags),
     )
 
 
-def _sampled(probe: ProbeConfig) -> _Req:
+def _sampled(probe: ProbeConfig) -> Req:
     """probes_user._sampled_body as the server parses it (top_k is not modelled)."""
     s = Sampling(
         max_tokens=probe.sample_tokens,
@@ -226,10 +224,10 @@ def _sampled(probe: ProbeConfig) -> _Req:
         ignore_eos=probe.ignore_eos,
         logprobs=probe.sample_top_k if probe.logprobs else None,
     )
-    return _Req(u.SAMPLED_PROMPT, s, 16)
+    return Req(u.SAMPLED_PROMPT, s, 16)
 
 
-def _user_ladder(srv: _Serving, probe: ProbeConfig, alone: list[str] | None, disagree) -> None:
+def _user_ladder(srv: Serving, probe: ProbeConfig, alone: list[str] | None, disagree) -> None:
     """probes_user's probes in ladder order: sampled, sampled-reference (no reference in a
     scenario: skipped, no request), long-prompt, concurrency."""
     if not probe.user_probes:
@@ -257,11 +255,11 @@ def _sampler_violates(plan: Plan, probe: ProbeConfig) -> bool:
     return False
 
 
-def _long_prompt(srv: _Serving, probe: ProbeConfig, disagree) -> None:
+def _long_prompt(srv: Serving, probe: ProbeConfig, disagree) -> None:
     """probes_user.probe_long_prompt: /v1/models reports the context length, 1 token a word."""
     if not probe.logprobs:
         return  # skipped
-    calibrate = _completion(u.long_prompt(64), 1)  # _filler_tokens_per_word's request
+    calibrate = completion_req(u.long_prompt(64), 1)  # _filler_tokens_per_word's request
     if not srv.fits(calibrate):
         disagree("long-prompt", "decode")
         return
@@ -270,17 +268,17 @@ def _long_prompt(srv: _Serving, probe: ProbeConfig, disagree) -> None:
     n = int(int(srv.context_len * probe.long_prompt_fraction) / per_word) - 8
     half = max(probe.short_tokens // 2, 1)
     prompt = u.long_prompt(n)
-    req = _completion(prompt, 2 * half, ignore_eos=probe.ignore_eos)
+    req = completion_req(prompt, 2 * half, ignore_eos=probe.ignore_eos)
     if not srv.fits(req):
         disagree("long-prompt", "decode")
         return
     a = srv.run([req])[0].tokens
-    again = _completion(prompt + "".join(a[:half]), half, ignore_eos=probe.ignore_eos)
+    again = completion_req(prompt + "".join(a[:half]), half, ignore_eos=probe.ignore_eos)
     if not srv.fits(again) or srv.run([again])[0].tokens != a[half:]:
         disagree("long-prompt", "decode")
 
 
-def _concurrency(srv: _Serving, probe: ProbeConfig, alone: list[str] | None, disagree) -> None:
+def _concurrency(srv: Serving, probe: ProbeConfig, alone: list[str] | None, disagree) -> None:
     n = max(1, min(probe.max_batch or probe.concurrency_cap, probe.concurrency_cap))
     if alone is None:
         disagree("concurrency", "load")
@@ -292,7 +290,7 @@ def _concurrency(srv: _Serving, probe: ProbeConfig, alone: list[str] | None, dis
         REFERENCE_PROMPT if i % (n // copies) == 0 else BATCH_PROMPTS[i % len(BATCH_PROMPTS)]
         for i in range(n)
     ]
-    reqs = [_completion(p, probe.short_tokens) for p in prompts]
+    reqs = [completion_req(p, probe.short_tokens) for p in prompts]
     if not all(srv.fits(r) for r in reqs):
         disagree("concurrency", "load")
         return
@@ -303,11 +301,11 @@ def _concurrency(srv: _Serving, probe: ProbeConfig, alone: list[str] | None, dis
             return
 
 
-def _expected_in(expected: str, text: str) -> bool:
+def expected_in(expected: str, text: str) -> bool:
     return re.search(r"(?<![\w])" + re.escape(expected) + r"(?![\w])", text, re.I) is not None
 
 
-def _ladder(srv: _Serving, probe: ProbeConfig) -> tuple[str | None, str]:
+def _ladder(srv: Serving, probe: ProbeConfig) -> tuple[str | None, str]:
     """Walk ProbeRunner.ladder; return (phase of the first disagreeing probe or None, its name).
 
     A disagreeing probe does not stop the ladder (only health would), as in ProbeRunner.run.
@@ -322,14 +320,14 @@ def _ladder(srv: _Serving, probe: ProbeConfig) -> tuple[str | None, str]:
 
     # completion (streamed): the first request; from its first token on, the phase is decode.
     phase = "first-request"
-    first = _completion(REFERENCE_PROMPT, probe.short_tokens)
+    first = completion_req(REFERENCE_PROMPT, probe.short_tokens)
     if srv.fits(first):
         ref = srv.run([first])[0].tokens
     else:
         ref = None
         disagree("completion")
     phase = "decode"
-    chat = _chat(CHAT_PROMPT, probe.short_tokens)
+    chat = chat_req(CHAT_PROMPT, probe.short_tokens)
     if srv.fits(chat):
         srv.run([chat])
     else:
@@ -337,14 +335,14 @@ def _ladder(srv: _Serving, probe: ProbeConfig) -> tuple[str | None, str]:
     if probe.answers:
         wrong = False
         for qa in probe.answers:
-            req = _chat(qa.prompt, KNOWN_ANSWER_TOKENS)
+            req = chat_req(qa.prompt, KNOWN_ANSWER_TOKENS)
             if not srv.fits(req):
                 wrong = True
                 break
-            wrong |= not _expected_in(qa.expected, srv.run([req])[0].text)
+            wrong |= not expected_in(qa.expected, srv.run([req])[0].text)
         if wrong:
             disagree("known-answers")
-    long = _completion(LONG_PROMPT, probe.long_tokens, ignore_eos=True)
+    long = completion_req(LONG_PROMPT, probe.long_tokens, ignore_eos=True)
     if srv.fits(long):
         srv.run([long])
     else:
@@ -353,7 +351,7 @@ def _ladder(srv: _Serving, probe: ProbeConfig) -> tuple[str | None, str]:
     prompts = [REFERENCE_PROMPT] + [
         BATCH_PROMPTS[i % len(BATCH_PROMPTS)] for i in range(probe.batch_size - 1)
     ]
-    batch = [_completion(p, probe.short_tokens) for p in prompts]
+    batch = [completion_req(p, probe.short_tokens) for p in prompts]
     if all(srv.fits(r) for r in batch):
         batch_ref = srv.run(batch)[0].tokens
         # probe_batch_invariance compares before it sends its own request.
@@ -482,7 +480,7 @@ class Oracle:
         if strike == "graph-capture" and not cfg.cuda_graphs:
             strike = "warmup"  # Startup._phase_of: the kernel first runs in the warm-up pass
         size = compute_sizing(sc, cfg)
-        clock = _Clock()
+        clock = Clock()
         for name, seconds in self._phases(cfg, size.layer_fraction):
             if name == strike or (strike == "parse-args" and name == "start"):
                 if strike != "parse-args":
@@ -491,10 +489,10 @@ class Oracle:
             clock.t += seconds
         assert self.probe is not None  # __post_init__ sets it
         probe = _engine_probe(self.probe if not screen else replace(self.probe, answers=[]), sc, flags)
-        srv = _Serving(sc, cfg, rule, clock, size.context_len)
+        srv = Serving(sc, cfg, rule, clock, size.context_len)
         try:
             phase, probe_name = _ladder(srv, probe)
-        except _Death as d:
+        except Death as d:
             assert srv.action is not None
             if d.hang:
                 return OracleOutcome("timeout", srv.action.phase, d.at + self.hang_s, label)

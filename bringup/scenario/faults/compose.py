@@ -29,8 +29,8 @@ import yaml
 
 from bringup.candidate import Candidate, FlagError, FlagValue, parse_command, parse_flags, render_flags
 from bringup.conditions import compile_condition
-from bringup.faults.atoms import Atom, Split, fix_tokens, load_atoms, load_bases
 from bringup.knowledge_files import phase_index
+from bringup.scenario.faults.atoms import Atom, Split, fix_tokens, load_atoms, load_bases
 from bringup.scenario.loader import load_scenario
 from bringup.scenario.oracle import Oracle
 from bringup.scenario.schema import Scenario
@@ -200,7 +200,7 @@ def in_space(atom: Atom, fix: str, baseline: Candidate, spec, registry) -> str |
 
 def prove(sc: Scenario, atoms: list[Atom], base_flags, base_env, env: dict[str, str]) -> str | None:
     """Why this composition is unsolvable or has a dead atom (None: proven)."""
-    from bringup.engines.scenario import _snapshot_registry
+    from bringup.engines.scenario import snapshot_registry
 
     spec = sc.help_spec()
     oracle = Oracle(sc, env=env)
@@ -218,7 +218,7 @@ def prove(sc: Scenario, atoms: list[Atom], base_flags, base_env, env: dict[str, 
     o = oracle.outcome(flags, env=venv)
     if not o.validated:
         return f"every first fix applied: {o.status} in {o.phase} (rule {o.rule})"
-    registry = _snapshot_registry(sc.engine, sc.engine_version)
+    registry = snapshot_registry(sc.engine, sc.engine_version)
     cand = Candidate.make(sc.engine, sc.model.name, base_flags, base_env, label="baseline")
     for a in atoms:
         why = in_space(a, a.fixes[0], cand, spec, registry)

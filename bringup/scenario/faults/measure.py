@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from bringup.candidate import Candidate
-from bringup.faults.compose import Case, touched
 from bringup.outcome import Outcome
+from bringup.scenario.faults.compose import Case, touched
 from bringup.scenario.oracle import Oracle
 
 FALSE_VERDICTS = ("no-working-config", "impossible")
