@@ -10,13 +10,15 @@ them, to measure what a neighbour costs.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
 
 from bringup.cli._common import err_console, out_console
-from bringup.tuning.result import RepeatReport, RepeatRun
-from bringup.tuning.tuner import Evaluation
+
+if TYPE_CHECKING:  # every cli module is imported at start: the tuner (Optuna, numpy) only when tuning
+    from bringup.tuning.result import RepeatReport, RepeatRun
+    from bringup.tuning.tuner import Evaluation
 
 
 def alone(
