@@ -14,7 +14,9 @@ interpreter. An earlier sitecustomize on the path still runs after this one.
 
 import importlib
 import os
+import select  # here, not in the watching thread: an import there races the interpreter's start-up
 import sys
+import time
 
 
 def _watch(ppid):
@@ -23,8 +25,6 @@ def _watch(ppid):
     except (AttributeError, OSError):
         fd = None
     if fd is not None and os.getppid() == ppid:  # opened on the real parent, still alive
-        import select
-
         while True:
             try:
                 if select.select([fd], [], [])[0]:
@@ -32,8 +32,6 @@ def _watch(ppid):
             except InterruptedError:
                 continue
     else:
-        import time
-
         while os.getppid() == ppid:
             time.sleep(0.5)
     os.kill(os.getpid(), 9)
