@@ -127,7 +127,10 @@ def test_in_process_outcome_agrees_with_a_real_trial(launched, tmp_path, i):
         rep["evidence"] = [progress_key(t) for t in rep.get("evidence", [])]
     assert kv[0] == kv[1]
     sim, real_sim = got["timings"]["simulated"], real["timings"]["simulated"]
-    assert sim == pytest.approx(real_sim, rel=0.01), (sim, real_sim)
+    # a served launch: the real client starts the concurrency probe's 32 requests a little apart
+    # (the oracle's own slack for served launches, tests/test_oracle.py); a failure: 1%
+    served = real["status"] in ("works", "wrong-output")
+    assert sim == pytest.approx(real_sim, rel=0.03 if served else 0.01), (sim, real_sim)
 
 
 # -- fast: the in-process path on its own ---------------------------------------------------------

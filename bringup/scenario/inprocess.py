@@ -53,6 +53,7 @@ from bringup.scenario.oracle import (
     chat_req,
     completion_req,
     expected_in,
+    user_ladder,
 )
 from bringup.scenario.schema import Fail, Hang, Rule, Scenario
 from bringup.trial import Trial
@@ -280,7 +281,40 @@ class _ProbeWalk:
                 break
             except _Disagree as e:
                 self.results.append(ProbeResult(name=name, passed=False, detail=str(e), phase=self.phase))
+        if self.hung is None and self.probe.user_probes:
+            self._user_probes()
         return self.results
+
+    def _user_probes(self) -> None:
+        """probes_user's probes, through the oracle's own replay of them (user_ladder): sampled,
+        sampled-reference (no reference in a scenario: skipped), long-prompt, concurrency."""
+        failed: dict[str, str] = {}
+
+        def disagree(name: str, at: str | None = None) -> None:
+            failed.setdefault(name, at or self.phase)
+
+        try:
+            user_ladder(self.srv, self.probe, self._ref, disagree)
+            log = self.launch.log
+            assert log is not None
+            log.clock.t = self.clock.t  # the server's clock line after those requests, as _requests prints
+            log.clock_line("request")
+        except Death as d:
+            self._death(d)
+            self.results.append(
+                ProbeResult(name="sampled", passed=False, detail="server error", kind="server-error")
+            )
+            return
+        for name in ("sampled", "sampled-reference", "long-prompt", "concurrency"):
+            if name in failed:
+                self.results.append(
+                    ProbeResult(name=name, passed=False, detail=f"probe {name} disagrees", phase=failed[name])
+                )
+            else:
+                kind = "skipped" if name == "sampled-reference" else "ok"
+                self.results.append(
+                    ProbeResult(name=name, passed=True, detail="", phase=self.phase, kind=kind)
+                )
 
     def _health(self) -> str:
         assert self.launch.cfg is not None

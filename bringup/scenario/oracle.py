@@ -227,7 +227,7 @@ def _sampled(probe: ProbeConfig) -> Req:
     return Req(u.SAMPLED_PROMPT, s, 16)
 
 
-def _user_ladder(srv: Serving, probe: ProbeConfig, alone: list[str] | None, disagree) -> None:
+def user_ladder(srv: Serving, probe: ProbeConfig, alone: list[str] | None, disagree) -> None:
     """probes_user's probes in ladder order: sampled, sampled-reference (no reference in a
     scenario: skipped, no request), long-prompt, concurrency."""
     if not probe.user_probes:
@@ -363,7 +363,7 @@ def _ladder(srv: Serving, probe: ProbeConfig) -> tuple[str | None, str]:
                 disagree("batch-invariance")
     else:
         disagree("batch")
-    _user_ladder(srv, probe, ref, disagree)
+    user_ladder(srv, probe, ref, disagree)
     return failed
 
 
