@@ -377,7 +377,7 @@ class Strategy:
             family = self._family(f, levels[f.name])
             if family:  # kernels of one family tend to fail together (flashmla_kv, flashmla_sparse)
                 weights[Condition(f.name, "|".join(sorted(family)), "in")] = w * W_FAMILY
-        for name, direction in self._adjusted.items():
+        for name, direction in self.adjusted.items():
             weights.update(self._thresholds(name, levels[name], direction))
         outside = ev.OUTSIDE_MACHINE if self._machine_only(outcome, named) else ev.OUTSIDE_PRIOR
         b = new_blocker(
@@ -595,10 +595,6 @@ class Strategy:
                 self.risk_floor[key] = max(self.risk_floor.get(key, 0.0), P_MISSING_PACKAGE)
 
     # -- numeric bounds ------------------------------------------------------------------------------
-    @property
-    def _adjusted(self) -> dict[str, str]:
-        return getattr(self, "_adj", {})
-
     def _numbers(self) -> dict[str, str]:
         out = {}
         for k, v in self.knowledge.facts.items():
@@ -632,7 +628,7 @@ class Strategy:
         """The numeric flag a signature says must move (an out-of-memory: the memory fraction, then
         the batch limit), bounded by the number its message gives. Read by the next blocker as a
         threshold culprit ("at least 0.95")."""
-        self._adj: dict[str, str] = {}
+        self.adjusted = {}
         sig = signature_by_id(outcome.signature)
         if sig is None:
             return
@@ -672,7 +668,7 @@ class Strategy:
                     b[0] = lim if b[0] is None else max(b[0], lim)
                     self.notes.append(f"{f.name} must be above {lim:.3f} ({sig.id}: {line[:120]})")
                 self.near[f.name] = (cur, "raise")
-            self._adj[f.name] = adj.direction
+            self.adjusted[f.name] = adj.direction
             break
 
     def _kv_floor(self, cand: Candidate, outcome: Outcome) -> None:
