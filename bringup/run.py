@@ -494,8 +494,7 @@ class Run:
             if rec.purpose == "screen":
                 if rec.outcome.status == "works":
                     screened_ok.add(self.strategy.predicted_key(rec.candidate))
-                else:
-                    self.strategy.observe(rec.candidate, rec.outcome, source="screen")
+                self.strategy.observe(rec.candidate, rec.outcome, source="screen")
                 continue
             self.strategy.observe(rec.candidate, rec.outcome)
             if rec.outcome.status == "works":
@@ -854,6 +853,7 @@ class Run:
             # A screen that passed: its full launch goes next, as soon as its GPUs are free (trials
             # at once: unless an answer that comes back meanwhile makes it unlikely, see _fill).
             screened_ok.add(self.strategy.predicted_key(job.cand))
+            self.strategy.observe(job.cand, out, source="screen")
             extra = {k: v for k, v in job.extra.items() if k != "shrunk"}
             follow = self._job(
                 0, "search", job.cand, {**extra, "p_then": self.strategy.success_probability(job.cand)}

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-import yaml
 
+from bringup.engines import get_engine
 from bringup.scenario import parse_clock, scenario_path
 from bringup.scenario.testing import ScenarioProcess, free_port
 from bringup.signatures import classify
@@ -55,7 +55,6 @@ WORKING = [
 ]
 QWEN_FLAGS = ["--model", "Qwen/Qwen3-30B-A3B-Instruct-2507-FP8", "--max-model-len", "32768"]
 TWO_PLUS_TWO = "What is 2+2? Answer briefly."
-ENGINES = yaml.safe_load((ROOT / "bringup" / "data" / "engines.yaml").read_text())
 PHASES = [
     "spawn",
     "parse-args",
@@ -70,16 +69,16 @@ PHASES = [
 
 
 def phase_reached(lines: list[str], engine: str) -> str:
-    """The last start-up phase the log's markers reached (engines.yaml, as the trial runner reads it)."""
+    """The last start-up phase the log's markers reached, read by the engine adapter as the trial
+    runner reads it (engines.yaml's markers, help lines passed over)."""
+    adapter = get_engine(engine)
     phase = "spawn"
-    markers = [(re.compile(m["pattern"]), m["phase"]) for m in ENGINES[engine]["phases"]]
-    ready = ENGINES[engine].get("ready_log")
     for line in lines:
-        if ready and re.search(ready, line):
+        if adapter.is_ready_line(line):
             return "ready"
-        for rx, ph in markers:
-            if rx.search(line) and PHASES.index(ph) > PHASES.index(phase):
-                phase = ph
+        ph = adapter.phase_of(line)
+        if ph and PHASES.index(ph) > PHASES.index(phase):
+            phase = ph
     return phase
 
 

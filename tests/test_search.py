@@ -286,4 +286,6 @@ def test_screening_skips_memory_only_changes_when_a_launch_is_short(tmp_path):
     assert d["attempts"][0]["failure_class"] == "oom-graph-capture"
     rc, d = run(tmp_path / "b", "--no-minimize", "--screen", "auto", "--no-knowledge")
     second = d["attempts"][1]
-    assert second["purpose"] == "screen" and second["changes"] == "drop --mem-fraction-static"
+    # the seed's first failure is a graph-capture OOM at 0.95: the next launch moves memory (the
+    # fraction, perhaps with the capture size) and is still a screen, the full launch being long
+    assert second["purpose"] == "screen" and "drop --mem-fraction-static" in second["changes"]

@@ -66,6 +66,12 @@ CERTAIN = 0.999
 P_KNOWN_GOOD = 0.95
 IMPOSSIBLE_OUTSIDE = 0.8  # a failure this sure to lie outside the space, seen twice: impossible here
 P_PENDING = 0.6
+# What a passed screen leaves for the full launch to show: memory (fewer layers and dummy weights
+# use less of it), tensor-parallel start-up (a one-GPU screen has none) and answers (dummy weights
+# cannot be checked). A factor's risk is weighed by this share once its screen passed, and only
+# the memory blockers still count whole (bringup/screening.py: what a screen can and cannot judge).
+SCREEN_BLIND = 0.3
+_SCREEN_BLIND_CLASSES = frozenset({"oom-weights", "oom-kv-cache", "oom-graph-capture", "wrong-output"})
 
 
 def _refused_levels(line: str, f: Factor) -> dict[str, str]:
@@ -101,6 +107,11 @@ class Observation:
     blocker: str = ""
 
 
+def _screen_shows(b: Blocker) -> str:
+    """What a passed screen says about a blocker: absent, unless a screen cannot judge its kind."""
+    return "masked" if b.failure_class in _SCREEN_BLIND_CLASSES else "absent"
+
+
 @dataclass
 class Strategy:
     space: Space
@@ -115,6 +126,7 @@ class Strategy:
     bounds: dict[str, list[float | None]] = field(default_factory=dict)  # factor -> [lo, hi] excluded
     near: dict[str, tuple[float, str]] = field(default_factory=dict)
     observations: list[Observation] = field(default_factory=list)
+    screens_passed: set[str] = field(default_factory=set)  # predicted keys whose screen passed
     blockers: list[Blocker] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     blocked: tuple[str, str] | None = None  # a factor the engine refused every level of, and why
@@ -315,7 +327,14 @@ class Strategy:
         obs = Observation(cand, outcome, self.predicted_key(cand), source, ev.reach_of(outcome))
         self.observations.append(obs)
         if source == "screen" and outcome.status == "works":
-            return obs  # a screen that passed: the full launch will say the rest
+            # A screen that passed went past every failure a screen can show (a kernel, a backend,
+            # a refused argument): those blockers are absent at its levels. Memory and answers are
+            # for the full launch to say.
+            self.screens_passed.add(obs.key)
+            for b in self.blockers:
+                if _screen_shows(b) == "absent":
+                    b.update(self.levels_of(cand), "absent")
+            return obs
         if outcome.status != "works":
             self._refusals(outcome)
             self._missing_package(outcome)
@@ -336,7 +355,12 @@ class Strategy:
         obs.blocker = key
         current = next((b for b in self.blockers if b.key == key), None)
         for b in self.blockers:
-            b.update(levels, "fired" if b is current else self._shown(b, obs.reach, key, outcome))
+            if b is current:
+                b.update(levels, "fired")
+            elif source == "screen" and _screen_shows(b) == "masked":
+                continue  # a screen past a memory blocker's phase says nothing of memory
+            else:
+                b.update(levels, self._shown(b, obs.reach, key, outcome))
         if current is not None:
             current.seen += 1
         else:
@@ -391,6 +415,8 @@ class Strategy:
         )
         for o in self.observations[:-1]:
             if o.source in ("launch", "screen") and o.outcome.status != "cancelled":
+                if o.source == "screen" and _screen_shows(b) == "masked":
+                    continue  # a screen says nothing of memory or answers
                 shown = (
                     "absent" if o.outcome.status == "works" else self._shown(b, o.reach, o.blocker, o.outcome)
                 )
@@ -698,11 +724,21 @@ class Strategy:
 
     # -- deciding the next launch ------------------------------------------------------------------
     def success_probability(self, cand: Candidate) -> float:
+        """The chance a full launch of ``cand`` validates: it avoids every blocker seen and every
+        factor's own risk. A screen of it that passed is evidence: what a screen would have shown
+        (a kernel, a backend, an argument refused) did not happen, so only what a screen is blind
+        to remains (SCREEN_BLIND)."""
         levels = self.levels_of(cand)
-        p = math.prod(b.p_avoid(levels) for b in self.blockers)
+        screened = self.predicted_key(cand) in self.screens_passed
+        p = math.prod(
+            b.p_avoid(levels)
+            for b in self.blockers
+            if not screened or b.failure_class in _SCREEN_BLIND_CLASSES
+        )
         flags, env = cand.flag_dict, cand.env_dict
+        blind = SCREEN_BLIND if screened else 1.0
         for f in self.space.factors:
-            p *= 1 - self.risk(f, f.level_in(flags, env), flags)
+            p *= 1 - blind * self.risk(f, f.level_in(flags, env), flags)
         return p
 
     def next_launch(
@@ -772,10 +808,16 @@ class Strategy:
         return self.predicted_key(cand) not in tried and self.success_probability(cand) >= 0.5 * p_then
 
     def _only_numeric_changes(self, cand: Candidate) -> bool:
-        kinds = [
-            f.kind if (f := self.space.get(c.flag)) is not None else "other" for c in cand.diff(self.baseline)
+        """Whether ``cand`` differs only in numbers (memory fractions, batch sizes) from the baseline
+        or from a candidate whose screen passed: a screen of it would pass blindly."""
+        refs = [self.baseline] + [
+            o.candidate for o in self.observations if o.source == "screen" and o.outcome.status == "works"
         ]
-        return bool(kinds) and all(k == "number" for k in kinds)
+        for ref in refs:
+            kinds = [f.kind if (f := self.space.get(c.flag)) is not None else "other" for c in cand.diff(ref)]
+            if kinds and all(k == "number" for k in kinds):
+                return True
+        return False
 
     def combination_ok(self, cand: Candidate) -> bool:
         """Rules with `with` conditions judge a level together with the rest of the candidate."""
