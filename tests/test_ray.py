@@ -327,7 +327,7 @@ def test_a_cancelled_remote_trial_tears_its_server_down_and_comes_back_cancelled
         t0 = time.monotonic()
         ex.cancel(job)
         d = ex.wait()
-        assert d.cancelled and d.run is not None and time.monotonic() - t0 < 15
+        assert d.cancelled and d.run is not None and time.monotonic() - t0 < 60
         _, alive = psutil.wait_procs(procs, timeout=10)
         assert not alive and not server_procs(sc), "a cancelled trial's server survived"
     finally:

