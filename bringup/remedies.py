@@ -28,6 +28,7 @@ class Remedy(BaseModel):
     # "set" (use this value), "raise" / "lower" (move it that way), "remove" (drop the flag)
     action: str = "set"
     line: str = ""  # the advising line, without log decorations
+    conditional: bool = False  # advice under "If this is intentional and you are using: ..." (weaker)
 
 
 _ADVICE = re.compile(
@@ -172,6 +173,37 @@ def _word_remedies(text: str, opts: dict[str, bool]) -> list[tuple[int, Remedy]]
     return out
 
 
+# Advice for another situation than the failure's: "If this is intentional and you are using: - ray,
+# set '--distributed-executor-backend ray'" (vLLM 0.24.0's world-size check, seen on the H200, where
+# the machine simply had fewer GPUs than asked). What follows such a clause, on its line and in the
+# list under it, is conditional: worth a look, not the way out.
+_CONDITIONAL = re.compile(
+    r"(?i)\bif (this is intentional|(?:you|they) (?:are|were) using|you (?:want|need|intend|have|really)|you know)\b"
+)
+
+
+def under_condition(lines: list[str]) -> list[bool]:
+    """For each line, whether it sits under a conditional clause (_CONDITIONAL): the clause's own
+    line from the clause on, and the list items or continuation lines after it, up to a blank line."""
+    out: list[bool] = []
+    active = False
+    for raw in lines:
+        text = strip_prefix(raw)[0]
+        if not text.strip():
+            active = False
+        elif _CONDITIONAL.search(text):
+            active = True
+        elif active and not (_ITEM.match(text) or text.startswith((" ", "\t"))):
+            active = False
+        out.append(active)
+    return out
+
+
+def conditional_part(text: str) -> bool:
+    """Whether a line's advice comes after a conditional clause on the line itself."""
+    return bool(_CONDITIONAL.search(text))
+
+
 def advising_lines(lines: list[str]) -> list[str]:
     """The lines that advise a change: an advice word, or an item of a "Possible solutions:" list."""
     from bringup.effective import config_dump
@@ -204,6 +236,7 @@ def find_remedies(lines: list[str], engine: str | None) -> list[Remedy]:
     opts = _options(engine)
     out: list[Remedy] = []
     seen: set[tuple[str, str | None, str]] = set()
+    cond = {strip_prefix(raw)[0].strip() for raw, c in zip(lines, under_condition(lines), strict=True) if c}
     for text in advising_lines(lines):
         found = _flag_remedies(text, opts) + _named_remedies(text, opts)
         if not found:
@@ -213,5 +246,6 @@ def find_remedies(lines: list[str], engine: str | None) -> list[Remedy]:
             if key in seen:
                 continue
             seen.add(key)
-            out.append(r.model_copy(update={"line": text[:300]}))
+            conditional = text in cond or any(text.startswith(c) or c.startswith(text) for c in cond)
+            out.append(r.model_copy(update={"line": text[:300], "conditional": conditional}))
     return out

@@ -262,6 +262,7 @@ class Run:
         )
         self.screening.beside = bool(self.screen_shrink) and self.screening.big_model
         self.gpu_slots, self.width = GpuSlots(gpus), width
+        self.strategy.limit_gpus(t.engine.parallel_flags(t.spec), len(gpus))
 
     def _need(self, launch: Candidate) -> int:
         """GPUs a launch takes, at most the run's."""

@@ -10,11 +10,53 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+from bringup.explain import explain_file
+
 LOGS = Path(__file__).parent / "data" / "logs"
 
-# (file, class, phase, a substring of the root-cause line): none yet, the 2026-12-01 session
-# brought back no failing launch (docs/gpu-h200.md)
-CASES: list[tuple[str, str, str, str]] = []
+# (file, class, phase, a substring of the root-cause line, implicated flags that must be named):
+# the 2026-12-02 session's run from a mistaken baseline (tests/data/gpu/h200-2026-12-02-vllm)
+CASES: list[tuple[str, str, str, str, list[str]]] = [
+    (
+        "vllm-h200-real-world-size-8-of-1-gpu.log",
+        "unsupported-hardware",
+        "parse-args",
+        "World size (8) is larger than the number of available GPUs (1)",
+        ["--tensor-parallel-size"],
+    ),
+    (
+        "vllm-h200-real-ray-not-installed.log",
+        "missing-dependency",
+        "parse-args",
+        "Failed to import Ray: No module named 'ray'",
+        ["--distributed-executor-backend"],
+    ),
+    (
+        "vllm-h200-real-awq-on-an-unquantized-model.log",
+        "bad-flag",
+        "parse-args",
+        "Cannot find the config file for awq",
+        ["--quantization"],
+    ),
+]
+
+
+@pytest.mark.parametrize("name, cls, phase, line, implicates", CASES, ids=[c[0] for c in CASES])
+def test_real_h200_logs_give_class_phase_root_line_and_factors(name, cls, phase, line, implicates):
+    out = explain_file(LOGS / name)
+    assert (out.status, out.failure_class, out.phase) == ("fails", cls, phase)
+    assert line in out.evidence[0]
+    assert all(f in out.implicates for f in implicates), out.implicates
+
+
+def test_a_remedy_for_another_setup_is_read_as_conditional():
+    # "If this is intentional and you are using: - ray, set '--distributed-executor-backend ray'":
+    # the machine had one GPU; Ray was advice for a multi-node cluster (and was not installed)
+    out = explain_file(LOGS / "vllm-h200-real-world-size-8-of-1-gpu.log")
+    ray = [r for r in out.remedies if r.flag == "--distributed-executor-backend"]
+    assert ray and all(r.conditional for r in ray)
 
 
 def test_every_real_h200_log_is_a_case_and_documented():

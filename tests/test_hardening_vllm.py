@@ -1,5 +1,5 @@
 """Hardening on the real vLLM CPU build: an --api-key server works and leaves its key nowhere on
-disk; kill -9 of bringup while EngineCore starts leaves no process of the trial alive."""
+disk or screen, in either flag form; kill -9 of bringup while EngineCore starts leaves no process of the trial alive."""
 
 from __future__ import annotations
 
@@ -15,35 +15,6 @@ import pytest
 from conftest import MEM, ROOT, bringup, group_alive
 
 pytestmark = pytest.mark.engine
-
-
-def test_api_key_server_works_and_the_key_is_on_no_disk(tiny_model, tmp_path):
-    key = "sk-test-Hq27vllmsecret"
-    rc, o, out, err = bringup(
-        "trial",
-        "--engine",
-        "vllm",
-        "--model",
-        str(tiny_model),
-        "--runs-dir",
-        str(tmp_path),
-        "--json",
-        "--timeout",
-        "300",
-        "--hang-timeout",
-        "120",
-        "--",
-        "--gpu-memory-utilization",
-        MEM,
-        "--api-key",
-        key,
-    )
-    assert rc == 0 and o["status"] == "works", (o or {}).get("evidence")
-    files = [p for p in tmp_path.rglob("*") if p.is_file()]
-    assert any(p.name == "server.log" for p in files)
-    for p in files:
-        assert key.encode() not in p.read_bytes(), p
-    assert key not in out and key not in err
 
 
 def _engine_core_started(pgid: int) -> bool:
@@ -126,17 +97,27 @@ def test_kill9_at_every_phase_leaves_no_process(tiny_model, tmp_path, phase):
                 os.kill(pid, signal.SIGKILL)
 
 
-@pytest.mark.parametrize("form", ["space", "equals"])
-def test_api_key_in_either_form_leaves_it_nowhere_trial_and_run(tiny_model, tmp_path, form):
+def test_api_key_in_either_form_leaves_it_nowhere_trial_and_run(tiny_model, tmp_path):
     """Issue 28: `--api-key=KEY` put the key in trials.effective_key (lower-cased) and `trial`
-    printed it as an engine override; neither, in either form, on screen or on disk (any case)."""
-    key = f"sk-Vllm{form}Zq81Secret"
-    flag = ["--api-key", key] if form == "space" else [f"--api-key={key}"]
+    printed it as an engine override. A server with a key works, and the key is nowhere, on screen
+    or on disk (any case): `trial` with `--api-key KEY`, `run` with `--api-key=KEY` (the scenario
+    engine checks every form on both commands: tests/test_secrets.py)."""
+    key = "sk-VllmEitherFormZq81Secret"
     common = ["--engine", "vllm", "--model", str(tiny_model), "--timeout", "300", "--hang-timeout", "120"]
-    rc, _, out, err = bringup(
-        "trial", *common, "--runs-dir", str(tmp_path / "t"), "--", "--gpu-memory-utilization", MEM, *flag
+    rc, o, out, err = bringup(
+        "trial",
+        *common,
+        "--runs-dir",
+        str(tmp_path / "t"),
+        "--json",
+        "--",
+        "--gpu-memory-utilization",
+        MEM,
+        "--api-key",
+        key,
     )
-    assert rc == 0, err[-2000:]
+    assert rc == 0 and o["status"] == "works", (o or {}).get("evidence")
+    assert any(p.name == "server.log" for p in (tmp_path / "t").rglob("*"))
     texts = [out, err]
     rc, _, out, err = bringup(
         "run",
@@ -147,7 +128,7 @@ def test_api_key_in_either_form_leaves_it_nowhere_trial_and_run(tiny_model, tmp_
         "1",
         "--json",
         "--baseline",
-        " ".join(["--gpu-memory-utilization", MEM, *flag]),
+        f"--gpu-memory-utilization {MEM} --api-key={key}",
     )
     assert rc == 0, err[-2000:]
     texts += [out, err]

@@ -212,6 +212,35 @@ def test_a_long_prompt_whose_prefill_disagrees_with_decoding_fails():
     assert not bad.passed and bad.kind == "disagree" and "not its own continuation" in bad.detail
 
 
+class ByteFragmentLongPrompt(LongPrompt):
+    """Disagrees like LongPrompt, but its answer starts with a byte fragment (vLLM 0.24.0 spells one
+    ''): the answer's text cannot be fed back as its own tokens, so there is nothing to compare."""
+
+    async def generate(self, req: dict, chat: bool, w) -> bool:
+        prompt = "" if chat else req["prompt"]
+        if len(prompt.split()) < 500 or req.get("stream"):
+            return await super().generate(req, chat, w)
+        self.log.append(req)
+        n = int(req["max_tokens"])
+        toks = ["", *(f" g{len(prompt) + i}" for i in range(n - 1))]
+        lps = {"tokens": toks, "token_logprobs": [-0.1] * n, "top_logprobs": [{t: -0.1} for t in toks]}
+        self.send_json(
+            w,
+            {
+                "choices": [{"index": 0, "text": "".join(toks), "logprobs": lps}],
+                "usage": {"prompt_tokens": len(prompt.split()), "completion_tokens": n},
+            },
+        )
+        await w.drain()
+        return True
+
+
+def test_a_long_prompt_answer_that_cannot_be_fed_back_is_not_called_a_disagreement():
+    with serving(ByteFragmentLongPrompt) as (url, _):
+        r = by_name(probe(url))["long-prompt"]
+    assert r.passed and "the continuation was not compared" in r.detail, r.detail
+
+
 class FullBatchVariant(Server):
     """Greedy output of the reference prompt changes once more than 16 requests were in flight
     with it (each request remembers the largest batch it shared, as the scenario double does)."""

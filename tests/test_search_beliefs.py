@@ -157,3 +157,40 @@ def test_a_search_that_runs_out_says_not_found_with_its_leads_never_impossible()
     assert len(path) == 3 and s.impossible() is None
     text = s.summary()
     assert "Most likely untried" in text and "%" in text
+
+
+# Real vLLM 0.24.0 on a one-GPU H200 (tests/data/gpu/h200-2026-12-02-vllm): the error offers
+# remedies for a multi-node setup, which the search once followed (Ray, not installed) before it
+# dropped the parallel size the hardware facts already ruled out.
+WORLD_SIZE = Fault(
+    "world",
+    lambda f, e: f.get("--tensor-parallel-size") not in (None, "1"),
+    "unsupported-hardware",
+    "parse-args",
+    "pydantic_core._pydantic_core.ValidationError: 1 validation error for ParallelConfig",
+    evidence=[
+        "Value error, World size (8) is larger than the number of available GPUs (1) in this node. If this "
+        "is intentional and you are using:",
+        "- ray, set '--distributed-executor-backend ray'.",
+        "- multiprocessing, set '--nnodes' appropriately.",
+    ],
+)
+
+
+def test_a_parallel_size_over_the_machines_gpus_is_dropped_first_whatever_the_log_offers() -> None:
+    s = make("--tensor-parallel-size 8")
+    s.limit_gpus(["--tensor-parallel-size"], 1)
+    tp = s.space.get("--tensor-parallel-size")
+    assert tp is not None and s.risk(tp, "8") > 0.9 and s.risk(tp, None) < 0.1  # None: the engine default (1)
+    # the baseline asks for 8 GPUs of 1: the first launch already leaves the parallel size out
+    path = solve(s, World([WORLD_SIZE]))
+    assert [o.status for _, o in path] == ["works"], [c.flag_dict for c, _ in path]
+    assert path[0][0].flag_dict.get("--tensor-parallel-size") in (None, "1", 1)
+    assert any("--tensor-parallel-size above 1 cannot be placed" in n for n in s.notes)
+
+
+def test_without_the_hardware_fact_the_parallel_size_is_still_not_left_for_ray() -> None:
+    # the same failure on a machine whose GPU count is unknown: the search must still get there
+    s = make("--tensor-parallel-size 8")
+    path = solve(s, World([WORLD_SIZE]))
+    assert path[-1][1].status == "works" and len(path) <= 3, [c.flag_dict for c, _ in path]

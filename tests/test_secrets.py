@@ -189,8 +189,10 @@ def test_bench_sends_the_key_and_never_serialises_it(keyed_server):
 
 
 @pytest.mark.slow
-def test_trial_with_api_key_leaves_no_secret_on_disk(tmp_path):
+@pytest.mark.parametrize("form", ["space", "equals"])
+def test_trial_with_api_key_leaves_no_secret_on_disk(tmp_path, form):
     key, token = "sk-test-Zq81secretvalue", "hf_Zq81tokenvalue"
+    flag = ["--api-key", key] if form == "space" else [f"--api-key={key}"]
     rc, d, out, err = bringup(
         "trial",
         "--scenario",
@@ -204,22 +206,23 @@ def test_trial_with_api_key_leaves_no_secret_on_disk(tmp_path):
         f"HF_TOKEN={token}",
         "--",
         *WORKS,
-        "--api-key",
-        key,
+        *flag,
     )
     assert rc == 0 and d["status"] == "works", err
     files = all_bytes_under(tmp_path)
     assert any(p.name == "server.log" for p in files)
     for p, data in files.items():
         assert key.encode() not in data and token.encode() not in data, p
-    assert key not in out and key not in err
+    assert key.lower() not in out.lower() and key.lower() not in err.lower()
     cand = json.loads(next(p for p in files if p.name == "candidate.json").read_text())
     assert cand["flags"]["--api-key"] == "***" and cand["env"]["HF_TOKEN"] == "***"
 
 
 @pytest.mark.slow
-def test_run_journal_and_reports_hold_no_secret(tmp_path):
+@pytest.mark.parametrize("form", ["space", "equals"])
+def test_run_journal_and_reports_hold_no_secret(tmp_path, form):
     key = "sk-run-Zq81secretvalue"
+    flag = ["--api-key", key] if form == "space" else [f"--api-key={key}"]
     rc, d, out, err = bringup(
         "run",
         "--scenario",
@@ -232,14 +235,14 @@ def test_run_journal_and_reports_hold_no_secret(tmp_path):
         "--max-launches",
         "2",
         "--baseline",
-        " ".join([*WORKS, "--api-key", key]),
+        " ".join([*WORKS, *flag]),
     )
     assert d is not None, err
     files = all_bytes_under(tmp_path)
     names = {p.name for p in files}
     assert {"journal.sqlite", "run.json", "FINDINGS.md", "findings.json"} <= names, names
     for p, data in files.items():
-        assert key.encode() not in data, p
+        assert key.lower().encode() not in data.lower(), p
     db = sqlite3.connect(tmp_path / "journal.sqlite")
     dump = "\n".join(db.iterdump())
     db.close()

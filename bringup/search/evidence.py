@@ -20,6 +20,7 @@ from functools import lru_cache
 from bringup.effective import normalise
 from bringup.knowledge_files import phase_index
 from bringup.outcome import Outcome
+from bringup.remedies import under_condition
 from bringup.space import Factor
 
 W_REMEDY = 3.0  # the engine printed this flag as the way out
@@ -122,9 +123,9 @@ def remedies(lines: list[str]) -> list[tuple[str, str | None, str]]:
     """(flag, value or None, line) for each flag a line advises ("change to tc_piecewise by
     --cuda-graph-backend-prefill=tc_piecewise"; "Try increasing `gpu_memory_utilization`")."""
     out: list[tuple[str, str | None, str]] = []
-    for line in lines:
-        if not _ADVICE.search(line) or line.count("--") > 4:
-            continue
+    for line, conditional in zip(lines, under_condition(lines), strict=True):
+        if conditional or not _ADVICE.search(line) or line.count("--") > 4:
+            continue  # advice for another situation ("If this is intentional and you are using: ...")
         for m in _REMEDY_FLAG.finditer(line):
             value = m.group(2)
             out.append((m.group(1), value.rstrip(".,;") if value else None, line.strip()))
@@ -180,7 +181,14 @@ def _outcome_remedies(outcome: Outcome) -> list[dict]:
                 {"flag": r[0], "value": r[1] if len(r) > 1 else None, "line": r[2] if len(r) > 2 else ""}
             )
         elif hasattr(r, "flag"):
-            out.append({"flag": r.flag, "value": getattr(r, "value", None), "line": getattr(r, "line", "")})
+            out.append(
+                {
+                    "flag": r.flag,
+                    "value": getattr(r, "value", None),
+                    "line": getattr(r, "line", ""),
+                    "conditional": getattr(r, "conditional", False),
+                }
+            )
     return [r for r in out if str(r.get("flag", "")).startswith("--")]
 
 
@@ -250,10 +258,17 @@ def relevance(
 
 def _remedy_weights(named: Named, outcome: Outcome, plain: list[str], resolve) -> None:
     """The engine's printed remedies (the classifier's, then any advising line's): strongest."""
-    printed = [(r.get("flag", ""), r.get("value"), r.get("line", "")) for r in _outcome_remedies(outcome)]
-    for flag, value, line in printed + remedies([*plain, *([outcome.hint] if outcome.hint else [])]):
+    printed = [
+        (r.get("flag", ""), r.get("value"), r.get("line", ""), bool(r.get("conditional")))
+        for r in _outcome_remedies(outcome)
+    ]
+    own = [(*r, False) for r in remedies([*plain, *([outcome.hint] if outcome.hint else [])])]
+    for flag, value, line, conditional in printed + own:
         f = resolve(flag)
         if f is None:
+            continue
+        if conditional:  # advice for another setup: the flag is named, not prescribed
+            named.add(f.name, W_LINE, f"the log names it, as advice if another setup was meant: {line[:160]}")
             continue
         named.add(f.name, W_REMEDY, f"the log advises it: {line[:160]}")
         value = _as_level(f, value)

@@ -115,6 +115,9 @@ def _relevant(s: Strategy, starts: list[Config], sc: _Scorer) -> list[str]:
                 out.add(n)
     for cfg in starts:
         out |= {n for n in sc.factors if not _same(cfg.get(n), sc.base[n])}
+    # a parallel size over the machine's GPUs is worth changing though no failure named it yet
+    base_levels = sc.levels(sc.base)
+    out |= {n for n, f in sc.factors.items() if s.over_gpus(f, base_levels[n])}
     return [n for n in sc.factors if n in out and n not in s.frozen]
 
 

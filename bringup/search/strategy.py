@@ -127,6 +127,9 @@ class Strategy:
     near: dict[str, tuple[float, str]] = field(default_factory=dict)
     observations: list[Observation] = field(default_factory=list)
     screens_passed: set[str] = field(default_factory=set)  # predicted keys whose screen passed
+    # factor -> the machine's GPU count, for the flags whose product is a launch's GPU count
+    # (engines.yaml gpus.product): a level above it asks for GPUs that are not there
+    gpu_limit: dict[str, int] = field(default_factory=dict)
     blockers: list[Blocker] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     blocked: tuple[str, str] | None = None  # a factor the engine refused every level of, and why
@@ -289,7 +292,7 @@ class Strategy:
         """The risk of a level before what launches with it survived: knowledge, advice, distance."""
         kinds = {v.kind for v in self.verdicts(f, level, others)}
         base = self.base_level(f)
-        if "incompatible" in kinds:
+        if "incompatible" in kinds or self.over_gpus(f, e):
             return P_INCOMPATIBLE
         if "risky" in kinds:
             r = P_RISKY
@@ -513,10 +516,15 @@ class Strategy:
         # A failure that implicates only what no launch changes (the model's head size) is not
         # second-guessed by variables that merely share its words; a variable the log names is.
         own_fix = (outcome.failure_class or "").startswith("oom")
+        props = self.env.after_failure(outcome, self.space.names)
+        joining = {p.factor.name for p in props}
+        # (an implicated variable that joins now is inside the space, not outside it)
         outside_only = bool(outcome.implicates) and all(
-            (g := self._factor_for(i)) is None or g.name in self.frozen for i in outcome.implicates
+            ((g := self._factor_for(i)) is None and i not in joining)
+            or (g is not None and g.name in self.frozen)
+            for i in outcome.implicates
         )
-        for prop in self.env.after_failure(outcome, self.space.names):
+        for prop in props:
             if outside_only and prop.factor.origin != "log":
                 continue
             # An out-of-memory names its own fix (the numbers to move): a variable that merely shares
@@ -723,6 +731,25 @@ class Strategy:
                 )
 
     # -- deciding the next launch ------------------------------------------------------------------
+    def limit_gpus(self, parallel_flags: list[str], gpus: int) -> None:
+        """The machine has ``gpus`` GPUs: a parallel size above that (tensor, pipeline, data
+        parallel: the flags whose product is the GPU count) is as good as incompatible. A fact of
+        the hardware, not a rule of any engine or model; a level only, so still tried if nothing
+        else is left."""
+        if gpus <= 0:
+            return
+        for flag in parallel_flags:
+            f = self.space.get(flag)
+            if f is not None:
+                self.gpu_limit[f.name] = gpus
+                self.notes.append(f"hardware: {gpus} GPU(s) here, so {f.name} above {gpus} cannot be placed")
+
+    def over_gpus(self, f: Factor, level: str) -> bool:
+        """A parallel size above the machine's GPU count (limit_gpus), whatever the factor's kind
+        (a baseline flag joins as a choice of its own value)."""
+        n = as_number(level)
+        return n is not None and n > self.gpu_limit.get(f.name, math.inf)
+
     def success_probability(self, cand: Candidate) -> float:
         """The chance a full launch of ``cand`` validates: it avoids every blocker seen and every
         factor's own risk. A screen of it that passed is evidence: what a screen would have shown

@@ -33,7 +33,9 @@ PY
 refpid=$!
 # SGLang's unpack and help capture run beside vLLM's launches: kept off the GPU (no CUDA context
 # that a vLLM memory profile or bringup's GPU-hygiene check would see).
-CUDA_VISIBLE_DEVICES= bash "$here/h200_sglang.sh" install > "$RES/sglang-install.out" 2>&1 &
+# A session packed with SITES=vsite (little device time left) sends no SGLang: its steps are skipped.
+sgl() { grep -q '^ssite ' "$GPU_HOME/parts.txt"; }
+sgl && CUDA_VISIBLE_DEVICES= bash "$here/h200_sglang.sh" install > "$RES/sglang-install.out" 2>&1 &
 bash "$here/h200_vllm.sh" install doctor > "$RES/vllm-install.out" 2>&1
 wait $refpid
 log "reference: $(tail -1 "$RES/reference.txt")"
@@ -41,17 +43,17 @@ log "reference: $(tail -1 "$RES/reference.txt")"
 step() { timed "$@"; touch "$RES/$1.done"; }
 step vllm-defaults 300 bash "$here/h200_vllm.sh" defaults
 wait  # SGLang's unpack
-bash "$here/h200_sglang.sh" doctor
-step sglang-defaults 240 bash "$here/h200_sglang.sh" defaults
+sgl && bash "$here/h200_sglang.sh" doctor
+sgl && step sglang-defaults 240 bash "$here/h200_sglang.sh" defaults
 step vllm-mistakes 170 bash "$here/h200_vllm.sh" mistakes
-step sglang-mistakes 200 bash "$here/h200_sglang.sh" mistakes
+sgl && step sglang-mistakes 200 bash "$here/h200_sglang.sh" mistakes
 step vllm-bench 100 bash "$here/h200_vllm.sh" bench
-step sglang-bench 100 bash "$here/h200_sglang.sh" bench
+sgl && step sglang-bench 100 bash "$here/h200_sglang.sh" bench
 engine_env /tmp/vsite  # transformers serve's server packages (fastapi, uvicorn, openai) come with vLLM's
 step transformers-bench 120 python3 "$here/serve_bench.py" --engine transformers --model "$M8B" \
   --flags "--continuous-batching" --plan 1:8,8:32,64:128 --out "$RES/transformers-bench" \
   > "$RES/transformers-bench.out" 2>&1
 step vllm-tune 200 bash "$here/h200_vllm.sh" tune
-step sglang-tune 200 bash "$here/h200_sglang.sh" tune
+sgl && step sglang-tune 200 bash "$here/h200_sglang.sh" tune
 log "driver: done in $(($(now) - t0)) s"
 touch "$RES/ALLDONE"

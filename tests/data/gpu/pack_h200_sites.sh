@@ -12,6 +12,8 @@
 # work tree, ~5 MB). Call 00 carries .carry/gpu too, so its part is smaller by that much.
 # h200_driver.sh (on the device) waits for the parts in /tmp/z and unpacks them.
 set -euo pipefail
+# SITES="vsite" packs vLLM alone (a session with little device time left); default both engines.
+sites=${SITES:-vsite ssite}
 root=$(pwd)
 shared=${SHARED:-$root/../shared/gpu}
 work=${WORK:-/tmp/gw}
@@ -33,13 +35,13 @@ site() {  # site NAME WHEELDIR: pre-installed site folder
   rm -rf "$work/$1/bin"
 }
 fetch vw -r "$shared/vllm-0.24.0-h200-wheels.txt"
-fetch sw -r "$shared/sglang-0.5.16-h200-wheels.txt"
+[[ $sites == *ssite* ]] && fetch sw -r "$shared/sglang-0.5.16-h200-wheels.txt"
 fetch bw optuna==5.0.0 alembic==1.20.1 sqlalchemy==2.1.9 colorlog==6.12.0 mako==1.4.3 greenlet==3.5.6 \
   zstandard==0.25.0 pydantic==2.13.4 pydantic-core==2.46.4 annotated-types==0.7.0 typing-inspection==0.4.2
 site vsite vw
-site ssite sw
+[[ $sites == *ssite* ]] && site ssite sw
 site bsite bw
-for s in vsite ssite; do
+for s in $sites; do
   [ -f "$work/$s.tzst" ] || (tar cf - -C "$work" "$s" | zstd -q -T0 -12 --long=27 > "$work/$s.tzst")
 done
 rm -rf "$carry/gpu" "$carry/p"
@@ -50,7 +52,7 @@ cp "$root"/tests/data/gpu/*.sh "$root"/tests/data/gpu/*.py "$carry/gpu/tests/dat
 tar czf "$carry/gpu/bsite.tgz" -C "$work" bsite
 # Fill one folder per call up to $part bytes, call 00 counting .carry/gpu: a stream's last part
 # and the next stream's first share a call.
-python3 - "$work" "$carry" "$part" "$(du -sb "$carry/gpu" | cut -f1)" vsite ssite <<'PY'
+python3 - "$work" "$carry" "$part" "$(du -sb "$carry/gpu" | cut -f1)" $sites <<'PY'
 import hashlib, os, sys
 work, carry, part, used = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 call, lines = 0, []
