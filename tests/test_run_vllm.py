@@ -121,6 +121,10 @@ def test_tune_two_knobs(tiny_model, tmp_path):
         "4",
         "--slo",
         "ttft_p99=5s",
+        "--repeats",
+        "0",  # the interleaved repeats (3-6 rounds, as the noise decides) took 370 s once: tested on scenarios
+        "--timeout",
+        "240",  # a launch that does not get ready says so within the test's own time
         "--runs-dir",
         str(tmp_path),
         "--json",
