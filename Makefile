@@ -1,11 +1,16 @@
 # The two commands of the README. Each installs what it needs first (scripts/setup.sh).
-.PHONY: run test test-fast test-sglang setup setup-sglang lint check bench
+.PHONY: run test test-fast test-sglang setup setup-run setup-sglang lint check bench
 
+# What the tests need (the dev tools, transformers serve, Ray, Chromium), after what the main job needs.
 setup:
-	./scripts/setup.sh
+	./scripts/setup.sh test
+
+# Only what the main job needs: the vLLM CPU build and bringup.
+setup-run:
+	./scripts/setup.sh run
 
 # The main job on the embedded default: vLLM CPU build, a tiny generated model, engine defaults.
-run: setup
+run: setup-run
 	.venv/bin/bringup run
 
 # The whole test suite (the same command CI runs): the fast tier first, so a broken unit fails in

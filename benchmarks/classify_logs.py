@@ -25,9 +25,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bringup.explain import explain_file  # noqa: E402
-from bringup.outcome import Outcome  # noqa: E402
-from bringup.tracebacks import strip_prefix  # noqa: E402
+from bringup.engines.explain import explain_file  # noqa: E402
+from bringup.observe.outcome import Outcome  # noqa: E402
+from bringup.observe.tracebacks import strip_prefix  # noqa: E402
 
 LOGS = ROOT / "tests" / "data" / "logs"
 DOC = ROOT / "docs" / "explain.md"

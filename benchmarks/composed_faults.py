@@ -1,14 +1,14 @@
 """Issue 22's benchmark: random compositions of fault atoms, searched by bringup's real loop, in-process.
 
-For each case (bringup/scenario/faults/compose.py: 1-4 atoms on a base scenario, proven solvable by the
-oracle) it runs `bringup.run.Run` twice, with knowledge and with --no-knowledge, both with
+For each case (bringup/oracle/faults/compose.py: 1-4 atoms on a base scenario, proven solvable by the
+oracle) it runs `bringup.session.run.Run` twice, with knowledge and with --no-knowledge, both with
 --screen never, no minimizing and 12 launches at most, every launch answered in-process
-(bringup/scenario/inprocess.py: the scenario server's own lines, read by the trial's own
+(bringup/oracle/inprocess.py: the scenario server's own lines, read by the trial's own
 classifier). Per split and column it prints: the share validated within 12 launches, median and
 p90 launches by number of atoms (validated runs; a run that did not validate counts as 13), the
 share of give-ups and of false "no working configuration" verdicts, and the shares of launches
 that changed nothing the previous failure's evidence named (unimplicated) or nothing of the atom
-that decided it (off-target). Definitions: docs/composed-faults.md and bringup/scenario/faults/measure.py.
+that decided it (off-target). Definitions: docs/composed-faults.md and bringup/oracle/faults/measure.py.
 
 The held-out split is sealed: only aggregate numbers are printed or written for it.
 
@@ -29,11 +29,11 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from bringup.run import Run, RunSettings
-from bringup.scenario.faults.compose import Case, compose_case
-from bringup.scenario.faults.measure import CaseResult, measure
-from bringup.scenario.inprocess import InProcessTrial
-from bringup.scenario.oracle import Oracle
+from bringup.oracle.faults.compose import Case, compose_case
+from bringup.oracle.faults.measure import CaseResult, measure
+from bringup.oracle.inprocess import InProcessTrial
+from bringup.oracle.trials import Oracle
+from bringup.session.run import Run, RunSettings
 
 BUDGET = 12
 COLUMNS = (("knowledge", True), ("no-knowledge", False))
@@ -42,8 +42,8 @@ COLUMNS = (("knowledge", True), ("no-knowledge", False))
 def _quiet_reports() -> None:
     """The run's report and HTML page are not part of the search; writing them is most of a
     composed case's time (a Jinja template compiled per run). The benchmark skips them."""
-    import bringup.htmlreport as html
-    import bringup.report as report
+    import bringup.report.findings as report
+    import bringup.report.html as html
 
     html.write_html = lambda *a, **k: None  # type: ignore[assignment]
     report.write_report = lambda *a, **k: None  # type: ignore[assignment]

@@ -2,7 +2,7 @@
 
 For every shipped scenario of vLLM 0.32.0 (the installed CPU build's version) this takes the
 baseline and each single change of the search space (every level of every factor, and unset),
-asks the scenario oracle what a launch would do (bringup/scenario/oracle.py: the scenario's own
+asks the scenario oracle what a launch would do (bringup/oracle/trials.py: the scenario's own
 rules) and asks the dry run (bringup/dryrun/: vLLM 0.32.0's own checks, the device from the
 scenario's facts). It counts failing launches, those the dry run refuses, the refusals of
 launches that work (false refusals), and for every knowledge rule with an "incompatible"
@@ -29,8 +29,8 @@ import time
 from pathlib import Path
 
 from bringup.dryrun import DryRun, for_target
-from bringup.run import Run, RunSettings
-from bringup.scenario.oracle import Oracle
+from bringup.oracle.trials import Oracle
+from bringup.session.run import Run, RunSettings
 
 SCENARIOS = Path(__file__).resolve().parent.parent / "bringup" / "data" / "scenarios"
 

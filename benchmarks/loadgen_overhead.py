@@ -174,7 +174,7 @@ def main() -> None:
         print(json.dumps(fn(a.url, a.n, a.concurrency, a.rate, *extra)))  # type: ignore[operator]
         return
 
-    from bringup.testmodel import TestModelSpec, write_test_model
+    from bringup.testmodel.tiny import TestModelSpec, write_test_model
 
     if len(os.sched_getaffinity(0)) < 2:
         sys.exit("needs two CPUs: one for the server, one for the client")

@@ -42,8 +42,8 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="module")
 def vllm_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path, int]]:
-    from bringup.process import die_with_parent
-    from bringup.testmodel import TestModelSpec, write_test_model
+    from bringup.testmodel.tiny import TestModelSpec, write_test_model
+    from bringup.trial.process import die_with_parent
 
     tmp = tmp_path_factory.mktemp("lg-vllm")
     model = write_test_model(tmp / "model", TestModelSpec())

@@ -21,8 +21,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bringup.results import RunResult  # noqa: E402
-from bringup.run import Run, RunSettings  # noqa: E402
+from bringup.record.results import RunResult  # noqa: E402
+from bringup.session.run import Run, RunSettings  # noqa: E402
 
 SCENARIOS = ROOT / "bringup" / "data" / "scenarios"
 

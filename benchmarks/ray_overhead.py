@@ -27,9 +27,9 @@ sys.path.insert(0, str(ROOT))
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from bringup.executor import Executor, Job  # noqa: E402
-from bringup.rayexec import DOUBLE_GPU, resource_name  # noqa: E402
-from bringup.run import Run, RunSettings  # noqa: E402
+from bringup.session.run import Run, RunSettings  # noqa: E402
+from bringup.trial.executor import Executor, Job  # noqa: E402
+from bringup.trial.rayexec import DOUBLE_GPU, resource_name  # noqa: E402
 from tests.raycluster import local_cluster  # noqa: E402
 
 SCENARIO = ROOT / "bringup/data/scenarios/qwen25-7b-sm120-flashinfer-sampler-vllm.yaml"

@@ -29,7 +29,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 import httpx  # noqa: E402
 from endless_server import endless_server  # noqa: E402
 
-from bringup.probes import ProbeConfig, ProbeRunner, _post  # noqa: E402
+from bringup.verify.probes import ProbeConfig, ProbeRunner, _post  # noqa: E402
 
 MiB = 1 << 20
 

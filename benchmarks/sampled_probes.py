@@ -3,7 +3,7 @@
 One vLLM CPU server (the embedded default's model and flags: the tiny generated model,
 --gpu-memory-utilization 0.7) is started once. Then:
 
-- the whole ladder once without and once with the users'-use probes (bringup/probes_user.py),
+- the whole ladder once without and once with the users'-use probes (bringup/verify/probes_user.py),
   each probe's seconds (the ladder's time before and after, on the same server and load);
 - the sampled probes only (`sampled`, `sampled-reference` with the model's float32 reference
   computed in-process), `--runs` times: every failure on this healthy server is a false alarm.
@@ -24,12 +24,12 @@ from pathlib import Path
 
 import httpx
 
-from bringup import probes_user as u
 from bringup.engines.base import engine_info
-from bringup.probes import ProbeConfig, ProbeRunner
-from bringup.process import ServerProcess, free_port
-from bringup.reference import compute_reference
-from bringup.testmodel import TestModelSpec, write_test_model
+from bringup.testmodel.tiny import TestModelSpec, write_test_model
+from bringup.trial.process import ServerProcess, free_port
+from bringup.verify import probes_user as u
+from bringup.verify.probes import ProbeConfig, ProbeRunner
+from bringup.verify.reference import compute_reference
 
 
 def wait_ready(url: str, server: ServerProcess, limit: float = 900.0) -> float:

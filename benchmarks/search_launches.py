@@ -9,7 +9,7 @@ into the scenario's trap):
   (c) one factor at a time in --help order ("keep what helped"): the seeds engineer's method
   (d) random order: uniform draws from the space without repeats; median over seeds
 
-(c) and (d) ask the in-process oracle (bringup/scenario/oracle.py), which answers from the same
+(c) and (d) ask the in-process oracle (bringup/oracle/trials.py), which answers from the same
 compute_config/decide/timing code as the server (tests/test_oracle.py checks it against real
 launches): they need up to 60 and 200 launches per scenario and seed, too many to launch for real.
 The methods are defined precisely in docs/search.md, "Launches to the first validated configuration".
@@ -37,11 +37,11 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from bringup.candidate import Candidate, FlagValue, parse_command
-from bringup.run import Run, RunSettings
+from bringup.core.candidate import Candidate, FlagValue, parse_command
+from bringup.oracle.trials import Oracle, OracleOutcome
 from bringup.scenario import bundled_scenarios, load_scenario, scenario_path
-from bringup.scenario.oracle import Oracle, OracleOutcome
-from bringup.space import Factor, build_space
+from bringup.search.space import Factor, build_space
+from bringup.session.run import Run, RunSettings
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "search.md"

@@ -19,8 +19,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from bringup.run import Run, RunSettings
 from bringup.scenario import bundled_scenarios, load_scenario, scenario_path
+from bringup.session.run import Run, RunSettings
 
 
 def one(name: str, knowledge: bool, scale: float, budget: int) -> tuple[str, int, str]:

@@ -22,11 +22,11 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from bringup.candidate import Candidate
-from bringup.probes import ProbeConfig
-from bringup.targets import resolve_target
-from bringup.testmodel import TestModelSpec, write_test_model
-from bringup.trial import Trial, TrialSettings
+from bringup.core.candidate import Candidate
+from bringup.engines.targets import resolve_target
+from bringup.testmodel.tiny import TestModelSpec, write_test_model
+from bringup.trial.launch import Trial, TrialSettings
+from bringup.verify.probes import ProbeConfig
 
 
 def run(model: Path, flags: dict, out: Path, n: int) -> list:

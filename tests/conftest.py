@@ -12,8 +12,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from bringup.process import port_is_free
-from bringup.testmodel import TestModelSpec, write_test_model
+from bringup.testmodel.tiny import TestModelSpec, write_test_model
+from bringup.trial.process import port_is_free
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).parent / "data"
@@ -40,7 +40,8 @@ def _own_secrets_and_signals():
     """Each test starts with the secrets registered and the signal handlers this process had
     before it: a command run in-process (CliRunner) registers its secrets and installs bringup's
     SIGTERM/SIGINT/SIGHUP handlers, which must not outlive the test."""
-    from bringup import process, secrets
+    from bringup.guard import secrets
+    from bringup.trial import process
 
     with secrets._lock:
         values, helps = dict(secrets._values), set(secrets._help_flags)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import psutil
 
-from bringup.slots import PortPool
+from bringup.trial.slots import PortPool
 
 RAY = str(Path(sys.executable).with_name("ray"))
 REPO = Path(__file__).resolve().parents[1]

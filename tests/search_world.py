@@ -13,9 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from bringup.candidate import Candidate
-from bringup.knowledge_files import phase_index
-from bringup.outcome import Outcome
+from bringup.core.candidate import Candidate
+from bringup.core.datafiles import phase_index
+from bringup.observe.outcome import Outcome
 from bringup.search.strategy import Strategy
 
 Trigger = Callable[[dict[str, Any], dict[str, str]], bool]

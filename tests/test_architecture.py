@@ -3,80 +3,27 @@
 - no import cycles between bringup's modules (imports inside functions count; imports only for
   type checkers, under `if TYPE_CHECKING:`, do not);
 - no private name (`_x`) imported from another module;
-- the scenario engine, a test double, is imported only by itself and by its engine adapter
-  (bringup/engines/scenario.py): the core drives every engine through the Engine interface.
+- the scenario engine, a test double, is imported only by itself, by its engine adapter
+  (bringup/engines/scenario.py) and by the test-only oracle: the core drives every engine through
+  the Engine interface;
+- folders stand on floors (scripts/architecture.py, FLOORS): no import runs back up, so there is no
+  loop between folders, and nothing in the product imports the oracle.
 """
 
 from __future__ import annotations
 
-import ast
+import importlib.util
 from pathlib import Path
 
 import pytest
 
-PKG = Path(__file__).resolve().parent.parent / "bringup"
-DOUBLE = "bringup.scenario"
-ADAPTER = "bringup.engines.scenario"
-
-
-def _module_name(path: Path) -> str:
-    rel = path.relative_to(PKG.parent).with_suffix("")
-    parts = list(rel.parts)
-    if parts[-1] == "__init__":
-        parts.pop()
-    return ".".join(parts)
-
-
-def _is_type_checking(node: ast.If) -> bool:
-    t = node.test
-    return (isinstance(t, ast.Name) and t.id == "TYPE_CHECKING") or (
-        isinstance(t, ast.Attribute) and t.attr == "TYPE_CHECKING"
-    )
-
-
-def _imports(path: Path) -> list[tuple[str, list[str]]]:
-    """(module, names) for every import in a file, outside `if TYPE_CHECKING:` blocks."""
-    tree = ast.parse(path.read_text())
-    mod = _module_name(path)
-    pkg = mod if path.name == "__init__.py" else mod.rsplit(".", 1)[0]
-    out: list[tuple[str, list[str]]] = []
-
-    def visit(node: ast.AST) -> None:
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.If) and _is_type_checking(child):
-                for sub in child.orelse:
-                    visit(sub)
-                continue
-            if isinstance(child, ast.Import):
-                out.extend((a.name, []) for a in child.names)
-            elif isinstance(child, ast.ImportFrom):
-                base = child.module or ""
-                if child.level:
-                    anchor = pkg.split(".")[: len(pkg.split(".")) - (child.level - 1)]
-                    base = ".".join([*anchor, base] if base else anchor)
-                out.append((base, [a.name for a in child.names]))
-            visit(child)
-
-    visit(tree)
-    return out
-
-
-MODULES = {_module_name(p): p for p in PKG.rglob("*.py")}
-
-
-def _resolve(target: str, names: list[str]) -> list[str]:
-    """The bringup modules an import loads: `from a.b import c` is a.b, or a.b.c when c is a module."""
-    if not target.startswith("bringup"):
-        return []
-    mods = [target] if target in MODULES else []
-    mods += [f"{target}.{n}" for n in names if f"{target}.{n}" in MODULES]
-    return mods
-
-
-def _graph() -> dict[str, set[str]]:
-    return {
-        m: {d for t, names in _imports(p) for d in _resolve(t, names) if d != m} for m, p in MODULES.items()
-    }
+PKG_ROOT = Path(__file__).resolve().parent.parent
+_spec = importlib.util.spec_from_file_location("architecture", PKG_ROOT / "scripts" / "architecture.py")
+assert _spec and _spec.loader
+arch = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(arch)
+PKG, MODULES, DOUBLE, ADAPTER = arch.PKG, arch.MODULES, arch.DOUBLE, arch.ADAPTER
+_imports, _resolve, _graph = arch._imports, arch._resolve, arch._graph
 
 
 @pytest.mark.slow
@@ -123,7 +70,7 @@ def test_the_core_never_imports_the_test_double():
     allowed = {ADAPTER}
     bad = []
     for m, p in MODULES.items():
-        if m == DOUBLE or m.startswith(DOUBLE + ".") or m in allowed:
+        if m == DOUBLE or m.startswith((DOUBLE + ".", arch.ORACLE + ".")) or m in allowed:
             continue
         for target, names in _imports(p):
             loaded = _resolve(target, names) or [target]
@@ -136,7 +83,7 @@ def test_the_core_never_imports_the_test_double():
     [
         ("import bringup.scenario.loader\n", ["bringup.scenario.loader"]),
         ("from bringup.scenario import loader\n", ["bringup.scenario", "bringup.scenario.loader"]),
-        ("if TYPE_CHECKING:\n    import bringup.run\n", []),
+        ("if TYPE_CHECKING:\n    import bringup.session.run\n", []),
         ("def f():\n    from bringup import report\n", ["bringup", "bringup.report"]),
     ],
 )
@@ -149,3 +96,28 @@ def test_the_import_reader_itself(tmp_path, snippet, expect):
     finally:
         f.unlink()
     assert got == expect
+
+
+@pytest.mark.slow
+def test_every_folder_stands_on_a_floor():
+    assert not arch.unplaced(), f"add these folders to FLOORS in scripts/architecture.py: {arch.unplaced()}"
+
+
+@pytest.mark.slow
+def test_no_import_runs_back_up():
+    """A module imports only its own folder or lower floors; nothing in the product reaches the oracle."""
+    bad = arch.back_up()
+    assert not bad, "\n".join(bad)
+
+
+def test_the_floor_check_sees_an_import_back_up(tmp_path):
+    """The check above is only as good as its rule: a facts module importing the session is caught."""
+    probe = PKG / "facts" / "_arch_probe_up.py"
+    probe.write_text("from bringup.session import run\n")
+    MODULES["bringup.facts._arch_probe_up"] = probe
+    try:
+        bad = arch.back_up()
+    finally:
+        del MODULES["bringup.facts._arch_probe_up"]
+        probe.unlink()
+    assert any("bringup.facts._arch_probe_up" in b and "bringup.session.run" in b for b in bad), bad

@@ -17,9 +17,9 @@ from typing import Any
 import httpx
 import pytest
 
-from bringup.bounded import MAX_BODY, MAX_LINE, CapHit, EventBuffer, iter_lines, read_body
-from bringup.probe_http import post_json as _post
-from bringup.probes import ProbeConfig, ProbeRunner, ServerBroke
+from bringup.guard.bounded import MAX_BODY, MAX_LINE, CapHit, EventBuffer, iter_lines, read_body
+from bringup.verify.probe_http import post_json as _post
+from bringup.verify.probes import ProbeConfig, ProbeRunner, ServerBroke
 from tests.endless_server import endless_server
 
 MiB = 1 << 20
@@ -119,7 +119,7 @@ def test_bench_model_list_without_end() -> None:
 def test_explain_on_distinct_long_lines_keeps_a_bounded_selection(tmp_path: Path) -> None:
     """1 GB of distinct 4,000-byte lines was 272 MB peak; the kept lines now have a budget. Here
     64 MB of them: the selection stays under its 24 MiB budget plus head and tail."""
-    from bringup.logread import select_lines
+    from bringup.observe.logread import select_lines
 
     log = tmp_path / "long.log"
     with open(log, "w") as f:

@@ -1,7 +1,7 @@
 import pytest
 
-from bringup.candidate import Candidate, FlagError, parse_flags, render_flags
-from bringup.helptext import bundled_help
+from bringup.core.candidate import Candidate, FlagError, parse_flags, render_flags
+from bringup.help.text import bundled_help
 
 SG = bundled_help("sglang", "0.5.10.post1")
 VL = bundled_help("vllm", "0.32.0")
@@ -77,7 +77,7 @@ def test_diff_and_changes():
 
 
 def test_a_baseline_with_leading_env_tokens_splits_into_env_and_flags():
-    from bringup.candidate import parse_command, split_env
+    from bringup.core.candidate import parse_command, split_env
 
     flags, env = parse_command("VLLM_USE_FLASHINFER_SAMPLER=0 NCCL_P2P_DISABLE=1 --max-model-len 16384", VL)
     assert env == {"VLLM_USE_FLASHINFER_SAMPLER": "0", "NCCL_P2P_DISABLE": "1"}

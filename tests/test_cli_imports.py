@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from bringup.outcome import ProbeResult
-from bringup.report import write_report
-from bringup.results import Attempt, RunResult
+from bringup.observe.outcome import ProbeResult
+from bringup.record.results import Attempt, RunResult
+from bringup.report.findings import write_report
 
 ROOT = Path(__file__).resolve().parent.parent
 LOGS = Path(__file__).parent / "data" / "logs"

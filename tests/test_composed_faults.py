@@ -9,11 +9,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from bringup.candidate import Candidate
-from bringup.run import Run, RunSettings
-from bringup.scenario.engine_args import help_for
-from bringup.scenario.faults.atoms import fix_tokens, load_atoms, load_bases
-from bringup.scenario.faults.compose import (
+from bringup.core.candidate import Candidate
+from bringup.oracle.faults.atoms import fix_tokens, load_atoms, load_bases
+from bringup.oracle.faults.compose import (
     apply_fix,
     compose_atoms,
     compose_case,
@@ -21,9 +19,11 @@ from bringup.scenario.faults.compose import (
     in_space,
     merged_baseline,
 )
-from bringup.scenario.faults.measure import stop_kind
-from bringup.scenario.inprocess import InProcessTrial
-from bringup.scenario.oracle import Oracle
+from bringup.oracle.faults.measure import stop_kind
+from bringup.oracle.inprocess import InProcessTrial
+from bringup.oracle.trials import Oracle
+from bringup.scenario.engine_args import help_for
+from bringup.session.run import Run, RunSettings
 
 ENV: dict[str, str] = {}
 

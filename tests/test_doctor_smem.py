@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 from test_gpus import IDLE, FakeNVML
 
-from bringup import hardware
+from bringup.facts import hardware
 
 
 class FakeTorch:

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from bringup.candidate import Candidate
+from bringup.core.candidate import Candidate
 from bringup.dryrun import DryRun, DryVerdict, refusal_outcome
 
 SELECTOR = (
@@ -143,7 +143,7 @@ def test_a_run_never_launches_what_the_engine_refuses(tmp_path: Path, monkeypatc
     """The seeds' kind of trap on vLLM: a recipe pins FLASHMLA on SM120. With the dry run the
     refusal is an attempt with purpose dry-run, no launch, and the search goes on from it."""
     import bringup.dryrun as dryrun_pkg
-    from bringup.run import Run, RunSettings
+    from bringup.session.run import Run, RunSettings
 
     monkeypatch.setattr(dryrun_pkg, "for_target", lambda target, facts: dry)
     scenario = Path(__file__).parent.parent / "bringup/data/scenarios/deepseek-v2-lite-sm120-vllm.yaml"

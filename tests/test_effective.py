@@ -1,15 +1,15 @@
 from pathlib import Path
 
-from bringup.candidate import parse_flags
-from bringup.effective import (
+from bringup.core.candidate import parse_flags
+from bringup.engines import get_engine
+from bringup.help.text import bundled_help
+from bringup.observe.effective import (
     normalise,
     parse_engine_config,
     parse_kv_repr,
     parse_non_default_args,
     parse_server_args,
 )
-from bringup.engines import get_engine
-from bringup.helptext import bundled_help
 
 LOGS = Path(__file__).parent / "data" / "logs"
 

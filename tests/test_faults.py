@@ -93,8 +93,8 @@ def test_escape_sequences_never_reach_the_terminal_or_json(tmp_path):
 def test_select_lines_keeps_memory_bounded_and_the_answer(tmp_path):
     import tracemalloc
 
-    from bringup.explain import explain_file, explain_lines
-    from bringup.logread import select_lines
+    from bringup.engines.explain import explain_file, explain_lines
+    from bringup.observe.logread import select_lines
 
     lines = LOG.read_text().splitlines(keepends=True)
     big = tmp_path / "big.log"
@@ -125,7 +125,7 @@ def test_select_lines_keeps_memory_bounded_and_the_answer(tmp_path):
 
 @pytest.mark.slow
 def test_oversized_scenario_and_knowledge_files_are_refused_clearly(tmp_path):
-    from bringup.knowledge_files import KnowledgeFileError, load_yaml
+    from bringup.core.datafiles import KnowledgeFileError, load_yaml
 
     big = tmp_path / "big.yaml"
     big.write_text("rules:\n" + "  - {id: x, source: y}\n" * 450000)  # ~9.5 MB
@@ -229,7 +229,7 @@ def test_plan_and_model_give_clear_errors_on_a_damaged_folder(tmp_path, kind):
     ],
 )
 def test_engine_model_load_errors_have_their_own_class(line, cls, sig):
-    from bringup.signatures import classify
+    from bringup.observe.signatures import classify
 
     c = classify(["INFO starting", line], "vllm", "parse-args")
     assert (c.failure_class, c.signature_id) == (cls, sig)

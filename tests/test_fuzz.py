@@ -20,17 +20,17 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bringup import secrets
-from bringup.candidate import FlagError, parse_command, parse_env, parse_flags
-from bringup.explain import explain_file
-from bringup.helptext import bundled_help, bundled_versions
-from bringup.journal import Journal, JournalDamaged
-from bringup.knowledge_files import KnowledgeFileError, load_yaml
-from bringup.logread import select_lines
-from bringup.preflight import model_problems
-from bringup.safetext import safe_line
+from bringup.core.candidate import FlagError, parse_command, parse_env, parse_flags
+from bringup.core.datafiles import KnowledgeFileError, load_yaml
+from bringup.engines.explain import explain_file
+from bringup.facts.preflight import model_problems
+from bringup.guard import secrets
+from bringup.guard.safetext import safe_line
+from bringup.help.text import bundled_help, bundled_versions
+from bringup.observe.logread import select_lines
+from bringup.observe.signatures import default_signatures
+from bringup.record.journal import Journal, JournalDamaged
 from bringup.scenario.loader import ScenarioError, load_scenario
-from bringup.signatures import default_signatures
 
 FAST = settings(
     max_examples=int(os.environ.get("BRINGUP_FUZZ_EXAMPLES", "25")),
@@ -320,7 +320,7 @@ def test_a_configuration_key_never_keeps_a_secret_value(names, values):
 def test_server_bytes_are_read_in_bounded_lines(chunks):
     """Whatever a server sends (issue 28): no line held beyond the cap plus one read, and the
     lines are the stream's own when no cap is hit."""
-    from bringup.bounded import CapHit, iter_lines
+    from bringup.guard.bounded import CapHit, iter_lines
 
     try:
         lines = list(iter_lines(chunks, "fuzz", max_line=256, max_total=4096))

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bringup.explain import explain_file
+from bringup.engines.explain import explain_file
 
 LOGS = Path(__file__).parent / "data" / "logs"
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from bringup.explain import explain_file
-from bringup.results import RunResult
+from bringup.engines.explain import explain_file
+from bringup.record.results import RunResult
 
 DATA = Path(__file__).parent / "data" / "gpu" / "h200x2-2026-11-30"
 TRIALS = sorted(DATA.glob("**/trials/*/outcome.json")) + sorted(DATA.glob("slots/*/outcome.json"))

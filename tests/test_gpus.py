@@ -1,4 +1,4 @@
-"""GPU hygiene around launches (bringup/gpus.py), with a fake NVML and a fake nvidia-smi."""
+"""GPU hygiene around launches (bringup/facts/gpus.py), with a fake NVML and a fake nvidia-smi."""
 
 from __future__ import annotations
 
@@ -6,11 +6,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from bringup.candidate import Candidate
+from bringup.core.candidate import Candidate
 from bringup.engines.base import get_engine
-from bringup.gpus import GpuWatch, read_usage, visible_indices
-from bringup.targets import TargetError, resolve_target
-from bringup.trial import Trial, TrialSettings
+from bringup.engines.targets import TargetError, resolve_target
+from bringup.facts.gpus import GpuWatch, read_usage, visible_indices
+from bringup.trial.launch import Trial, TrialSettings
 
 GIB = 1024**3
 MIB = 1024**2

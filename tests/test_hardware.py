@@ -16,8 +16,8 @@ from types import SimpleNamespace
 import pytest
 from typer.testing import CliRunner
 
-from bringup import hardware
 from bringup.cli import app
+from bringup.facts import hardware
 
 DATA = Path(__file__).parent / "data" / "gpu"
 H200 = DATA / "h200-2026-11-29"

@@ -1,6 +1,6 @@
 """The --help parser on the three real captures (SGLang 0.5.10.post1, 0.5.23, vLLM 0.32.0 CPU)."""
 
-from bringup.helptext import bundled_help, bundled_versions, parse_help
+from bringup.help.text import bundled_help, bundled_versions, parse_help
 
 
 def test_sglang_0510_nsa_backends():

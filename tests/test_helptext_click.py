@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from bringup.candidate import FlagError, parse_flags
-from bringup.helptext import bundled_help, bundled_versions, is_click_help, parse_help
+from bringup.core.candidate import FlagError, parse_flags
+from bringup.help.text import bundled_help, bundled_versions, is_click_help, parse_help
 
 ROOT = Path(__file__).resolve().parent.parent
 PLAIN = ROOT / "bringup" / "data" / "help" / "transformers-5.19.0.txt"

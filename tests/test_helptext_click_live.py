@@ -8,7 +8,7 @@ from typer.main import get_command
 from typer.testing import CliRunner
 
 from bringup.cli import app
-from bringup.helptext import parse_help
+from bringup.help.text import parse_help
 
 COMMANDS = ["trial", "run", "doctor", "space"]
 TYPES = {int: "int", float: "float", str: "str"}

@@ -20,9 +20,9 @@ import psutil
 import pytest
 from conftest import group_alive
 
-from bringup.htmlreport import load_tunes, render_html, svg, write_html
-from bringup.outcome import Outcome, ProbeResult, Timings
-from bringup.results import Attempt, Prediction, RunResult
+from bringup.observe.outcome import Outcome, ProbeResult, Timings
+from bringup.record.results import Attempt, Prediction, RunResult
+from bringup.report.html import load_tunes, render_html, svg, write_html
 from bringup.tuning.result import SweepPoint, TunePoint, TuneResult
 
 XSS = "<script>alert(1)</script>"
@@ -725,7 +725,7 @@ def test_pareto_geometry(run_dir):
     """Higher throughput is drawn higher, the front is a staircase rising to the right, the ring
     is on the best point, and the SLO line sits at its latency."""
     tune = make_tune(run_dir)
-    from bringup.htmlreport.page import _tune_view
+    from bringup.report.html.page import _tune_view
 
     c = _tune_view(tune, run_dir, run_dir).pareto_chart
     assert c is not None
@@ -768,7 +768,7 @@ def test_wall_time_timeline_without_gpu(run_dir):
             "attempts": [a.model_copy(update={"simulated_s": None}) for a in r.attempts],
         }
     )
-    from bringup.htmlreport.page import _run_view
+    from bringup.report.html.page import _run_view
 
     view = _run_view(r, run_dir)
     assert view.title.startswith("Bring-up: zai-org/GLM-5-NVFP4 on no GPU (CPU build): 16 CPUs")

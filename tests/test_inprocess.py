@@ -18,15 +18,15 @@ from pathlib import Path
 import pytest
 from conftest import bringup
 
-from bringup.candidate import Candidate, parse_command
+from bringup.core.candidate import Candidate, parse_command
 from bringup.engines.scenario import scenario_engine
-from bringup.envvars import launch_environment
-from bringup.memplan import parse_kv_report
-from bringup.probes import KnownAnswer, ProbeConfig
-from bringup.run import Run, RunSettings
+from bringup.env.registry import launch_environment
+from bringup.facts.memplan import parse_kv_report
+from bringup.oracle.inprocess import InProcessTrial, render_startup
 from bringup.scenario import load_scenario, scenario_path
-from bringup.scenario.inprocess import InProcessTrial, render_startup
-from bringup.trial import TrialSettings, progress_key
+from bringup.session.run import Run, RunSettings
+from bringup.trial.launch import TrialSettings, progress_key
+from bringup.verify.probes import KnownAnswer, ProbeConfig
 
 SCALE = 0.01  # a hang deadline of 6 real seconds: a loaded machine starts a server in less
 GLM = "glm5-nvfp4-sm120"

@@ -110,7 +110,7 @@ def test_non_utf8_engine_flag_is_refused_before_launch(tmp_path: Path) -> None:
 
 
 def _journal_with_a_run(root: Path) -> Path:
-    from bringup.journal import Journal
+    from bringup.record.journal import Journal
 
     j = Journal(root / "journal.sqlite")
     j.create_run("r1", "sglang", "0.5", "m", "hw", {"scenario": str(SEED)}, root / "runs" / "r1")
@@ -162,7 +162,8 @@ def test_a_full_disk_is_a_clear_error_and_the_run_is_marked(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], where: str
 ) -> None:
     """Before: two sqlite3.OperationalError tracebacks and the run left `running`."""
-    from bringup import journal, secrets
+    from bringup.guard import secrets
+    from bringup.record import journal
 
     if where == "journal":
 

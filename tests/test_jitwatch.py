@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 from conftest import assert_nothing_left
 
-from bringup.candidate import Candidate
+from bringup.core.candidate import Candidate
 from bringup.engines.base import Engine
-from bringup.jitwatch import JitWatch
-from bringup.trial import Trial, TrialSettings
+from bringup.trial.jitwatch import JitWatch
+from bringup.trial.launch import Trial, TrialSettings
 
 FAKE = """#!/bin/bash
 port=8000; while [ $# -gt 0 ]; do [ "$1" = --port ] && port=$2; shift; done

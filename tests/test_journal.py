@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from bringup.candidate import Candidate
-from bringup.journal import Journal
-from bringup.outcome import Outcome, ProbeResult, Timings
+from bringup.core.candidate import Candidate
+from bringup.observe.outcome import Outcome, ProbeResult, Timings
+from bringup.record.journal import Journal
 
 HW, MODEL = "hw-1", "model-1"
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from bringup.knowledge import Knowledge, load_rules, memory_model_for
-from bringup.knowledge_files import KnowledgeFileError
+from bringup.core.datafiles import KnowledgeFileError
+from bringup.knowledge.rules import Knowledge, load_rules, memory_model_for
 
 SM120 = {
     "device": "cuda",

@@ -225,7 +225,7 @@ def test_request_body_and_exact_lengths_via_server_tokenizer(fake_server: Callab
 
 
 def test_local_tokenizer_exact_lengths_and_shared_prefix(tmp_path: Path) -> None:
-    from bringup.testmodel import TestModelSpec, write_test_model
+    from bringup.testmodel.tiny import TestModelSpec, write_test_model
 
     path = write_test_model(tmp_path / "m", TestModelSpec())
     codec = LocalCodec(path)

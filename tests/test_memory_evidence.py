@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import pytest
 
-from bringup.candidate import Candidate, parse_flags
-from bringup.envfactors import EnvFactors
-from bringup.envvars import advice_holds, load_registry, mentions, other_platform
-from bringup.helptext import bundled_help
-from bringup.knowledge import Knowledge
-from bringup.outcome import Outcome
+from bringup.core.candidate import Candidate, parse_flags
+from bringup.env.registry import advice_holds, load_registry, mentions, other_platform
+from bringup.help.text import bundled_help
+from bringup.knowledge.rules import Knowledge
+from bringup.observe.outcome import Outcome
+from bringup.search.envfactors import EnvFactors
+from bringup.search.space import build_space, drop_levels
 from bringup.search.strategy import CERTAIN, Strategy
-from bringup.space import build_space, drop_levels
 
 VL = bundled_help("vllm", "0.32.0")
 SG = bundled_help("sglang", "0.5.10.post1")

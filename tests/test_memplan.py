@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from bringup import memplan as mp
-from bringup import modelinfo as mi
 from bringup.cli import app
+from bringup.facts import memplan as mp
+from bringup.facts import modelinfo as mi
 
 CONFIGS = Path(__file__).parent / "data" / "configs"
 

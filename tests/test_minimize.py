@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from bringup.candidate import Candidate, Change
-from bringup.minimize import apply, ddmin, minimal_fix
-from bringup.outcome import Outcome
+from bringup.core.candidate import Candidate, Change
+from bringup.observe.outcome import Outcome
+from bringup.search.minimize import apply, ddmin, minimal_fix
 
 
 def _changes(n: int) -> list[Change]:

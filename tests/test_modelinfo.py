@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from bringup import modelinfo as mi
 from bringup.cli import app
+from bringup.facts import modelinfo as mi
 
 CONFIGS = Path(__file__).parent / "data" / "configs"
 GPU_DATA = Path(__file__).parent / "data" / "gpu" / "h200-2026-11-29"

@@ -1,4 +1,4 @@
-"""The node types of a cluster and the summary per type (bringup/nodetypes.py), without a cluster:
+"""The node types of a cluster and the summary per type (bringup/session/nodetypes.py), without a cluster:
 the real bring-ups over a local Ray cluster are in tests/test_nodetypes_ray.py (slow)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 import typer
 
 from bringup.cli._nodetypes import run_node_types
-from bringup.nodetypes import (
+from bringup.session.nodetypes import (
     SUMMARY_JSON,
     SUMMARY_MD,
     NodeTypesResult,
@@ -23,8 +23,8 @@ from bringup.nodetypes import (
     verdict,
     write_summary,
 )
-from bringup.rayexec import resource_name
-from bringup.run import RunSettings
+from bringup.session.run import RunSettings
+from bringup.trial.rayexec import resource_name
 
 REPO = Path(__file__).resolve().parents[1]
 

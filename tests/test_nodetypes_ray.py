@@ -1,4 +1,4 @@
-"""One model brought up on two node types of a real local Ray cluster at once (bringup/nodetypes.py).
+"""One model brought up on two node types of a real local Ray cluster at once (bringup/session/nodetypes.py).
 
 The cluster: a head that only drives, and two workers that declare DIFFERENT node types (fake
 fingerprints ``bringup-hw-aaaa000001`` and ``bringup-hw-bbbb000002``), each replaying the scenario's
@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-import bringup.nodetypes as nodetypes
-from bringup.nodetypes import SUMMARY_JSON, SUMMARY_MD, NodeTypes, facts_for_type, node_facts
-from bringup.rayexec import DOUBLE_GPU, RayClusterError
-from bringup.run import RunSettings
+import bringup.session.nodetypes as nodetypes
+from bringup.session.nodetypes import SUMMARY_JSON, SUMMARY_MD, NodeTypes, facts_for_type, node_facts
+from bringup.session.run import RunSettings
+from bringup.trial.rayexec import DOUBLE_GPU, RayClusterError
 from tests.raycluster import LocalCluster, local_cluster
 
 pytestmark = pytest.mark.slow
@@ -198,7 +198,7 @@ def test_ctrl_c_stops_every_types_run_and_leaves_no_server(cluster: LocalCluster
 
     import psutil
 
-    from bringup.journal import Journal
+    from bringup.record.journal import Journal
 
     sc = tmp_path / "sc" / SAMPLER.name  # the test's own copy: its servers are told apart
     sc.parent.mkdir()

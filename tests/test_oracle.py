@@ -18,11 +18,11 @@ from pathlib import Path
 import pytest
 from conftest import bringup
 
-from bringup.candidate import parse_flags
-from bringup.run import Run, RunSettings
+from bringup.core.candidate import parse_flags
+from bringup.oracle.trials import Oracle, OracleOutcome
 from bringup.scenario import load_scenario, scenario_path
 from bringup.scenario.engine_args import parse_engine_argv
-from bringup.scenario.oracle import Oracle, OracleOutcome
+from bringup.session.run import Run, RunSettings
 
 SCALE = 0.002
 GLM = "glm5-nvfp4-sm120"

@@ -14,7 +14,7 @@ import psutil
 import pytest
 from conftest import ROOT, group_alive, wait_until
 
-from bringup import watchdog
+from bringup.trial import watchdog
 
 SEED = ROOT / "bringup" / "data" / "scenarios" / "glm5-nvfp4-sm120.yaml"
 
@@ -40,7 +40,7 @@ SERVER = textwrap.dedent("""
 HOLDER = textwrap.dedent("""
     import sys, time
     from pathlib import Path
-    from bringup.process import ServerProcess
+    from bringup.trial.process import ServerProcess
     s = ServerProcess([sys.executable, sys.argv[1]], Path(sys.argv[2]))
     print("pgid", s.pgid, "tag", s.tag, flush=True)
     time.sleep(600)

@@ -10,11 +10,11 @@ import pytest
 from conftest import ROOT, bringup
 from rich.console import Console
 
-from bringup import secrets
 from bringup.cli._common import render_outcome
-from bringup.effective import find_overrides
-from bringup.outcome import Outcome, ProbeResult
-from bringup.results import Attempt
+from bringup.guard import secrets
+from bringup.observe.effective import find_overrides
+from bringup.observe.outcome import Outcome, ProbeResult
+from bringup.record.results import Attempt
 
 SEED = ROOT / "bringup" / "data" / "scenarios" / "glm5-nvfp4-sm120.yaml"
 WORKS = (

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from bringup.candidate import Candidate
-from bringup.executor import Job, LocalExecutor, TrialRun
-from bringup.outcome import Outcome, Timings
-from bringup.slots import GpuSlots, PortPool, SlotError, parallel_width, parse_gpus
+from bringup.core.candidate import Candidate
+from bringup.observe.outcome import Outcome, Timings
+from bringup.trial.executor import Job, LocalExecutor, TrialRun
+from bringup.trial.slots import GpuSlots, PortPool, SlotError, parallel_width, parse_gpus
 from tests.test_strategy import make, outcome
 
 

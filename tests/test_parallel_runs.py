@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 from conftest import MEM, ROOT, assert_nothing_left
 
-from bringup.candidate import Candidate
+from bringup.core.candidate import Candidate
 from bringup.engines.base import get_engine
-from bringup.executor import Job, LocalExecutor, TrialRun
-from bringup.probes import ProbeConfig
-from bringup.run import Run, RunSettings
-from bringup.slots import GpuSlots
-from bringup.trial import Trial, TrialSettings
+from bringup.session.run import Run, RunSettings
+from bringup.trial.executor import Job, LocalExecutor, TrialRun
+from bringup.trial.launch import Trial, TrialSettings
+from bringup.trial.slots import GpuSlots
+from bringup.verify.probes import ProbeConfig
 
 SEED = ROOT / "bringup" / "data" / "scenarios" / "glm5-nvfp4-sm120.yaml"
 

@@ -14,10 +14,10 @@ from collections.abc import Callable
 import pytest
 from conftest import ROOT, assert_nothing_left, wait_until
 
-from bringup.executor import Job, LocalExecutor, TrialRun
-from bringup.run import Run, RunSettings
-from bringup.slots import GpuSlots
-from bringup.trial import Trial, TrialSettings
+from bringup.session.run import Run, RunSettings
+from bringup.trial.executor import Job, LocalExecutor, TrialRun
+from bringup.trial.launch import Trial, TrialSettings
+from bringup.trial.slots import GpuSlots
 
 SCEN = ROOT / "bringup" / "data" / "scenarios" / "glm51-nvfp4-sm120-sglang0523.yaml"
 SLOW_S = 600.0

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bringup.probes import common_prefix, near_tie_divergence
+from bringup.verify.probes import common_prefix, near_tie_divergence
 
 
 def test_parting_at_once_is_a_wrong_kernel():

@@ -1,4 +1,4 @@
-"""The probe ladder (bringup/probes.py) in-process, against the fake OpenAI server of the load tests.
+"""The probe ladder (bringup/verify/probes.py) in-process, against the fake OpenAI server of the load tests.
 
 The server runs on an event loop in a thread of the test process; a subclass per test scripts
 what it does wrong (a 5xx on the first request, an answer that changes in a batch, NaN
@@ -16,10 +16,10 @@ from contextlib import contextmanager
 
 from fake_openai_server import Server, parse
 
-from bringup.probes import REFERENCE_PROMPT, KnownAnswer, ProbeConfig, ProbeRunner
+from bringup.verify.probes import REFERENCE_PROMPT, KnownAnswer, ProbeConfig, ProbeRunner
 
 GREEDY = ["health", "completion", "chat", "long-decode", "batch", "batch-invariance"]
-USER = ["sampled", "sampled-reference", "long-prompt", "concurrency"]  # bringup/probes_user.py
+USER = ["sampled", "sampled-reference", "long-prompt", "concurrency"]  # bringup/verify/probes_user.py
 LADDER = GREEDY + USER
 
 

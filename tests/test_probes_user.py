@@ -1,4 +1,4 @@
-"""The probes that use the server as users do (bringup/probes_user.py), and their arithmetic.
+"""The probes that use the server as users do (bringup/verify/probes_user.py), and their arithmetic.
 
 Against the in-process fake server of tests/test_probes.py, each subclass scripting one fault a
 greedy ladder cannot see: a sampler that draws outside top-k, a sampled request that stalls, a
@@ -17,9 +17,9 @@ import pytest
 from fake_openai_server import Server
 from test_probes import by_name, probe, serving
 
-from bringup.probes import REFERENCE_PROMPT, ProbeConfig, ProbeRunner
-from bringup.reference import PromptReference, Reference, Step
-from bringup.sampling_check import ALPHA, allowed, binomial_verdict, outside_reference, top1_bounds
+from bringup.verify.probes import REFERENCE_PROMPT, ProbeConfig, ProbeRunner
+from bringup.verify.reference import PromptReference, Reference, Step
+from bringup.verify.sampling_check import ALPHA, allowed, binomial_verdict, outside_reference, top1_bounds
 
 TOP = {" a": -0.1, " b": -2.5, " c": -3.0, " d": -4.0, " e": -5.0}
 
@@ -337,7 +337,7 @@ def test_each_users_fault_scenario_is_caught_by_its_probe_in_the_oracle(name):
 def test_a_real_trial_of_each_users_fault_fails_the_same_probe_and_names_its_suspects(name, tmp_path):
     from test_scenario_expect import _real
 
-    from bringup.knowledge_files import probe_implicates_by_probe
+    from bringup.core.datafiles import probe_implicates_by_probe
     from bringup.scenario import load_scenario, scenario_path
 
     rc, d = _real(name, "", extra=("--runs-dir", str(tmp_path)))
@@ -357,9 +357,9 @@ def test_a_stalled_probe_is_class_stall_with_the_schedulers_own_lines_as_evidenc
     """The trial's classification of a stalled sampled request (Trial._probe_class): class stall,
     the probe's line, then the scheduler's last lines (engines.yaml `probes: scheduler_log`)."""
     from bringup.engines.base import Engine
-    from bringup.outcome import ProbeResult
-    from bringup.signatures import Classification
-    from bringup.trial import Trial
+    from bringup.observe.outcome import ProbeResult
+    from bringup.observe.signatures import Classification
+    from bringup.trial.launch import Trial
 
     trial = Trial.__new__(Trial)
     trial.engine = Engine("vllm")

@@ -7,8 +7,8 @@ import time
 
 import psutil
 
-from bringup.process import ServerProcess, free_port, port_is_free
-from bringup.secrets import Redactor
+from bringup.guard.secrets import Redactor
+from bringup.trial.process import ServerProcess, free_port, port_is_free
 
 # A "server" that binds a port, forks a worker ignoring SIGTERM, and a grandchild that leaves
 # the process group (setsid) - the worst case for a teardown that only signals the group.

@@ -1,4 +1,4 @@
-"""Trials on a real local Ray cluster (bringup/rayexec.py): a head node that holds no trial and
+"""Trials on a real local Ray cluster (bringup/trial/rayexec.py): a head node that holds no trial and
 two worker nodes that replay the scenario's machine, each a separate Ray node on this machine.
 
 A scenario bring-up through Ray must find what the local executor finds; a worker node killed
@@ -16,10 +16,10 @@ from pathlib import Path
 import psutil
 import pytest
 
-from bringup.executor import Job
-from bringup.rayexec import DOUBLE_GPU, RayExecutor, resource_name, worker_command
-from bringup.results import RunResult
-from bringup.run import QuietObserver, Run, RunError, RunSettings
+from bringup.record.results import RunResult
+from bringup.session.run import QuietObserver, Run, RunError, RunSettings
+from bringup.trial.executor import Job
+from bringup.trial.rayexec import DOUBLE_GPU, RayExecutor, resource_name, worker_command
 from tests.raycluster import LocalCluster, local_cluster
 
 pytestmark = pytest.mark.slow
@@ -126,7 +126,7 @@ def test_no_node_of_this_hardware_says_how_to_start_one(cluster: LocalCluster, t
     assert hw_resource(other) in str(e.value) and "ray start --address" in str(e.value)
     assert hw_resource(SAMPLER) in str(e.value)  # what the cluster does have
     # and the journal does not keep the run "running" forever
-    from bringup.journal import Journal
+    from bringup.record.journal import Journal
 
     row = Journal(tmp_path / "journal.sqlite").latest_run()
     assert row is not None and row["status"] == "interrupted"
@@ -148,7 +148,7 @@ def _copy(scenario: Path, tmp: Path) -> Path:
 def test_close_tears_the_remote_server_down(cluster: LocalCluster, tmp_path: Path, monkeypatch, grace: float):
     """A run stopped mid-trial: the task tears its server down when told; a task that does not
     answer in time is killed with its worker, and its server dies with it (PR_SET_PDEATHSIG)."""
-    import bringup.rayexec as rayexec
+    import bringup.trial.rayexec as rayexec
 
     monkeypatch.setattr(rayexec, "CANCEL_GRACE_S", grace)
     sc = _copy(SAMPLER, tmp_path)

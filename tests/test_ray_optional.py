@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-import bringup.rayexec as rayexec
+import bringup.trial.rayexec as rayexec
 from bringup.cli import app
-from bringup.rayexec import RayClusterError, RayMissing, import_ray, resource_name, worker_command
-from bringup.run import Run, RunError, RunSettings
-from bringup.slots import SlotError
+from bringup.session.run import Run, RunError, RunSettings
+from bringup.trial.rayexec import RayClusterError, RayMissing, import_ray, resource_name, worker_command
+from bringup.trial.slots import SlotError
 
 SAMPLER = (
     Path(__file__).resolve().parents[1]
@@ -25,7 +25,7 @@ SAMPLER = (
 @pytest.mark.slow
 def test_bringup_never_imports_ray_unless_a_run_asks():
     code = (
-        "import sys, bringup.run, bringup.rayexec, bringup.cli.run, bringup.cli.doctor, "
+        "import sys, bringup.session.run, bringup.trial.rayexec, bringup.cli.run, bringup.cli.doctor, "
         "bringup.cli.tune, bringup.tuning.session; "
         "print('ray' in sys.modules)"
     )

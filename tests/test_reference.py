@@ -11,8 +11,9 @@ import httpx
 import pytest
 from conftest import bringup
 
-from bringup.probes import Disagree, ProbeConfig, ProbeRunner
-from bringup.reference import (
+from bringup.engines.targets import TargetError, model_answers
+from bringup.verify.probes import Disagree, ProbeConfig, ProbeRunner
+from bringup.verify.reference import (
     ModelIdentity,
     PromptReference,
     Reference,
@@ -28,7 +29,6 @@ from bringup.reference import (
     reference_for,
     tolerance,
 )
-from bringup.targets import TargetError, model_answers
 
 
 def _ref(gaps: list[float], eos_at: int | None = None) -> Reference:
@@ -228,7 +228,7 @@ def test_answers_file_next_to_the_model(tmp_path):
 
 def test_tune_verdict_in_tune_json_and_the_report(tmp_path):
     """The winner's reference verdict travels in tune.json and shows in the HTML report."""
-    from bringup.htmlreport import load_tunes, render_html
+    from bringup.report.html import load_tunes, render_html
     from bringup.tuning.result import TunePoint, TuneResult
 
     best = TunePoint(

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from conftest import MEM, assert_nothing_left, bringup
 
-from bringup.testmodel import write_preset
+from bringup.testmodel.tiny import write_preset
 
 pytestmark = pytest.mark.engine
 

@@ -1,13 +1,13 @@
-"""The engine's own remedies (bringup/remedies.py): the flags and values its failure lines advise."""
+"""The engine's own remedies (bringup/observe/remedies.py): the flags and values its failure lines advise."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from bringup.explain import explain_file
-from bringup.outcome import Outcome
-from bringup.remedies import find_remedies
-from bringup.signatures import classify
+from bringup.engines.explain import explain_file
+from bringup.observe.outcome import Outcome
+from bringup.observe.remedies import find_remedies
+from bringup.observe.signatures import classify
 
 LOGS = Path(__file__).parent / "data" / "logs"
 

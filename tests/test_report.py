@@ -1,4 +1,4 @@
-"""FINDINGS.md (bringup/report.py) from a hand-built RunResult: what a reader sees first, and each section.
+"""FINDINGS.md (bringup/report/findings.py) from a hand-built RunResult: what a reader sees first, and each section.
 
 The run tests read the report of a real search; these pin the renderer itself on a result whose
 every field is known, so a wording or grouping change shows up here without launching anything.
@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import json
 
-from bringup.knowledge_files import classes
-from bringup.outcome import OverrideRecord, ProbeResult
-from bringup.report import load_result, render_markdown, write_report
-from bringup.results import Attempt, Pinned, Prediction, RunResult, StrategyState
+from bringup.core.datafiles import classes
+from bringup.observe.outcome import OverrideRecord, ProbeResult
+from bringup.record.results import Attempt, Pinned, Prediction, RunResult, StrategyState
+from bringup.report.findings import load_result, render_markdown, write_report
 
 GPU_FACTS = {
     "device": "cuda",

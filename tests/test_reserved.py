@@ -54,8 +54,8 @@ def test_run_refuses_a_reserved_flag_in_its_baseline(tmp_path: Path, baseline: s
 
 
 def test_ordinary_flags_that_start_alike_pass() -> None:
-    from bringup.reserved import reserved_flag
-    from bringup.targets import resolve_target
+    from bringup.core.reserved import reserved_flag
+    from bringup.engines.targets import resolve_target
 
     t = resolve_target(engine=None, model=None, scenario=SEED, python=None, time_scale=0.002, gpus=None)
     for tokens in (["--model-impl", "auto"], ["--tp", "8"], ["--model-loader-extra-config={}"]):

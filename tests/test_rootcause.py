@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from bringup.explain import explain_file
-from bringup.knowledge_files import cut_values
-from bringup.signatures import Matcher, classify, signature_by_id
-from bringup.tracebacks import parse_log, strip_prefix
+from bringup.core.datafiles import cut_values
+from bringup.engines.explain import explain_file
+from bringup.observe.signatures import Matcher, classify, signature_by_id
+from bringup.observe.tracebacks import parse_log, strip_prefix
 
 LOGS = Path(__file__).parent / "data" / "logs"
 ROOT = Path(__file__).resolve().parent.parent

@@ -15,13 +15,13 @@ from conftest import ROOT
 from typer.testing import CliRunner
 
 from bringup.cli import app
-from bringup.runlock import RunLock, RunLocked
+from bringup.guard.runlock import RunLock, RunLocked
 
 SEED = ROOT / "bringup" / "data" / "scenarios" / "glm5-nvfp4-sm120.yaml"
 HOLD = (
     "import sys, time\n"
     "from pathlib import Path\n"
-    "from bringup.runlock import RunLock\n"
+    "from bringup.guard.runlock import RunLock\n"
     "RunLock(Path(sys.argv[1]), 'x').acquire()\n"
     "print('held', flush=True)\n"
     "time.sleep(600)\n"

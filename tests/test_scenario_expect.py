@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from conftest import assert_nothing_left, bringup
 
-from bringup.candidate import Candidate, parse_command
+from bringup.core.candidate import Candidate, parse_command
+from bringup.oracle.trials import Oracle
 from bringup.scenario import load_scenario, scenario_path
-from bringup.scenario.oracle import Oracle
 
 NEW = [
     "qwen25-7b-sm120-flashinfer-sampler-vllm",
@@ -68,7 +68,7 @@ def test_only_the_unsolvable_scenario_has_no_working_expectation():
 
 def test_the_unsolvable_scenario_fails_every_level_of_every_factor():
     """Nothing validates: each single change from the baseline, over the search space, fails."""
-    from bringup.space import build_space
+    from bringup.search.space import build_space
 
     oracle = Oracle.load(scenario_path(UNSOLVABLE), env={})
     sc = oracle.scenario
@@ -86,7 +86,7 @@ def test_the_unsolvable_scenario_fails_every_level_of_every_factor():
 
 def _real(name: str, changes: str, scale: str = "0.002", extra: tuple[str, ...] = ()):
     flags, env = launch(name, changes)
-    from bringup.candidate import render_flags
+    from bringup.core.candidate import render_flags
 
     rc, d, _, err = bringup(
         "trial",

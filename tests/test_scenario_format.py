@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bringup.conditions import ConditionError, compile_condition, values_equal
+from bringup.knowledge.conditions import ConditionError, compile_condition, values_equal
 from bringup.scenario import ScenarioError, bundled_scenarios, load_scenario, scenario_path
 from bringup.scenario.config import compute_config, decide, non_default_args, server_args_repr
 from bringup.scenario.engine_args import help_for, parse_engine_argv

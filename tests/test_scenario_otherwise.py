@@ -7,16 +7,16 @@ import io
 
 import pytest
 
-from bringup.candidate import Candidate
+from bringup.core.candidate import Candidate
+from bringup.core.datafiles import phase_index
 from bringup.engines.base import Engine
-from bringup.knowledge_files import phase_index
+from bringup.oracle.trials import Oracle
 from bringup.scenario import ScenarioError, bundled_scenarios, load_scenario
 from bringup.scenario.config import compute_config, decide
 from bringup.scenario.generate import Generator, Sampling
 from bringup.scenario.logfmt import LogWriter, SimClock, hang_forever
-from bringup.scenario.oracle import Oracle
 from bringup.scenario.schema import Repeat
-from bringup.trial import Trial, TrialSettings, progress_key
+from bringup.trial.launch import Trial, TrialSettings, progress_key
 
 MINIMAL = """\
 name: t

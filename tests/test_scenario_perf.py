@@ -23,13 +23,13 @@ import pytest
 import yaml
 
 from bringup.loadgen import BenchConfig, BenchResult, bench
+from bringup.oracle.perfsim import CHAT_TOKENS, bench_config, engine_config, expected, flags_argv, simulate
+from bringup.oracle.testing import ScenarioProcess
 from bringup.scenario import load_scenario, scenario_path
 from bringup.scenario.config import decide
 from bringup.scenario.loader import ScenarioError
 from bringup.scenario.perf import GIB, ConstantPerf, Load, StepModel, perf_model_for
-from bringup.scenario.perfsim import CHAT_TOKENS, bench_config, engine_config, expected, flags_argv, simulate
 from bringup.scenario.scheduler import PERF_RE, Busy, Job, Replica
-from bringup.scenario.testing import ScenarioProcess
 
 TUNE = scenario_path("tune-llama31-70b-fp8-h200-sglang")
 SC = load_scenario(TUNE)

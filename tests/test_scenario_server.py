@@ -22,9 +22,9 @@ import httpx
 import pytest
 
 from bringup.engines import get_engine
+from bringup.observe.signatures import classify
+from bringup.oracle.testing import ScenarioProcess, free_port
 from bringup.scenario import parse_clock, scenario_path
-from bringup.scenario.testing import ScenarioProcess, free_port
-from bringup.signatures import classify
 
 ROOT = Path(__file__).resolve().parent.parent
 GLM = scenario_path("glm5-nvfp4-sm120")

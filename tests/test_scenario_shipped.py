@@ -11,11 +11,11 @@ import re
 import httpx
 import pytest
 
+from bringup.observe.signatures import classify
+from bringup.oracle.testing import ScenarioProcess
 from bringup.scenario import load_scenario, scenario_path
 from bringup.scenario.config import compute_config, decide
 from bringup.scenario.engine_args import help_for, parse_engine_argv
-from bringup.scenario.testing import ScenarioProcess
-from bringup.signatures import classify
 
 GLM_CARD = [
     "--model-path",

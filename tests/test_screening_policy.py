@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from bringup.results import Attempt
-from bringup.screening import SCREEN_COST_S, ScreeningPolicy
+from bringup.record.results import Attempt
+from bringup.search.screening import SCREEN_COST_S, ScreeningPolicy
 
 
 def _policy() -> ScreeningPolicy:

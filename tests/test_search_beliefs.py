@@ -6,12 +6,12 @@ engine's printed remedy, a property no flag changes) and checks what the strateg
 
 from __future__ import annotations
 
-from bringup.candidate import Candidate, parse_flags
-from bringup.helptext import bundled_help
-from bringup.knowledge import Knowledge
+from bringup.core.candidate import Candidate, parse_flags
+from bringup.help.text import bundled_help
+from bringup.knowledge.rules import Knowledge
 from bringup.search.beliefs import Condition, new_blocker
+from bringup.search.space import Factor, add_baseline_flags, build_space, drop_inapplicable
 from bringup.search.strategy import Strategy
-from bringup.space import Factor, add_baseline_flags, build_space, drop_inapplicable
 from tests.search_world import Fault, World, solve
 
 VL = bundled_help("vllm", "0.32.0")

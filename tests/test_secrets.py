@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, bringup
 
-from bringup import secrets
-from bringup.candidate import Candidate
+from bringup.core.candidate import Candidate
+from bringup.guard import secrets
 from bringup.loadgen import BenchConfig, bench
 from bringup.loadgen.config import BenchError
-from bringup.probes import ProbeConfig, ProbeRunner
+from bringup.verify.probes import ProbeConfig, ProbeRunner
 
 FAKE = Path(__file__).with_name("fake_openai_server.py")
 SEED = ROOT / "bringup" / "data" / "scenarios" / "glm5-nvfp4-sm120.yaml"

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, assert_nothing_left, bringup
 
-from bringup.helptext import bundled_help
-from bringup.targets import resolve_target
+from bringup.engines.targets import resolve_target
+from bringup.help.text import bundled_help
 
 pytestmark = [pytest.mark.sglang, pytest.mark.engine]
 VERSION = "0.5.23"

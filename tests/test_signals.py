@@ -23,7 +23,7 @@ import pytest
 from conftest import ROOT, TUNE_SCENARIO, group_alive, tune_args, wait_until
 from test_orphans import HOLDER, SERVER
 
-from bringup import watchdog
+from bringup.trial import watchdog
 
 SEED = ROOT / "bringup" / "data" / "scenarios" / "glm5-nvfp4-sm120.yaml"
 
@@ -177,7 +177,7 @@ def test_kill9_of_the_watchdog_then_of_bringup_leaves_no_worker(tmp_path: Path) 
 
 
 def test_the_guard_is_first_on_the_server_pythonpath() -> None:
-    from bringup.process import ORPHAN_GUARD, with_orphan_guard
+    from bringup.trial.process import ORPHAN_GUARD, with_orphan_guard
 
     env = with_orphan_guard({"PYTHONPATH": "/x"})
     assert env["PYTHONPATH"].split(os.pathsep) == [str(ORPHAN_GUARD), "/x"]

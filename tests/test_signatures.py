@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from bringup.knowledge_files import KnowledgeFileError, classes
-from bringup.signatures import classify, default_signatures, load_signatures
+from bringup.core.datafiles import KnowledgeFileError, classes
+from bringup.observe.signatures import classify, default_signatures, load_signatures
 
 LOGS = Path(__file__).parent / "data" / "logs"
 

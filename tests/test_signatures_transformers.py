@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from bringup.engines.base import get_engine
-from bringup.explain import detect_engine, explain_file
+from bringup.engines.explain import detect_engine, explain_file
 
 LOGS = Path(__file__).parent / "data" / "logs"
 

@@ -4,13 +4,13 @@ engine's MoE variables."""
 
 from __future__ import annotations
 
-from bringup.candidate import Candidate, parse_flags
-from bringup.envvars import absent_components, load_registry, rank
-from bringup.helptext import bundled_help
-from bringup.knowledge import Knowledge
-from bringup.outcome import Outcome
+from bringup.core.candidate import Candidate, parse_flags
+from bringup.env.registry import absent_components, load_registry, rank
+from bringup.help.text import bundled_help
+from bringup.knowledge.rules import Knowledge
+from bringup.observe.outcome import Outcome
+from bringup.search.space import build_space, drop_inapplicable
 from bringup.search.strategy import Strategy
-from bringup.space import build_space, drop_inapplicable
 
 VL = bundled_help("vllm", "0.32.0")
 SG = bundled_help("sglang", "0.5.10.post1")

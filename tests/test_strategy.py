@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from bringup.candidate import Candidate, parse_flags
-from bringup.helptext import bundled_help
-from bringup.knowledge import Knowledge
-from bringup.outcome import Outcome
+from bringup.core.candidate import Candidate, parse_flags
+from bringup.help.text import bundled_help
+from bringup.knowledge.rules import Knowledge
+from bringup.observe.outcome import Outcome
+from bringup.search.space import build_space
 from bringup.search.strategy import Strategy
-from bringup.space import build_space
 
 SG = bundled_help("sglang", "0.5.10.post1")
 VL = bundled_help("vllm", "0.32.0")
@@ -183,7 +183,7 @@ def test_vary_and_fix_shape_the_space():
 
 
 def _probes(failed: str) -> list:
-    from bringup.outcome import ProbeResult
+    from bringup.observe.outcome import ProbeResult
 
     names = ["health", "completion", "chat", "known-answers", "long-decode", "batch", "batch-invariance"]
     return [ProbeResult(name=n, passed=n != failed) for n in names]
@@ -324,8 +324,8 @@ def test_a_low_chance_does_not_end_the_search_before_its_budget():
 
 
 def _with_env(engine="vllm", spec=VL, baseline="", facts=None):
-    from bringup.envfactors import EnvFactors
-    from bringup.envvars import load_registry
+    from bringup.env.registry import load_registry
+    from bringup.search.envfactors import EnvFactors
 
     base = Candidate.make(engine, "m", parse_flags(baseline, spec))
     space = build_space(engine, spec, base)
@@ -371,8 +371,8 @@ def test_a_nan_brings_the_sampler_variables_that_no_line_names():
 
 
 def test_a_variable_this_version_ignores_is_frozen_not_searched():
-    from bringup.envfactors import EnvFactors
-    from bringup.envvars import load_registry
+    from bringup.env.registry import load_registry
+    from bringup.search.envfactors import EnvFactors
 
     base = Candidate.make("vllm", "m", {}, {"VLLM_ATTENTION_BACKEND": "FLASHINFER"})
     env = EnvFactors(load_registry("vllm", version="0.32.0", installed=False), device="cuda")
@@ -413,8 +413,8 @@ def test_a_missing_package_rules_out_every_level_that_loads_it():
 def test_the_first_launch_keeps_the_baselines_own_rarely_suspect_settings():
     """A flag or variable whose default rarely breaks has a low prior for "unset"; that must not make
     dropping the baseline's own value look free (seen: a run that dropped the user's variables)."""
-    from bringup.envfactors import EnvFactors
-    from bringup.envvars import load_registry
+    from bringup.env.registry import load_registry
+    from bringup.search.envfactors import EnvFactors
 
     base = Candidate.make(
         "vllm", "m", parse_flags("--max-num-seqs 64", VL), {"VLLM_USE_FLASHINFER_SAMPLER": "0"}
@@ -428,7 +428,7 @@ def test_the_first_launch_keeps_the_baselines_own_rarely_suspect_settings():
 
 
 def test_plumbing_variables_never_join_a_candidate():
-    from bringup.envvars import launch_environment, load_registry
+    from bringup.env.registry import launch_environment, load_registry
 
     reg = load_registry("vllm", version="0.32.0", installed=False)
     env = {
@@ -480,7 +480,7 @@ def test_a_memory_plan_that_rules_out_low_fractions_does_not_block_after_the_hig
     # default: the KV cache cannot hold one request). Not every level is ruled out by knowledge,
     # so nothing says no fraction can work: keep the baseline's and move what the capture OOM
     # also implicates (the batch limit, the capture sizes).
-    from bringup.knowledge import memory_model_for
+    from bringup.knowledge.rules import memory_model_for
 
     facts = {
         "device": "cuda",
@@ -615,7 +615,7 @@ def test_asking_vllm_for_its_default_capture_size_is_not_a_new_configuration():
 
 
 def test_a_flag_and_a_variable_the_evidence_cannot_tell_apart_change_the_flag_first():
-    from bringup.space import Factor
+    from bringup.search.space import Factor
 
     s = make("vllm", VL, "", facts={"device": "cuda", "gpu.compute_capability": 12.0})
     s.add_factor(Factor("env:VLLM_SOME_KERNEL_SWITCH", "env", ["1"], "VLLM_SOME_KERNEL_SWITCH"))

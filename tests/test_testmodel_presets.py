@@ -13,12 +13,12 @@ from conftest import bringup
 from safetensors import safe_open
 from transformers import AutoTokenizer, LlamaForCausalLM
 
-from bringup.reference import ServerOutput, compare, compute_reference, tolerance
-from bringup.targets import model_answers
-from bringup.testmodel import TestModelSpec as Spec
-from bringup.testmodel import write_preset
-from bringup.testmodel_shards import PRESETS, tensor_shapes
-from bringup.testmodel_train import KNOWN, greedy_chat, scale_for_fp16_overflow
+from bringup.engines.targets import model_answers
+from bringup.testmodel.shards import PRESETS, tensor_shapes
+from bringup.testmodel.tiny import TestModelSpec as Spec
+from bringup.testmodel.tiny import write_preset
+from bringup.testmodel.train import KNOWN, greedy_chat, scale_for_fp16_overflow
+from bringup.verify.reference import ServerOutput, compare, compute_reference, tolerance
 
 
 @pytest.fixture(scope="session")

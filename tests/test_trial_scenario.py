@@ -183,7 +183,7 @@ def test_hang_is_detected_by_silence(tmp_path):
     assert d["phase"] == "graph-capture"
     # A hang costs the wait until bringup gave up, on the double's clock: the oracle's figure (the
     # time to the hang plus the deadline), not the time of the last line the double printed.
-    from bringup.scenario.oracle import Oracle
+    from bringup.oracle.trials import Oracle
 
     expected = Oracle.load(DATA / "scenarios" / "hang-vllm.yaml", hang_s=2.0).outcome({"--max-num-seqs": 128})
     assert d["timings"]["simulated"] == pytest.approx(expected.simulated_s, abs=0.5)

@@ -13,10 +13,10 @@ import optuna
 import pytest
 from optuna.storages.journal import JournalFileBackend
 
-from bringup.candidate import Candidate
-from bringup.executor import Job, LocalExecutor, TrialRun
-from bringup.outcome import Outcome
-from bringup.slots import GpuSlots
+from bringup.core.candidate import Candidate
+from bringup.observe.outcome import Outcome
+from bringup.trial.executor import Job, LocalExecutor, TrialRun
+from bringup.trial.slots import GpuSlots
 from bringup.tuning.tuner import Evaluation, Tuner
 
 CAND = Candidate.make("sglang", "m", {})

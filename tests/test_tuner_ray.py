@@ -26,7 +26,7 @@ import pytest
 from conftest import ROOT, TUNE_SCENARIO, bringup, tune_args
 from optuna.storages.journal import JournalFileBackend
 
-from bringup.rayexec import DOUBLE_GPU, resource_name
+from bringup.trial.rayexec import DOUBLE_GPU, resource_name
 from tests.raycluster import LocalCluster, local_cluster
 
 pytestmark = pytest.mark.slow
@@ -37,8 +37,8 @@ OOM = "oom-graph-capture"  # the scenario's one failure on these knobs
 
 def hw_resource(scenario: Path) -> str:
     """The Ray resource of the machine a scenario replays, as `bringup tune` computes it."""
-    from bringup.identity import gather_facts, hardware_fingerprint
-    from bringup.targets import resolve_target
+    from bringup.engines.targets import resolve_target
+    from bringup.session.identity import gather_facts, hardware_fingerprint
 
     t = resolve_target(engine=None, model=None, scenario=scenario, python=None, time_scale=0.05, gpus=None)
     facts, _ = gather_facts(t)

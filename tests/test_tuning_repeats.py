@@ -239,7 +239,7 @@ def test_decide_waits_between_looks():
 
 
 def test_run_noise_is_mean_one_lognormal_at_the_stated_sigma():
-    from bringup.scenario.tuning_oracle import ScenarioOracle
+    from bringup.oracle.tuning import ScenarioOracle
 
     o = ScenarioOracle(None, {}, {}, noise_seed=None, run_noise=0.05, run_seed=7)  # type: ignore[arg-type]
     m = {"goodput_rps": 2.0, "output_tps": 100.0, "ttft_p99_s": 1.0, "duration_s": 60.0, "feasible": True}
@@ -257,8 +257,8 @@ def test_run_noise_is_mean_one_lognormal_at_the_stated_sigma():
 
 
 def test_html_report_shows_spreads_and_the_baseline_band(tmp_path):
-    from bringup.htmlreport import render_html
-    from bringup.htmlreport.repeats import knobs_that_matter
+    from bringup.report.html import render_html
+    from bringup.report.html.repeats import knobs_that_matter
 
     m = Measure({"1": [5.0, 5.1, 4.9, 5.05, 4.95], "2": [7.0, 7.1, 6.9, 7.05, 6.95], "3": [4.0, 4.1, 3.9]})
     pts = points({"1": 5.0, "2": 6.0, "3": 6.5})

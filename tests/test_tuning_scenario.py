@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from conftest import bringup, tune_args
 
-from bringup.candidate import parse_flags
+from bringup.core.candidate import parse_flags
+from bringup.oracle.tuning import ScenarioOracle
 from bringup.scenario import load_scenario, scenario_path
-from bringup.scenario.tuning_oracle import ScenarioOracle
 from bringup.tuning.knobs import Knob, start_point, with_base_levels
 from bringup.tuning.tuner import Tuner, grid
 

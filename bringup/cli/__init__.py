@@ -61,10 +61,10 @@ def main() -> None:
         app()
     except Exception as e:
         # the classes load only when something went wrong: `bringup --help` stays light
-        from bringup.journal import JournalDamaged
-        from bringup.knowledge_files import KnowledgeFileError
-        from bringup.limits import InputError
-        from bringup.preflight import PreflightError
+        from bringup.core.datafiles import KnowledgeFileError
+        from bringup.facts.preflight import PreflightError
+        from bringup.guard.limits import InputError
+        from bringup.record.journal import JournalDamaged
 
         if isinstance(e, (JournalDamaged, PreflightError, InputError, KnowledgeFileError)):
             print(f"error: {e}", file=sys.stderr)

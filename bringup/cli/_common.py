@@ -14,7 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 if TYPE_CHECKING:  # every command module imports this one: keep `bringup --help` free of pydantic
-    from bringup.outcome import Outcome
+    from bringup.observe.outcome import Outcome
 
 out_console = Console(highlight=False, soft_wrap=True)
 err_console = Console(stderr=True, highlight=False)
@@ -27,7 +27,7 @@ STATUS_STYLE = {
     "cancelled": "dim",
 }
 
-# `--ray` of `run` and `tune` (bringup/rayexec.py): one text, one meaning.
+# `--ray` of `run` and `tune` (bringup/trial/rayexec.py): one text, one meaning.
 RAY_HELP = (
     "Run the trials on a Ray cluster: auto (the cluster running here, else a one-node one) or its "
     "address (HEAD:6379). Its nodes of this machine's hardware take the trials; `bringup doctor` "
@@ -86,7 +86,7 @@ def refuse_damaged_model(model: str | Path) -> None:
     """A local model folder that cannot load (a bad safetensors header, a truncated shard, a shard
     the index lists but that is missing) is refused before anything else, with the file and the
     damage named (exit 2). `plan` said "fits" with one shard of two damaged."""
-    from bringup.preflight import model_problems
+    from bringup.facts.preflight import model_problems
 
     p = Path(model)
     if p.is_dir() and (problems := model_problems(p)):
@@ -99,7 +99,7 @@ def runs_root(runs_dir: Path | None) -> Path:
 
 def writable_runs_root(runs_dir: Path | None) -> Path:
     """The runs folder, refused with a clear error (exit 2) before any launch when read-only."""
-    from bringup.preflight import PreflightError, check_writable
+    from bringup.facts.preflight import PreflightError, check_writable
 
     root = runs_root(runs_dir)
     try:
@@ -120,14 +120,14 @@ def new_trial_dir(root: Path, engine: str, key: str) -> Path:
 
 
 def print_json(obj: object) -> None:
-    from bringup import secrets
+    from bringup.guard import secrets
 
     sys.stdout.write(secrets.scrub_text(json.dumps(obj, indent=2, default=str)) + "\n")
     sys.stdout.flush()
 
 
 def _render_remedies(console, o: Outcome) -> None:
-    """The engine's own advice beneath the failure (bringup/remedies.py), in its order."""
+    """The engine's own advice beneath the failure (bringup/observe/remedies.py), in its order."""
     items = [
         f"{r.flag}{'=' + r.value if r.value is not None else ''}{' (' + r.action + ')' if r.action != 'set' else ''}"
         for r in o.remedies
@@ -140,8 +140,8 @@ def shown(text: object, limit: int = 2000) -> str:
     """Text from outside (a log line, a model name, user input) as it may reach a terminal: secrets
     replaced, control characters and escape sequences escaped, cut to `limit`. Print it inside a
     rich `Text` (never as a markup string: `[/dev/shm]` is text, not a closing tag)."""
-    from bringup import secrets
-    from bringup.safetext import safe_line
+    from bringup.guard import secrets
+    from bringup.guard.safetext import safe_line
 
     return secrets.scrub_text(safe_line(str(text), limit))
 

@@ -1,4 +1,4 @@
-"""``bringup run --ray ADDRESS --node-types all|TYPE,...``: the terminal side of bringup/nodetypes.py.
+"""``bringup run --ray ADDRESS --node-types all|TYPE,...``: the terminal side of bringup/session/nodetypes.py.
 
 Several runs at once share one terminal, so no live table: each type prints one dim line per
 launch and one per attempt, prefixed with its type; the end is one table, a line per type.
@@ -17,14 +17,14 @@ from rich.text import Text
 from bringup.cli._common import err_console, out_console, print_json, usage_error
 
 if TYPE_CHECKING:
-    from bringup.nodetypes import NodeTypesResult
-    from bringup.results import Attempt, Purpose, RunResult
-    from bringup.run import RunSettings
-    from bringup.space import Space
+    from bringup.record.results import Attempt, Purpose, RunResult
+    from bringup.search.space import Space
+    from bringup.session.nodetypes import NodeTypesResult
+    from bringup.session.run import RunSettings
 
 
 class TypeLines:
-    """One node type's progress as plain lines on stderr (a RunObserver, bringup.run)."""
+    """One node type's progress as plain lines on stderr (a RunObserver, bringup.session.run)."""
 
     def __init__(self, node_type: str) -> None:
         self.tag = node_type.removeprefix("bringup-hw-")
@@ -49,7 +49,7 @@ class TypeLines:
 
 def table(res: NodeTypesResult) -> Table:
     """The end of a bring-up over node types: a line per type, with where its report is."""
-    from bringup.nodetypes import verdict
+    from bringup.session.nodetypes import verdict
 
     t = Table(
         title=f"{sum(x.validated for x in res.types)} of {len(res.types)} node types validated", box=None
@@ -83,8 +83,8 @@ def node_types_if_asked(
 def facts_of_node_type(settings: RunSettings) -> tuple[dict, Any] | None:
     """A resumed run of one node type (RUNS_DIR/<type>, its settings name the type) reads the facts
     of a node of that type again, not this machine's; None for any other run."""
-    from bringup.nodetypes import facts_for_type
-    from bringup.rayexec import RayClusterError, RayMissing
+    from bringup.session.nodetypes import facts_for_type
+    from bringup.trial.rayexec import RayClusterError, RayMissing
 
     try:
         return facts_for_type(settings)
@@ -100,9 +100,9 @@ def run_node_types(settings: RunSettings, root: Path, asked: str, json_out: bool
             "--node-types needs --ray ADDRESS and a new run (resume one type's run with "
             "--resume --runs-dir RUNS_DIR/<type>)"
         )
-    from bringup.nodetypes import SUMMARY_MD, NodeTypes
-    from bringup.process import Interrupted
-    from bringup.rayexec import RayClusterError, RayMissing
+    from bringup.session.nodetypes import SUMMARY_MD, NodeTypes
+    from bringup.trial.process import Interrupted
+    from bringup.trial.rayexec import RayClusterError, RayMissing
 
     def on_term(signum: int, frame: object) -> None:
         raise Interrupted(signum)

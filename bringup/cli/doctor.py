@@ -27,19 +27,19 @@ def doctor_cmd(
         "where PyTorch is installed, from torch.cuda.get_device_properties).",
     ),
     from_dir: Path | None = typer.Option(
-        None, "--from", help="Read a folder recorded with `python -m bringup.hardware --record`."
+        None, "--from", help="Read a folder recorded with `python -m bringup.facts.hardware --record`."
     ),
 ) -> None:
     """The machine: GPUs, compute capability, memory, driver, CUDA, GPU links, CPUs, engine packages."""
-    from bringup import hardware  # inside each command: `bringup --help` imports no command's modules
+    from bringup.facts import hardware  # inside each command: `bringup --help` imports no command's modules
 
     snap = hardware.from_recorded(from_dir) if from_dir else hardware.snapshot(smem=smem)
     f, src = hardware.facts_with_sources(snap)
     if as_json:
         d = snap.to_dict()
         d["facts"], d["fact_sources"] = f, src
-        from bringup.identity import hardware_fingerprint
-        from bringup.rayexec import resource_name
+        from bringup.session.identity import hardware_fingerprint
+        from bringup.trial.rayexec import resource_name
 
         d["fingerprint"] = hardware_fingerprint(f, None)
         d["ray_resource"] = resource_name(d["fingerprint"])
@@ -86,8 +86,8 @@ def doctor_cmd(
     console.print(pk)
     for n in snap.notes:
         console.print(f"note: {n}")
-    from bringup.identity import hardware_fingerprint
-    from bringup.rayexec import worker_command  # Ray itself is not imported
+    from bringup.session.identity import hardware_fingerprint
+    from bringup.trial.rayexec import worker_command  # Ray itself is not imported
 
     fp = hardware_fingerprint(f, None)
     console.print(
@@ -97,7 +97,7 @@ def doctor_cmd(
 
 
 def _model_cmd(model_dir: Path, as_json: bool, kv_dtype: list[str]) -> None:
-    from bringup import modelinfo
+    from bringup.facts import modelinfo
 
     refuse_damaged_model(model_dir)
     try:
@@ -191,7 +191,7 @@ def plan_cmd(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Will it fit? Weights per GPU, the KV pool and its tokens, and the CUDA-graph headroom."""
-    from bringup import hardware, memplan, modelinfo
+    from bringup.facts import hardware, memplan, modelinfo
 
     if model_dir is None and weights_gib is None:
         raise typer.BadParameter("give a model folder, --weights-gib, or both")
@@ -240,8 +240,8 @@ def plan_cmd(
     except ValueError as e:
         raise typer.BadParameter(str(e)) from e
     if runs_dir is not None and (runs_dir / "journal.sqlite").is_file():
-        from bringup.identity import hardware_fingerprint
-        from bringup.journal import Journal
+        from bringup.record.journal import Journal
+        from bringup.session.identity import hardware_fingerprint
 
         hw_fp = hardware_fingerprint(hardware.facts(hardware.snapshot()), None)
         p = memplan.corrected(p, Journal(runs_dir / "journal.sqlite").plan_errors(hw_fp, engine))
@@ -277,7 +277,7 @@ def _host_available_gib() -> float | None:
     try:
         import psutil
 
-        from bringup.hardware import GIB
+        from bringup.facts.hardware import GIB
 
         return psutil.virtual_memory().available / GIB
     except Exception:

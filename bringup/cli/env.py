@@ -12,7 +12,7 @@ from bringup.cli._common import out_console, print_json, usage_error
 
 
 def _describe(reg, name: str, suggested: list[str]) -> dict:
-    from bringup.envvars import levels
+    from bringup.env.registry import levels
 
     var = reg.get(name)
     row = {"name": name, "status": reg.status(name), "explain": reg.explain(name)}
@@ -55,7 +55,8 @@ def env_cmd(
     """Describe environment variables as this engine version reads them (type, default, choices,
     levels), which it ignores, and, with --log, which ones a failure implicates."""
     # heavy imports inside the command: `bringup --help` stays fast
-    from bringup.envvars import (
+    from bringup.core.datafiles import KnowledgeFileError
+    from bringup.env.registry import (
         common_vars,
         levels,
         load_registry,
@@ -64,7 +65,6 @@ def env_cmd(
         suggested_values,
         user_env,
     )
-    from bringup.knowledge_files import KnowledgeFileError
 
     try:
         reg = load_registry(engine, python=python, version=version)
@@ -82,7 +82,7 @@ def env_cmd(
     if log is not None:
         if not log.is_file():
             raise usage_error(f"{log} is not a file: give the path of a saved server log")
-        from bringup.explain import explain_file
+        from bringup.engines.explain import explain_file
 
         lines = log.read_text(errors="replace").splitlines()
         found = mentions_in_lines(lines, list(reg.variables))

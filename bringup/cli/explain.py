@@ -23,7 +23,9 @@ def explain_cmd(
         raise usage_error(f"unknown engine {engine!r}: use one of {', '.join(engine_names())}")
     if not logfile.is_file():
         raise usage_error(f"{logfile} is not a file: give the path of a saved server log")
-    from bringup.explain import explain_file  # heavy imports inside the command: `bringup --help` stays fast
+    from bringup.engines.explain import (
+        explain_file,  # heavy imports inside the command: `bringup --help` stays fast
+    )
 
     outcome = explain_file(logfile, engine)
     if json_out:

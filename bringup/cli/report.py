@@ -19,7 +19,7 @@ def find_run_dir(run: str, runs_dir: Path | None) -> Path:
         return root / "runs" / run
     j = root / "journal.sqlite"
     if j.is_file():
-        from bringup.journal import Journal
+        from bringup.record.journal import Journal
 
         row = Journal(j, readonly=True).run(run)
         if row and (Path(row["run_dir"]) / "findings.json").is_file():
@@ -40,7 +40,7 @@ def report_cmd(
     ),
 ) -> None:
     """Reprint FINDINGS.md of a run (regenerated from findings.json)."""
-    from bringup.report import (  # inside: `bringup --help` stays fast
+    from bringup.report.findings import (  # inside: `bringup --help` stays fast
         FindingsDamaged,
         load_result,
         render_markdown,
@@ -52,7 +52,7 @@ def report_cmd(
     except FindingsDamaged as e:
         raise usage_error(str(e)) from None
     if html:
-        from bringup.htmlreport import load_tunes, write_html
+        from bringup.report.html import load_tunes, write_html
 
         out_console.print(str(write_html(d, result, load_tunes(d))))
         return
@@ -63,7 +63,7 @@ def report_cmd(
 
         text = render_markdown(result, load_tunes(d))
         try:  # a read-only runs folder still gets its report on the terminal
-            from bringup import secrets
+            from bringup.guard import secrets
 
             secrets.write_text(d / "FINDINGS.md", text)
         except OSError as e:

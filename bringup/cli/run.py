@@ -26,15 +26,15 @@ from bringup.cli._nodetypes import facts_of_node_type, node_types_if_asked
 from bringup.cli.trial import parse_answers
 
 if TYPE_CHECKING:
-    from bringup.results import Attempt, Purpose, RunResult
-    from bringup.space import Space
+    from bringup.record.results import Attempt, Purpose, RunResult
+    from bringup.search.space import Space
 
 
 def default_model() -> Path:
     """The embedded default: a tiny generated model, made once and cached."""
     import os
 
-    from bringup.testmodel import write_test_model
+    from bringup.testmodel.tiny import write_test_model
 
     base = Path(os.environ.get("BRINGUP_CACHE") or Path.home() / ".cache" / "bringup")
     path = base / "models" / "tiny-llama-hd64"
@@ -72,8 +72,8 @@ def _table(attempts: list[Attempt]) -> Table:
 
 def _resumed(root: Path, run_id: str | None, max_launches: int):
     """The settings and id of the run to resume; a search that stopped short goes on with more launches."""
-    from bringup.journal import Journal
-    from bringup.run import RunSettings
+    from bringup.record.journal import Journal
+    from bringup.session.run import RunSettings
 
     j = Journal(root / "journal.sqlite")
     row = j.run(run_id) if run_id else j.latest_run()
@@ -169,13 +169,13 @@ def run_cmd(
     json_out: bool = typer.Option(False, "--json", help="Print the result as one JSON object."),
 ) -> None:
     """Find a launch configuration that works, prove it, explain every failure, report it."""
-    from bringup.candidate import FlagError, parse_env
-    from bringup.knowledge_files import KnowledgeFileError
-    from bringup.process import Interrupted, install_signal_handlers
-    from bringup.rayexec import RayClusterError  # Ray itself is imported only with --ray
-    from bringup.run import QuietObserver, Run, RunError, RunSettings
-    from bringup.space import SpaceError, parse_fix
-    from bringup.targets import TargetError
+    from bringup.core.candidate import FlagError, parse_env
+    from bringup.core.datafiles import KnowledgeFileError
+    from bringup.engines.targets import TargetError
+    from bringup.search.space import SpaceError, parse_fix
+    from bringup.session.run import QuietObserver, Run, RunError, RunSettings
+    from bringup.trial.process import Interrupted, install_signal_handlers
+    from bringup.trial.rayexec import RayClusterError  # Ray itself is imported only with --ray
 
     install_signal_handlers()  # on the main thread: SIGTERM/SIGHUP tear servers down (exit 143/129)
 
@@ -255,7 +255,7 @@ def run_cmd(
 
 
 class LiveTable:
-    """The run's attempts as a table that grows while it runs (on stderr). A RunObserver (bringup.run)."""
+    """The run's attempts as a table that grows while it runs (on stderr). A RunObserver (bringup.session.run)."""
 
     def __init__(self, live: Live):
         self.live = live
@@ -273,7 +273,7 @@ class LiveTable:
         err_console.print(f"#{seq} {purpose}: {shown(changes, 100)}", markup=False, style="dim")
 
     def trial_event(self, kind: str, text: str) -> None:
-        if kind == "gpu":  # GPU hygiene messages (bringup/gpus.py)
+        if kind == "gpu":  # GPU hygiene messages (bringup/facts/gpus.py)
             err_console.print(f"gpu: {shown(text)}", markup=False)
 
     def attempted(self, attempt: Attempt) -> None:

@@ -32,10 +32,10 @@ def space_cmd(
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """Print the factors, their levels, and what knowledge says of each level (and which facts it used)."""
-    from bringup.knowledge_files import KnowledgeFileError  # inside: `bringup --help` stays fast
-    from bringup.run import Run, RunError, RunSettings
-    from bringup.space import SpaceError, parse_fix
-    from bringup.targets import TargetError
+    from bringup.core.datafiles import KnowledgeFileError  # inside: `bringup --help` stays fast
+    from bringup.engines.targets import TargetError
+    from bringup.search.space import SpaceError, parse_fix
+    from bringup.session.run import Run, RunError, RunSettings
 
     try:
         settings = RunSettings(

@@ -47,7 +47,7 @@ def testmodel_cmd(
 ) -> None:
     """Write a small Llama-style model with a real tokenizer and a chat template (or a --preset)."""
     # inside: `bringup --help` stays fast
-    from bringup.testmodel import PRESET_HELP, TestModelSpec, write_preset, write_test_model
+    from bringup.testmodel.tiny import PRESET_HELP, TestModelSpec, write_preset, write_test_model
 
     _refuse_to_overwrite(out_dir, force)
     if preset not in PRESET_HELP:

@@ -23,11 +23,11 @@ from bringup.cli._common import (
 )
 
 if TYPE_CHECKING:
-    from bringup.probes import KnownAnswer
+    from bringup.verify.probes import KnownAnswer
 
 
 def parse_answers(answers: list[str]) -> list[KnownAnswer]:
-    from bringup.probes import KnownAnswer
+    from bringup.verify.probes import KnownAnswer
 
     out = []
     for a in answers:
@@ -81,14 +81,14 @@ def trial_cmd(
     """
     from rich.status import Status  # heavy imports inside the command: `bringup --help` stays fast
 
-    from bringup.candidate import Candidate, FlagError, parse_env, parse_flags
-    from bringup.envvars import launch_environment
-    from bringup.probes import ProbeConfig
-    from bringup.process import Interrupted, install_signal_handlers
-    from bringup.reference import ReferenceError, reference_for
-    from bringup.reserved import reserved_flag
-    from bringup.targets import TargetError, resolve_target
-    from bringup.trial import Trial, TrialSettings
+    from bringup.core.candidate import Candidate, FlagError, parse_env, parse_flags
+    from bringup.core.reserved import reserved_flag
+    from bringup.engines.targets import TargetError, resolve_target
+    from bringup.env.registry import launch_environment
+    from bringup.trial.launch import Trial, TrialSettings
+    from bringup.trial.process import Interrupted, install_signal_handlers
+    from bringup.verify.probes import ProbeConfig
+    from bringup.verify.reference import ReferenceError, reference_for
 
     install_signal_handlers()  # on the main thread: SIGTERM/SIGHUP tear servers down (exit 143/129)
 
@@ -136,13 +136,13 @@ def trial_cmd(
     def on_event(kind: str, text: str) -> None:
         if status is None:
             return
-        if kind == "gpu":  # GPUs busy before the first launch, memory not given back (bringup/gpus.py)
+        if kind == "gpu":  # GPUs busy before the first launch, memory not given back (bringup/facts/gpus.py)
             err_console.print(f"[dim]gpu:[/] {escape(shown(text))}")
             return
         if kind == "phase":
             state["phase"] = text
         elif kind == "line" and text.strip():
-            from bringup.safetext import safe_line
+            from bringup.guard.safetext import safe_line
 
             state["line"] = escape(safe_line(text.strip(), 100))  # no escapes or markup reach the terminal
         status.update(f"[bold]{state['phase']}[/]  [dim]{state['line']}[/]")

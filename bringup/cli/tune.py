@@ -99,17 +99,16 @@ def tune_cmd(
     """Search the performance knobs (memory fraction, batch limits, chunked prefill, CUDA-graph sizes,
     parallelism) for the best goodput or a Pareto front; failures become infeasible points."""
     # Optuna and aiohttp load here, not when the CLI starts: `bringup --help` and the other commands need neither.
-    from bringup.candidate import Candidate, FlagError, parse_flags
-    from bringup.identity import gather_facts, hardware_fingerprint, model_identity
-    from bringup.journal import Journal
-    from bringup.knowledge_files import KnowledgeFileError
+    from bringup.core.candidate import Candidate, FlagError, parse_flags
+    from bringup.core.datafiles import KnowledgeFileError
+    from bringup.engines.targets import TargetError, resolve_target
     from bringup.loadgen import BenchConfig
     from bringup.loadgen.config import parse_slos
-    from bringup.process import Interrupted, install_signal_handlers
-    from bringup.rayexec import RayClusterError, RayMissing  # Ray itself is imported only with --ray
-    from bringup.reference import ReferenceError, reference_for
-    from bringup.slots import SlotError, parallel_width, parse_gpus
-    from bringup.targets import TargetError, resolve_target
+    from bringup.record.journal import Journal
+    from bringup.session.identity import gather_facts, hardware_fingerprint, model_identity
+    from bringup.trial.process import Interrupted, install_signal_handlers
+    from bringup.trial.rayexec import RayClusterError, RayMissing  # Ray itself is imported only with --ray
+    from bringup.trial.slots import SlotError, parallel_width, parse_gpus
     from bringup.tuning.knobs import (
         KnobError,
         load_knobs,
@@ -122,6 +121,7 @@ def tune_cmd(
     from bringup.tuning.session import LaunchEvaluator, to_result
     from bringup.tuning.tuner import Tuner
     from bringup.tuning.verdict import RepeatRule
+    from bringup.verify.reference import ReferenceError, reference_for
 
     install_signal_handlers()  # on the main thread: SIGTERM/SIGHUP tear servers down (exit 143/129)
     goal, how = _objective_and_sampler(objective, sampler)
@@ -299,7 +299,7 @@ def tune_cmd(
     result.reference = ref_why
     if ref is not None and result.best is not None:
         result.reference_verdict = ev.verdicts.get(result.best.trial_dir or "", "not probed")
-    from bringup import secrets
+    from bringup.guard import secrets
 
     secrets.write_text(tune_dir / "tune.json", result.model_dump_json(indent=2))
     _write_findings(run_dir, tune_dir, result)
@@ -400,8 +400,8 @@ def _print_best(result) -> None:
 def _write_findings(run_dir: Path, tune_dir: Path, result) -> None:
     """FINDINGS.md of the tuning (in its folder), and the run's FINDINGS.md again with every
     tuning of the run in it, when the run has a bring-up result."""
-    from bringup import secrets
-    from bringup.report import load_result, render_markdown
+    from bringup.guard import secrets
+    from bringup.report.findings import load_result, render_markdown
     from bringup.tuning.findings import tune_markdown
     from bringup.tuning.result import load_tunes
 
@@ -428,16 +428,16 @@ def _executor(ev, gpus: list[str], width: int, parallel: str, ray: str | None, s
     """Where points run: on a Ray cluster (--ray), several at once on this machine (disjoint GPUs
     and ports, the GPU hygiene of a run), or None: one after another, in this process."""
     if ray:
-        from bringup.rayexec import cluster_executor
+        from bringup.trial.rayexec import cluster_executor
 
         return cluster_executor(
             ev.remote_job, ev.hw_fp, ray, parallel, len(gpus), simulated, finish=ev.finish_job
         )
     if width <= 1:
         return None
-    from bringup.executor import LocalExecutor
-    from bringup.gpus import default_watch, visible_indices
-    from bringup.slots import GpuSlots
+    from bringup.facts.gpus import default_watch, visible_indices
+    from bringup.trial.executor import LocalExecutor
+    from bringup.trial.slots import GpuSlots
 
     watch = default_watch()
 
@@ -450,8 +450,8 @@ def _executor(ev, gpus: list[str], width: int, parallel: str, ray: str | None, s
 
 def _write_html(run_dir: Path) -> Path:
     """The HTML report of the run folder (bring-up, if any, and every tuning session in it)."""
-    from bringup.htmlreport import load_tunes, write_html
-    from bringup.report import load_result
+    from bringup.report.findings import load_result
+    from bringup.report.html import load_tunes, write_html
 
     result = load_result(run_dir) if (run_dir / "findings.json").is_file() else None
     return write_html(run_dir, result, load_tunes(run_dir))

@@ -21,9 +21,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from bringup.candidate import Candidate
+from bringup.core.candidate import Candidate
 from bringup.dryrun.child import Child
-from bringup.outcome import Outcome, Timings
+from bringup.observe.outcome import Outcome, Timings
 
 Status = Literal["refused", "passes", "cannot"]
 
@@ -189,9 +189,9 @@ class DryRun:
 
 
 def for_target(target: Any, facts: dict[str, Any]) -> DryRun:
-    """The dry run for a resolved target (bringup.targets.Target): its engine's interpreter, the
+    """The dry run for a resolved target (bringup.engines.targets.Target): its engine's interpreter, the
     version it targets (a scenario's imitated one, or the installed one) and the installed one."""
-    from bringup.installed import distribution_version
+    from bringup.facts.installed import distribution_version
 
     eng = target.engine
     dialect = eng.log_dialect
@@ -206,7 +206,7 @@ def for_target(target: Any, facts: dict[str, Any]) -> DryRun:
 def refusal_outcome(v: DryVerdict, cand: Candidate, dialect: str) -> Outcome:
     """A refusal as the Outcome a launch that printed the engine's message would have had: the
     same classifier reads it (the engine's own traceback when there is one), launched=False."""
-    from bringup.explain import explain_lines
+    from bringup.engines.explain import explain_lines
 
     lines = list(v.traceback) or [v.message]
     out = explain_lines(lines, dialect)

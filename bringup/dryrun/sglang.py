@@ -6,7 +6,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from bringup.candidate import Candidate
+from bringup.core.candidate import Candidate
 
 CHILD = Path(__file__).with_name("sglang_child.py")
 

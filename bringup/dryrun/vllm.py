@@ -12,7 +12,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from bringup.candidate import Candidate
+from bringup.core.candidate import Candidate
 
 CHILD = Path(__file__).with_name("vllm_child.py")
 

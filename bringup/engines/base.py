@@ -19,19 +19,19 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from bringup.candidate import Candidate, FlagValue
-from bringup.effective import (
+from bringup.core.candidate import Candidate, FlagValue
+from bringup.core.datafiles import DATA, KnowledgeFileError, load_yaml, phase_index
+from bringup.facts.installed import distribution_version
+from bringup.help.text import HelpSpec, parse_help
+from bringup.observe.effective import (
     EffectiveConfig,
     find_overrides,
     parse_engine_config,
     parse_non_default_args,
     parse_server_args,
 )
-from bringup.helptext import HelpSpec, parse_help
-from bringup.installed import distribution_version
-from bringup.knowledge_files import DATA, KnowledgeFileError, load_yaml, phase_index
-from bringup.probes import ProbeConfig
-from bringup.reference import precision_of
+from bringup.verify.probes import ProbeConfig
+from bringup.verify.reference import precision_of
 
 _HELP_TEXT = re.compile(r"\[--[\w-]+|^\s*usage: |^\s+--[\w-]+[ =,]")
 
@@ -100,7 +100,7 @@ def batch_of(flags: dict, names: list[str]) -> int | None:
 
 class GpuNeed(BaseModel):
     """How many GPUs one launch takes, read from its flags: trials that run at once get disjoint
-    GPUs (bringup/slots.py), so a candidate must say how many it needs before it is placed."""
+    GPUs (bringup/trial/slots.py), so a candidate must say how many it needs before it is placed."""
 
     model_config = ConfigDict(extra="forbid")
     product: list[str] = Field(default_factory=list)  # flags whose values multiply (tp x pp x dp)
@@ -338,8 +338,8 @@ class Engine:
         return ""
 
     def env_registry(self, version: str | None):
-        """The environment variables this engine version reads (bringup.envvars.Registry)."""
-        from bringup.envvars import load_registry
+        """The environment variables this engine version reads (bringup.env.registry.Registry)."""
+        from bringup.env.registry import load_registry
 
         return load_registry(self.log_dialect, self.python, version)
 

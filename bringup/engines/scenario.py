@@ -16,9 +16,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, ClassVar
 
-from bringup.candidate import Candidate
+from bringup.core.candidate import Candidate
 from bringup.engines.base import Engine, EngineInfo, engine_info
-from bringup.helptext import HelpSpec
+from bringup.help.text import HelpSpec
 
 
 class ScenarioLoadError(ValueError):
@@ -109,7 +109,7 @@ class ScenarioEngine(Engine):
 def snapshot_registry(dialect: str, version: str | None):
     """A bundled snapshot never changes while the process runs: read it once (a run reads it at
     every start; benchmarks start hundreds of runs)."""
-    from bringup.envvars import load_registry
+    from bringup.env.registry import load_registry
 
     return load_registry(dialect, version=version, installed=False)
 
@@ -118,7 +118,7 @@ def scenario_engine(path: Path, time_scale: float, python: str | None = None) ->
     """Load a scenario file and wrap it as an engine (ScenarioLoadError when it cannot be used)."""
     import importlib.util
 
-    from bringup.knowledge_files import KnowledgeFileError
+    from bringup.core.datafiles import KnowledgeFileError
     from bringup.scenario import ScenarioError, load_scenario
 
     missing = [m for m in ("starlette", "uvicorn") if importlib.util.find_spec(m) is None]

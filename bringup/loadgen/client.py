@@ -29,7 +29,7 @@ from typing import Any, Literal
 import aiohttp
 from pydantic import BaseModel, Field
 
-from bringup.bounded import EventBuffer
+from bringup.guard.bounded import EventBuffer
 from bringup.loadgen.workload import Prompt
 
 

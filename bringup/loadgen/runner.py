@@ -16,12 +16,12 @@ import httpx
 import numpy as np
 from pydantic import BaseModel
 
-from bringup.bounded import CapHit, aread_body
+from bringup.guard.bounded import CapHit, aread_body
+from bringup.guard.secrets import auth_headers
 from bringup.loadgen.client import Lanes, RequestRecord, build_body, send
 from bringup.loadgen.config import SLO, BenchConfig, BenchError
 from bringup.loadgen.metrics import BenchSummary, summarize
 from bringup.loadgen.workload import Prompt, build_prompts
-from bringup.secrets import auth_headers
 
 # A stop hook sees the summary of the requests finished so far. Return True (or a reason
 # string) to stop: nothing new is sent, requests in flight are cancelled and recorded as such.
@@ -89,7 +89,7 @@ def _client(cfg: BenchConfig) -> httpx.AsyncClient:
 
 
 async def get_bounded(client: httpx.AsyncClient, url: str) -> tuple[int, bytes]:
-    """Status and body of a GET, the body read with a cap (bringup/bounded.py)."""
+    """Status and body of a GET, the body read with a cap (bringup/guard/bounded.py)."""
     async with client.stream("GET", url, timeout=10.0) as r:
         return r.status_code, await aread_body(r.aiter_bytes(), f"GET {url}")
 

@@ -101,8 +101,8 @@ class ServerCodec:
         return list((await self._post("/tokenize", body))["tokens"])
 
     async def _post(self, path: str, body: dict) -> dict:
-        """One setup call, its answer read with a cap (bringup/bounded.py)."""
-        from bringup.bounded import aread_body
+        """One setup call, its answer read with a cap (bringup/guard/bounded.py)."""
+        from bringup.guard.bounded import aread_body
 
         async with self.client.stream("POST", f"{self.base}{path}", json=body) as r:
             raw = await aread_body(r.aiter_bytes(), f"POST {self.base}{path}")

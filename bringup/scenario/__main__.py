@@ -67,7 +67,7 @@ def _quick_engine(path: str) -> tuple[str, str] | None:
     rejected flag fails as fast as the real engine's argparse does."""
     import yaml
 
-    from bringup.helptext import bundled_versions
+    from bringup.help.text import bundled_versions
 
     try:
         with open(path) as f:

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from bringup.helptext import HelpOption, HelpSpec
+from bringup.help.text import HelpOption, HelpSpec
 from bringup.scenario.engine_args import literal_default
 from bringup.scenario.schema import Entry, Rule, Scenario
 
@@ -272,7 +272,7 @@ def compute_config(
 
 
 def _same(a: Any, b: Any) -> bool:
-    from bringup.conditions import values_equal
+    from bringup.knowledge.conditions import values_equal
 
     return values_equal(a, b)
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from bringup.helptext import DATA_HELP, HelpOption, HelpSpec, bundled_help
+from bringup.help.text import DATA_HELP, HelpOption, HelpSpec, bundled_help
 
 
 @lru_cache(maxsize=8)

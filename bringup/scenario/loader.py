@@ -13,9 +13,9 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from bringup.conditions import ConditionError, as_number, compile_condition
-from bringup.helptext import HelpOption, HelpSpec, bundled_versions
-from bringup.limits import SCENARIO_MAX, InputError, read_text_limited
+from bringup.guard.limits import SCENARIO_MAX, InputError, read_text_limited
+from bringup.help.text import HelpOption, HelpSpec, bundled_versions
+from bringup.knowledge.conditions import ConditionError, as_number, compile_condition
 from bringup.scenario.engine_args import help_for, type_for
 from bringup.scenario.schema import Scenario
 

@@ -10,7 +10,7 @@ prefills up to `--chunked-prefill-size` prompt tokens. `StepModel` prices one st
 in it and from the knobs read off the effective configuration (memory fraction -> KV capacity,
 max running requests, chunk size, CUDA-graph max batch size, TP and DP sizes). The formulas are
 in docs/scenarios.md ("Performance model"); the server and the offline evaluator
-(`bringup/scenario/perfsim.py`) both use this class, so they cannot disagree.
+(`bringup/oracle/perfsim.py`) both use this class, so they cannot disagree.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import random
 from dataclasses import dataclass
 from typing import Protocol
 
-from bringup.conditions import as_number
+from bringup.knowledge.conditions import as_number
 from bringup.scenario.config import EffectiveConfig
 from bringup.scenario.schema import Performance, Scenario
 from bringup.scenario.sizing import compute_sizing

@@ -20,10 +20,10 @@ from pydantic import (
     model_validator,
 )
 
-from bringup.conditions import Condition
+from bringup.knowledge.conditions import Condition
 
 if TYPE_CHECKING:
-    from bringup.helptext import HelpSpec
+    from bringup.help.text import HelpSpec
 
 Engine = Literal["sglang", "vllm"]
 # Start-up phases in the order the engines walk them (bringup/data/classes.yaml `phases` keeps the
@@ -379,8 +379,8 @@ class Scenario(_Strict):
         engine, version = info.data.get("engine"), info.data.get("engine_version")
         if v is None or engine is None or version is None:
             return v
-        from bringup.candidate import FlagError, parse_command
-        from bringup.helptext import bundled_versions
+        from bringup.core.candidate import FlagError, parse_command
+        from bringup.help.text import bundled_versions
 
         if version not in bundled_versions(engine):
             return v  # the loader reports the unknown version

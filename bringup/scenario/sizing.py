@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bringup.conditions import as_number
+from bringup.knowledge.conditions import as_number
 from bringup.scenario.config import EffectiveConfig
 from bringup.scenario.schema import Scenario
 

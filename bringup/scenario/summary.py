@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from bringup.candidate import format_value
+from bringup.core.candidate import format_value
 from bringup.scenario.config import EffectiveConfig
 from bringup.scenario.schema import Rule, Scenario
 

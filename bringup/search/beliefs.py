@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from bringup.conditions import as_number
+from bringup.knowledge.conditions import as_number
 
 # Likelihoods of what a launch showed, under a culprit that held in it or did not.
 L_FIRED_NOT_HELD = 0.08  # the failure came back although the culprit was changed away

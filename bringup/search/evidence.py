@@ -17,11 +17,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from bringup.effective import normalise
-from bringup.knowledge_files import phase_index
-from bringup.outcome import Outcome
-from bringup.remedies import under_condition
-from bringup.space import Factor
+from bringup.core.datafiles import phase_index
+from bringup.observe.effective import normalise
+from bringup.observe.outcome import Outcome
+from bringup.observe.remedies import under_condition
+from bringup.search.space import Factor
 
 W_REMEDY = 3.0  # the engine printed this flag as the way out
 W_LINE = 1.0  # the root line names the flag or its value
@@ -72,7 +72,7 @@ def survived(reach: int) -> float:
 
 @lru_cache(maxsize=1)
 def _phase_count() -> int:
-    from bringup.knowledge_files import phases
+    from bringup.core.datafiles import phases
 
     return max(1, len(phases()))
 

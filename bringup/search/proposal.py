@@ -14,8 +14,8 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from bringup.candidate import Candidate, FlagValue
-from bringup.effective import normalise
+from bringup.core.candidate import Candidate, FlagValue
+from bringup.observe.effective import normalise
 
 if TYPE_CHECKING:
     from bringup.search.strategy import Strategy

@@ -25,20 +25,20 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from bringup.candidate import Candidate, FlagValue
-from bringup.conditions import as_number
-from bringup.effective import normalise
-from bringup.envfactors import EnvFactors
-from bringup.helptext import HelpSpec
-from bringup.knowledge import Knowledge
-from bringup.outcome import Outcome
-from bringup.results import Attempt, Pinned, StrategyState
-from bringup.screening import ScreeningPolicy
+from bringup.core.candidate import Candidate, FlagValue
+from bringup.help.text import HelpSpec
+from bringup.knowledge.conditions import as_number
+from bringup.knowledge.rules import Knowledge
+from bringup.observe.effective import normalise
+from bringup.observe.outcome import Outcome
+from bringup.observe.signatures import eval_limit, signature_by_id
+from bringup.record.results import Attempt, Pinned, StrategyState
 from bringup.search import evidence as ev
 from bringup.search.beliefs import W_FAMILY, Blocker, Condition, new_blocker
+from bringup.search.envfactors import EnvFactors
 from bringup.search.proposal import Proposal, propose
-from bringup.signatures import eval_limit, signature_by_id
-from bringup.space import Factor, Space
+from bringup.search.screening import ScreeningPolicy
+from bringup.search.space import Factor, Space
 
 UNKNOWN_DEFAULT = "<engine default>"
 _REFUSAL = re.compile(
@@ -69,7 +69,7 @@ P_PENDING = 0.6
 # What a passed screen leaves for the full launch to show: memory (fewer layers and dummy weights
 # use less of it), tensor-parallel start-up (a one-GPU screen has none) and answers (dummy weights
 # cannot be checked). A factor's risk is weighed by this share once its screen passed, and only
-# the memory blockers still count whole (bringup/screening.py: what a screen can and cannot judge).
+# the memory blockers still count whole (bringup/search/screening.py: what a screen can and cannot judge).
 SCREEN_BLIND = 0.3
 _SCREEN_BLIND_CLASSES = frozenset({"oom-weights", "oom-kv-cache", "oom-graph-capture", "wrong-output"})
 

@@ -9,9 +9,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from bringup.conditions import compile_condition
-from bringup.helptext import HelpSpec
-from bringup.knowledge_files import DATA, KnowledgeFileError, describe_validation, load_yaml
+from bringup.core.datafiles import DATA, KnowledgeFileError, describe_validation, load_yaml
+from bringup.help.text import HelpSpec
+from bringup.knowledge.conditions import compile_condition
 
 DEFAULT = "default"  # a knob level meaning: do not pass the flag
 

@@ -132,7 +132,7 @@ class TuneResult(BaseModel):
     clock_end_s: float | None = None  # the clock when the last point came back (before the sweep)
     # Points lost with their Ray node ("#seq on host/node: why"): each ran again, none is a point.
     lost_trials: list[str] = Field(default_factory=list)
-    # The winner's output against the model's own reference (bringup/reference.py): its trial ran
+    # The winner's output against the model's own reference (bringup/verify/reference.py): its trial ran
     # the reference probe, so a winner that disagreed would have been an infeasible point.
     reference: str | None = None  # where the reference came from, or why there is none
     reference_verdict: str | None = None  # "agrees: ..." / "disagrees: ..." / None (no reference)

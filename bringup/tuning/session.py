@@ -16,19 +16,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bringup.candidate import Candidate
-from bringup.executor import Job, TrialRun
-from bringup.journal import Journal
+from bringup.core.candidate import Candidate
+from bringup.engines.targets import Target
+from bringup.guard.secrets import api_key_of
 from bringup.loadgen import BenchConfig, bench
 from bringup.loadgen.config import SLO
-from bringup.outcome import Outcome
-from bringup.probes import ProbeConfig
-from bringup.secrets import api_key_of
-from bringup.targets import Target
-from bringup.trial import Trial, TrialSettings
+from bringup.observe.outcome import Outcome
+from bringup.record.journal import Journal
+from bringup.trial.executor import Job, TrialRun
+from bringup.trial.launch import Trial, TrialSettings
 from bringup.tuning.knobs import as_changes
 from bringup.tuning.result import SweepPoint, TunePoint, TuneResult
 from bringup.tuning.tuner import Evaluation, Objective, Point, Tuner, objective_value
+from bringup.verify.probes import ProbeConfig
 
 TIME_KEYS = ("ttft", "itl", "tpot", "e2e")
 
@@ -57,7 +57,7 @@ def metrics_from_summary(flat: dict[str, Any], time_scale: float) -> dict[str, f
 class Workload:
     """A point's load, run against its server once every probe passed, and stopped early when it
     is clearly worse than the best so far. It holds only what it needs (no evaluator, no journal),
-    so a Ray node runs it as this machine does (it travels in bringup.rayexec.RemoteTrial)."""
+    so a Ray node runs it as this machine does (it travels in bringup.trial.rayexec.RemoteTrial)."""
 
     cfg: BenchConfig  # scaled to the engine's clock; the url is the server's, given per launch
     best: float | None
@@ -99,7 +99,7 @@ class LaunchEvaluator:
     objective: Objective = "goodput"
     seq: int = 0
     machine_gpus: int = 0  # the GPUs points may take (a job's need is at most these)
-    reference: Any = None  # bringup.reference.Reference: every point's trial runs the reference probe
+    reference: Any = None  # bringup.verify.reference.Reference: every point's trial runs the reference probe
     verdicts: dict[str, str] = field(default_factory=dict)  # trial dir -> the reference probe's verdict
 
     def _scaled_cfg(self, url: str) -> BenchConfig:
@@ -178,7 +178,7 @@ class LaunchEvaluator:
         return self._evaluate(knobs, best)[0]
 
     def job(self, seq: int, knobs: dict[str, str], best: float | None) -> Job:
-        """A point as a job for an executor (bringup/executor.py), with the GPUs its launch takes
+        """A point as a job for an executor (bringup/trial/executor.py), with the GPUs its launch takes
         (tensor x pipeline x data parallel, from the engine's own flags) on ``machine_gpus``."""
         cand = self.base.with_changes(as_changes(knobs))
         return Job(
@@ -199,10 +199,10 @@ class LaunchEvaluator:
         return TrialRun(out, Path(ev.trial_dir), t0, t1, value=ev, simulated_s=ev.trial_s)
 
     def remote_job(self, job: Job) -> tuple[Any, Path]:
-        """What a Ray node needs to run a point (bringup/rayexec.py): its trial and its workload;
+        """What a Ray node needs to run a point (bringup/trial/rayexec.py): its trial and its workload;
         and the folder its files land in here. The study, the journal and the evaluation stay here
         (``finish_job``)."""
-        from bringup.rayexec import RemoteTrial, settings_for_node
+        from bringup.trial.rayexec import RemoteTrial, settings_for_node
 
         t = self.target
         tdir = self._trial_dir(job.cand, job.seq)

@@ -6,7 +6,7 @@ memory (knobs marked monotone), so those are never launched. A point that is cle
 the best so far is stopped early by the benchmark's stop hook. The same configuration is never
 launched twice.
 
-Points can run k at once (`run` with an executor, bringup/executor.py): the tuner asks Optuna for
+Points can run k at once (`run` with an executor, bringup/trial/executor.py): the tuner asks Optuna for
 a point whenever a slot is free (the TPE sampler treats points still in flight as a constant
 liar, so a batch spreads out instead of asking k times for the same guess), each on its own GPUs
 and port, and tells each result as it arrives. A point Optuna asks for again while it is still
@@ -28,9 +28,9 @@ from typing import Any, Literal, cast
 
 import optuna
 
-from bringup.conditions import as_number
-from bringup.executor import Done, Executor, Job
-from bringup.signatures import signature_by_id
+from bringup.knowledge.conditions import as_number
+from bringup.observe.signatures import signature_by_id
+from bringup.trial.executor import Done, Executor, Job
 from bringup.tuning.knobs import Knob
 
 Objective = Literal["goodput", "throughput", "pareto"]

@@ -1,6 +1,6 @@
 """Put on the PYTHONPATH of every server bringup launches: a process of a trial dies with its parent.
 
-The parent-death signal that bringup sets (PR_SET_PDEATHSIG, bringup/process.py) reaches only
+The parent-death signal that bringup sets (PR_SET_PDEATHSIG, bringup/trial/process.py) reaches only
 the server's leader; vLLM's EngineCore and its workers are the leader's children, ignore
 SIGTERM, and outlived a kill -9 of both the watchdog and bringup (6.2 GB held, issue 28). Here
 each Python process of a trial (it carries BRINGUP_TRIAL_TAG) opens a pidfd of its parent and

@@ -10,11 +10,11 @@ nvidia-smi > "$R/nvidia-smi.txt" 2>&1
 nvidia-smi -q > "$R/smi-q.txt" 2>&1
 nvidia-smi --query-gpu=$q --format=csv > "$R/query-gpu.csv" 2>&1
 nvidia-smi topo -m > "$R/topo.txt" 2>&1
-python3 -m bringup.hardware --record "$R/recorded" > "$R/record.log" 2>&1
+python3 -m bringup.facts.hardware --record "$R/recorded" > "$R/record.log" 2>&1
 # The doctor through the CLI (typer/rich) and through the dependency-free module entry point.
 { time python3 -m bringup doctor --json --smem > "$R/doctor-cli.json" ; } 2> "$R/doctor-cli.err"
-{ time python3 -m bringup.hardware --json --smem > "$R/doctor-module.json" ; } 2> "$R/doctor-module.err"
-{ time python3 -m bringup.hardware --json > "$R/doctor-nosmem.json" ; } 2> "$R/doctor-nosmem.err"
+{ time python3 -m bringup.facts.hardware --json --smem > "$R/doctor-module.json" ; } 2> "$R/doctor-module.err"
+{ time python3 -m bringup.facts.hardware --json > "$R/doctor-nosmem.json" ; } 2> "$R/doctor-nosmem.err"
 python3 tests/data/gpu/context_probe.py > "$R/context.json" 2> "$R/context.err"
 # The fingerprint on header-only model folders made here (Llama-3-8B in 4 shards; GLM-5 shapes, 5 layers + MTP, NVFP4).
 python3 - > "$R/make-models.log" 2>&1 <<'PY'
@@ -27,7 +27,7 @@ d = mi.write_header_only_model("/tmp/glm5", cfg, shards=2, quant="nvfp4")
 print("ok")
 PY
 python3 -m bringup model /tmp/llama3 --json > "$R/model-llama3-cli.json" 2>&1
-python3 -m bringup.modelinfo /tmp/glm5 --json > "$R/model-glm5-module.json" 2>&1
+python3 -m bringup.facts.modelinfo /tmp/glm5 --json > "$R/model-glm5-module.json" 2>&1
 python3 -m bringup plan /tmp/glm5 --weights-gib 62 --tp 8 --gpus 8 --mem-fraction 0.95 --gpu-mem-gib 96 --cc 12.0 --json > "$R/plan-seeds-095.json" 2>&1
 python3 -m bringup plan /tmp/llama3 --tp 1 --mem-fraction 0.9 --engine vllm --json > "$R/plan-llama3-here.json" 2>&1
 python3 -m pip list 2>/dev/null | grep -iE "^(torch|triton|transformers|nvidia-ml-py|typer|rich|pydantic|psutil|numpy|safetensors) " > "$R/pip-list.txt"

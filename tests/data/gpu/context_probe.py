@@ -1,5 +1,5 @@
 """Measure, on a GPU machine, what memory.used a CUDA context and cuBLAS take before any model:
-the startup overhead that bringup.memplan subtracts before the engine's first free-memory reading."""
+the startup overhead that bringup.facts.memplan subtracts before the engine's first free-memory reading."""
 
 import json
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
-from bringup.testmodel import write_test_model
+from bringup.testmodel.tiny import write_test_model
 
 SHAPES = {
     "hidden_size": 4096,

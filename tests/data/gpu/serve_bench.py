@@ -25,7 +25,7 @@ from typing import Any
 
 import httpx
 
-from bringup.candidate import Candidate, parse_flags
+from bringup.core.candidate import Candidate, parse_flags
 from bringup.engines.base import get_engine
 
 

@@ -18,12 +18,12 @@ import threading
 import time
 from pathlib import Path
 
-from bringup.candidate import Candidate
+from bringup.core.candidate import Candidate
 from bringup.engines.base import get_engine
-from bringup.executor import Job, LocalExecutor, TrialRun
-from bringup.probes import ProbeConfig
-from bringup.slots import GpuSlots
-from bringup.trial import Trial, TrialSettings
+from bringup.trial.executor import Job, LocalExecutor, TrialRun
+from bringup.trial.launch import Trial, TrialSettings
+from bringup.trial.slots import GpuSlots
+from bringup.verify.probes import ProbeConfig
 
 
 def smi(query: str, kind: str = "gpu") -> list[list[str]]:

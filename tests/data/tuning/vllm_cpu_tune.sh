@@ -1,7 +1,7 @@
 #!/bin/bash
 # Issue 26: a tune with repeats on a run validated on the vLLM CPU build (run inside flock).
 # Usage: flock /tmp/bringup-engine.lock tests/data/tuning/vllm_cpu_tune.sh  (needs a tiny model at /tmp/tuning-tiny:
-#   python -c "from bringup.testmodel import write_test_model; write_test_model('/tmp/tuning-tiny')")
+#   python -c "from bringup.testmodel.tiny import write_test_model; write_test_model('/tmp/tuning-tiny')")
 cd "$(dirname "$0")/../../.."
 export PYTHONPATH=$PWD
 PY=${PY:-.venv/bin/python}

@@ -1,0 +1,404 @@
+"""Failure signatures: log patterns that name a failure class, its phase, what it implicates.
+
+Signatures live in ``bringup/data/signatures/*.yaml`` (schema in docs/knowledge.md). The
+classifier finds the root-cause lines of a failed launch, not the generic last error: every
+signature has a priority, and wrappers such as vLLM's "Engine core initialization failed. See
+root cause above." carry a low one, so they are evidence only when nothing better matched.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from bringup.core.datafiles import (
+    DATA,
+    classes,
+    phase_index,
+    phases,
+    validated_entries,
+)
+from bringup.observe.remedies import Remedy, find_remedies
+from bringup.observe.tracebacks import LogAnalysis, strip_prefix
+
+if TYPE_CHECKING:
+    from bringup.observe.rootcause import RootRule
+from bringup.guard.safetext import safe_line
+
+SIGNATURE_DIR = DATA / "signatures"
+GENERIC_PRIORITY = 10  # at or below: a wrapper line, never the evidence when a better line exists
+
+
+class Adjust(BaseModel):
+    """Which way a numeric flag must move after this failure, and a bound read from the line."""
+
+    model_config = ConfigDict(extra="forbid")
+    direction: Literal["lower", "raise"]
+    limit: str | None = None  # arithmetic over the pattern's named groups, e.g. "avail / total"
+
+
+class Signature(BaseModel):
+    model_config = ConfigDict(populate_by_name=True, extra="forbid")
+
+    id: str
+    pattern: str
+    failure_class: str = Field(alias="class")
+    engines: list[str] | None = None  # None: any engine
+    phase: str | None = None  # the phase this error strikes in, when the log's markers cannot tell
+    fatal: bool = True  # seeing it ends the trial at once (fail fast)
+    priority: int = 50
+    implicates: list[str] = Field(default_factory=list)  # flags, env:NAME, or model./gpu. facts
+    hint: str
+    source: str
+    adjust: dict[str, Adjust] = Field(default_factory=dict)  # numeric flags, in order of preference
+
+    @field_validator("pattern")
+    @classmethod
+    def _compiles(cls, v: str) -> str:
+        try:
+            re.compile(v)
+        except re.error as e:
+            raise ValueError(f"pattern does not compile: {e}") from e
+        return v
+
+    @field_validator("failure_class")
+    @classmethod
+    def _known_class(cls, v: str) -> str:
+        if v not in classes():
+            raise ValueError(f"unknown class {v!r}; known: {', '.join(classes())}")
+        return v
+
+    @field_validator("phase")
+    @classmethod
+    def _known_phase(cls, v: str | None) -> str | None:
+        if v is not None and v not in phases():
+            raise ValueError(f"unknown phase {v!r}; known: {', '.join(phases())}")
+        return v
+
+    @property
+    def regex(self) -> re.Pattern[str]:
+        return _compile(self.pattern)
+
+    def applies_to(self, engine: str | None) -> bool:
+        return self.engines is None or engine is None or engine in self.engines
+
+    @property
+    def generic(self) -> bool:
+        return self.priority <= GENERIC_PRIORITY
+
+
+def signature_by_id(sig_id: str | None) -> Signature | None:
+    """A signature, or a root-cause rule seen as one (the strategy reads its adjust)."""
+    if not sig_id:
+        return None
+    sig = next((s for s in default_signatures() if s.id == sig_id), None)
+    if sig is None:
+        from bringup.observe.rootcause import rule_by_id
+
+        rule = rule_by_id(sig_id)
+        sig = signature_for_rule(rule) if rule is not None else None
+    return sig
+
+
+def eval_limit(expr: str, groups: Mapping[str, str | None]) -> float | None:
+    """Evaluate "avail / total" style arithmetic over a match's named groups (numbers only)."""
+    import ast
+    import operator
+
+    ops = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv}
+
+    def ev(node: ast.AST) -> float:
+        if isinstance(node, ast.BinOp) and type(node.op) in ops:
+            return ops[type(node.op)](ev(node.left), ev(node.right))
+        if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
+            return float(node.value)
+        if isinstance(node, ast.Name) and groups.get(node.id) is not None:
+            return float(str(groups[node.id]).replace(",", ""))
+        raise ValueError(f"cannot evaluate {ast.dump(node)}")
+
+    try:
+        return ev(ast.parse(expr, mode="eval").body)
+    except (ValueError, SyntaxError, ZeroDivisionError):
+        return None
+
+
+@lru_cache(maxsize=512)
+def _compile(p: str) -> re.Pattern[str]:
+    return re.compile(p)
+
+
+def load_signatures(paths: list[Path] | None = None) -> list[Signature]:
+    paths = paths if paths is not None else sorted(SIGNATURE_DIR.glob("*.yaml"))
+    return [sig for _, _, sig in validated_entries(paths, "signatures", Signature)]
+
+
+@lru_cache(maxsize=1)
+def default_signatures() -> tuple[Signature, ...]:
+    return tuple(load_signatures())
+
+
+@dataclass
+class Hit:
+    index: int  # line number in the log (0-based)
+    line: str
+    signature: Signature
+
+
+@dataclass
+class Classification:
+    failure_class: str
+    phase: str | None
+    evidence: list[str]  # evidence[0] is the root-cause line, as the log printed it
+    hint: str
+    implicates: list[str] = field(default_factory=list)
+    signature_id: str | None = (
+        None  # a signature's id, or a root-cause rule's id (bringup/data/rootcause.yaml)
+    )
+    source: str | None = None
+    hits: list[Hit] = field(default_factory=list)
+    # factor -> the levels that load the package the failure names (missing-dependency and
+    # failures raised inside a kernel library); empty when the failure names none.
+    implicated_levels: dict[str, list[str]] = field(default_factory=dict)
+    root_exception: str | None = None  # "Type: message in function (file:line)" of the root exception
+    # The engine's own advice beneath the failure: (flag, value) pairs in the order it printed them
+    # (bringup/observe/remedies.py); the search tries them first.
+    remedies: list[Remedy] = field(default_factory=list)
+
+
+class Matcher:
+    """Matches log lines against the signatures of one engine.
+
+    A line is matched as printed and without its log decorations (process tag, level,
+    timestamp), so a pattern anchored at the start of a message still finds it.
+    """
+
+    def __init__(self, engine: str | None, signatures: tuple[Signature, ...] | list[Signature] | None = None):
+        sigs = signatures if signatures is not None else default_signatures()
+        self.engine = engine
+        self.signatures = [s for s in sigs if s.applies_to(engine)]
+
+    def match(self, line: str) -> list[Signature]:
+        bare = strip_prefix(line)[0]
+        texts = (line,) if bare == line else (line, bare)
+        return [s for s in self.signatures if any(s.regex.search(t) for t in texts)]
+
+    def scan(self, lines: list[str]) -> list[Hit]:
+        return [Hit(i, ln, s) for i, ln in enumerate(lines) for s in self.match(ln)]
+
+
+_ERRORISH = re.compile(r"(Error|Exception|error:|FAILED|Traceback|Assertion|assert|fatal|Killed)", re.I)
+NO_EXCEPTION_HINT = (
+    "No Python exception and no known signature in the log: read the evidence lines and the log; "
+    "add a signature to bringup/data/signatures/ once the cause is known."
+)
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def _clean(line: str) -> str:
+    """The line as the log printed it, without terminal colour codes; no escape sequences or
+    control bytes reach a terminal or report."""
+    return safe_line(_ANSI.sub("", line).rstrip())[:2000]
+
+
+def _phase(
+    served: bool, phase_reached: str | None, frames_phase: str | None, known: str | None
+) -> str | None:
+    """Once ready, the trial knows when it died (which probe); before that the frames of the root
+    exception are the most precise, then the phase a signature or rule knows, then the log markers."""
+    if served:
+        return phase_reached
+    return frames_phase or known or phase_reached
+
+
+def failure_start(analysis: LogAnalysis) -> int:
+    """The first line of the failure: its first exception (with or without a traceback) or its
+    first ERROR record; 0 when the log shows neither. The engine's advice before it (deprecation
+    notes, tuning tips) is not a remedy for this failure."""
+    starts = [e.line.index for e in analysis.exceptions if e.is_root_candidate or e.is_wrapper]
+    starts += [min(e.span) for e in analysis.exceptions if e.is_root_candidate]
+    starts += [ln.index for ln in analysis.lines if ln.level in ("ERROR", "CRITICAL")]
+    return min(starts, default=0)
+
+
+def classify(
+    lines: list[str],
+    engine: str | None,
+    phase_reached: str | None,
+    signatures: tuple[Signature, ...] | list[Signature] | None = None,
+    max_evidence: int = 6,
+) -> Classification:
+    """Find the root cause of a failed launch in its log, and the remedies the engine printed."""
+    from bringup.observe.tracebacks import parse_log
+
+    analysis = parse_log(lines)
+    cls = _classify(lines, engine, phase_reached, signatures, max_evidence, analysis)
+    cls.remedies = find_remedies(lines[failure_start(analysis) :], engine)
+    return cls
+
+
+def _classify(
+    lines: list[str],
+    engine: str | None,
+    phase_reached: str | None,
+    signatures: tuple[Signature, ...] | list[Signature] | None,
+    max_evidence: int,
+    analysis: LogAnalysis,
+) -> Classification:
+    """Find the root cause of a failed launch in its log.
+
+    The root exception is the original exception of the first process that failed (parsed
+    from the tracebacks, bringup/observe/tracebacks.py). Candidates for the cause: the signatures that
+    match its lines or its chain, the specific signatures on lines that belong to no exception
+    (a CUDA kernel's assertion, a logged message), and the first root-cause rule that fits the
+    exception (bringup/observe/rootcause.py). The highest priority wins; a signature on the lines of
+    another process's exception (a consequence) or a generic wrapper line never outranks the
+    root exception. With no exception in the log, the best signature hit decides, as before.
+    """
+    from bringup.observe.rootcause import describe, match_rules
+
+    hits = [h for h in Matcher(engine, signatures).scan(lines) if h.signature.fatal]
+    root = analysis.root
+    served = phase_index(phase_reached) >= phase_index("ready")
+    if root is None:
+        return _classify_hits(hits, lines, phase_reached, served, max_evidence)
+
+    chain = next(c for c in analysis.chains if root in c.exceptions)
+    chain_idx = {i for e in chain.exceptions for i in e.span}
+    other_exc_idx = {i for e in analysis.exceptions for i in e.span} - chain_idx
+    root_idx = set(root.span)
+    candidates = [h for h in hits if not h.signature.generic and h.index not in other_exc_idx]
+    rm = match_rules(root, engine, phase_reached, lines)
+    best = max(candidates, key=lambda h: (h.signature.priority, h.index in root_idx, -h.index), default=None)
+    key = root.key_line
+    evidence: list[str] = []
+
+    def add(line: str) -> None:
+        c = _clean(line)
+        if c and c not in evidence:
+            evidence.append(c)
+
+    if best is not None and best.signature.priority >= rm.priority:
+        sig = best.signature
+        # The root exception is the evidence unless the winning line lies outside its chain
+        # (a kernel's own assertion printed before the Python exception that reports it).
+        add(best.line if best.index not in chain_idx else key.raw)
+        add(root.line.raw)
+        for h in sorted(candidates, key=lambda h: h.index):
+            add(h.line)
+        return Classification(
+            failure_class=sig.failure_class,
+            phase=_phase(served, phase_reached, rm.phase, sig.phase),
+            evidence=evidence[:max_evidence],
+            hint=sig.hint,
+            implicates=list(sig.implicates),
+            signature_id=sig.id,
+            source=sig.source,
+            hits=hits,
+            implicated_levels=rm.implicated_levels,
+            root_exception=describe(root),
+        )
+
+    add(key.raw)
+    add(root.line.raw)
+    for note in rm.notes:
+        add(note)
+    for c in root.continuation[:2]:
+        add(c.raw)
+    for h in sorted(candidates, key=lambda h: h.index):
+        add(h.line)
+    if rm.rule is not None:
+        rule = rm.rule
+        # A rule's own phase where the log's markers reached no further (a memory reservation is
+        # KV allocation even when the log last said "distributed init"); a later marker stands.
+        rule_phase = (
+            rule.phase if rule.phase and phase_index(phase_reached) <= phase_index(rule.phase) else None
+        )
+        return Classification(
+            failure_class=rule.failure_class,
+            phase=_phase(served, phase_reached, rm.phase, rule_phase),
+            evidence=evidence[:max_evidence],
+            hint=rule.hint,
+            implicates=rm.implicates,
+            signature_id=signature_for_rule(rule).id,
+            source=rule.source,
+            hits=hits,
+            implicated_levels=rm.implicated_levels,
+            root_exception=describe(root),
+        )
+    return Classification(
+        failure_class="unknown",
+        phase=_phase(served, phase_reached, rm.phase, None),
+        evidence=evidence[:max_evidence],
+        hint=(
+            f"The engine raised {describe(root)}, which no signature or root-cause rule knows; the evidence "
+            "starts with that exception (the first process that failed). Add a signature to "
+            "bringup/data/signatures/ or a rule to bringup/data/rootcause.yaml once the cause is known."
+        ),
+        implicates=rm.implicates,
+        hits=hits,
+        implicated_levels=rm.implicated_levels,
+        root_exception=describe(root),
+    )
+
+
+def _classify_hits(
+    hits: list[Hit], lines: list[str], phase_reached: str | None, served: bool, max_evidence: int
+) -> Classification:
+    """A log with no Python exception: the highest-priority signature hit is the root cause."""
+    if not hits:
+        tail = [ln for ln in lines if _ERRORISH.search(ln)][-max_evidence:]
+        if not tail:
+            tail = [ln for ln in lines if ln.strip()][-3:]
+        return Classification("unknown", phase_reached, [_clean(t) for t in tail], NO_EXCEPTION_HINT)
+    best = max(hits, key=lambda h: (h.signature.priority, -h.index))
+    specific = [h for h in hits if not h.signature.generic]
+    chosen = specific if specific else hits
+    ordered: list[str] = []
+    for h in sorted(chosen, key=lambda h: (h.index != best.index, h.index)):
+        c = _clean(h.line)
+        if c not in ordered:
+            ordered.append(c)
+    sig = best.signature
+    return Classification(
+        failure_class=sig.failure_class,
+        phase=_phase(served, phase_reached, None, sig.phase),
+        evidence=ordered[:max_evidence],
+        hint=sig.hint if not sig.generic else sig.hint + " (No Python traceback in the log.)",
+        implicates=list(sig.implicates),
+        signature_id=sig.id,
+        source=sig.source,
+        hits=hits,
+    )
+
+
+@lru_cache(maxsize=64)
+def _rule_signature(rule_id: str):
+    from bringup.observe.rootcause import rule_by_id
+
+    rule = rule_by_id(rule_id)
+    assert rule is not None
+    return Signature.model_validate(
+        {
+            "id": rule.id,
+            "pattern": rule.message or "(?!)",
+            "class": rule.failure_class,
+            "priority": rule.priority,
+            "implicates": rule.implicates,
+            "hint": rule.hint,
+            "source": rule.source,
+            "adjust": rule.adjust,
+        }
+    )
+
+
+def signature_for_rule(rule: RootRule) -> Signature:
+    """The rule as a Signature, so code that reads a signature's adjust reads a rule's too."""
+    return _rule_signature(rule.id)

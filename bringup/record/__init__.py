@@ -1,0 +1,1 @@
+"""The record of every launch: the journal (SQLite) and a run's results."""

@@ -1,0 +1,1 @@
+"""The bring-up report: FINDINGS.md and findings.json, and the HTML report."""

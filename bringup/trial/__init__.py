@@ -1,0 +1,2 @@
+"""One trial and where it runs: launch, process group, watchdog, executors (local, Ray), GPU
+slots and ports, kernel-compile watching."""

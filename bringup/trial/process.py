@@ -1,0 +1,334 @@
+"""A server process in its own process group, its log streamed to a file, torn down for sure.
+
+The server is started with an argv list (never a shell) in a new session, so it and every
+worker it forks share one process group that bringup alone signals. Its output goes through a
+pipe: a reader thread stamps each line with the time it arrived (fail-fast latency is measured
+from there), strips secret values, and writes it to the trial's log file. Teardown terminates
+the group, waits, kills what is left (including workers that left the group), and confirms the
+port is free. Every live server is also registered so that SIGINT/SIGTERM to bringup, or its
+exit, still tears it down.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import queue
+import signal
+import socket
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+
+from bringup.guard.secrets import Redactor
+from bringup.trial import watchdog
+
+_LIVE: dict[int, ServerProcess] = {}
+_LIVE_LOCK = threading.Lock()
+
+
+@dataclass
+class LogLine:
+    t: float  # time.monotonic() when bringup read it
+    text: str
+
+
+@dataclass
+class TeardownReport:
+    seconds: float
+    signal_used: str  # "none" (already gone), "SIGTERM" or "SIGKILL"
+    leftover_pids: list[int] = field(default_factory=list)
+    port_free: bool = True
+
+
+def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
+    """True when a new listener could bind the port (on the host and on all interfaces)."""
+    for h in (host, "0.0.0.0"):
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((h, port))
+        except OSError:
+            return False
+        finally:
+            s.close()
+    return True
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> None:
+    """In the child, before exec: if bringup dies without a chance to tear down (SIGKILL), the
+    kernel kills the server's leader too (its workers follow their parent, as vLLM's do)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+ORPHAN_GUARD = Path(__file__).resolve().parents[1] / "data" / "orphanguard"
+
+
+def with_orphan_guard(env: dict[str, str]) -> dict[str, str]:
+    """The server's environment with bringup/data/orphanguard first on PYTHONPATH: every Python
+    process of the trial then dies with its parent (a pidfd the kernel signals), so the tree goes
+    down from the leader even when the watchdog and bringup were both killed -9."""
+    rest = env.get("PYTHONPATH", "")
+    return {**env, "PYTHONPATH": str(ORPHAN_GUARD) + (os.pathsep + rest if rest else "")}
+
+
+class ServerProcess:
+    def __init__(
+        self,
+        argv: list[str],
+        log_path: Path,
+        env: dict[str, str] | None = None,
+        cwd: str | None = None,
+        redactor: Redactor | None = None,
+    ):
+        self.argv = argv
+        self.log_path = Path(log_path)
+        self.redact = redactor or Redactor(env)
+        self.lines: queue.Queue[LogLine | None] = queue.Queue()
+        self.all_lines: list[LogLine] = []
+        self.start_time = time.monotonic()
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log = open(self.log_path, "w", encoding="utf-8", errors="replace")
+        # No orphans (bringup.trial.watchdog): leftovers of a dead bringup go before we launch; every
+        # process of this server carries a tag that a watchdog outliving bringup kills by.
+        watchdog.clean_leftovers()
+        self.tag = watchdog.new_tag()
+        env = with_orphan_guard({**(os.environ if env is None else env), watchdog.TAG_VAR: self.tag})
+        self.proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=cwd,
+            start_new_session=True,
+            bufsize=0,
+            preexec_fn=die_with_parent,
+        )
+        self.pgid = self.proc.pid  # a new session: the leader's pid is the group id
+        watchdog.record(self.tag, self.pgid)
+        self._watchdog = watchdog.start(self.pgid, self.tag)
+        self._known: set[int] = {self.proc.pid}
+        self._torn_down = False
+        with _LIVE_LOCK:
+            _LIVE[self.proc.pid] = self
+        _install_handlers()
+        self._reader = threading.Thread(target=self._read, name=f"log-{self.proc.pid}", daemon=True)
+        self._reader.start()
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        buf = b""
+        stream = self.proc.stdout
+        while True:
+            try:
+                chunk = stream.read(65536) if hasattr(stream, "read") else b""
+            except (OSError, ValueError):
+                break
+            if not chunk:
+                break
+            buf += chunk
+            # Progress bars end lines with \r; treat it as a line break so they stream too.
+            parts = buf.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")
+            buf = parts.pop()
+            now = time.monotonic()
+            for raw in parts:
+                self._emit(now, raw)
+        if buf:
+            self._emit(time.monotonic(), buf)
+        self.lines.put(None)
+
+    def _emit(self, now: float, raw: bytes) -> None:
+        text = self.redact(raw.decode("utf-8", errors="replace"))
+        line = LogLine(now, text)
+        self.all_lines.append(line)
+        with contextlib.suppress(ValueError):
+            self._log.write(text + "\n")
+            self._log.flush()
+        self.lines.put(line)
+
+    def poll(self) -> int | None:
+        return self.proc.poll()
+
+    def exited(self) -> bool:
+        return self.proc.poll() is not None
+
+    def reader_alive(self) -> bool:
+        """Whether log lines may still arrive (the reader ends at the pipe's end of file)."""
+        return self._reader.is_alive()
+
+    def join_reader(self, timeout: float) -> None:
+        self._reader.join(timeout)
+
+    def _group_members(self) -> list[psutil.Process]:
+        """Processes still in our group, plus descendants that left it (setsid in a worker)."""
+        members: dict[int, psutil.Process] = {}
+        for p in psutil.process_iter(["pid"]):
+            try:
+                if os.getpgid(p.pid) == self.pgid:
+                    members[p.pid] = p
+            except (ProcessLookupError, psutil.Error, PermissionError):
+                continue
+        with contextlib.suppress(psutil.Error):
+            for c in psutil.Process(self.proc.pid).children(recursive=True):
+                members[c.pid] = c
+        alive = []
+        for p in members.values():
+            try:
+                if p.status() != psutil.STATUS_ZOMBIE:
+                    alive.append(p)
+                    self._known.add(p.pid)
+            except psutil.Error:
+                continue
+        return alive
+
+    def remember_children(self) -> None:
+        """Record descendants while the leader lives, so orphans can be found after it dies."""
+        with contextlib.suppress(psutil.Error):
+            for c in psutil.Process(self.proc.pid).children(recursive=True):
+                self._known.add(c.pid)
+
+    def _alive_known(self) -> list[int]:
+        alive = []
+        for pid in self._known:
+            try:
+                p = psutil.Process(pid)
+                if p.status() != psutil.STATUS_ZOMBIE and pid != os.getpid():
+                    alive.append(pid)
+            except psutil.Error:
+                continue
+        return alive
+
+    def terminate(
+        self, grace: float = 3.0, port: int | None = None, host: str = "127.0.0.1", port_wait: float = 5.0
+    ) -> TeardownReport:
+        """SIGTERM the group, wait up to grace, SIGKILL what is left, wait, check the port."""
+        t0 = time.monotonic()
+        used = "none"
+        self.remember_children()
+        members = self._group_members()
+        if members or self.proc.poll() is None:
+            used = "SIGTERM"
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.pgid, signal.SIGTERM)
+            deadline = time.monotonic() + grace
+            while time.monotonic() < deadline:
+                self.proc.poll()
+                if not self._group_members() and not self._alive_known():
+                    break
+                time.sleep(0.02)
+            left = self._group_members()
+            stragglers = set(self._alive_known()) | {p.pid for p in left}
+            if stragglers:
+                used = "SIGKILL"
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(self.pgid, signal.SIGKILL)
+                for pid in stragglers:  # descendants that left the group (only ours: we recorded them)
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=10)
+        end = time.monotonic() + 5
+        while (self._group_members() or self._alive_known()) and time.monotonic() < end:
+            time.sleep(0.02)
+        leftovers = sorted({p.pid for p in self._group_members()} | set(self._alive_known()))
+        self._reader.join(timeout=2)
+        with contextlib.suppress(Exception):
+            self._log.close()
+        free = True
+        if port is not None:
+            end = time.monotonic() + port_wait
+            free = port_is_free(port, host)
+            while not free and time.monotonic() < end:
+                time.sleep(0.05)
+                free = port_is_free(port, host)
+        with _LIVE_LOCK:
+            _LIVE.pop(self.proc.pid, None)
+        for pid in watchdog.tagged_pids(self.tag):  # a worker that left the group before we saw it
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        watchdog.stop(self._watchdog)
+        watchdog.forget(self.tag)
+        self._torn_down = True
+        return TeardownReport(time.monotonic() - t0, used, leftovers, free)
+
+
+def teardown_all(grace: float = 2.0) -> None:
+    with _LIVE_LOCK:
+        live = list(_LIVE.values())
+    for s in live:
+        with contextlib.suppress(Exception):
+            s.terminate(grace=grace, port_wait=0)
+
+
+class Interrupted(BaseException):
+    """bringup itself got SIGTERM/SIGINT; raised so that `finally` blocks tear servers down."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+    @property
+    def exit_code(self) -> int:
+        """The shell's convention: 128 + the signal (130 for SIGINT, 143 for SIGTERM, 129 for SIGHUP)."""
+        return 128 + int(self.signum)
+
+
+_atexit_registered = False
+_signals_installed = False
+
+
+def _on_signal(signum: int, frame: object) -> None:
+    # Raise in the main thread: the trial's finally-block tears its server down; the
+    # handler itself also does it in case the exception is swallowed somewhere.
+    teardown_all()
+    raise Interrupted(signum)
+
+
+def install_signal_handlers() -> bool:
+    """SIGTERM, SIGINT and SIGHUP tear every live server down and raise `Interrupted` in the main
+    thread. Python runs signal handlers on the main thread only and lets only it install them:
+    a `run` launches its trials from worker threads, so installing there did nothing and SIGTERM
+    killed bringup at once (issue 28). Commands that launch servers call this first, on the main
+    thread; returns whether the handlers are in place."""
+    global _signals_installed
+    if _signals_installed:
+        return True
+    if threading.current_thread() is not threading.main_thread():
+        return False
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        with contextlib.suppress(ValueError, OSError):
+            signal.signal(sig, _on_signal)
+    _signals_installed = True
+    return True
+
+
+def _install_handlers() -> None:
+    global _atexit_registered
+    if not _atexit_registered:
+        _atexit_registered = True
+        atexit.register(teardown_all)
+    install_signal_handlers()  # a no-op off the main thread: the command installed them already
