@@ -60,7 +60,7 @@ def test_doctor_without_gpu_reports_cpu_target_and_keeps_going():
 
 def test_doctor_json_has_the_promised_keys_and_never_imports_torch():
     code = (
-        "import json, sys; from bringup import hardware; "
+        "import json, sys; from bringup.facts import hardware; "
         "d = hardware.snapshot().to_dict(); "
         "print(json.dumps({'keys': sorted(d), 'torch': 'torch' in sys.modules}))"
     )

@@ -194,3 +194,94 @@ def test_without_the_hardware_fact_the_parallel_size_is_still_not_left_for_ray()
     s = make("--tensor-parallel-size 8")
     path = solve(s, World([WORLD_SIZE]))
     assert path[-1][1].status == "works" and len(path) <= 3, [c.flag_dict for c, _ in path]
+
+
+def _plan_wrong_at_tp1(flag, level, others):
+    """A memory plan that calls every one-GPU launch too big (as the plan once did for a T4's own
+    default fraction, by a rounding): a prediction, wrong here."""
+    from bringup.knowledge.rules import Verdict
+
+    if flag == "--gpu-memory-utilization" and others.get("--tensor-parallel-size") in (None, "1"):
+        return Verdict("incompatible", "memory plan: does not fit", "test", "memory-plan")
+    return None
+
+
+def test_a_rule_against_a_whole_candidate_lowers_it_and_never_bars_it() -> None:
+    """The only way out (drop the parallel size) is one the plan calls incompatible with the rest:
+    it is launched anyway once the likelier candidates are tried, and it works."""
+    base = Candidate.make("vllm", "m", parse_flags("--tensor-parallel-size 8", VL), {})
+    space = build_space("vllm", VL, base)
+    drop_inapplicable(space, H200)
+    add_baseline_flags(space, base, VL)
+    s = Strategy(
+        space, base, Knowledge(H200, "vllm", "0.32.0", rules=(), memory_model=_plan_wrong_at_tp1), VL
+    )
+    s.limit_gpus(["--tensor-parallel-size"], 1)
+    drop = base.with_changes({"--tensor-parallel-size": None})
+    assert 0.9 < s.combination_risk(drop) < 1.0 and s.combination_risk(base) == 0.0
+    path = solve(s, World([TP]), budget=4)  # the failure names the parallel size
+    assert path[-1][1].status == "works", [c.flag_dict for c, _ in path]
+    assert path[-1][0].flag_dict.get("--tensor-parallel-size") in (None, "1")
+
+
+SAMPLER = Fault(
+    "sampler",
+    lambda f, e: e.get("VLLM_USE_FLASHINFER_SAMPLER") != "0",
+    "unsupported-hardware",
+    "kv-alloc",
+    "RuntimeError: TopKTopPSamplingFromProbs failed with error code no kernel image is available for execution "
+    "on the device in flashinfer_sample (vllm/v1/sample/ops/topk_topp_sampler.py:301)",
+)
+
+
+def test_a_variable_that_joined_for_an_earlier_failure_is_implicated_by_the_next_one() -> None:
+    """Env factors join after each failure; one that joined early (for another failure) must carry
+    the weight of a later failure that names it, or that failure's beliefs never look at it."""
+    from bringup.env.registry import load_registry
+    from bringup.search.envfactors import EnvFactors
+
+    s = make("--max-model-len 999999")
+    s.env = EnvFactors(load_registry("vllm", version="0.32.0", installed=False), device="cuda")
+    s.observe(s.baseline, SAMPLER.outcome())
+    assert "env:VLLM_USE_FLASHINFER_SAMPLER" in s.space.names
+    weight = s.env_weight.get("env:VLLM_USE_FLASHINFER_SAMPLER")
+    # a second, different failure, then the sampler failure again: the variable is in the space now
+    s.observe(s.baseline.with_changes({"--max-model-len": "4096"}), LEN.outcome())
+    s.observe(s.baseline.with_changes({"--max-model-len": None}), SAMPLER.outcome())
+    assert s.env_weight.get("env:VLLM_USE_FLASHINFER_SAMPLER") == weight and weight
+    blocker = next(b for b in s.blockers if "TopKTopP" in b.evidence)
+    assert blocker.mass_of("env:VLLM_USE_FLASHINFER_SAMPLER") > 0.1, blocker.top(5)
+
+
+HANG_AT_TP4 = Fault(
+    "nccl-hang",
+    lambda f, e: f.get("--tensor-parallel-size") == "4" and e.get("NCCL_P2P_DISABLE") != "1",
+    "hang",
+    "distributed-init",
+    "RuntimeError: NCCL watchdog timeout in all_reduce (no progress for 600 s)",
+)
+WEIGHTS_ON_ONE_GPU = Fault(
+    "weights",
+    lambda f, e: f.get("--tensor-parallel-size") in (None, "1"),
+    "oom-weights",
+    "load-weights",
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.75 GiB",
+    implicates=["--tensor-parallel-size", "--gpu-memory-utilization"],
+)
+
+
+def test_a_one_gpu_launch_says_nothing_about_what_only_acts_between_gpus() -> None:
+    """A 70 B model hangs in NCCL at tp 4 and does not fit on one GPU. The tp 1 launch that runs out
+    of memory did not hang, but it has no peer to talk to: NCCL_P2P_DISABLE stays a suspect of the
+    hang, and the search finds tp 4 with P2P off instead of varying memory knobs at tp 1."""
+    from bringup.search.beliefs import INERT
+
+    s = make("--tensor-parallel-size 4", env={"NCCL_P2P_DISABLE": "0"})
+    s.default_eff["env:NCCL_P2P_DISABLE"] = ("0", "NCCL's default: P2P on")
+    s.limit_gpus(["--tensor-parallel-size"], 4)
+    one = s.baseline.with_changes({"--tensor-parallel-size": None})
+    assert s.levels_of(one)["env:NCCL_P2P_DISABLE"] == INERT
+    assert s.levels_of(s.baseline)["env:NCCL_P2P_DISABLE"] != INERT
+    path = solve(s, World([HANG_AT_TP4, WEIGHTS_ON_ONE_GPU]), budget=6)
+    assert path[-1][1].status == "works" and len(path) <= 5, [(c.flag_dict, c.env_dict) for c, _ in path]
+    assert path[-1][0].env_dict.get("NCCL_P2P_DISABLE") == "1"

@@ -841,6 +841,12 @@ def absent_components(facts: Mapping[str, Any]) -> frozenset[str]:
     return frozenset(out)
 
 
+def one_gpu_components() -> frozenset[str]:
+    """The components that need two GPUs or more (relevance.yaml ``needs``: NCCL, custom
+    all-reduce, symmetric memory...): a launch on one GPU has no peer, so their settings do nothing."""
+    return absent_components({"gpu.count": 1})
+
+
 def _lacks(have: Any, need: Any) -> bool:
     """A known fact contradicts a need: {in: [mla, dsa]} one of these, {min: 2} at least this, else equal."""
     if isinstance(need, Mapping) and "in" in need:

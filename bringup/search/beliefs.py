@@ -29,6 +29,9 @@ from bringup.knowledge.conditions import as_number
 L_FIRED_NOT_HELD = 0.08  # the failure came back although the culprit was changed away
 L_ABSENT_HELD = 0.04  # the launch went past the failure's phase although the culprit still held
 L_SAME_PHASE_OTHER = 0.35  # another failure in the same phase: this one may be masked by it
+# the level of a factor that cannot act at a launch's other levels (Strategy.mark_inert): a
+# condition on it never holds there, and it is no level to widen a condition to
+INERT = "<inert>"
 PAIR_WEIGHT = 0.12  # a fix that needs two changes, against one that needs one
 PAIR_TOP = 7  # pairs are formed among this many strongest single culprits
 MIN_WEIGHT = 0.004  # a factor the failure does not name at all is still a (weak) culprit
@@ -164,6 +167,8 @@ class Blocker:
             if len(c.conds) != 1 or c.held(levels):
                 continue
             cond = c.conds[0]
+            if levels.get(cond.factor) == INERT:
+                continue
             w = cond.widened(levels.get(cond.factor, ""))
             if w is None:
                 continue

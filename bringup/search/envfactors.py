@@ -60,6 +60,9 @@ class EnvProposal:
     advised: str | None  # the value a log line advises, if any
     why: str
     named: bool  # named by the failure's own lines (a first suspect)
+    # already in the space (it joined for an earlier failure): it does not join again, but this
+    # failure implicates it as much as a newcomer, so its weight is this failure's too
+    known: bool = False
 
 
 @dataclass
@@ -90,18 +93,14 @@ class EnvFactors:
         return out
 
     def after_failure(self, outcome: Outcome, have: Iterable[str]) -> list[EnvProposal]:
-        """Variables this failure calls for that are not in the space yet (`have`: factor names)."""
+        """Variables this failure calls for: those not in the space yet join it, those already in it
+        (`have`: factor names; `known`) are implicated again, for this failure's beliefs."""
         have = set(have)
         out: list[EnvProposal] = []
         lines = [*outcome.evidence, *([outcome.hint] if outcome.hint else [])]
         found = mentions_in_lines(lines, list(self.registry.variables))
         for m in found:
-            if (
-                m.action == "unset"
-                or not_a_fix(m.name)
-                or "env:" + m.name in have
-                or any(p.factor.name == "env:" + m.name for p in out)
-            ):
+            if m.action == "unset" or not_a_fix(m.name) or any(p.factor.name == "env:" + m.name for p in out):
                 continue
             advised = suggested_values(found, m.name)
             f = as_factor(self.var(m.name), advised, origin="log")
@@ -114,6 +113,7 @@ class EnvFactors:
                         advised[0] if advised and m.action == "set" else None,
                         f"named by the log: {m.text.strip()[:160]}",
                         True,
+                        known="env:" + m.name in have,
                     )
                 )
         pool = {**common_vars(), **self.registry.variables}  # NCCL_P2P_DISABLE is NCCL's, not the engine's
@@ -132,8 +132,7 @@ class EnvFactors:
                 break
             name = "env:" + r.var.name
             if (
-                name in have
-                or any(p.factor.name == name for p in out)
+                any(p.factor.name == name for p in out)
                 or not_a_fix(r.var.name)
                 or of_absent_family(r.var.name, self.absent)
             ):
@@ -144,8 +143,7 @@ class EnvFactors:
             # A component the failure's own lines name (sampler, nccl, p2p) in the variable's name
             # makes it a first suspect, as a named flag is.
             strong = r.score >= 2 * W_EVIDENCE * W_IN_NAME  # two such components, or one and the class's own
-            out.append(
-                EnvProposal(f, None, f"implicated by the failure ({'; '.join(r.reasons[:2])})", strong)
-            )
+            why = f"implicated by the failure ({'; '.join(r.reasons[:2])})"
+            out.append(EnvProposal(f, None, why, strong, known=name in have))
             added += 1
         return out

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from bringup.core.candidate import Candidate, FlagValue
 from bringup.observe.effective import normalise
+from bringup.search.beliefs import INERT
 
 if TYPE_CHECKING:
     from bringup.search.strategy import Strategy
@@ -83,14 +84,14 @@ class _Scorer:
             self.options[n] = opts
 
     def levels(self, cfg: Config) -> dict[str, str]:
-        return {n: self.s.eff(f, cfg.get(n)) for n, f in self.factors.items()}
+        return self.s.mark_inert({n: self.s.eff(f, cfg.get(n)) for n, f in self.factors.items()})
 
     def score(self, cfg: Config) -> tuple[float, float]:
         lv = self.levels(cfg)
         p = math.prod(b.p_avoid(lv) for b in self.s.blockers)
         cost = 0.0
         for n, f in self.factors.items():
-            r = self.risk.get((n, lv[n]))
+            r = 0.0 if lv[n] == INERT else self.risk.get((n, lv[n]))  # an inert level does nothing
             if r is None:
                 r = self.risk[(n, lv[n])] = self.s.risk(f, cfg.get(n))
             p *= 1 - min(r, 1.0)
@@ -203,17 +204,24 @@ def propose(s: Strategy, tried: set[str], limit: int = 1) -> list[Proposal]:
 
 
 def _pick(s: Strategy, sc: _Scorer, found, tried: set[str], limit: int) -> list[Proposal]:
-    out: list[Proposal] = []
+    """The best untried candidates. A candidate that a rule calls incompatible as a whole
+    (combination_risk) is scored down by that risk, not dropped: scanning stops once no candidate
+    left can beat the ``limit`` best so far (a risk only lowers a score)."""
+    picked: list[tuple[float, Proposal]] = []
     for val, p, cfg in sorted(found.values(), key=lambda t: -t[0]):
-        if val <= -1e8:
+        if val <= -1e8 or (len(picked) >= limit and val <= picked[limit - 1][0]):
             break
         changes = {n: cfg.get(n) for n in sc.factors}
         cand = s.baseline.with_changes({**changes, **s.space.fixed})
         key = s.predicted_key(cand)
-        if key in tried or not s.combination_ok(cand) or s.variant_of_pending(cand):
+        if key in tried or s.variant_of_pending(cand):
             continue
         tried = tried | {key}
-        out.append(Proposal(cand, p, _reasons(s, cfg, sc), sc.levels(cfg), key))
-        if len(out) >= limit:
-            break
-    return out
+        combo = s.combination_risk(cand)
+        if combo >= 1.0:
+            continue
+        if combo > 0:
+            val, p = val + math.log1p(-combo), p * (1 - combo)
+        picked.append((val, Proposal(cand, p, _reasons(s, cfg, sc), sc.levels(cfg), key)))
+        picked.sort(key=lambda t: -t[0])
+    return [pr for _, pr in picked[:limit]]

@@ -26,6 +26,7 @@ import re
 from dataclasses import dataclass, field
 
 from bringup.core.candidate import Candidate, FlagValue
+from bringup.env.registry import names_absent_component, one_gpu_components
 from bringup.help.text import HelpSpec
 from bringup.knowledge.conditions import as_number
 from bringup.knowledge.rules import Knowledge
@@ -34,7 +35,7 @@ from bringup.observe.outcome import Outcome
 from bringup.observe.signatures import eval_limit, signature_by_id
 from bringup.record.results import Attempt, Pinned, StrategyState
 from bringup.search import evidence as ev
-from bringup.search.beliefs import W_FAMILY, Blocker, Condition, new_blocker
+from bringup.search.beliefs import INERT, W_FAMILY, Blocker, Condition, new_blocker
 from bringup.search.envfactors import EnvFactors
 from bringup.search.proposal import Proposal, propose
 from bringup.search.screening import ScreeningPolicy
@@ -130,6 +131,8 @@ class Strategy:
     # factor -> the machine's GPU count, for the flags whose product is a launch's GPU count
     # (engines.yaml gpus.product): a level above it asks for GPUs that are not there
     gpu_limit: dict[str, int] = field(default_factory=dict)
+    # the flags whose product is a launch's GPU count (engines.yaml gpus.product), for inert_factors
+    parallel: list[str] = field(default_factory=list)
     blockers: list[Blocker] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     blocked: tuple[str, str] | None = None  # a factor the engine refused every level of, and why
@@ -144,6 +147,7 @@ class Strategy:
     )  # variable -> how directly the last failure named it
     best_left: Proposal | None = None
     _pending_moves: list[frozenset[tuple[str, str]]] = field(default_factory=list)
+    _one_gpu_inert: tuple[int, frozenset[str]] = (-1, frozenset())
 
     def __post_init__(self) -> None:
         for f in self.space.factors:
@@ -215,7 +219,42 @@ class Strategy:
 
     def levels_of(self, cand: Candidate) -> dict[str, str]:
         flags, env = cand.flag_dict, cand.env_dict
-        return {f.name: self.eff(f, f.level_in(flags, env)) for f in self.space.factors}
+        return self.mark_inert({f.name: self.eff(f, f.level_in(flags, env)) for f in self.space.factors})
+
+    def mark_inert(self, levels: dict[str, str]) -> dict[str, str]:
+        """Levels with the factors that cannot act at them marked INERT: on a launch of one GPU
+        (the product of its parallel sizes), nothing talks to a peer, so NCCL, custom all-reduce
+        and symmetric-memory settings (relevance.yaml components that need two GPUs) do nothing.
+        A culprit on an inert factor is not held there: a one-GPU launch that did not hang says
+        nothing against NCCL_P2P_DISABLE as the cause of a hang at four."""
+        gpus = 1.0
+        for name in self.parallel:
+            n = as_number(levels.get(name, ""))
+            if n is None:
+                return levels
+            gpus *= n
+        if not self.parallel or gpus > 1:
+            return levels
+        for name in self._inert_on_one_gpu():
+            if name in levels:
+                levels[name] = INERT
+        return levels
+
+    def _inert_on_one_gpu(self) -> frozenset[str]:
+        n, names = self._one_gpu_inert
+        if n == len(self.space.factors):
+            return names
+        comps = one_gpu_components()
+        # a component that names a parallel flag itself (distributed: "tensor parallel") is not one
+        # of them: the parallel size is what makes the launch one GPU
+        comps = frozenset(c for c in comps if not any(names_absent_component(p, {c}) for p in self.parallel))
+        names = frozenset(
+            f.name
+            for f in self.space.factors
+            if f.name not in self.parallel and names_absent_component(f.name, comps)
+        )
+        self._one_gpu_inert = (len(self.space.factors), names)
+        return names
 
     def _factor_for(self, name: str) -> Factor | None:
         f = self.space.get(name)
@@ -396,8 +435,8 @@ class Strategy:
         self._take_advice(named)
         weights: dict[Condition, float] = {}
         for f in self.space.factors:
-            if f.name in self.frozen:
-                continue
+            if f.name in self.frozen or levels[f.name] == INERT:
+                continue  # (an inert factor cannot have caused what this launch showed)
             w = named.weights.get(f.name, 0.0) + (ev.W_BASE_ENV if f.is_env else ev.W_BASE_FLAG)
             w = max(w, self.env_weight.get(f.name, 0.0))
             weights[Condition(f.name, levels[f.name])] = w
@@ -533,10 +572,11 @@ class Strategy:
                 prop.factor.origin = "ranked"
                 prop.named = False
             self.env_weight[prop.factor.name] = ev.W_ENV_NAMED if prop.named else ev.W_ENV_RANKED
-            self.add_factor(prop.factor)
-            if prop.advised is not None:
+            if prop.advised is not None and prop.advised not in self.advised.get(prop.factor.name, []):
                 self.advised.setdefault(prop.factor.name, []).append(prop.advised)
-            self.notes.append(f"{prop.factor.name} joined the search space: {prop.why}")
+            if not prop.known:
+                self.add_factor(prop.factor)
+                self.notes.append(f"{prop.factor.name} joined the search space: {prop.why}")
 
     def _refusals(self, outcome: Outcome) -> None:
         """An error that names levels of a factor with a reason each rules each named level out.
@@ -735,7 +775,9 @@ class Strategy:
         """The machine has ``gpus`` GPUs: a parallel size above that (tensor, pipeline, data
         parallel: the flags whose product is the GPU count) is as good as incompatible. A fact of
         the hardware, not a rule of any engine or model; a level only, so still tried if nothing
-        else is left."""
+        else is left. The flags also say how many GPUs a launch uses (mark_inert)."""
+        self.parallel = [f.name for flag in parallel_flags if (f := self.space.get(flag)) is not None]
+        self._one_gpu_inert = (-1, frozenset())
         if gpus <= 0:
             return
         for flag in parallel_flags:
@@ -846,14 +888,22 @@ class Strategy:
                 return True
         return False
 
-    def combination_ok(self, cand: Candidate) -> bool:
-        """Rules with `with` conditions judge a level together with the rest of the candidate."""
-        flags = cand.flag_dict
+    def combination_risk(self, cand: Candidate) -> float:
+        """The chance that a candidate's levels together bring a failure that a rule with `with`
+        conditions predicts (a memory plan for this parallel size, a backend with this dtype): each
+        level such a rule calls incompatible with the rest of this candidate, though not with the
+        baseline's (the scorer counted that one already), risks P_INCOMPATIBLE. A prediction, not
+        the engine's refusal: it lowers the candidate and never removes it (the memory plan called
+        a T4's own default fraction too much, by a rounding, and every one-GPU launch was barred)."""
+        flags, env = cand.flag_dict, cand.env_dict
+        ok = 1.0
         for f in self.space.factors:
-            level = f.level_in(flags, cand.env_dict)
-            if any(v.kind == "incompatible" for v in self.verdicts(f, level, flags)):
-                return False
-        return True
+            level = f.level_in(flags, env)
+            if any(v.kind == "incompatible" for v in self.verdicts(f, level, flags)) and not any(
+                v.kind == "incompatible" for v in self.verdicts(f, level)
+            ):
+                ok *= 1 - P_INCOMPATIBLE
+        return 1 - ok
 
     # -- verdicts ------------------------------------------------------------------------------------
     def impossible(self) -> str | None:

@@ -19,7 +19,7 @@ python3 tests/data/gpu/context_probe.py > "$R/context.json" 2> "$R/context.err"
 # The fingerprint on header-only model folders made here (Llama-3-8B in 4 shards; GLM-5 shapes, 5 layers + MTP, NVFP4).
 python3 - > "$R/make-models.log" 2>&1 <<'PY'
 import json
-from bringup import modelinfo as mi
+from bringup.facts import modelinfo as mi
 mi.write_header_only_model("/tmp/llama3", json.load(open("tests/data/configs/llama-3-8b.json")), shards=4)
 cfg = json.load(open("tests/data/configs/glm-5.json")) | {"num_hidden_layers": 5}
 d = mi.write_header_only_model("/tmp/glm5", cfg, shards=2, quant="nvfp4")

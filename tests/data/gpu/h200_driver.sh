@@ -25,7 +25,7 @@ log "model: $(tail -4 "$RES/testmodel.txt" | tr '\n' ' ')"
 python3 - "$M8B" "$RUNS/references" > "$RES/reference.txt" 2>&1 <<'PY' &
 import sys, time
 from pathlib import Path
-from bringup.reference import reference_for
+from bringup.verify.reference import reference_for
 t0 = time.time()
 ref, why = reference_for(sys.argv[1], "auto", cache_dir=Path(sys.argv[2]), gpu="0", gpu_memory_gib=139.0)
 print(f"{why}: {time.time() - t0:.1f} s, {len(ref.prompts) if ref else 0} prompts")
