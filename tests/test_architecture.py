@@ -110,7 +110,7 @@ def test_no_import_runs_back_up():
     assert not bad, "\n".join(bad)
 
 
-def test_the_floor_check_sees_an_import_back_up(tmp_path):
+def test_the_floor_check_sees_an_import_back_up():
     """The check above is only as good as its rule: a facts module importing the session is caught."""
     probe = PKG / "facts" / "_arch_probe_up.py"
     probe.write_text("from bringup.session import run\n")

@@ -20,6 +20,8 @@ from typing import Any
 
 import yaml
 
+from bringup.core.datafiles import DATA
+
 REFERENCE_PROMPTS = [
     "The quick brown fox",
     "Once upon a time there was",
@@ -401,7 +403,7 @@ class Tolerance:
 
 @lru_cache(maxsize=1)
 def _tolerance_data() -> dict[str, Any]:
-    return yaml.safe_load((Path(__file__).resolve().parents[1] / "data" / "tolerances.yaml").read_text())
+    return yaml.safe_load((DATA / "tolerances.yaml").read_text())
 
 
 def tolerance(precision: str) -> Tolerance:
