@@ -285,3 +285,48 @@ def test_a_one_gpu_launch_says_nothing_about_what_only_acts_between_gpus() -> No
     path = solve(s, World([HANG_AT_TP4, WEIGHTS_ON_ONE_GPU]), budget=6)
     assert path[-1][1].status == "works" and len(path) <= 5, [(c.flag_dict, c.env_dict) for c, _ in path]
     assert path[-1][0].env_dict.get("NCCL_P2P_DISABLE") == "1"
+
+
+def _wrong_answers(when, implicates: list[str]) -> Fault:
+    """A wrong answer with no error line: what the probes saw, implicating what classes.yaml says."""
+    return Fault(
+        "wrong",
+        when,
+        "wrong-output",
+        "decode",
+        "probe known-answers: 'What is 2+2?' answered '!!!!!!!!'",
+        implicates=implicates,
+    )
+
+
+def test_a_users_own_setting_among_the_suspects_of_a_wrong_answer_is_changed_first() -> None:
+    """A failure that names nothing (wrong answers) implicates a long list of suspects (the class's,
+    kernels first); among them the setting the user chose away from the engine's default (fp16 on a
+    bf16 model) is the likeliest: the engine's defaults have run everywhere, the user's choice here
+    nowhere. Without that prior the search swept the attention and KV-cache kernels first (5 more
+    launches on the composed-fault benchmark's dev split)."""
+    from bringup.core.datafiles import probe_implicates
+
+    fp16 = _wrong_answers(lambda f, e: f.get("--dtype") == "float16", probe_implicates()["wrong-output"])
+    s = make("--max-model-len 32768 --dtype float16")
+    path = solve(s, World([fp16]))
+    assert [o.status for _, o in path] == ["fails", "works"]
+    assert path[-1][0].flag_dict.get("--dtype") != "float16"
+
+
+def test_a_backend_a_failure_names_is_not_searched_for_a_component_the_model_lacks() -> None:
+    """A wrong answer implicates the MoE backends among its suspects; on a dense model the engine
+    ignores them (factors.yaml needs: model.moe), so the flag must not join the space from the log
+    as it was left out of it at the start: each such launch fails as the one before."""
+    from bringup.core.datafiles import probe_implicates
+
+    suspects = probe_implicates()["wrong-output"]
+    assert "--moe-backend" in suspects
+    wrong = _wrong_answers(lambda f, e: f.get("--attention-backend") != "TRITON_ATTN", suspects)
+    s = make("--max-model-len 32768")
+    assert s.space.get("--moe-backend") is None  # left out at the start (dense model)
+    path = solve(s, World([wrong]))
+    assert path[-1][1].status == "works"
+    assert s.space.get("--moe-backend") is None
+    assert all("--moe-backend" not in c.flag_dict for c, _ in path)
+    assert any("--moe-backend is named by the log but not searched" in n for n in s.notes)

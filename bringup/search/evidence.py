@@ -31,6 +31,10 @@ W_CHANGED = 0.25  # changed by this launch, for a failure nothing else explains
 W_ENV_NAMED = 1.0  # a variable the failure's lines name
 W_ENV_RANKED = 0.08  # a variable whose name merely shares the failure's words
 W_BASE_FLAG = 0.01
+# A setting the user's baseline chose away from the engine's default, among the failure's suspects,
+# ranks with the first of them: an engine's defaults run on every machine it supports, a choice
+# brought from another box has run on none here (the mistakes of a bring-up are in its baseline).
+W_USER_SET = 0.6
 W_BASE_ENV = 0.002
 OUTSIDE_PRIOR = 0.03
 OUTSIDE_MACHINE = 0.6  # the failure implicates only the model or the machine

@@ -39,7 +39,7 @@ from bringup.search.beliefs import INERT, W_FAMILY, Blocker, Condition, new_bloc
 from bringup.search.envfactors import EnvFactors
 from bringup.search.proposal import Proposal, propose
 from bringup.search.screening import ScreeningPolicy
-from bringup.search.space import Factor, Space
+from bringup.search.space import Factor, Space, spec_for_flag
 
 UNKNOWN_DEFAULT = "<engine default>"
 _REFUSAL = re.compile(
@@ -146,6 +146,7 @@ class Strategy:
         default_factory=dict
     )  # variable -> how directly the last failure named it
     best_left: Proposal | None = None
+    not_here: set[str] = field(default_factory=set)  # flags named by a log that the target rules out
     _pending_moves: list[frozenset[tuple[str, str]]] = field(default_factory=list)
     _one_gpu_inert: tuple[int, frozenset[str]] = (-1, frozenset())
 
@@ -266,16 +267,26 @@ class Strategy:
         return f
 
     def _flag_factor(self, name: str) -> Factor | None:
-        """The factor for a flag a remedy names; a flag the engine has but the space lacks joins it."""
+        """The factor for a flag a remedy names; a flag the engine has but the space lacks joins it,
+        by the built-in list's entry where it has one, unless the target rules it out (a MoE
+        backend that a wrong answer implicates, on a dense model)."""
         f = self._factor_for(name)
         if f is not None or self.spec is None or not name.startswith("--"):
             return f
         opt = self.spec.resolve(name)
-        if opt is None or opt.name in self.space.fixed:
+        if opt is None or opt.name in self.space.fixed or opt.name in self.not_here:
             return None
-        kind = "choice" if opt.takes_value else "switch"
-        levels: list[FlagValue] = list(opt.choices) if opt.choices else ([] if opt.takes_value else [True])
-        f = Factor(opt.name, kind, levels, opt.dest, {}, None, "log")
+        f = spec_for_flag(self.space.engine, opt.name, self.spec)
+        if f is None:
+            kind = "choice" if opt.takes_value else "switch"
+            levels: list[FlagValue] = list(opt.choices) if opt.choices else ([] if opt.takes_value else [True])
+            f = Factor(opt.name, kind, levels, opt.dest, {}, None, "log")
+        f.levels = [lv for lv in f.levels if not self.space.target.unwanted_level(str(lv))]
+        why = self.space.target.why_not(f)
+        if why is not None:
+            self.not_here.add(opt.name)
+            self.notes.append(f"{opt.name} is named by the log but not searched on this target: {why}")
+            return None
         self.add_factor(f)
         self.notes.append(f"{opt.name} joined the search space: the engine's log names it")
         return f
@@ -438,6 +449,8 @@ class Strategy:
             if f.name in self.frozen or levels[f.name] == INERT:
                 continue  # (an inert factor cannot have caused what this launch showed)
             w = named.weights.get(f.name, 0.0) + (ev.W_BASE_ENV if f.is_env else ev.W_BASE_FLAG)
+            if named.weights.get(f.name, 0.0) > 0 and self._user_set(f, levels[f.name]):
+                w = max(w, ev.W_USER_SET)
             w = max(w, self.env_weight.get(f.name, 0.0))
             weights[Condition(f.name, levels[f.name])] = w
             family = self._family(f, levels[f.name])
@@ -469,6 +482,15 @@ class Strategy:
             f"launch {len(self.observations)}: new failure ({b.failure_class}); most likely "
             + "; ".join(f"{c.describe()} ({p:.0%})" for c, p in top)
         )
+
+    def _user_set(self, f: Factor, level: str) -> bool:
+        """The level is the user's own choice: the baseline sets it, to something other than what
+        the engine would pick by itself."""
+        base = self.base_level(f)
+        if base is None or base is False:
+            return False
+        mine = self.eff(f, base)
+        return level == mine and mine != self.eff(f, None)
 
     def _family(self, f: Factor, level: str) -> set[str]:
         """The levels of a choice factor that share this one's family (the first word of the name),

@@ -24,7 +24,7 @@ from pydantic import BaseModel, Field
 from bringup.core.candidate import Candidate, FlagError, change_tokens, parse_command
 from bringup.core.reserved import reserved_flag
 from bringup.engines.targets import Target, resolve_target
-from bringup.env.registry import absent_components, launch_environment, names_absent_component, other_platform
+from bringup.env.registry import absent_components, launch_environment
 from bringup.facts.gpus import default_watch, visible_indices
 from bringup.guard import secrets
 from bringup.guard.runlock import RunLock, RunLocked
@@ -36,6 +36,7 @@ from bringup.search.envfactors import EnvFactors
 from bringup.search.minimize import MinimalFix, minimal_fix
 from bringup.search.screening import ScreeningPolicy, one_gpu_screen, screen_flags
 from bringup.search.space import Space, add_baseline_flags, build_space, drop_inapplicable, drop_levels
+from bringup.search.space import Target as SearchTarget
 from bringup.search.strategy import Strategy
 from bringup.session.identity import gather_facts, hardware_fingerprint, model_identity
 from bringup.session.plan_check import record_kv
@@ -197,24 +198,11 @@ class Run:
             fix=s.fix or None,
             space_file=Path(s.space_file) if s.space_file else None,
         )
-        device = self.facts.get("device")
-        absent = absent_components(self.facts)
-        drop_levels(
-            self.space,
-            self.baseline,
-            lambda level: other_platform(level, device) or names_absent_component(level, absent),
-        )
-        not_here = drop_inapplicable(self.space, self.facts) if not (s.vary or s.space_file) else []
-        if not (s.vary or s.space_file):  # kernels of a component the target lacks (NSA on a GQA model)
-            lacking = [
-                f
-                for f in self.space.factors
-                if f.origin == "builtin" and names_absent_component(f.name, absent)
-            ]
-            self.space.factors = [f for f in self.space.factors if f not in lacking]
-            not_here += [
-                f"{f.name} (its kernels serve a component this model does not have)" for f in lacking
-            ]
+        here = SearchTarget.of(self.facts)
+        self.space.target = here
+        drop_levels(self.space, self.baseline, here.unwanted_level)
+        # (a space the user chose, by --vary or a file, is searched as given)
+        not_here = drop_inapplicable(self.space, here) if not (s.vary or s.space_file) else []
         if not (s.vary or s.space_file):
             add_baseline_flags(self.space, self.baseline, t.spec)
         self.env = EnvFactors(registry, device=self.facts.get("device"), absent=absent_components(self.facts))
