@@ -23,7 +23,9 @@ from bringup.scenario import bundled_scenarios, load_scenario, scenario_path
 from bringup.session.run import Run, RunSettings
 
 
-def one(name: str, knowledge: bool, scale: float, budget: int, in_process: bool = False) -> tuple[str, int, str]:
+def one(
+    name: str, knowledge: bool, scale: float, budget: int, in_process: bool = False
+) -> tuple[str, int, str]:
     path = scenario_path(name)
     sc = load_scenario(path)
     with tempfile.TemporaryDirectory(prefix="bringup-bench-") as root:

@@ -279,7 +279,9 @@ class Strategy:
         f = spec_for_flag(self.space.engine, opt.name, self.spec)
         if f is None:
             kind = "choice" if opt.takes_value else "switch"
-            levels: list[FlagValue] = list(opt.choices) if opt.choices else ([] if opt.takes_value else [True])
+            levels: list[FlagValue] = (
+                list(opt.choices) if opt.choices else ([] if opt.takes_value else [True])
+            )
             f = Factor(opt.name, kind, levels, opt.dest, {}, None, "log")
         f.levels = [lv for lv in f.levels if not self.space.target.unwanted_level(str(lv))]
         why = self.space.target.why_not(f)
