@@ -450,6 +450,11 @@ class Strategy:
         for f in self.space.factors:
             if f.name in self.frozen or levels[f.name] == INERT:
                 continue  # (an inert factor cannot have caused what this launch showed)
+            if f.name in self.adjusted:
+                # a number the failure says must move one way (an out-of-memory: the memory
+                # fraction down) is a culprit at this value *and beyond* it (_thresholds): the
+                # value alone would let a larger one look like an escape from too much memory
+                continue
             w = named.weights.get(f.name, 0.0) + (ev.W_BASE_ENV if f.is_env else ev.W_BASE_FLAG)
             if named.weights.get(f.name, 0.0) > 0 and self._user_set(f, levels[f.name]):
                 w = max(w, ev.W_USER_SET)
