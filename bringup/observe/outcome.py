@@ -50,6 +50,11 @@ class OverrideRecord(BaseModel):
     evidence: str = ""
 
 
+# A compile that kept a launch silent this long is worth a line in the report (issue 23: say when
+# a launch was slow only because a cache was cold).
+COLD_START_S = 10.0
+
+
 class Outcome(BaseModel):
     status: Status
     failure_class: str | None = None
@@ -92,3 +97,17 @@ class Outcome(BaseModel):
 
     def key_evidence(self) -> str:
         return self.evidence[0] if self.evidence else ""
+
+    def cold_start(self) -> str:
+        """Why this launch was slow to start, when kernel compilers kept it quiet: a cold JIT cache
+        (FlashInfer, DeepGEMM, Triton, inductor), which the next start on this machine reuses.
+        Empty when no compiler worked through a silence of COLD_START_S or more."""
+        t = self.timings
+        if not t.jit_silent or t.jit_silent < COLD_START_S:
+            return ""
+        share = f" of its {t.to_ready:.0f} s to ready" if t.to_ready else ""
+        tools = ", ".join(t.jit_tools) or "a compiler"
+        return (
+            f"{t.jit_silent:.0f} s{share} were kernels compiling ({tools}) with no log line: a cold JIT "
+            f"cache, which later starts on this machine reuse"
+        )

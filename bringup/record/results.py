@@ -39,6 +39,7 @@ class Attempt(BaseModel):
     where: str = ""
     clock_start_s: float | None = None
     clock_end_s: float | None = None
+    cold_start: str = ""  # a start slowed by kernel compiles (Outcome.cold_start), for the report
 
     @field_validator("purpose", mode="before")
     @classmethod

@@ -159,6 +159,10 @@ def render_markdown(r: RunResult, tunes: Sequence[TuneResult] = ()) -> str:
             f"{a.phase or ''} | `{_md(ev)[:220]}` | {_duration(a)} |"
         )
     L.extend(_where(r))
+    cold = [a for a in r.attempts if a.cold_start]
+    if cold:
+        L.append("")
+        L += [f"Slow start of attempt {a.number}: {_md(a.cold_start)}." for a in cold]
     fails = [a for a in r.attempts if a.status not in ("works", "cancelled")]  # cancelled: no verdict
     if fails:
         L.append("")

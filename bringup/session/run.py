@@ -912,6 +912,7 @@ class Run:
             where=extra.get("where", ""),
             clock_start_s=extra.get("clock_start_s"),
             clock_end_s=extra.get("clock_end_s"),
+            cold_start=out.cold_start(),
         )
 
     # -- minimizing ------------------------------------------------------------------------------
