@@ -330,3 +330,20 @@ def test_a_backend_a_failure_names_is_not_searched_for_a_component_the_model_lac
     assert s.space.get("--moe-backend") is None
     assert all("--moe-backend" not in c.flag_dict for c, _ in path)
     assert any("--moe-backend is named by the log but not searched" in n for n in s.notes)
+
+
+def test_a_crash_that_names_nothing_is_attacked_through_the_settings_of_its_phase() -> None:
+    """An assertion in graph capture whose words and frames name no setting, and that no signature
+    or rule implicates anything for: the settings of the phase it struck in are its suspects
+    (classes.yaml hang_implicates, the same list a hang there gets), not every factor alike."""
+    capture = Fault(
+        "capture",
+        lambda f, e: not f.get("--enforce-eager"),
+        "incompatible-options",
+        "graph-capture",
+        "AssertionError",
+    )
+    s = make("--max-model-len 4096")
+    path = solve(s, World([capture]))
+    assert path[-1][1].status == "works" and len(path) <= 3, [c.flag_dict for c, _ in path]
+    assert path[-1][0].flag_dict.get("--enforce-eager") is True

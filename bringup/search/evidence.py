@@ -294,6 +294,35 @@ def _code_weights(named: Named, outcome: Outcome, levels: Mapping[str, str], res
             )
 
 
+# Classes whose cause is not a setting of the phase they struck in (a package, the model folder,
+# the port, the machine), or whose suspects the trial already gave by phase (a hang, a stall).
+_NOT_BY_PHASE = frozenset(
+    {"missing-dependency", "model-load", "port-in-use", "gpu-memory-held", "bad-flag", "hang", "stall"}
+)
+
+
+def phase_weights(named: Named, outcome: Outcome, resolve) -> None:
+    """A crash that names no setting (an assertion, a CUDA error, an unknown exception) and whose
+    classifier implicates none: the settings of the phase it struck in are its suspects, as for a
+    hang in that phase (classes.yaml hang_implicates: the graph settings in graph capture, the
+    collectives in distributed start-up), at half a signature's weight."""
+    if (
+        outcome.implicates
+        or outcome.status == "timeout"
+        or (outcome.failure_class or "") in _NOT_BY_PHASE
+        or any(w >= W_LINE for w in named.weights.values())
+    ):
+        return
+    from bringup.core.datafiles import hang_implicates
+
+    for k, n in enumerate(hang_implicates().get(outcome.phase or "", [])):
+        f = resolve(n)
+        if f is not None:
+            named.add(
+                f.name, 0.5 * W_SIGNATURE / (k + 1), f"a setting of the phase it failed in ({outcome.phase})"
+            )
+
+
 def machine_only(outcome: Outcome, named: Named) -> bool:
     """The failure implicates only properties of the model or the machine, no setting."""
     return (

@@ -444,27 +444,11 @@ class Strategy:
         base_levels = self.levels_of(self.baseline)
         changed = {n for n, e in levels.items() if base_levels.get(n) != e}
         named = ev.relevance(outcome, self.space.factors, levels, changed, self._flag_factor, self._aliases())
+        if not any(w >= ev.W_ENV_NAMED for w in self.env_weight.values()):
+            ev.phase_weights(named, outcome, self._flag_factor)  # nothing named: the phase's settings
         levels = self.levels_of(cand)  # a remedy may have added a factor
         self._take_advice(named)
-        weights: dict[Condition, float] = {}
-        for f in self.space.factors:
-            if f.name in self.frozen or levels[f.name] == INERT:
-                continue  # (an inert factor cannot have caused what this launch showed)
-            if f.name in self.adjusted:
-                # a number the failure says must move one way (an out-of-memory: the memory
-                # fraction down) is a culprit at this value *and beyond* it (_thresholds): the
-                # value alone would let a larger one look like an escape from too much memory
-                continue
-            w = named.weights.get(f.name, 0.0) + (ev.W_BASE_ENV if f.is_env else ev.W_BASE_FLAG)
-            if named.weights.get(f.name, 0.0) > 0 and self._user_set(f, levels[f.name]):
-                w = max(w, ev.W_USER_SET)
-            w = max(w, self.env_weight.get(f.name, 0.0))
-            weights[Condition(f.name, levels[f.name])] = w
-            family = self._family(f, levels[f.name])
-            if family:  # kernels of one family tend to fail together (flashmla_kv, flashmla_sparse)
-                weights[Condition(f.name, "|".join(sorted(family)), "in")] = w * W_FAMILY
-        for name, direction in self.adjusted.items():
-            weights.update(self._thresholds(name, levels[name], direction))
+        weights = self._culprit_weights(levels, named)
         outside = ev.OUTSIDE_MACHINE if self._machine_only(outcome, named) else ev.OUTSIDE_PRIOR
         b = new_blocker(
             key,
@@ -489,6 +473,30 @@ class Strategy:
             f"launch {len(self.observations)}: new failure ({b.failure_class}); most likely "
             + "; ".join(f"{c.describe()} ({p:.0%})" for c, p in top)
         )
+
+    def _culprit_weights(self, levels: dict[str, str], named: ev.Named) -> dict[Condition, float]:
+        """A new failure's single culprits, each weighed by how directly the failure names its
+        factor (evidence.relevance), the user's own choices among them raised (W_USER_SET)."""
+        weights: dict[Condition, float] = {}
+        for f in self.space.factors:
+            if f.name in self.frozen or levels[f.name] == INERT:
+                continue  # (an inert factor cannot have caused what this launch showed)
+            if f.name in self.adjusted:
+                # a number the failure says must move one way (an out-of-memory: the memory
+                # fraction down) is a culprit at this value *and beyond* it (_thresholds): the
+                # value alone would let a larger one look like an escape from too much memory
+                continue
+            w = named.weights.get(f.name, 0.0) + (ev.W_BASE_ENV if f.is_env else ev.W_BASE_FLAG)
+            if named.weights.get(f.name, 0.0) > 0 and self._user_set(f, levels[f.name]):
+                w = max(w, ev.W_USER_SET)
+            w = max(w, self.env_weight.get(f.name, 0.0))
+            weights[Condition(f.name, levels[f.name])] = w
+            family = self._family(f, levels[f.name])
+            if family:  # kernels of one family tend to fail together (flashmla_kv, flashmla_sparse)
+                weights[Condition(f.name, "|".join(sorted(family)), "in")] = w * W_FAMILY
+        for name, direction in self.adjusted.items():
+            weights.update(self._thresholds(name, levels[name], direction))
+        return weights
 
     def _user_set(self, f: Factor, level: str) -> bool:
         """The level is the user's own choice: the baseline sets it, to something other than what
