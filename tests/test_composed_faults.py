@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 from bringup.core.candidate import Candidate
-from bringup.oracle.faults.atoms import fix_tokens, load_atoms, load_bases
+from bringup.oracle.faults.atoms import fix_tokens, is_sealed, load_atoms, load_bases, splits
 from bringup.oracle.faults.compose import (
     apply_fix,
     compose_atoms,
@@ -45,8 +45,63 @@ def test_atom_files_hold_thirty_sourced_atoms_a_third_held_out():
         assert all(any(fits(a, b) for b in load_bases()) for a in split)  # every atom has a home
 
 
+def test_every_atom_of_every_split_file_is_valid_and_ids_are_unique_across_files():
+    """Any `<name>.yaml` of the faults folder but the bases is a split; every atom validates (the
+    schema, its class, its fixes), has a home among the bases, and no id appears in two files. Only
+    counts are asserted: a sealed split's atoms are named nowhere."""
+    names = splits()
+    assert {"dev", "heldout", "sealed"} <= set(names) and "bases" not in names
+    assert not is_sealed("dev") and is_sealed("heldout") and is_sealed("sealed")
+    seen: set[str] = set()
+    for split in names:
+        atoms = load_atoms(split)  # raises on a schema error, an unknown class or a duplicate id
+        ids = {a.id for a in atoms}
+        assert not ids & seen, f"{split}: an atom id is used by another split"
+        seen |= ids
+        assert all(fix_tokens(f) for a in atoms for f in a.fixes)
+        homeless = sum(not any(fits(a, b) for b in load_bases()) for a in atoms)
+        assert homeless == 0, f"{split}: {homeless} atom(s) fit no base"
+
+
+def test_the_sealed_split_covers_both_engines_and_the_hard_patterns_in_proportion():
+    atoms = load_atoms("sealed")
+    assert len(atoms) >= 30
+    assert {a.engine for a in atoms} >= {"vllm", "sglang"}
+    assert all(a.id.startswith("sealed-") for a in atoms)
+    assert sum(a.needs_two for a in atoms) >= 1
+    assert {a.named_by for a in atoms} == {"log", "frame", "none"}
+    hard = sum(a.named_by != "log" for a in atoms)  # the fix is named by a frame only, or by nothing
+    assert 2 * hard <= len(atoms), "the hard patterns should not be the majority"
+
+
+def test_a_split_name_that_is_no_file_is_refused():
+    from bringup.core.datafiles import KnowledgeFileError
+
+    with pytest.raises(KnowledgeFileError, match="no split"):
+        load_atoms("no-such-split")
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("split", ["dev", "heldout"])
+def test_the_sealed_split_composes_solvable_cases(tmp_path):
+    """Aggregate only, as for any sealed split: 12 cases of seed 0 compose, each proven (every first
+    fix together validates, the baseline fails), sizes vary, and a failed draw names no atom."""
+    sizes, bases = set(), set()
+    for i in range(12):
+        case = compose_case("sealed", 0, i, tmp_path, ENV)
+        sizes.add(len(case.atoms))
+        bases.add(case.base)
+        oracle, spec = _oracle(case), case.scenario.help_spec()
+        base = next(b for b in load_bases() if b["name"] == case.base)
+        flags, env = merged_baseline(base, case.atoms, spec)
+        assert oracle.outcome(flags, env=env).status != "works"
+        for a in case.atoms:
+            apply_fix(flags, env, a.fixes[0], spec)
+        assert oracle.outcome(flags, env=env).validated
+    assert len(sizes) >= 3 and len(bases) >= 4
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("split", ["dev", "heldout", "sealed"])
 def test_the_composer_is_deterministic_per_seed(tmp_path, split):
     def draw(seed: int, sub: str):
         d = tmp_path / sub
@@ -61,7 +116,7 @@ def test_the_composer_is_deterministic_per_seed(tmp_path, split):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("split", ["dev", "heldout"])
+@pytest.mark.parametrize("split", ["dev", "heldout", "sealed"])
 def test_every_composed_case_is_solvable_and_every_atom_live(tmp_path, split):
     sizes = set()
     for i in range(8):

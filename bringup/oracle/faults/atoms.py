@@ -19,7 +19,12 @@ from bringup.core.datafiles import DATA, KnowledgeFileError, load_yaml
 from bringup.scenario.schema import Fail, Hang, Serve, Warning_
 
 FAULTS = DATA / "faults"
-Split = Literal["dev", "heldout"]
+# A split is any atom file of the faults folder but the bases: dev.yaml (read by whoever changes the
+# search), heldout.yaml and sealed.yaml (sealed: never read while the search changes). `both` in the
+# benchmark means dev + heldout, as it always did.
+Split = str
+OPEN_SPLITS = frozenset({"dev"})  # splits whose atoms the benchmark may print; every other one is sealed
+BASES_FILE = "bases.yaml"
 Kind = Literal[
     "bad-value",
     "missing-package",
@@ -33,6 +38,8 @@ Kind = Literal[
     "illegal-memory-access",
     "sampler",
     "nccl-hang",
+    "hang",  # a hang that is not NCCL's: a JIT or autotuner that keeps logging, a barrier that waits
+    "distributed",  # a collective or its transport fails to set up (not a hang)
     "wrong-output",
 ]
 # How the log names the way out: a value in a hint or remedy line (`log`), only the failing frame's
@@ -132,9 +139,21 @@ def _entries(path: Path, key: str) -> list[dict[str, Any]]:
     return items
 
 
+def splits(root: Path = FAULTS) -> list[str]:
+    """The split names: every `<name>.yaml` of the faults folder except the bases."""
+    return sorted(p.stem for p in root.glob("*.yaml") if p.name != BASES_FILE)
+
+
+def is_sealed(split: str) -> bool:
+    """A sealed split is reported in aggregate only: no atom ids, baselines or log lines."""
+    return split not in OPEN_SPLITS
+
+
 @lru_cache(maxsize=8)
 def load_atoms(split: Split, root: Path = FAULTS) -> tuple[Atom, ...]:
-    """The atoms of one split (dev.yaml or heldout.yaml), validated; ids unique."""
+    """The atoms of one split (`<split>.yaml`: dev, heldout, sealed, ...), validated; ids unique."""
+    if split not in splits(root):
+        raise KnowledgeFileError(f"{root}: no split {split!r} (splits: {', '.join(splits(root))})")
     path = root / f"{split}.yaml"
     atoms: list[Atom] = []
     seen: set[str] = set()

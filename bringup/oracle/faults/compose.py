@@ -30,7 +30,7 @@ import yaml
 from bringup.core.candidate import Candidate, FlagError, FlagValue, parse_command, parse_flags, render_flags
 from bringup.core.datafiles import phase_index
 from bringup.knowledge.conditions import compile_condition
-from bringup.oracle.faults.atoms import Atom, Split, fix_tokens, load_atoms, load_bases
+from bringup.oracle.faults.atoms import Atom, Split, fix_tokens, is_sealed, load_atoms, load_bases
 from bringup.oracle.trials import Oracle
 from bringup.scenario.loader import load_scenario
 from bringup.scenario.schema import Scenario
@@ -286,7 +286,9 @@ def compose_case(split: Split, seed: int, index: int, out_dir: Path, env: dict[s
             continue
         working = command(*_fixed(flags, venv, atoms, sc))
         return Case(split, seed, index, base["name"], atoms, baseline, path, sc, working, notes)
-    raise RuntimeError(f"no solvable draw for {split} seed {seed} case {index}: {notes[-3:]}")
+    # a sealed split names no atom, not even in an error
+    why = f"{len(notes)} draws refused" if is_sealed(split) else str(notes[-3:])
+    raise RuntimeError(f"no solvable draw for {split} seed {seed} case {index}: {why}")
 
 
 def _fixed(flags, venv, atoms: list[Atom], sc: Scenario):
