@@ -128,6 +128,11 @@ class Req:
     prompt: str
     sampling: Sampling
     default_max: int | None  # completions default to 16 tokens; chat has no default
+    tokens: int | None = None  # a token-id prompt's length (the server counts ids, not words)
+
+    @property
+    def prompt_tokens(self) -> int:
+        return self.tokens if self.tokens is not None else count_tokens(self.prompt)
 
 
 class Serving:
@@ -157,7 +162,7 @@ class Serving:
 
     def fits(self, req: Req) -> bool:
         """The server's context check: a request past the context length gets HTTP 400."""
-        return count_tokens(req.prompt) + (req.sampling.max_tokens or 0) <= self.context_len
+        return req.prompt_tokens + (req.sampling.max_tokens or 0) <= self.context_len
 
     def run(self, reqs: list[Req]) -> list[Plan]:
         """Requests sent together (one, or the concurrent batch): all start now and overlap."""
@@ -168,7 +173,7 @@ class Serving:
         ends: list[float] = []
         strikes: list[float] = []
         for r, p in zip(reqs, plans, strict=True):
-            prefill = self.perf.prefill_seconds(Load(n, count_tokens(r.prompt)))
+            prefill = self.perf.prefill_seconds(Load(n, r.prompt_tokens))
             step = self.perf.decode_step_seconds(Load(n))
             tokens = len(p.tokens)
             # Runtime.generate checks the trigger before prefill (0) and before tokens 1..n-1.
@@ -194,8 +199,8 @@ def chat_req(prompt: str, max_tokens: int) -> Req:
     return Req(chat_prompt(body), _greedy(max_tokens), None)
 
 
-def completion_req(prompt: str, max_tokens: int, ignore_eos: bool = False) -> Req:
-    return Req(prompt, _greedy(max_tokens, ignore_eos, logprobs=1), 16)
+def completion_req(prompt: str, max_tokens: int, ignore_eos: bool = False, tokens: int | None = None) -> Req:
+    return Req(prompt, _greedy(max_tokens, ignore_eos, logprobs=1), 16, tokens)
 
 
 def _engine_probe(probe: ProbeConfig, sc: Scenario, flags: Mapping[str, FlagValue]) -> ProbeConfig:
@@ -208,6 +213,7 @@ def _engine_probe(probe: ProbeConfig, sc: Scenario, flags: Mapping[str, FlagValu
         probe,
         top_k=sup.top_k and probe.top_k,
         seeded=sup.seeded and probe.seeded,
+        token_ids=sup.token_ids and probe.token_ids,
         ignore_eos=sup.ignore_eos and probe.ignore_eos,
         logprobs=sup.logprobs and probe.logprobs,
         max_batch=probe.max_batch or batch_of(dict(flags), sup.batch_flags),
@@ -273,8 +279,17 @@ def _long_prompt(srv: Serving, probe: ProbeConfig, disagree) -> None:
         disagree("long-prompt", "decode")
         return
     a = srv.run([req])[0].tokens
-    again = completion_req(prompt + "".join(a[:half]), half, ignore_eos=probe.ignore_eos)
-    if not srv.fits(again) or srv.run([again])[0].tokens != a[half:]:
+    # The double returns token ids (`return_token_ids`), so the probe sends the answer's first half
+    # back as ids: the server reads the same text, counted as one token an id.
+    n_ids = count_tokens(prompt) + half if probe.token_ids else None
+    again = completion_req(prompt + "".join(a[:half]), half, ignore_eos=probe.ignore_eos, tokens=n_ids)
+    if not srv.fits(again):
+        disagree("long-prompt", "decode")
+        return
+    b = srv.run([again])[0].tokens
+    # Fed back as text, the answer is compared only where it is read as `half` more tokens.
+    verified = probe.token_ids or again.prompt_tokens == count_tokens(prompt) + half
+    if verified and b != a[half:]:
         disagree("long-prompt", "decode")
 
 

@@ -23,9 +23,10 @@ class ServerBroke(Exception):
 class Disagree(Exception):
     """The server answered, but not consistently or not correctly."""
 
-    def __init__(self, msg: str, kind: str = "disagree"):
+    def __init__(self, msg: str, kind: str = "disagree", status: int | None = None):
         super().__init__(msg)
         self.kind = kind
+        self.status = status  # the HTTP status of a refused request (4xx), None otherwise
 
 
 def fetch(client: httpx.Client, method: str, path: str, body: dict | None = None) -> tuple[int, bytes]:
@@ -57,6 +58,7 @@ def post_json(client: httpx.Client, path: str, body: dict) -> dict:
             f"POST {path}: HTTP {status}: {text[:300]}"
             + (" (non-finite logprobs: the output is NaN/inf)" if nan else ""),
             kind="nan" if nan else "disagree",
+            status=status,
         )
     try:
         data = json.loads(raw)

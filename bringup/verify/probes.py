@@ -79,6 +79,7 @@ class ProbeConfig:
     user_probes: bool = True
     top_k: bool = True  # the engine takes `top_k` (engines.yaml `probes:`)
     seeded: bool = True  # the engine promises the same tokens for the same `seed` (best effort)
+    token_ids: bool = True  # the engine takes (or ignores) `return_token_ids` (engines.yaml `probes:`)
     sample_tokens: int = 24
     sample_temperature: float = 0.8
     sample_top_p: float = 0.9
