@@ -150,7 +150,11 @@ def stall_deadline(runner: ProbeRunner) -> float:
 
 
 # -- sampled --------------------------------------------------------------------------------------
-def _sampled_body(runner: ProbeRunner, stream_it: bool) -> dict:
+def _sampled_body(runner: ProbeRunner, stream_it: bool, seed: bool = False) -> dict:
+    """The sampled request. Unseeded unless `seed`: vLLM serves a request that carries a `seed`
+    with its PyTorch sampler, never FlashInfer's (per-request generators; vllm/v1/sample/ops/
+    topk_topp_sampler.py forward_cuda, read in 0.24.0 and 0.32.0), so only an unseeded request
+    runs the GPU top-k/top-p kernel this probe exists for."""
     cfg = runner.cfg
     body: dict[str, Any] = {
         "model": runner.model,
@@ -159,7 +163,7 @@ def _sampled_body(runner: ProbeRunner, stream_it: bool) -> dict:
         "temperature": cfg.sample_temperature,
         "top_p": cfg.sample_top_p,
     }
-    if cfg.seeded:
+    if seed:
         body["seed"] = cfg.sample_seed
     if cfg.top_k:
         body["top_k"] = cfg.sample_top_k
@@ -204,15 +208,30 @@ def _rate_note(runner: ProbeRunner, s: Streamed) -> str:
     return f"{rate:.0f} tokens/s (greedy {greedy:.0f})"
 
 
-def _same_seed(runner: ProbeRunner, client: httpx.Client, first: Streamed) -> str:
-    from bringup.verify.probe_http import Disagree, near_tie_divergence
+def _seeded(runner: ProbeRunner, client: httpx.Client) -> Streamed:
+    """One seeded sampled request (not streamed), its draws checked like the streamed one's."""
+    from bringup.verify.probe_http import Disagree, finite_logprobs
     from bringup.verify.probe_http import post_json as _post
+
+    data = _post(client, "/v1/completions", _sampled_body(runner, stream_it=False, seed=True))
+    choice = (data.get("choices") or [{}])[0]
+    finite_logprobs(choice)
+    out = Streamed()
+    _take(out, {"choices": [choice], "usage": data.get("usage")}, time.monotonic())
+    bad = _violations(runner, out)
+    if bad:
+        raise Disagree(f"{len(bad)} of {len(out.tokens)} seeded draws the sampler may not draw: {bad[0]}")
+    return out
+
+
+def _same_seed(runner: ProbeRunner, client: httpx.Client) -> str:
+    """Two requests with the same seed, alone: the same tokens (where the engine promises it)."""
+    from bringup.verify.probe_http import Disagree, near_tie_divergence
 
     if not runner.cfg.seeded:
         return "same-seed repeat not checked (this engine does not promise seeded sampling)"
-    data = _post(client, "/v1/completions", _sampled_body(runner, stream_it=False))
-    choice = (data.get("choices") or [{}])[0]
-    again: list[str] | str = (choice.get("logprobs") or {}).get("tokens") or choice.get("text", "")
+    first, second = _seeded(runner, client), _seeded(runner, client)
+    again: list[str] | str = second.tokens or second.text
     ref: list[str] | str = first.tokens if isinstance(again, list) else first.text
     if again == ref:
         return "same seed, same tokens"
@@ -245,7 +264,7 @@ def probe_sampled(runner: ProbeRunner, client: httpx.Client) -> str:
         else "membership not checked (this engine returns no top logprobs)"
     )
     rate = _rate_note(runner, s)
-    seed = _same_seed(runner, client, s)
+    seed = _same_seed(runner, client)
     return f"{s.count} sampled tokens, first after {s.first_s or 0:.2f} s (deadline {deadline:.1f} s); {checked}; {rate}; {seed}"
 
 
@@ -538,6 +557,7 @@ def probe_concurrency(runner: ProbeRunner, client: httpx.Client) -> str:
         Disagree,
         finite_logprobs,
         tokens_of,
+        top_of,
     )
 
     cfg = runner.cfg
@@ -561,21 +581,25 @@ def probe_concurrency(runner: ProbeRunner, client: httpx.Client) -> str:
             outs = [f.result() for f in futures]
     for o in outs:
         finite_logprobs(o["choices"][0])
-    got = [tokens_of(o["choices"][0]) for p, o in zip(prompts, outs, strict=True) if p == REFERENCE_PROMPT]
-    parted = _parted(runner.alone, got, n)
+    copies_out = [o["choices"][0] for p, o in zip(prompts, outs, strict=True) if p == REFERENCE_PROMPT]
+    parted = _parted(runner, [(tokens_of(c), top_of(c)) for c in copies_out], n)
     note = f" ({parted} part after a near tie)" if parted else ""
-    return f"{n} concurrent requests; {len(got)} copies of the reference prompt agree with it alone{note}"
+    return (
+        f"{n} concurrent requests; {len(copies_out)} copies of the reference prompt agree with it alone{note}"
+    )
 
 
-def _parted(alone: list[str] | str, copies: list[list[str] | str], n: int) -> int:
-    """How many copies part from the output alone after a near tie; a copy that parts at once fails."""
-    from bringup.verify.probe_http import Disagree, near_tie_divergence
+def _parted(runner: ProbeRunner, copies: list[tuple[list[str] | str, list]], n: int) -> int:
+    """How many copies part from the output alone at a near tie (probe_http.parting); a copy that
+    parts where the server was confident fails."""
+    from bringup.verify.probe_http import Disagree, parting
 
+    alone = runner.alone
     parted = 0
-    for got in copies:
+    for got, top in copies:
         if got == alone:
             continue
-        if not near_tie_divergence(alone, common_prefix(alone, got)):
+        if parting(alone, got, (runner.alone_top, top), runner.tie_gap) is None:
             raise Disagree(
                 f"greedy output at {n} concurrent requests differs from alone: "
                 f"{''.join(alone)[:50]!r} vs {''.join(got)[:50]!r}"
