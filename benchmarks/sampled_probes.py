@@ -8,7 +8,8 @@ One vLLM CPU server (the embedded default's model and flags: the tiny generated 
   times, interleaved, in a subprocess against the same server: the ladder's time before and after;
 - `--runs` times: the sampled probes (`sampled`, `sampled-reference` with the model's float32
   reference computed in-process) and the long-prompt probe. Every failure on this healthy server is
-  a false alarm. Each run also replays the long-prompt probe's old way (the answer's first half fed
+  a false alarm. Each run's long prompt differs (its number in the filler), so the long-prompt
+  probe sees as many different random-weight answers. Each run also replays the long-prompt probe's old way (the answer's first half fed
   back as text, compared without checking the round trip) beside the ids the server returns, so the
   table shows how often text fed back is not the answer's own tokens, how often the old probe
   called the healthy server wrong, and how often a text round trip that keeps the token count still
@@ -116,8 +117,11 @@ def text_round_trip(url: str, runner: ProbeRunner, half: int = 8) -> dict:
         and got[k] in top[k]
         and abs(top[k][got[k]] - top[k][want[k]]) < 0.5
     )
+    frag = any(t == "" or "\ufffd" in t for t in toks[:half])
     return {
-        "fragment": any(t == "" or "\ufffd" in t for t in toks[:half]),
+        "fragment": frag,
+        "old_differs": k is not None and not frag,  # the old probe compared, and the halves differ
+        "old_tie": k is not None and tie and not frag,  # ... at a near tie it then allowed
         "count_kept": n2 == n1 + half,  # what the new text path checks
         "same_ids": same_ids,  # the truth: the text read back as the answer's own tokens
         "old_alarm": k is not None and not tie and not any(t == "" or "\ufffd" in t for t in toks[:half]),
@@ -126,8 +130,14 @@ def text_round_trip(url: str, runner: ProbeRunner, half: int = 8) -> dict:
 
 def old_ladder(tree: Path, url: str, model: str) -> dict:
     env = {**os.environ, "PYTHONPATH": str(tree)}
+    # cwd: `python -c` puts the working directory first on sys.path, before PYTHONPATH's tree.
     out = subprocess.run(
-        [sys.executable, "-c", OLD_LADDER, url, model], env=env, capture_output=True, text=True, timeout=900
+        [sys.executable, "-c", OLD_LADDER, url, model],
+        env=env,
+        cwd=tree,
+        capture_output=True,
+        text=True,
+        timeout=900,
     )
     if out.returncode:
         raise SystemExit(f"the old ladder failed: {out.stderr[-2000:]}")
@@ -167,7 +177,10 @@ def table(fig: dict) -> str:
         ("false alarms: sampled-reference", fig["alarms_by_probe"].get("sampled-reference", 0)),
         ("false alarms: long-prompt (ids fed back)", fig["alarms_by_probe"].get("long-prompt", 0)),
         ("long-prompt compared by token ids", fig["long_prompt_by_ids"]),
-        ("old probe (text fed back, unchecked): false alarms", rt["old_alarm"]),
+        ("... of which parted at a near tie (allowed)", fig["long_prompt_by_ids_near_tie"]),
+        ("old probe (text fed back, unchecked): halves differ", rt["old_differs"]),
+        ("... of those allowed as a near tie (flat logits)", rt["old_tie"]),
+        ("old probe: false alarms", rt["old_alarm"]),
         ("text fed back held a byte fragment", rt["fragment"]),
         ("text fed back re-tokenized to another count", runs - rt["count_kept"]),
         ("text kept the count but not the tokens (text path's residual risk)", rt["count_kept_other_ids"]),
@@ -208,12 +221,21 @@ def main() -> None:
         secs: list[float] = []
         long_secs: list[float] = []
         by_ids = 0
-        rt = {"fragment": 0, "count_kept": 0, "count_kept_other_ids": 0, "old_alarm": 0}
+        rt = {
+            k: 0
+            for k in ("fragment", "count_kept", "count_kept_other_ids", "old_alarm", "old_differs", "old_tie")
+        }
+        ids_tie = 0
+        filler = u.LONG_FILLER
         for i in range(args.runs):
+            # Greedy answers to one prompt are one answer: each run's long prompt differs (a run
+            # number in the filler), so the runs feed back `--runs` different random-weight answers.
+            u.LONG_FILLER = f"Run {i}: {filler}"
             res, runner = users_probes(url, cfg)
             secs.append(sum(r.seconds for r in res if r.name.startswith("sampled")))
             long_secs += [r.seconds for r in res if r.name == "long-prompt"]
             by_ids += any(r.name == "long-prompt" and "fed back as token ids" in r.detail for r in res)
+            ids_tie += any(r.name == "long-prompt" and "a near tie at token" in r.detail for r in res)
             for r in res:
                 if not r.passed:
                     alarms.append(f"run {i}: {r.name}: {r.kind}: {r.detail}")
@@ -222,7 +244,8 @@ def main() -> None:
             rt["fragment"] += t["fragment"]
             rt["count_kept"] += t["count_kept"]
             rt["count_kept_other_ids"] += t["count_kept"] and not t["same_ids"]
-            rt["old_alarm"] += t["old_alarm"]
+            for key in ("old_alarm", "old_differs", "old_tie"):
+                rt[key] += t[key]
             if i % 10 == 0:
                 print(f"run {i}: {len(alarms)} false alarms so far; {rt}", file=sys.stderr)
         fig.update(
@@ -231,6 +254,7 @@ def main() -> None:
             alarms_by_probe=by_probe,
             alarms=alarms[:20],
             long_prompt_by_ids=by_ids,
+            long_prompt_by_ids_near_tie=ids_tie,
             text_round_trip=rt,
             sampled_seconds_median=round(statistics.median(secs), 3),
             long_seconds_median=round(statistics.median(long_secs), 3) if long_secs else None,

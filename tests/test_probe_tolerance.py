@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from bringup.verify.probes import common_prefix, near_tie_divergence
 
 
@@ -43,6 +45,7 @@ def test_parting_at_a_near_tie_of_the_servers_own_logprobs_is_numerics_at_any_to
     assert "agree for 4" in (parting(list("abcde"), list("abcdx"), ([], []), 0.5) or "")
 
 
+@pytest.mark.slow  # two whole ladders against a fake server that holds each request 0.2 s: ~4 s
 def test_the_concurrency_probe_allows_a_copy_that_parts_at_a_near_tie_and_fails_a_confident_one():
     import asyncio
     import json

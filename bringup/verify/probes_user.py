@@ -397,7 +397,7 @@ def probe_long_prompt(runner: ProbeRunner, client: httpx.Client) -> str:
     prompt = long_prompt(int(target / _filler_tokens_per_word(runner, client)) - 8)
     half = max(cfg.short_tokens // 2, 1)
     t0 = time.monotonic()
-    first = _long(runner, client, prompt, 2 * half)
+    first = _long(runner, client, prompt, 2 * half, top=5)
     took = time.monotonic() - t0
     n_prompt = first.prompt_tokens or 0
     if len(first.tokens) < 2 * half:
@@ -447,7 +447,7 @@ def _by_ids(
         got: list = second.ids
     else:
         want, got = first.tokens[half : 2 * half], second.tokens
-    return _continues(runner, want, got, first.tokens[half:], second) + " (fed back as token ids)"
+    return _continues(runner, want, got, first, second) + " (fed back as token ids)"
 
 
 def _by_text(runner: ProbeRunner, client: httpx.Client, prompt: str, first: LongAnswer, half: int) -> str:
@@ -472,7 +472,7 @@ def _by_text(runner: ProbeRunner, client: httpx.Client, prompt: str, first: Long
         )
     want = first.tokens[half : 2 * half]
     return (
-        _continues(runner, want, second.tokens, want, second) + " (fed back as text, read as the same count)"
+        _continues(runner, want, second.tokens, first, second) + " (fed back as text, read as the same count)"
     )
 
 
@@ -524,19 +524,21 @@ def _long(
     return _read_long(data)
 
 
-def _continues(runner: ProbeRunner, want: list, got: list, want_text: list[str], second: LongAnswer) -> str:
-    """Whether `got` (the prefill path's answer) continues `want` (the decode path's), compared by
-    id or by text; `want_text` and the second answer's tokens and top logprobs name them."""
-    from bringup.verify.probe_http import Disagree
-    from bringup.verify.reference import tolerance
+def _continues(runner: ProbeRunner, want: list, got: list, first: LongAnswer, second: LongAnswer) -> str:
+    """Whether `got` (the prefill path's answer) continues `want` (the decode path's second half),
+    compared by id or by text; the answers' tokens and top logprobs name them. A first difference
+    is allowed where either path's own top logprobs hold both tokens within the precision's
+    `tie_gap` (prefill and decode kernels round differently)."""
+    from bringup.verify.probe_http import Disagree, tie_break
 
     k = common_prefix(want, got)
     if k >= min(len(want), len(got)):
         return ""
+    half = len(first.tokens) - len(want)
+    want_text = first.tokens[half:]
     w, g = want_text[k], second.tokens[k]
-    top = second.top[k] if k < len(second.top) else {}
-    tie = tolerance(runner.cfg.reference_precision).tie_gap
-    if w in top and g in top and top[g] - top[w] < tie:
+    tops = [t[i] if i < len(t) else None for t, i in ((second.top, k), (first.top, half + k))]
+    if tie_break(w, g, tops, runner.tie_gap) is not None:
         return f" (a near tie at token {k}: {g!r} vs {w!r})"
     raise Disagree(
         f"a long prompt's answer is not its own continuation: after {k} tokens the prefill path "
