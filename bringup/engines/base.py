@@ -79,6 +79,9 @@ class ProbeSupport(BaseModel):
     logprobs: bool = True  # completions return token logprobs (else no NaN check on them)
     top_k: bool = True  # completions take `top_k` (and `n`): the sampled probes' top-k set
     seeded: bool = True  # the same request `seed` promises the same tokens (best effort)
+    # completions take `return_token_ids` (or ignore it, as pydantic does unknown fields); a server
+    # that answers HTTP 422 to unknown fields is not sent it
+    token_ids: bool = True
     batch_flags: list[str] = Field(default_factory=list)  # flags that set the maximum batch
     # The engine's periodic scheduler line (running requests, tokens/s): a stall's evidence.
     scheduler_log: str | None = None
@@ -264,6 +267,7 @@ class Engine:
             logprobs=sup.logprobs and cfg.logprobs,
             top_k=sup.top_k and cfg.top_k,
             seeded=sup.seeded and cfg.seeded,
+            token_ids=sup.token_ids and cfg.token_ids,
             max_batch=cfg.max_batch or batch_of(cand.flag_dict, sup.batch_flags),
             model_name=cfg.model_name or (None if sup.list_models else cand.model),
             reference_precision=precision_of(cand.flag_dict),

@@ -43,6 +43,34 @@ def _norm(text: str) -> str:
     return " ".join(text.lower().split())
 
 
+class Vocab:
+    """The imitated tokenizer's ids (what `return_token_ids` returns and a token-id prompt sends):
+    a token's id is a hash of its text, the same in every process (the server and the oracle), and
+    the ids handed out are remembered so that an id prompt reads back as the text they spelled. An
+    id never handed out reads as `<|N|>`."""
+
+    def __init__(self) -> None:
+        self._text: dict[int, str] = {}
+
+    def id(self, token: str) -> int:
+        i = int.from_bytes(hashlib.sha256(token.encode()).digest()[:4], "big") >> 1
+        self._text.setdefault(i, token)
+        return i
+
+    def encode(self, text: str) -> list[int]:
+        """A prompt's ids: one per `split_tokens` piece (so len = `count_tokens`)."""
+        return [self.id(t) for t in split_tokens(text)]
+
+    def ids(self, tokens: list[str]) -> list[int]:
+        return [self.id(t) for t in tokens]
+
+    def decode(self, ids: list[int]) -> str:
+        return "".join(self._text.get(i, f"<|{i}|>") for i in ids)
+
+
+VOCAB = Vocab()
+
+
 @dataclass(frozen=True)
 class Sampling:
     max_tokens: int | None

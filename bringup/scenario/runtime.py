@@ -61,6 +61,7 @@ class Request:
     prompt: str
     sampling: Sampling
     default_max: int | None
+    prompt_tokens: int | None = None  # a token-id prompt's length (None: count the text's tokens)
 
 
 class Runtime:
@@ -211,7 +212,7 @@ class Runtime:
                 # Let requests sent together find each other, as a scheduler fills one batch.
                 await asyncio.sleep(BATCH_WINDOW_S)
             n_tokens = len(current().tokens)  # the same for any batch: only the words change
-            prompt_tokens = count_tokens(req.prompt)
+            prompt_tokens = req.prompt_tokens or count_tokens(req.prompt)
             self.dialect.request_prefill(prompt_tokens, self.inflight)
             if isinstance(self.perf, StepModel):
                 job = self.engine().submit(prompt_tokens, n_tokens)
