@@ -164,6 +164,45 @@ def test_a_sampled_request_with_no_token_by_the_deadline_is_a_stall_and_ends_the
     assert 0.4 < s.seconds < 3
 
 
+class FirstSampleCompiles(Sampler):
+    """The first sampled request waits on a kernel build (FlashInfer's top-k/top-p JIT on a cold
+    cache, as SGLang 0.5.16 on the H200 showed); later ones are answered at once."""
+
+    async def generate(self, req: dict, chat: bool, w) -> bool:
+        first = (req.get("temperature") or 0) > 0 and not any(
+            (r.get("temperature") or 0) > 0 for r in self.log
+        )
+        self.stall = 1.2 if first else 0.0
+        return await super().generate(req, chat, w)
+
+
+@pytest.mark.slow
+def test_a_sampled_request_that_waits_on_a_kernel_build_is_slow_not_a_stall():
+    """While compilers work under the server the gap is a cold JIT cache: the probe waits until they
+    are quiet and asks again (the note says so); with no compiler at work the same gap is a stall."""
+    calls = []
+
+    def compiling() -> list[str]:  # a build for the first 1.6 s of looking, then quiet
+        calls.append(time.monotonic())
+        return ["ninja", "nvcc"] if calls[-1] - calls[0] < 1.6 else []
+
+    cfg = ProbeConfig(request_timeout=10, stall_floor_s=0.5, stall_factor=5)
+    with serving(FirstSampleCompiles) as (url, _):
+        runner = ProbeRunner(url, cfg)
+        runner.compiling = compiling
+        res = by_name(runner.run())
+        time.sleep(1.0)
+    s = res["sampled"]
+    assert s.passed, s.detail
+    assert s.detail.startswith("the first request waited") and "(ninja, nvcc: a cold JIT cache)" in s.detail
+    with serving(FirstSampleCompiles) as (url, _):
+        runner = ProbeRunner(url, cfg)
+        runner.compiling = lambda: []
+        results = runner.run()
+        time.sleep(1.0)
+    assert results[-1].name == "sampled" and results[-1].kind == "stall"
+
+
 class LongPrompt(Server):
     """Reports max_model_len; prompts past 500 words get a prefill that disagrees with decoding,
     unless `healthy`: then a prompt ending in its own answer continues it."""

@@ -347,3 +347,39 @@ def test_a_crash_that_names_nothing_is_attacked_through_the_settings_of_its_phas
     path = solve(s, World([capture]))
     assert path[-1][1].status == "works" and len(path) <= 3, [c.flag_dict for c, _ in path]
     assert path[-1][0].flag_dict.get("--enforce-eager") is True
+
+
+def _plan_fraction_too_big_on_one_gpu(flag, level, others):
+    """A memory plan that is right: 0.999 of one H200 cannot be had (the CUDA context and other
+    processes hold more than 0.1 %), whatever fraction fits at tp 8 is moot there."""
+    from bringup.knowledge.rules import Verdict
+
+    if (
+        flag == "--gpu-memory-utilization"
+        and float(level) > 0.99
+        and others.get("--tensor-parallel-size") in (None, "1")
+    ):
+        return Verdict(
+            "incompatible", "memory plan: 0.999 of one GPU is more than is free", "test", "memory-plan"
+        )
+    return None
+
+
+def test_the_factor_a_plan_ties_to_a_fix_is_changed_with_it() -> None:
+    """Seen on the H200 with real vLLM 0.24.0: dropping tp 8 (the hardware facts say one GPU) made
+    the memory plan call the baseline's 0.999 incompatible at tp 1, so the candidate that dropped tp
+    scored below one that kept tp 8, and launch 1 failed on the world size the facts had predicted.
+    The fraction the plan names must be changed together with the parallel size."""
+    base = Candidate.make(
+        "vllm", "m", parse_flags("--tensor-parallel-size 8 --gpu-memory-utilization 0.999", VL), {}
+    )
+    space = build_space("vllm", VL, base)
+    drop_inapplicable(space, H200)
+    add_baseline_flags(space, base, VL)
+    kn = Knowledge(H200, "vllm", "0.32.0", rules=(), memory_model=_plan_fraction_too_big_on_one_gpu)
+    s = Strategy(space, base, kn, VL)
+    s.limit_gpus(["--tensor-parallel-size"], 1)
+    first = s.next_launch([], [], set()).candidate
+    assert first is not None
+    assert first.flag_dict.get("--tensor-parallel-size") in (None, "1"), first.flag_dict
+    assert float(first.flag_dict.get("--gpu-memory-utilization") or 0.9) < 0.99, first.flag_dict

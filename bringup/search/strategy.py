@@ -932,15 +932,21 @@ class Strategy:
         baseline's (the scorer counted that one already), risks P_INCOMPATIBLE. A prediction, not
         the engine's refusal: it lowers the candidate and never removes it (the memory plan called
         a T4's own default fraction too much, by a rounding, and every one-GPU launch was barred)."""
+        return 1 - (1 - P_INCOMPATIBLE) ** len(self.combination_culprits(cand))
+
+    def combination_culprits(self, cand: Candidate) -> list[str]:
+        """The factors whose level a rule calls incompatible with the rest of this candidate, though
+        not with the baseline's (combination_risk): the ones to change with it (dropping a parallel
+        size a memory plan calls too big for 0.999 of one GPU asks for a smaller fraction too)."""
         flags, env = cand.flag_dict, cand.env_dict
-        ok = 1.0
+        out = []
         for f in self.space.factors:
             level = f.level_in(flags, env)
             if any(v.kind == "incompatible" for v in self.verdicts(f, level, flags)) and not any(
                 v.kind == "incompatible" for v in self.verdicts(f, level)
             ):
-                ok *= 1 - P_INCOMPATIBLE
-        return 1 - ok
+                out.append(f.name)
+        return out
 
     # -- verdicts ------------------------------------------------------------------------------------
     def impossible(self) -> str | None:

@@ -424,6 +424,9 @@ class Trial:
             request_timeout=max(self.s.probe.request_timeout, self.s.hang_timeout + 5),
         )
         runner = ProbeRunner(base_url, probe_cfg, stop)
+        # a request that waits on a kernel build is not stalled (a watch of its own: the start-up
+        # watch keeps its own count of the CPU each compiler has used)
+        runner.compiling = JitWatch(server.pid).busy
         results: list[ProbeResult] = []
         box: dict[str, list[ProbeResult]] = {}
 

@@ -139,6 +139,9 @@ class ProbeRunner:
         self.greedy: Any = None  # the streamed greedy request's timing (probes_user.Streamed)
         self.max_model_len: int | None = None  # what /v1/models reports
         self.tokens_per_word: float | None = None  # the completion probe's prompt, from its usage
+        # The kernel compilers working under the server since the last call (the trial's JitWatch):
+        # a request that waits on a JIT build is slow, not stalled (probes_user.probe_sampled).
+        self.compiling: Callable[[], list[str]] | None = None
 
     @property
     def tie_gap(self) -> float:
