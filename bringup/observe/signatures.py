@@ -150,6 +150,17 @@ class Hit:
     signature: Signature
 
 
+def _implicates(hit: Hit) -> list[str]:
+    """A signature's implicated settings, the flag its own pattern captured first (argparse's
+    "error: argument --dtype: invalid choice": the group `flag` names the setting it refused)."""
+    out = list(hit.signature.implicates)
+    m = hit.signature.regex.search(hit.line)
+    flag = m.groupdict().get("flag") if m else None
+    if flag and flag.startswith("--") and flag not in out:
+        out.insert(0, flag)
+    return out
+
+
 @dataclass
 class Classification:
     failure_class: str
@@ -298,7 +309,7 @@ def _classify(
             phase=_phase(served, phase_reached, rm.phase, sig.phase),
             evidence=evidence[:max_evidence],
             hint=sig.hint,
-            implicates=list(sig.implicates),
+            implicates=_implicates(best),
             signature_id=sig.id,
             source=sig.source,
             hits=hits,
@@ -372,7 +383,7 @@ def _classify_hits(
         phase=_phase(served, phase_reached, None, sig.phase),
         evidence=ordered[:max_evidence],
         hint=sig.hint if not sig.generic else sig.hint + " (No Python traceback in the log.)",
-        implicates=list(sig.implicates),
+        implicates=_implicates(best),
         signature_id=sig.id,
         source=sig.source,
         hits=hits,

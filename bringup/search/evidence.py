@@ -53,6 +53,7 @@ _ADVICE = re.compile(
     r"\b(try|please|use|set|change|choose|leave|disable|enable|consider|increase|decrease|reduce|lower|raise|pass|add)\b",
     re.I,
 )
+_QUOTED = re.compile(r"'([^'\s]{6,200})'|\"([^\"\s]{6,200})\"")
 _REMEDY_FLAG = re.compile(r"(--[a-z][\w-]*)(?:[= ]+)([\w.:/-]+)?")
 
 
@@ -222,7 +223,11 @@ def named_in_line(line: str, f: Factor, level: str, aliases: tuple[str, ...] = (
     lv = level.lower()
     if lv in _GENERIC or len(lv) < 4 or re.fullmatch(r"[\d.e+-]+", lv):
         return False
-    return bool(re.search(rf"(?<![\w-]){re.escape(lv)}(?![\w-])", low))
+    if re.search(rf"(?<![\w-]){re.escape(lv)}(?![\w-])", low):
+        return True
+    # a value the line quotes that is part of the level ("Invalid repository ID or local directory
+    # specified: '/tmp/no-such-draft'" inside --speculative-config's JSON)
+    return any((a or b) in lv for a, b in _QUOTED.findall(low))
 
 
 def relevance(
