@@ -10,12 +10,13 @@ share of give-ups and of false "no working configuration" verdicts, and the shar
 that changed nothing the previous failure's evidence named (unimplicated) or nothing of the atom
 that decided it (off-target). Definitions: docs/composed-faults.md and bringup/oracle/faults/measure.py.
 
-A split is any atom file of bringup/data/faults/ but bases.yaml (dev, heldout, sealed, ...); `both`
-means dev + heldout. Every split but dev is sealed: only aggregate numbers are printed or written
-for it (no atom ids, baselines or log lines).
+A split is any atom file of bringup/data/faults/ but bases.yaml (dev, dev2, heldout, sealed, ...);
+`both` means dev + heldout. The splits named dev* (dev, dev2) are readable: their cases are written in
+full to --json. Every other split is sealed: only aggregate numbers are printed or written for it
+(no atom ids, baselines or log lines).
 
 Run:  .venv/bin/python benchmarks/composed_faults.py [--cases 200] [--seed 0]
-                                                      [--split dev|heldout|sealed|both] [--jobs 1] [--json out.json]
+                                                      [--split dev|dev2|heldout|sealed|both] [--jobs 1] [--json out.json]
 """
 
 from __future__ import annotations

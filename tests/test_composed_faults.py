@@ -50,8 +50,9 @@ def test_every_atom_of_every_split_file_is_valid_and_ids_are_unique_across_files
     schema, its class, its fixes), has a home among the bases, and no id appears in two files. Only
     counts are asserted: a sealed split's atoms are named nowhere."""
     names = splits()
-    assert {"dev", "heldout", "sealed"} <= set(names) and "bases" not in names
-    assert not is_sealed("dev") and is_sealed("heldout") and is_sealed("sealed")
+    assert {"dev", "dev2", "heldout", "sealed"} <= set(names) and "bases" not in names
+    assert not is_sealed("dev") and not is_sealed("dev2")  # the dev* splits are readable
+    assert is_sealed("heldout") and is_sealed("sealed")
     seen: set[str] = set()
     for split in names:
         atoms = load_atoms(split)  # raises on a schema error, an unknown class or a duplicate id
@@ -72,6 +73,36 @@ def test_the_sealed_split_covers_both_engines_and_the_hard_patterns_in_proportio
     assert {a.named_by for a in atoms} == {"log", "frame", "none"}
     hard = sum(a.named_by != "log" for a in atoms)  # the fix is named by a frame only, or by nothing
     assert 2 * hard <= len(atoms), "the hard patterns should not be the majority"
+
+
+def test_the_dev2_split_is_readable_and_carries_the_hard_patterns():
+    """dev2 (readable, like dev): at least 40 atoms on both engines, ids prefixed dev2-, the ways
+    out named by the log, by frames only and by nothing, two-change atoms, and an engine that
+    overrides what was asked (an atom's `force`)."""
+    atoms = load_atoms("dev2")
+    assert len(atoms) >= 40 and not is_sealed("dev2")
+    assert all(a.id.startswith("dev2-") for a in atoms)
+    assert {a.engine for a in atoms} >= {"vllm", "sglang"}
+    assert {v for a in atoms for v in a.versions} >= {"0.32.0", "0.5.10.post1", "0.5.23"}
+    assert sum(a.needs_two for a in atoms) >= 3
+    assert {a.named_by for a in atoms} == {"log", "frame", "none"}
+    assert any(a.force for a in atoms)
+    assert sum(not a.inject for a in atoms) >= 5  # a default of the engine is what breaks
+
+
+def test_an_atom_can_make_the_engine_override_what_was_asked(tmp_path):
+    """An atom's `force` entries join the composed scenario: the engine imposes its value whatever
+    was asked, and the forced flag counts as touched by that atom (no other atom may draw it)."""
+    from bringup.oracle.faults.compose import touched
+
+    atom = next(a for a in load_atoms("dev2") if a.force)
+    base = next(b for b in load_bases() if fits(atom, b))
+    case = compose_atoms("dev2", base["name"], [atom.id], tmp_path, ENV)
+    assert len(case.scenario.force) == len(atom.force)
+    spec = case.scenario.help_spec()
+    for entry in atom.force:
+        for flag in entry.set:
+            assert spec.resolve(f"--{flag}").name in touched(atom, spec)
 
 
 def test_a_split_name_that_is_no_file_is_refused():
@@ -101,7 +132,7 @@ def test_the_sealed_split_composes_solvable_cases(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("split", ["dev", "heldout", "sealed"])
+@pytest.mark.parametrize("split", ["dev", "dev2", "heldout", "sealed"])
 def test_the_composer_is_deterministic_per_seed(tmp_path, split):
     def draw(seed: int, sub: str):
         d = tmp_path / sub
@@ -116,7 +147,7 @@ def test_the_composer_is_deterministic_per_seed(tmp_path, split):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("split", ["dev", "heldout", "sealed"])
+@pytest.mark.parametrize("split", ["dev", "dev2", "heldout", "sealed"])
 def test_every_composed_case_is_solvable_and_every_atom_live(tmp_path, split):
     sizes = set()
     for i in range(8):

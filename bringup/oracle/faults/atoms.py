@@ -16,14 +16,16 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from bringup.core.datafiles import DATA, KnowledgeFileError, load_yaml
-from bringup.scenario.schema import Fail, Hang, Serve, Warning_
+from bringup.scenario.schema import Entry, Fail, Hang, Serve, Warning_
 
 FAULTS = DATA / "faults"
-# A split is any atom file of the faults folder but the bases: dev.yaml (read by whoever changes the
-# search), heldout.yaml and sealed.yaml (sealed: never read while the search changes). `both` in the
-# benchmark means dev + heldout, as it always did.
+# A split is any atom file of the faults folder but the bases. Readable splits are those whose name
+# starts with "dev" (dev.yaml, dev2.yaml, ...): whoever changes the search may read them, and the
+# benchmark prints and writes their cases in full. Every other split (heldout.yaml, sealed.yaml) is
+# sealed: never read while the search changes. `both` in the benchmark means dev + heldout, as it
+# always did.
 Split = str
-OPEN_SPLITS = frozenset({"dev"})  # splits whose atoms the benchmark may print; every other one is sealed
+OPEN_PREFIX = "dev"  # a split whose name starts with this is readable; every other one is sealed
 BASES_FILE = "bases.yaml"
 Kind = Literal[
     "bad-value",
@@ -63,6 +65,9 @@ class Atom(BaseModel):
     hang: Hang | None = None
     serve: Serve | None = None
     warnings: list[Warning_] = Field(default_factory=list)  # lines the engine prints beside it
+    # Values the engine imposes whatever was asked (scenario `force:` entries, docs/scenarios.md): a
+    # requested flag the engine silently overrides, with the warning it prints (its `log`).
+    force: list[Entry] = Field(default_factory=list)
     fixes: list[str] = Field(min_length=1)  # alternatives; each a change list (see fix_tokens)
     named_by: NamedBy
     # The failure class a right reading of the engine's words gives (bringup/data/classes.yaml):
@@ -145,13 +150,14 @@ def splits(root: Path = FAULTS) -> list[str]:
 
 
 def is_sealed(split: str) -> bool:
-    """A sealed split is reported in aggregate only: no atom ids, baselines or log lines."""
-    return split not in OPEN_SPLITS
+    """A sealed split is reported in aggregate only: no atom ids, baselines or log lines. Readable
+    splits are the ones named dev* (dev, dev2, ...)."""
+    return not split.startswith(OPEN_PREFIX)
 
 
 @lru_cache(maxsize=8)
 def load_atoms(split: Split, root: Path = FAULTS) -> tuple[Atom, ...]:
-    """The atoms of one split (`<split>.yaml`: dev, heldout, sealed, ...), validated; ids unique."""
+    """The atoms of one split (`<split>.yaml`: dev, dev2, heldout, sealed, ...), validated; ids unique."""
     if split not in splits(root):
         raise KnowledgeFileError(f"{root}: no split {split!r} (splits: {', '.join(splits(root))})")
     path = root / f"{split}.yaml"

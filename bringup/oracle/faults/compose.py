@@ -107,7 +107,12 @@ def _names(text: str, spec) -> set[str]:
 
 
 def touched(atom: Atom, spec) -> set[str]:
-    return _names(atom.inject, spec) | {n for f in atom.fixes for n in _names(f, spec)}
+    names = _names(atom.inject, spec) | {n for f in atom.fixes for n in _names(f, spec)}
+    for entry in atom.force:  # a flag the engine overrides belongs to the atom that overrides it
+        for flag in entry.set:
+            opt = spec.resolve(flag if flag.startswith("-") else f"--{flag}")
+            names.add(opt.name if opt is not None else flag)
+    return names
 
 
 # -- building the scenario --------------------------------------------------------------------------
@@ -153,6 +158,9 @@ def scenario_doc(base: dict[str, Any], atoms: list[Atom], name: str, baseline: s
         *(base.get("warnings") or []),
         *(w.model_dump(exclude_none=True) for a in atoms for w in a.warnings),
     ]
+    forced = [e.model_dump(exclude_none=True) for a in atoms for e in a.force]
+    if forced:
+        doc["force"] = [*(base.get("force") or []), *forced]
     return doc
 
 
