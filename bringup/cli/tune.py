@@ -219,7 +219,7 @@ def tune_cmd(
         warmup=1,
         tokenizer=target.engine.tokenizer_kind,
     )
-    ts = time_scale if target.engine.simulated else 1.0
+    ts = target.engine.clock_scale()  # real seconds per engine second (a scenario's time scale)
     ev = LaunchEvaluator(
         target,
         base,
@@ -234,9 +234,10 @@ def tune_cmd(
         objective=goal if goal != "pareto" else "throughput",
         reference=ref,
         machine_gpus=len(gpu_list),
+        clock=target.engine.clock(),
     )
     try:
-        ex = _executor(ev, gpu_list, width, parallel, ray, target.engine.simulated)
+        ex = _executor(ev, gpu_list, width, parallel, ray, target.engine)
     except (RayMissing, RayClusterError) as e:
         raise usage_error(str(e)) from None
     width = ex.width if ex is not None else 1
@@ -267,7 +268,7 @@ def tune_cmd(
         start=start_point(knob_list, base.flag_dict),
         storage=_storage(tune_dir, width),
         study_name=tune_id,
-        simulated=target.engine.simulated,
+        clock=target.engine.clock(),
     )
     t0 = time.time()
     err_console.print(
@@ -284,7 +285,7 @@ def tune_cmd(
             ex,
             ev,
             rule,
-            lambda w: _executor(ev, gpu_list, w, str(w), ray, target.engine.simulated),
+            lambda w: _executor(ev, gpu_list, w, str(w), ray, target.engine),
             width,
             ray,
         )
@@ -424,14 +425,21 @@ def _storage(tune_dir: Path, width: int):
     return optuna.storages.JournalStorage(JournalFileBackend(str(tune_dir / "optuna.journal")))
 
 
-def _executor(ev, gpus: list[str], width: int, parallel: str, ray: str | None, simulated: bool):
+def _executor(ev, gpus: list[str], width: int, parallel: str, ray: str | None, engine):
     """Where points run: on a Ray cluster (--ray), several at once on this machine (disjoint GPUs
     and ports, the GPU hygiene of a run), or None: one after another, in this process."""
     if ray:
         from bringup.trial.rayexec import cluster_executor
 
         return cluster_executor(
-            ev.remote_job, ev.hw_fp, ray, parallel, len(gpus), simulated, finish=ev.finish_job
+            ev.remote_job,
+            ev.hw_fp,
+            ray,
+            parallel,
+            len(gpus),
+            engine.simulated,
+            finish=ev.finish_job,
+            clock=engine.clock(),
         )
     if width <= 1:
         return None
@@ -445,7 +453,7 @@ def _executor(ev, gpus: list[str], width: int, parallel: str, ray: str | None, s
         idx = visible_indices(",".join(held))
         return watch.is_back(idx) if idx is not None else True
 
-    return LocalExecutor(ev.run_job, GpuSlots(gpus), width, simulated=simulated, gpu_free=back)
+    return LocalExecutor(ev.run_job, GpuSlots(gpus), width, gpu_free=back, clock=engine.clock())
 
 
 def _write_html(run_dir: Path) -> Path:

@@ -600,9 +600,7 @@ class Run:
             idx = visible_indices(",".join(gpus))
             return watch.is_back(idx) if idx is not None else True
 
-        return LocalExecutor(
-            self._run_job, slots, width, simulated=self.target.engine.simulated, gpu_free=back
-        )
+        return LocalExecutor(self._run_job, slots, width, gpu_free=back, clock=self.target.engine.clock())
 
     def _ray_executor(self) -> Executor:
         """Trials on a Ray cluster's nodes of this machine's hardware (bringup/trial/rayexec.py); as many
@@ -620,6 +618,7 @@ class Run:
                 self.target.engine.simulated,
                 on_event=self.observer.trial_event,
                 resource=s.node_type,
+                clock=self.target.engine.clock(),
             )
         except (RayMissing, RayClusterError) as e:
             raise RunError(str(e)) from None
@@ -795,12 +794,12 @@ class Run:
         assert d.run is not None
         job, r = d.job, d.run
         out = r.outcome.model_copy(deep=True)
-        simulated = self.target.engine.simulated
         out.status, out.failure_class, out.signature, out.root_exception = "cancelled", None, None, None
         out.implicates, out.implicated_levels, out.kv_report = [], {}, None
-        if simulated:  # the trial ran on in real time; on the run's clock it ended at the cancel
+        cut = self.ex.clock.cut_at_cancel(d.clock - job.sim_start)
+        if cut is not None:  # the trial ran on in real time; on the run's clock it ended at the cancel
             out.phase, out.probes = None, []
-            out.timings.simulated = d.clock - job.sim_start
+            out.timings.simulated = cut
         by = job.extra.get("preempted_by", "a likelier full launch")
         out.evidence = [f"preempted at {d.clock:.0f} s of the run's clock: {by} waited for its GPUs"]
         out.hint = (
@@ -966,7 +965,7 @@ class Run:
         # The clock when the search ended: one trial at a time, the sum of its launches; at once,
         # the time to the first validated configuration (launches beside it overlap).
         clock = self._search_clock if self._search_clock is not None else self.ex.now()
-        sim_hours = (self._replayed_s + clock) / 3600 if eng.simulated else None
+        sim_hours = self.ex.clock.hours(self._replayed_s + clock)
         probes, warnings = [], []
         ok = [a for a in self.attempts if a.purpose == "search" and a.status == "works"]
         if ok:

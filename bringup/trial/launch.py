@@ -177,8 +177,8 @@ class Trial:
         """A double's launch cost on its own clock. A hang costs the wait until bringup gave up (the
         last line's time plus the no-progress deadline), and a launch that never got ready the launch
         deadline, as on a real machine: not the time of the last line the double printed."""
-        sim = self.engine.launch_seconds(texts)
-        if sim is None or not self.engine.simulated or self._cancelled():
+        sim = self.engine.launch_seconds(texts)  # None on a real engine: its launch took wall time
+        if sim is None or self._cancelled():
             return sim
         if status == "hang" and phase_index(self.phase) <= phase_index("ready"):
             return min(sim + self.s.hang_timeout, max(sim, self.s.timeout))

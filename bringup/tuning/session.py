@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from bringup.core.candidate import Candidate
+from bringup.core.clock import Clock, WallClock
 from bringup.engines.targets import Target
 from bringup.guard.secrets import api_key_of
 from bringup.loadgen import BenchConfig, bench
@@ -101,6 +102,7 @@ class LaunchEvaluator:
     machine_gpus: int = 0  # the GPUs points may take (a job's need is at most these)
     reference: Any = None  # bringup.verify.reference.Reference: every point's trial runs the reference probe
     verdicts: dict[str, str] = field(default_factory=dict)  # trial dir -> the reference probe's verdict
+    clock: Clock = field(default_factory=WallClock)  # the tuning's (the engine's)
 
     def _scaled_cfg(self, url: str) -> BenchConfig:
         slos = [
@@ -263,11 +265,7 @@ class LaunchEvaluator:
         cmd = cand.shell_command(self.target.engine.command_prefix(cand))
         if out.works and flat:
             # the workload's simulated seconds: its real ones over the scenario's time scale
-            work = (
-                (float(flat.get("duration_s") or 0.0) / self.time_scale)
-                if self.target.engine.simulated
-                else None
-            )
+            work = self.clock.of_real(float(flat.get("duration_s") or 0.0))
             why = (flat.get("stop_reason") or "") if flat.get("stopped_early") else ""
             ev = Evaluation(
                 "pruned" if why else "ok",
@@ -428,9 +426,9 @@ def to_result(
         launches=tuner.launches,
         grid_size=tuner.grid_size,
         wall_seconds=time.time() - t0,
-        simulated_hours=(sum(sims) / 3600) if target.engine.simulated else None,
+        simulated_hours=tuner.run_clock.hours(sum(sims)),
         parallel=parallel,
-        clock="simulated" if tuner.simulated else "wall",
+        clock=tuner.run_clock.kind,
         clock_end_s=tuner.clock if tuner.points else None,
         lost_trials=list(tuner.lost),
     )
