@@ -129,7 +129,7 @@ def test_no_node_of_this_hardware_says_how_to_start_one(cluster: LocalCluster, t
     from bringup.record.journal import Journal
 
     row = Journal(tmp_path / "journal.sqlite").latest_run()
-    assert row is not None and row["status"] == "interrupted"
+    assert row is not None and row.status == "interrupted"
 
 
 class Stopped(Exception):

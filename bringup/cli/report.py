@@ -22,8 +22,8 @@ def find_run_dir(run: str, runs_dir: Path | None) -> Path:
         from bringup.record.journal import Journal
 
         row = Journal(j, readonly=True).run(run)
-        if row and (Path(row["run_dir"]) / "findings.json").is_file():
-            return Path(row["run_dir"])
+        if row and (Path(row.run_dir) / "findings.json").is_file():
+            return Path(row.run_dir)
     raise usage_error(
         f"no finished run {run!r}: give a run folder (with findings.json) or a run id in "
         f"{root} (bringup run prints both)"

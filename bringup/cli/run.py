@@ -79,14 +79,12 @@ def _resumed(root: Path, run_id: str | None, max_launches: int):
     row = j.run(run_id) if run_id else j.latest_run()
     if row is None:
         raise usage_error(f"nothing to resume in {root}: no run {run_id or ''} in its journal")
-    settings = RunSettings.model_validate(row["settings"])
+    settings = RunSettings.model_validate(row.settings)
     if max_launches > settings.max_launches:
         settings.max_launches = max_launches
-    if row["status"] in ("validated", "impossible"):
-        err_console.print(
-            f"run {row['id']} already ended ({row['status']}); its report: {row['run_dir']}/FINDINGS.md"
-        )
-    return settings, row["id"]
+    if row.status in ("validated", "impossible"):
+        err_console.print(f"run {row.id} already ended ({row.status}); its report: {row.run_dir}/FINDINGS.md")
+    return settings, row.id
 
 
 @app.command("run")

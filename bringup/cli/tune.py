@@ -138,11 +138,9 @@ def tune_cmd(
             row = journal.run(run)
             if row is None:
                 raise usage_error(f"no run {run!r} in {root / 'journal.sqlite'}")
-            if not (row.get("result") or {}).get("final_candidate"):
-                raise usage_error(
-                    f"run {run} has no validated configuration to tune (status {row['status']})"
-                )
-            s = row["settings"]
+            if not (row.result or {}).get("final_candidate"):
+                raise usage_error(f"run {run} has no validated configuration to tune (status {row.status})")
+            s = row.settings
             target = resolve_target(
                 engine=s.get("engine"),
                 model=s.get("model"),
@@ -151,8 +149,9 @@ def tune_cmd(
                 time_scale=time_scale,
                 gpus=gpus,
             )
-            base = Candidate.from_json(row["result"]["final_candidate"])
-            run_id, run_dir = row["id"], Path(row["run_dir"])
+            assert row.result is not None
+            base = Candidate.from_json(row.result["final_candidate"])
+            run_id, run_dir = row.id, Path(row.run_dir)
         else:
             target = resolve_target(
                 engine=engine, model=model, scenario=scenario, python=python, time_scale=time_scale, gpus=gpus
@@ -179,7 +178,7 @@ def tune_cmd(
         choice = (
             reference
             if reference != "auto" or not run or row is None
-            else (row["settings"].get("reference") or "auto")
+            else (row.settings.get("reference") or "auto")
         )
         try:
             ref, ref_why = reference_for(target.model, choice, cache_dir=root / "references")

@@ -39,6 +39,7 @@ from bringup.session.run import QuietObserver, Run, RunObserver, RunSettings
 from bringup.trial.rayexec import DOUBLE_GPU, RayClusterError, import_ray, resource_name, worker_command
 
 if TYPE_CHECKING:
+    from bringup.facts.modelinfo import Fingerprint
     from bringup.record.results import Attempt, Purpose, RunResult
     from bringup.search.space import Space
 
@@ -183,14 +184,16 @@ def _connect(ray: Any, address: str) -> bool:
     return True
 
 
-def _as_gathered(got: dict[str, Any], node_type: str) -> tuple[dict, Any]:
+def _as_gathered(got: dict[str, Any], node_type: str) -> tuple[dict, Fingerprint | None]:
     """The facts a run of this type reads: the node's, with which node and type they describe."""
     facts = dict(got["facts"])
     facts["ray.node_type"], facts["ray.node"] = node_type, got["where"]
     return facts, got["model_fp"]
 
 
-def facts_for_type(settings: RunSettings, timeout: float = FACTS_TIMEOUT_S) -> tuple[dict, Any] | None:
+def facts_for_type(
+    settings: RunSettings, timeout: float = FACTS_TIMEOUT_S
+) -> tuple[dict, Fingerprint | None] | None:
     """A run pinned to a node type but started on its own (one type's run resumed) gathers its
     facts on a node of that type too; None for a run that is not pinned (its facts are this machine's)."""
     if not (settings.ray and settings.node_type):

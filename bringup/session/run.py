@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol, cast
+from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
 
 from pydantic import BaseModel, Field
 
@@ -43,6 +43,9 @@ from bringup.trial.executor import Done, Executor, Job, LocalExecutor, TrialRun
 from bringup.trial.launch import Trial, TrialSettings
 from bringup.trial.slots import GpuSlots, SlotError, parallel_width, parse_gpus
 from bringup.verify.probes import KnownAnswer, ProbeConfig
+
+if TYPE_CHECKING:
+    from bringup.facts.modelinfo import Fingerprint
 
 
 def settings_target(s: RunSettings) -> Target:
@@ -140,7 +143,7 @@ class Run:
     observer: RunObserver = field(default_factory=QuietObserver)
     # Facts and model fingerprint gathered on a node of the run's node type (bringup/session/nodetypes.py),
     # as `gather_facts` returns them; None: gathered on this machine.
-    node_facts: tuple[dict, Any] | None = None
+    node_facts: tuple[dict[str, Any], Fingerprint | None] | None = None
     # What runs one trial on this machine: `Trial` (a real launch), or one with the same
     # constructor and `run() -> Outcome` (bringup.oracle.inprocess.InProcessTrial answers a
     # scenario launch in-process, for benchmarks that run the loop hundreds of times).
@@ -412,7 +415,7 @@ class Run:
             return  # not this process's run to mark (a refused second writer)
         with contextlib.suppress(Exception):  # a full disk may refuse this too: the journal stays intact
             row = j.run(self.run_id)
-            if row is not None and row["status"] == "running":
+            if row is not None and row.status == "running":
                 j.set_status(self.run_id, "interrupted")
 
     def _lock_writer(self) -> None:
@@ -444,7 +447,7 @@ class Run:
         row = self.journal.run(self.run_id)
         if row is None:
             raise RunError(f"no run {self.run_id} in {self.root / 'journal.sqlite'}")
-        self.run_dir = Path(row["run_dir"])
+        self.run_dir = Path(row.run_dir)
         self._lock_writer()
         self.journal.set_status(self.run_id, "running")
         return self.journal.trials(self.run_id)
@@ -883,18 +886,20 @@ class Run:
         assert self.journal is not None and self.run_id is not None
         key = self.strategy.predicted_key(cand)
         self.journal.add_trial(
-            self.run_id,
-            seq,
-            purpose,
-            cand,
-            key,
-            out,
-            tdir,
-            started,
-            ended,
-            self.hw_fp,
-            self.model_id,
-            {**extra, "wall_s": ended - started},
+            TrialRecord(
+                run_id=self.run_id,
+                seq=seq,
+                purpose=purpose,
+                candidate=cand,
+                effective_key=key,
+                outcome=out,
+                trial_dir=str(tdir),
+                extra={**extra, "wall_s": ended - started},
+                started=started,
+                ended=ended,
+                hardware_fp=self.hw_fp,
+                model_id=self.model_id,
+            )
         )
         a = self._attempt(seq, purpose, cand, out, tdir, ended - started, extra)
         self.attempts.append(a)

@@ -23,7 +23,7 @@ from bringup.guard.secrets import api_key_of
 from bringup.loadgen import BenchConfig, bench
 from bringup.loadgen.config import SLO
 from bringup.observe.outcome import Outcome
-from bringup.record.journal import Journal
+from bringup.record.journal import Journal, TrialRecord
 from bringup.trial.executor import Job, TrialRun
 from bringup.trial.launch import Trial, TrialSettings
 from bringup.tuning.knobs import as_changes
@@ -299,21 +299,29 @@ class LaunchEvaluator:
             extra["gpus"] = gpus
         if where:
             extra["where"] = where
-        self.journal.add_trial(
-            self.run_id,
-            seq if seq is not None else self.seq,
-            "tune",
-            cand,
-            cand.key(),
-            out,
-            tdir,
-            t0,
-            t1,
-            self.hw_fp,
-            self.model_id,
-            extra,
-        )
+        self._journal(seq if seq is not None else self.seq, cand, out, tdir, t0, t1, extra)
         return ev
+
+    def _journal(
+        self, seq: int, cand: Candidate, out: Outcome, tdir: Path, t0: float, t1: float, extra: dict[str, Any]
+    ) -> None:
+        """A point's trial into the journal (purpose "tune")."""
+        self.journal.add_trial(
+            TrialRecord(
+                run_id=self.run_id,
+                seq=seq,
+                purpose="tune",
+                candidate=cand,
+                effective_key=cand.key(),
+                outcome=out,
+                trial_dir=str(tdir),
+                extra=extra,
+                started=t0,
+                ended=t1,
+                hardware_fp=self.hw_fp,
+                model_id=self.model_id,
+            )
+        )
 
     def sweep(self, knobs: dict[str, str], concurrencies: list[int]) -> list[SweepPoint]:
         """Throughput against concurrency for one configuration (one launch)."""
@@ -341,19 +349,8 @@ class LaunchEvaluator:
                     itl_p99_s=m.get("itl_p99_s"),
                 )
             )
-        self.journal.add_trial(
-            self.run_id,
-            self.seq,
-            "tune",
-            cand,
-            cand.key(),
-            out,
-            tdir,
-            t0,
-            t1,
-            self.hw_fp,
-            self.model_id,
-            {"knobs": knobs, "sweep": [p.model_dump() for p in pts]},
+        self._journal(
+            self.seq, cand, out, tdir, t0, t1, {"knobs": knobs, "sweep": [p.model_dump() for p in pts]}
         )
         return pts
 
