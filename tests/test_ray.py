@@ -317,7 +317,7 @@ def test_a_cancelled_remote_trial_tears_its_server_down_and_comes_back_cancelled
     r._open()
     ex = RayExecutor(r._remote_job, r.hw_fp, address=cluster.address, simulated=False, width=1)
     try:
-        job = r._job(1, "search", r.baseline, {})
+        job = r.launcher.job(1, "search", r.baseline, {})
         ex.submit(job)
         end = time.monotonic() + 60
         while not server_procs(sc) and time.monotonic() < end:

@@ -73,7 +73,7 @@ def _table(attempts: list[Attempt]) -> Table:
 def _resumed(root: Path, run_id: str | None, max_launches: int):
     """The settings and id of the run to resume; a search that stopped short goes on with more launches."""
     from bringup.record.journal import Journal
-    from bringup.session.run import RunSettings
+    from bringup.session.settings import RunSettings
 
     j = Journal(root / "journal.sqlite")
     row = j.run(run_id) if run_id else j.latest_run()
@@ -253,7 +253,7 @@ def run_cmd(
 
 
 class LiveTable:
-    """The run's attempts as a table that grows while it runs (on stderr). A RunObserver (bringup.session.run)."""
+    """The run's attempts as a table that grows while it runs (on stderr). A RunObserver (bringup.session.settings)."""
 
     def __init__(self, live: Live):
         self.live = live

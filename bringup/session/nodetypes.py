@@ -35,7 +35,8 @@ from pydantic import BaseModel, Field
 
 from bringup.guard import secrets
 from bringup.session.identity import gather_facts, hardware_fingerprint
-from bringup.session.run import QuietObserver, Run, RunObserver, RunSettings
+from bringup.session.run import Run
+from bringup.session.settings import QuietObserver, RunObserver, RunSettings
 from bringup.trial.rayexec import DOUBLE_GPU, RayClusterError, import_ray, resource_name, worker_command
 
 if TYPE_CHECKING:
@@ -147,7 +148,7 @@ def node_facts(settings: dict[str, Any]) -> dict[str, Any]:
 
     import ray
 
-    from bringup.session.run import settings_target
+    from bringup.session.settings import settings_target
 
     s = RunSettings.model_validate(settings)
     node_id = ray.get_runtime_context().get_node_id()
