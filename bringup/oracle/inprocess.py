@@ -43,12 +43,12 @@ from bringup.oracle.trials import (
     expected_in,
     user_ladder,
 )
-from bringup.scenario.config import EffectiveConfig, compute_config, decide, template_values
+from bringup.scenario.config import ScenarioConfig, compute_config, decide, template_values
 from bringup.scenario.lifecycle import Startup
 from bringup.scenario.logfmt import LogWriter, SimClock
-from bringup.scenario.schema import Fail, Hang, Rule, Scenario
+from bringup.scenario.schema import Fail, Hang, Scenario, ScenarioRule
 from bringup.trial.launch import Trial
-from bringup.trial.process import LogLine, ServerProcess
+from bringup.trial.process import ServerProcess, TimedLine
 from bringup.verify.probes import (
     BATCH_PROMPTS,
     REFERENCE_PROMPT,
@@ -139,8 +139,8 @@ class Launch:
     lines: list[str]
     ended: str
     code: int | None
-    cfg: EffectiveConfig | None = None
-    rule: Rule | None = None
+    cfg: ScenarioConfig | None = None
+    rule: ScenarioRule | None = None
     startup: _Startup | None = None
     clock: _InstantClock | None = None
     log: LogWriter | None = None
@@ -452,7 +452,7 @@ class InProcessTrial(Trial):
         fatal = None
         now = time.monotonic()
         for text in texts[start:]:
-            self.lines.append(LogLine(now, text))
+            self.lines.append(TimedLine(now, text))
             self._set_phase(self.engine.phase_of(text))
             if fatal is None and any(sig.fatal for sig in self.matcher.match(text)):
                 fatal = text
