@@ -98,7 +98,7 @@ class RemoteTrial:
     version: str | None
     real_gpus: bool  # the need is real GPUs (Ray assigns them), not a double's resource
     # Run against the server once its probes pass (a tuning point's load), as a local trial's;
-    # it must pickle (no journal, no evaluator): bringup/tuning/session.py Workload.
+    # it must pickle (no journal, no evaluator): bringup/tuning/evaluator.py Workload.
     workload: Callable[[str], dict] | None = None
 
 
