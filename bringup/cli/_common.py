@@ -184,26 +184,7 @@ def shown(text: object, limit: int = 2000) -> str:
 
 
 def render_outcome(o: Outcome, console: Console = out_console) -> None:
-    style = STATUS_STYLE.get(o.status, "bold")
-    head = Text(o.status.upper(), style=style)
-    if o.failure_class:
-        head.append(f"  {o.failure_class}", style="bold")
-    if o.phase and o.status != "works":
-        head.append(f" in phase {o.phase}")
-    t = o.timings
-    bits = []
-    if t.to_ready is not None:
-        bits.append(f"ready in {t.to_ready:.1f} s")
-    bits.append(f"total {t.total:.1f} s")
-    if t.fatal_to_teardown is not None:
-        bits.append(f"fatal line to teardown {t.fatal_to_teardown:.2f} s")
-    if t.simulated is not None:
-        bits.append(f"simulated {t.simulated:.0f} s")
-    if not o.launched:
-        bits.append("not launched")
-    if t.total > 0 or not o.launched:
-        head.append("   (" + ", ".join(bits) + ")", style="dim")
-    console.print(head)
+    console.print(_headline(o))
     if o.evidence and o.status != "works":
         console.print("[bold]evidence[/]")
         for line in o.evidence:
@@ -234,3 +215,27 @@ def render_outcome(o: Outcome, console: Console = out_console) -> None:
             console.print(Text("  " + shown(w, 300)))
     if o.log_path:
         console.print(Text(f"log: {shown(str(o.log_path))}", style="dim"))
+
+
+def _headline(o: Outcome) -> Text:
+    """STATUS  class in phase (timings)."""
+    style = STATUS_STYLE.get(o.status, "bold")
+    head = Text(o.status.upper(), style=style)
+    if o.failure_class:
+        head.append(f"  {o.failure_class}", style="bold")
+    if o.phase and o.status != "works":
+        head.append(f" in phase {o.phase}")
+    t = o.timings
+    bits = []
+    if t.to_ready is not None:
+        bits.append(f"ready in {t.to_ready:.1f} s")
+    bits.append(f"total {t.total:.1f} s")
+    if t.fatal_to_teardown is not None:
+        bits.append(f"fatal line to teardown {t.fatal_to_teardown:.2f} s")
+    if t.simulated is not None:
+        bits.append(f"simulated {t.simulated:.0f} s")
+    if not o.launched:
+        bits.append("not launched")
+    if t.total > 0 or not o.launched:
+        head.append("   (" + ", ".join(bits) + ")", style="dim")
+    return head
