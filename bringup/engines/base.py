@@ -20,6 +20,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from bringup.core.candidate import Candidate, FlagValue
+from bringup.core.clock import Clock, WallClock
 from bringup.core.datafiles import DATA, KnowledgeFileError, load_yaml, phase_index
 from bringup.facts.installed import distribution_version
 from bringup.help.text import HelpSpec, parse_help
@@ -314,7 +315,9 @@ class Engine:
     # the model from its folder, and a launch costs the seconds it took. A test double that
     # replays another machine overrides these (bringup/engines/scenario.py), so that no core
     # module needs to know whether it drives a real engine or a double.
-    simulated: ClassVar[bool] = False  # launch costs are a double's simulated seconds, not wall time
+    # Launch costs are a double's simulated seconds, not wall time (a double's GPUs, too, are not
+    # real ones). Time itself comes through `clock()`.
+    simulated: ClassVar[bool] = False
     tokenizer_kind: ClassVar[str] = "auto"  # the load generator's token counting for its answers
 
     def machine_facts(self) -> dict[str, Any] | None:
@@ -346,6 +349,10 @@ class Engine:
         from bringup.env.registry import load_registry
 
         return load_registry(self.log_dialect, self.python, version)
+
+    def clock(self) -> Clock:
+        """A fresh clock for a session of launches on this engine: wall time."""
+        return WallClock()
 
     def clock_scale(self) -> float:
         """Real seconds per engine second: the trial's deadlines (launch timeout, hang timeout) are

@@ -44,13 +44,13 @@ from bringup.oracle.trials import (
     parts_at_tie,
     user_ladder,
 )
-from bringup.scenario.config import EffectiveConfig, compute_config, decide, template_values
-from bringup.scenario.generate import Plan
+from bringup.scenario.config import ScenarioConfig, compute_config, decide, template_values
+from bringup.scenario.generate import TokenPlan
 from bringup.scenario.lifecycle import Startup
 from bringup.scenario.logfmt import LogWriter, SimClock
-from bringup.scenario.schema import Fail, Hang, Rule, Scenario
+from bringup.scenario.schema import Fail, Hang, Scenario, ScenarioRule
 from bringup.trial.launch import Trial
-from bringup.trial.process import LogLine, ServerProcess
+from bringup.trial.process import ServerProcess, TimedLine
 from bringup.verify.probes import (
     BATCH_PROMPTS,
     REFERENCE_PROMPT,
@@ -139,8 +139,8 @@ class Launch:
     lines: list[str]
     ended: str
     code: int | None
-    cfg: EffectiveConfig | None = None
-    rule: Rule | None = None
+    cfg: ScenarioConfig | None = None
+    rule: ScenarioRule | None = None
     startup: _Startup | None = None
     clock: _InstantClock | None = None
     log: LogWriter | None = None
@@ -216,8 +216,8 @@ class _ProbeWalk:
         self.phase = "ready"
         self.results: list[ProbeResult] = []
         self.hung: str | None = None  # the serving action that stopped the ladder: "died" / "hung"
-        self._ref: Plan | None = None
-        self._batch_ref: Plan | None = None
+        self._ref: TokenPlan | None = None
+        self._batch_ref: TokenPlan | None = None
 
     # -- the server's side --------------------------------------------------------------------
     def _requests(self, reqs: list[Req], path: str) -> list:
@@ -451,7 +451,7 @@ class InProcessTrial(Trial):
         fatal = None
         now = time.monotonic()
         for text in texts[start:]:
-            self.lines.append(LogLine(now, text))
+            self.lines.append(TimedLine(now, text))
             self._set_phase(self.engine.phase_of(text))
             if fatal is None and any(sig.fatal for sig in self.matcher.match(text)):
                 fatal = text

@@ -39,7 +39,7 @@ from typing import Literal
 
 from bringup.core.candidate import Candidate, FlagError, FlagValue, parse_flags, render_flags
 from bringup.core.datafiles import phase_index
-from bringup.scenario.config import EffectiveConfig, compute_config, decide
+from bringup.scenario.config import ScenarioConfig, compute_config, decide
 from bringup.scenario.engine_args import (
     NUMBER,
     Requested,
@@ -48,13 +48,13 @@ from bringup.scenario.engine_args import (
     parse_engine_argv,
     vllm_dashes,
 )
-from bringup.scenario.generate import Generator, Plan, Sampling, count_tokens
+from bringup.scenario.generate import Generator, Sampling, TokenPlan, count_tokens
 from bringup.scenario.http import chat_prompt
 from bringup.scenario.lifecycle import FAIL_AT
 from bringup.scenario.loader import load_scenario
 from bringup.scenario.perf import Load, PerfModel, perf_model_for
 from bringup.scenario.runtime import SERVING_PHASES
-from bringup.scenario.schema import BATCH_MODES, Fail, Hang, Rule, Scenario
+from bringup.scenario.schema import BATCH_MODES, Fail, Hang, Scenario, ScenarioRule
 from bringup.scenario.sizing import compute_sizing
 from bringup.verify import probes_user as u
 from bringup.verify.probe_http import TIE_LOGPROBS, parting
@@ -139,7 +139,9 @@ class Req:
 class Serving:
     """The probe ladder against the server's Runtime, as simulated time."""
 
-    def __init__(self, sc: Scenario, cfg: EffectiveConfig, rule: Rule | None, clock: Clock, context_len: int):
+    def __init__(
+        self, sc: Scenario, cfg: ScenarioConfig, rule: ScenarioRule | None, clock: Clock, context_len: int
+    ):
         self.sc, self.cfg, self.clock = sc, cfg, clock
         mode = rule.serve.mode if rule is not None and rule.serve is not None else "ok"
         self.mode = mode
@@ -158,14 +160,14 @@ class Serving:
             return 0
         return a.after_tokens if a.after_tokens is not None else 1
 
-    def plan(self, req: Req, batch: int = 1) -> Plan:
+    def plan(self, req: Req, batch: int = 1) -> TokenPlan:
         return self.generator.plan(req.prompt, req.sampling, batch_size=batch, default_max=req.default_max)
 
     def fits(self, req: Req) -> bool:
         """The server's context check: a request past the context length gets HTTP 400."""
         return req.prompt_tokens + (req.sampling.max_tokens or 0) <= self.context_len
 
-    def run(self, reqs: list[Req]) -> list[Plan]:
+    def run(self, reqs: list[Req]) -> list[TokenPlan]:
         """Requests sent together (one, or the concurrent batch): all start now and overlap."""
         started = self.clock.t
         n = len(reqs)
@@ -204,12 +206,12 @@ def completion_req(prompt: str, max_tokens: int, ignore_eos: bool = False, token
     return Req(prompt, _greedy(max_tokens, ignore_eos, logprobs=TIE_LOGPROBS), 16, tokens)
 
 
-def tops(plan: Plan) -> list[dict[str, float]]:
+def tops(plan: TokenPlan) -> list[dict[str, float]]:
     """A plan's top logprobs, a dict a step, as the server sends them."""
     return [dict(lp.top) for lp in plan.logprobs or []]
 
 
-def parts_at_tie(alone: Plan, got: Plan, probe: ProbeConfig) -> bool:
+def parts_at_tie(alone: TokenPlan, got: TokenPlan, probe: ProbeConfig) -> bool:
     """probe_http.parting: whether the probes allow `got` to part from `alone`."""
     from bringup.verify.reference import tolerance
 
@@ -249,7 +251,7 @@ def _sampled(probe: ProbeConfig, seed: bool = False) -> Req:
     return Req(u.SAMPLED_PROMPT, s, 16)
 
 
-def user_ladder(srv: Serving, probe: ProbeConfig, alone: Plan | None, disagree) -> None:
+def user_ladder(srv: Serving, probe: ProbeConfig, alone: TokenPlan | None, disagree) -> None:
     """probes_user's probes in ladder order: sampled, sampled-reference (no reference in a
     scenario: skipped, no request), long-prompt, concurrency."""
     if not probe.user_probes:
@@ -269,7 +271,7 @@ def user_ladder(srv: Serving, probe: ProbeConfig, alone: Plan | None, disagree) 
     _concurrency(srv, probe, alone, disagree)
 
 
-def _sampler_violates(plan: Plan, probe: ProbeConfig) -> bool:
+def _sampler_violates(plan: TokenPlan, probe: ProbeConfig) -> bool:
     from bringup.verify.sampling_check import allowed
 
     top_k = probe.sample_top_k if probe.top_k else 0
@@ -311,7 +313,7 @@ def _long_prompt(srv: Serving, probe: ProbeConfig, disagree) -> None:
         disagree("long-prompt", "decode")
 
 
-def _concurrency(srv: Serving, probe: ProbeConfig, alone: Plan | None, disagree) -> None:
+def _concurrency(srv: Serving, probe: ProbeConfig, alone: TokenPlan | None, disagree) -> None:
     n = max(1, min(probe.max_batch or probe.concurrency_cap, probe.concurrency_cap))
     if alone is None:
         disagree("concurrency", "load")
@@ -354,7 +356,7 @@ def _ladder(srv: Serving, probe: ProbeConfig) -> tuple[str | None, str]:
     # completion (streamed): the first request; from its first token on, the phase is decode.
     phase = "first-request"
     first = completion_req(REFERENCE_PROMPT, probe.short_tokens)
-    ref: Plan | None = None
+    ref: TokenPlan | None = None
     if srv.fits(first):
         ref = srv.run([first])[0]
     else:
@@ -536,7 +538,7 @@ class Oracle:
             )
         return OracleOutcome("works", None, clock.t, label)
 
-    def _phases(self, cfg: EffectiveConfig, frac: float) -> list[tuple[str, float]]:
+    def _phases(self, cfg: ScenarioConfig, frac: float) -> list[tuple[str, float]]:
         """Start-up phases and their simulated seconds, in Startup.run's order (SGLang's warm-up
         comes after its HTTP server starts, vLLM's before: the clock is the same)."""
         t = self.scenario.timing

@@ -89,7 +89,9 @@ class TokenLogprob:
 
 
 @dataclass
-class Plan:
+class TokenPlan:
+    """The tokens the double will answer with, planned before it paces them out."""
+
     tokens: list[str]
     finish_reason: str  # stop | length
     logprobs: list[TokenLogprob] | None
@@ -194,7 +196,7 @@ class Generator:
         said = a.expected if self.mode != "garbage" else wrong_answer(a)
         return split_tokens(f"The answer is {said}.")
 
-    def plan(self, prompt: str, s: Sampling, batch_size: int = 1, default_max: int | None = 16) -> Plan:
+    def plan(self, prompt: str, s: Sampling, batch_size: int = 1, default_max: int | None = 16) -> TokenPlan:
         """The whole output for one request, decided up front (the server then paces it)."""
         key = (prompt, f"{s.temperature:.4f}", f"{s.top_p:.4f}", s.seed)
         limit = s.max_tokens if s.max_tokens is not None else default_max
@@ -232,7 +234,7 @@ class Generator:
         lps = _logprobs(tokens, key, s.logprobs) if s.logprobs is not None else None
         if lps is not None and self.mode == "sampler" and s.temperature > 0:
             lps = _ruled_out(tokens, key, s.logprobs or 1)
-        return Plan(tokens, finish, lps)
+        return TokenPlan(tokens, finish, lps)
 
     def _remember(self, prompt: str, params: tuple, tokens: list[str]) -> None:
         if len(self._continues) > 4096:

@@ -21,7 +21,7 @@ from starlette.requests import Request as HttpRequest
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from bringup.scenario.generate import VOCAB, Plan, Sampling, count_tokens
+from bringup.scenario.generate import VOCAB, Sampling, TokenPlan, count_tokens
 from bringup.scenario.runtime import EngineDead, Request, Runtime
 
 DEAD_MESSAGE = "EngineCore encountered an issue. See stack trace (above) for the root cause."
@@ -126,7 +126,7 @@ def chat_prompt(body: dict) -> str:
     return "\n".join(parts) + "\nassistant:"
 
 
-def _completion_logprobs(plan: Plan, offset: int = 0) -> dict | None:
+def _completion_logprobs(plan: TokenPlan, offset: int = 0) -> dict | None:
     if plan.logprobs is None:
         return None
     offsets, pos = [], offset
@@ -141,7 +141,7 @@ def _completion_logprobs(plan: Plan, offset: int = 0) -> dict | None:
     }
 
 
-def _completion_choice(i: int, plan: Plan, prompt: tuple[str, list[int] | None], ids: bool) -> dict:
+def _completion_choice(i: int, plan: TokenPlan, prompt: tuple[str, list[int] | None], ids: bool) -> dict:
     choice: dict[str, Any] = {
         "index": i,
         "text": plan.text,
@@ -155,7 +155,7 @@ def _completion_choice(i: int, plan: Plan, prompt: tuple[str, list[int] | None],
     return choice
 
 
-def _chat_logprobs(plan: Plan) -> dict | None:
+def _chat_logprobs(plan: TokenPlan) -> dict | None:
     if plan.logprobs is None:
         return None
     return {
@@ -324,12 +324,12 @@ def build_app(rt: Runtime) -> Starlette:
         req: Request, prompt_tokens: int, rid: str, created: int, model: str, chat: bool, include_usage: bool
     ) -> AsyncIterator[str]:
         obj = "chat.completion.chunk" if chat else "text_completion"
-        queue: asyncio.Queue[tuple[int, Plan] | None] = asyncio.Queue()
+        queue: asyncio.Queue[tuple[int, TokenPlan] | None] = asyncio.Queue()
 
-        async def on_token(i: int, plan: Plan) -> None:
+        async def on_token(i: int, plan: TokenPlan) -> None:
             await queue.put((i, plan))
 
-        async def run() -> Plan:
+        async def run() -> TokenPlan:
             try:
                 return await rt.generate(req, on_token)
             finally:
@@ -365,7 +365,7 @@ def build_app(rt: Runtime) -> Starlette:
                 # The last token's chunk carries the finish reason, as vLLM and SGLang send it: no
                 # empty chunk after it (a load generator would count one chunk more than tokens).
                 finish = plan.finish_reason if i == len(plan.tokens) - 1 else None
-                one = Plan([tok], "stop", [lp]) if lp is not None else None
+                one = TokenPlan([tok], "stop", [lp]) if lp is not None else None
                 if chat:
                     choice = {
                         "index": 0,

@@ -879,9 +879,11 @@ class Strategy:
             return Decision(None)
         self._pending_moves = [m for c in pending if (m := self._moves(c))]
         try:
-            props = propose(self, tried, limit=6 if pending else 1)
-        finally:
             moves = set().union(*self._pending_moves) if self._pending_moves else set()
+            props = propose(self, tried, limit=6 if pending else 1)
+            if pending and not any(not (self._moves(p.candidate) & moves) for p in props):
+                props += propose(self, tried, limit=30)[len(props) :]  # look further for another hypothesis
+        finally:
             self._pending_moves = []
         if not props:
             return Decision(None)
