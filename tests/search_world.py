@@ -32,6 +32,8 @@ class Fault:
     signature: str | None = None
     evidence: list[str] = field(default_factory=list)
     hint: str | None = None
+    frames: list[str] = field(default_factory=list)  # the root exception's, innermost last
+    remedies: list[Any] = field(default_factory=list)  # observe.remedies.Remedy
 
     def outcome(self) -> Outcome:
         return Outcome(
@@ -43,6 +45,8 @@ class Fault:
             implicates=list(self.implicates),
             signature=self.signature,
             hint=self.hint,
+            frames=list(self.frames),
+            remedies=list(self.remedies),
         )
 
 

@@ -383,3 +383,59 @@ def test_the_factor_a_plan_ties_to_a_fix_is_changed_with_it() -> None:
     assert first is not None
     assert first.flag_dict.get("--tensor-parallel-size") in (None, "1"), first.flag_dict
     assert float(first.flag_dict.get("--gpu-memory-utilization") or 0.9) < 0.99, first.flag_dict
+
+
+NO_NVCC = Fault(
+    "sampler-jit",
+    lambda f, e: e.get("VLLM_USE_FLASHINFER_SAMPLER") != "0",
+    "unknown",
+    "kernel-warmup",
+    "RuntimeError: Could not find nvcc and default cuda_home='/usr/local/cuda' doesn't exist in get_cuda_path "
+    "(flashinfer/jit/cpp_ext.py:78)",
+    frames=[
+        "vllm/v1/worker/gpu_model_runner.py:_dummy_sampler_run",
+        "vllm/v1/sample/ops/topk_topp_sampler.py:flashinfer_sample",
+        "flashinfer/sampling.py:get_sampling_module",
+        "flashinfer/jit/cpp_ext.py:get_cuda_path",
+    ],
+)
+
+
+def test_the_code_a_failure_passed_through_names_the_setting_its_line_does_not() -> None:
+    """A JIT build that cannot find nvcc, raised deep in FlashInfer: its line names only cuda_home,
+    which no setting supplies; the frames it passed through (vLLM's top-k/top-p sampler calling
+    FlashInfer's sampling module) name the variable that turns that path off."""
+    from bringup.env.registry import load_registry
+    from bringup.search.envfactors import EnvFactors
+
+    s = make("--max-model-len 4096")
+    s.env = EnvFactors(load_registry("vllm", version="0.32.0", installed=False), device="cuda")
+    path = solve(s, World([NO_NVCC]), budget=6)
+    assert path[-1][1].status == "works" and len(path) <= 3, [(c.flag_dict, c.env_dict) for c, _ in path]
+    assert path[-1][0].env_dict.get("VLLM_USE_FLASHINFER_SAMPLER") == "0"
+
+
+def test_a_number_the_engine_tells_to_decrease_is_not_raised() -> None:
+    """No signature knows the words, but the engine says "Decrease GPU memory utilization": the
+    fraction is a culprit at its value and above it (a larger one is no way around), so the next
+    launch goes down, never up."""
+    from bringup.observe.remedies import Remedy
+
+    line = (
+        "ValueError: Free memory on device cuda:0 (119.42/139.8 GiB) on startup is less than desired GPU "
+        "memory utilization (0.92, 128.62 GiB). Decrease GPU memory utilization or reduce GPU memory used "
+        "by other processes."
+    )
+    short = Fault(
+        "free-memory",
+        lambda f, e: float(f.get("--gpu-memory-utilization") or 0.92) > 0.86,
+        "oom-kv-cache",
+        "kv-alloc",
+        line,
+        remedies=[Remedy(flag="--gpu-memory-utilization", value=None, action="lower", line=line)],
+    )
+    s = make("--max-model-len 16384")
+    s.default_eff["--gpu-memory-utilization"] = ("0.92", "the engine's --help default")
+    path = solve(s, World([short]), budget=5)
+    assert path[-1][1].status == "works", [c.flag_dict for c, _ in path]
+    assert all(float(c.flag_dict.get("--gpu-memory-utilization") or 0.92) <= 0.92 for c, _ in path)

@@ -70,6 +70,8 @@ class Outcome(BaseModel):
     # The engine's own advice beneath the failure, in its order: flag (or env:NAME), the value it names
     # (None: only a direction or none), action set/raise/lower/remove, the line (bringup/observe/remedies.py).
     remedies: list[Remedy] = Field(default_factory=list)
+    # The root exception's frames, innermost last, as "module/path.py:function" (Classification.frames).
+    frames: list[str] = Field(default_factory=list)
     requested: dict[str, Any] = Field(default_factory=dict)
     effective: dict[str, Any] = Field(default_factory=dict)
     overrides: list[OverrideRecord] = Field(default_factory=list)

@@ -180,6 +180,9 @@ class Classification:
     # The engine's own advice beneath the failure: (flag, value) pairs in the order it printed them
     # (bringup/observe/remedies.py); the search tries them first.
     remedies: list[Remedy] = field(default_factory=list)
+    # the root exception's frames, innermost last ("vllm/v1/sample/ops/topk_topp_sampler.py:flashinfer_sample"):
+    # the code it passed through names components its own line does not
+    frames: list[str] = field(default_factory=list)
 
 
 class Matcher:
@@ -239,6 +242,9 @@ def failure_start(analysis: LogAnalysis) -> int:
     return min(starts, default=0)
 
 
+MAX_FRAMES = 12
+
+
 def classify(
     lines: list[str],
     engine: str | None,
@@ -252,6 +258,8 @@ def classify(
     analysis = parse_log(lines)
     cls = _classify(lines, engine, phase_reached, signatures, max_evidence, analysis)
     cls.remedies = find_remedies(lines[failure_start(analysis) :], engine)
+    if analysis.root is not None:
+        cls.frames = [f"{f.module_path}:{f.func}" for f in analysis.root.frames[-MAX_FRAMES:]]
     return cls
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
+from typing import Literal
 
 from bringup.core.candidate import Candidate, FlagValue
 from bringup.env.registry import names_absent_component, one_gpu_components
@@ -73,6 +74,11 @@ P_PENDING = 0.6
 # the memory blockers still count whole (bringup/search/screening.py: what a screen can and cannot judge).
 SCREEN_BLIND = 0.3
 _SCREEN_BLIND_CLASSES = frozenset({"oom-weights", "oom-kv-cache", "oom-graph-capture", "wrong-output"})
+
+
+def adj_direction(action: str) -> Literal["lower", "raise"]:
+    """A remedy's action as a signature's adjust direction (lower or raise)."""
+    return "lower" if action == "lower" else "raise"
 
 
 def _refused_levels(line: str, f: Factor) -> dict[str, str]:
@@ -741,7 +747,8 @@ class Strategy:
         threshold culprit ("at least 0.95")."""
         self.adjusted = {}
         sig = signature_by_id(outcome.signature)
-        if sig is None:
+        if sig is None or not sig.adjust:
+            self._advised_direction(cand, outcome)
             return
         flags = cand.flag_dict
         moved = self.moved.setdefault(sig.id, [])
@@ -781,6 +788,25 @@ class Strategy:
                 self.near[f.name] = (cur, "raise")
             self.adjusted[f.name] = adj.direction
             break
+
+    def _advised_direction(self, cand: Candidate, outcome: Outcome) -> None:
+        """With no signature that says which way a number must move, the engine's own advice may
+        ("Decrease GPU memory utilization or reduce GPU memory used by other processes"): the first
+        number it tells to go down or up is a threshold culprit in that direction, as a signature's
+        would be (no hard bound: the advice gives no number)."""
+        for r in outcome.remedies or []:
+            if r.conditional or r.action not in ("lower", "raise"):
+                continue
+            f = self._factor_for(r.flag)
+            if f is None or f.kind != "number" or f.name in self.frozen:
+                continue
+            cur = as_number(self.eff(f, f.level_in(cand.flag_dict, cand.env_dict)))
+            if cur is None:
+                continue
+            direction = adj_direction(r.action)
+            self.adjusted[f.name] = direction
+            self.near[f.name] = (cur, direction)
+            return
 
     def _kv_floor(self, cand: Candidate, outcome: Outcome) -> None:
         """A launch that reported its KV pool and how many requests of the maximum length it holds

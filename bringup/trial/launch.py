@@ -591,6 +591,7 @@ class Trial:
         out.implicated_levels = cls.implicated_levels
         out.root_exception = cls.root_exception
         out.remedies = cls.remedies
+        out.frames = cls.frames
         return self._write(out)
 
 
