@@ -221,7 +221,8 @@ def named_in_line(line: str, f: Factor, level: str, aliases: tuple[str, ...] = (
     if len(dest) > 6 and dest.replace("_", " ") in low:
         return True
     lv = level.lower()
-    if lv in _GENERIC or len(lv) < 4 or re.fullmatch(r"[\d.e+-]+", lv):
+    # a value of three letters ("ray", "fp8") counts as a whole word; shorter ones and numbers never
+    if lv in _GENERIC or len(lv) < 3 or re.fullmatch(r"[\d.e+-]+", lv):
         return False
     if re.search(rf"(?<![\w-]){re.escape(lv)}(?![\w-])", low):
         return True
