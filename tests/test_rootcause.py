@@ -1160,3 +1160,21 @@ def test_a_logged_copy_of_an_exception_gives_way_to_the_raised_one_with_frames()
     out = explain_file(LOGS / "sglang-h200-prefill-graph-illegal-memory-access.log")
     assert out.evidence[0].startswith("torch.AcceleratorError: CUDA error: an illegal memory access")
     assert (out.root_exception or "").endswith("in synchronize (/tmp/site/torch/cuda/__init__.py:1083)")
+
+
+def test_a_failure_inside_torch_compile_implicates_the_switch_that_turns_it_off():
+    """Triton cannot build its launcher (no C compiler) while Inductor compiles vLLM's graph: the
+    frames are torch.compile's, and --enforce-eager (left off, its 'false' level) is what runs it
+    (vllm docs/design/debug_vllm_compile.md)."""
+    lines = tb(
+        '  File "/x/vllm/v1/worker/gpu_worker.py", line 298, in determine_available_memory',
+        "    self.model_runner.profile_run()",
+        '  File "/x/torch/_inductor/compile_fx.py", line 878, in fx_codegen_and_compile',
+        "    compiled_fn = graph.compile_to_fn()",
+        '  File "/x/triton/runtime/build.py", line 32, in _build',
+        '    raise RuntimeError("Failed to find C compiler. Please specify via CC environment variable.")',
+        exc="torch._inductor.exc.InductorError: RuntimeError: Failed to find C compiler. Please specify via CC "
+        "environment variable.",
+    )
+    c = classify(lines, "vllm", "kv-alloc", ())
+    assert c.implicated_levels.get("--enforce-eager") == ["false"], c.implicated_levels

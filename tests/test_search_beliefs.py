@@ -439,3 +439,23 @@ def test_a_number_the_engine_tells_to_decrease_is_not_raised() -> None:
     path = solve(s, World([short]), budget=5)
     assert path[-1][1].status == "works", [c.flag_dict for c, _ in path]
     assert all(float(c.flag_dict.get("--gpu-memory-utilization") or 0.92) <= 0.92 for c, _ in path)
+
+
+def test_a_switch_left_off_is_the_level_whose_code_failed() -> None:
+    """The classifier says the failing code belongs to --enforce-eager's 'false' level (the compiled
+    path); the baseline does not give the flag, so its level is the engine's default: that is the
+    'false' level of a switch, and the next launch turns it on."""
+    compile_fails = Fault(
+        "inductor",
+        lambda f, e: not f.get("--enforce-eager"),
+        "missing-dependency",
+        "kv-alloc",
+        "InductorError: RuntimeError: Failed to find C compiler. Please specify via CC environment variable.",
+    )
+    world = World([compile_fails])
+    s = make("--max-model-len 4096")
+    first = world.answer(s.baseline)
+    first.implicated_levels = {"--enforce-eager": ["false"]}
+    s.observe(s.baseline, first)
+    nxt = s.next_launch([], [], set()).candidate
+    assert nxt is not None and nxt.flag_dict.get("--enforce-eager") is True, nxt.flag_dict

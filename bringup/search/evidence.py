@@ -38,6 +38,7 @@ W_USER_SET = 0.6
 W_BASE_ENV = 0.002
 OUTSIDE_PRIOR = 0.03
 OUTSIDE_MACHINE = 0.6  # the failure implicates only the model or the machine
+UNSET_DEFAULT = "<engine default>"  # the level of a factor left to the engine (Strategy.eff)
 SERVING_RANK = 100  # wrong output ranks after every start-up phase
 WORKS_RANK = 1000
 
@@ -290,7 +291,11 @@ def _code_weights(named: Named, outcome: Outcome, levels: Mapping[str, str], res
     """The levels whose code failed (rootcause.yaml modules), then the signature's suspects."""
     for n, lvs in (outcome.implicated_levels or {}).items():
         f = resolve(n)
-        if f is not None and levels.get(f.name) in {normalise(x) for x in lvs}:
+        if f is None:
+            continue
+        want, have = {normalise(x) for x in lvs}, levels.get(f.name)
+        # a switch left off is its "false" level (--enforce-eager not given: the compiled path)
+        if have in want or (f.kind == "switch" and have == UNSET_DEFAULT and "false" in want):
             named.add(f.name, W_FRAMES, "the failing code belongs to this level")
     for k, n in enumerate(outcome.implicates or []):
         f = resolve(n)

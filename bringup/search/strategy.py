@@ -42,7 +42,7 @@ from bringup.search.proposal import Proposal, propose
 from bringup.search.screening import ScreeningPolicy
 from bringup.search.space import Factor, Space, spec_for_flag
 
-UNKNOWN_DEFAULT = "<engine default>"
+UNKNOWN_DEFAULT = ev.UNSET_DEFAULT
 _REFUSAL = re.compile(
     r"not supported|unsupported|requires|not available|not valid|invalid|cannot|not compiled|"
     r"no kernel|only supported",
