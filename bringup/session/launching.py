@@ -187,3 +187,27 @@ class Launcher:
         (tdir / "outcome.json").write_text(out.model_dump_json(indent=2))
         now = time.time()
         return out, tdir, now - v.seconds, now, {"dry_run": v.to_json()}
+
+
+# How long a run with nothing in flight waits for the memory of a GPU its next launch needs:
+# a server that another program started beside the run holds it until that program ends.
+GPU_WAIT_S = 120.0
+
+
+def held_reason(held: list[str], attempts: list[Attempt], waited_s: float) -> str:
+    """Why a run stopped on GPUs still held: which, for how long it waited, and what the last
+    trial's GPU reading found holding them (processes, memory), so the user knows what to free."""
+    found: list[str] = []
+    for a in reversed(attempts):
+        try:
+            gpu = json.loads((Path(a.trial_dir) / "outcome.json").read_text()).get("gpu") or {}
+        except (OSError, ValueError, AttributeError):
+            continue
+        if isinstance(gpu, dict) and gpu.get("held"):
+            found = [str(x) for x in gpu["held"]]
+            break
+    what = f" ({'; '.join(found)})" if found else ""
+    return (
+        f"the next launch needs GPU {', '.join(held)}, whose memory was still not back {waited_s:.0f} s "
+        f"after the last teardown{what}: end what holds it"
+    )

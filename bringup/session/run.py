@@ -23,6 +23,7 @@ from bringup.observe.outcome import Outcome
 from bringup.record.journal import TrialRecord
 from bringup.record.results import RunResult
 from bringup.search.minimize import MinimalFix
+from bringup.session.launching import GPU_WAIT_S, held_reason
 from bringup.session.minimizing import minimize
 from bringup.session.preempt import Preemption, preempted
 from bringup.session.prepare import PreparedRun
@@ -162,6 +163,13 @@ class Run(PreparedRun):
             self.preempt.wake = None  # when to look again at a launch waiting for GPUs
             stop = self._fill(ex)
             if not ex.in_flight():
+                waited = time.monotonic()
+                held = None if stop else ex.wait_for_held(GPU_WAIT_S)
+                if held == []:
+                    continue  # the GPUs the next launch waited for are back
+                if held:
+                    why = held_reason(held, self.attempts, time.monotonic() - waited)
+                    stop = ("not-found", why + self._resume_hint())
                 status, stop_reason = stop or (status, stop_reason)
                 break
             d = self._answer(ex)

@@ -17,6 +17,7 @@ decision is what it would have seen on the real machine, whatever the real sched
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
@@ -28,6 +29,8 @@ from bringup.core.clock import Clock, clock_for
 from bringup.observe.outcome import Outcome
 from bringup.record.results import Purpose
 from bringup.trial.slots import GpuSlots, PortPool
+
+HELD_POLL_S = 2.0  # how often a run with nothing in flight reads a held GPU's memory again
 
 
 @dataclass
@@ -154,6 +157,12 @@ class Executor(Protocol):
 
     def submit(self, job: Job) -> None: ...
 
+    def wait_for_held(self, seconds: float) -> list[str] | None:
+        """Nothing is in flight and the next launch waits for GPUs whose memory is not back (a
+        leftover, or a process this run did not start): look again for up to ``seconds``. The
+        GPUs still held (empty: some came back, the launch may go on; None: none was held)."""
+        ...
+
     def wait(self) -> Done:
         """The next job to finish (blocks)."""
         ...
@@ -221,6 +230,24 @@ class LocalExecutor:
 
     def ever_fits(self, job: Job) -> bool:
         return job.need == 0 or self.slots.ever_fits(job.need)
+
+    def wait_for_held(self, seconds: float) -> list[str] | None:
+        """On the H200 a server that another program started during a launch took 128 GB of the
+        GPU; the launch's teardown then found the memory not back and the run, with nothing in
+        flight and its next launch waiting for that GPU, stopped with no reason given. Memory
+        comes back when its holder exits: wait for it (wall time; a double's simulated GPUs are
+        never read again), then say which GPUs are still held."""
+        deadline = time.monotonic() + (0.0 if self.gpu_free is None or self.clock.simulated else seconds)
+        if not self.slots.held:
+            return None
+        back: list[str] = []
+        while self.slots.held:
+            back = [g for g in sorted(self.slots.held) if self.gpu_free is not None and self.gpu_free([g])]
+            self.slots.unhold(back)
+            if back or time.monotonic() >= deadline:
+                break
+            time.sleep(HELD_POLL_S)
+        return [] if back else sorted(self.slots.held)
 
     def submit(self, job: Job) -> None:
         job.gpus = self.slots.acquire(job.need) if job.need else []

@@ -323,6 +323,10 @@ class RayExecutor:
         held = self._gpus_in_flight() - sum(j.need for j in freeing)
         return job.need == 0 or job.need <= self.total_gpus - held
 
+    def wait_for_held(self, seconds: float) -> list[str] | None:
+        """Ray places trials by its own GPU accounting: no GPU is held back from it here."""
+        return None
+
     def ever_fits(self, job: Job) -> bool:
         """A trial runs on one node: it must fit the largest one."""
         return job.need == 0 or any(n.gpus >= job.need for n in self.nodes())

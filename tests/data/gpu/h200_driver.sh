@@ -53,19 +53,35 @@ step() { timed "$@"; touch "$RES/$1.done"; }
   [ -n "$sglpid" ] && while kill -0 "$sglpid" 2>/dev/null; do sleep 2; done
   sgl && bash "$here/h200_corpus.sh" sglang > "$RES/corpus-sglang.out" 2>&1
 } &
-step vllm-defaults 330 bash "$here/h200_vllm.sh" defaults
-[ -n "$sglpid" ] && wait "$sglpid"  # SGLang's unpack and help capture
-sgl && bash "$here/h200_sglang.sh" doctor
-sgl && step sglang-defaults 300 bash "$here/h200_sglang.sh" defaults
-step vllm-mistakes 250 bash "$here/h200_vllm.sh" mistakes
-sgl && step sglang-mistakes 280 bash "$here/h200_sglang.sh" mistakes
-step vllm-bench 150 bash "$here/h200_vllm.sh" bench
-sgl && step sglang-bench 130 bash "$here/h200_sglang.sh" bench
-engine_env /tmp/vsite  # transformers serve's server packages (fastapi, uvicorn, openai) come with vLLM's
-step transformers-bench 150 python3 "$here/serve_bench.py" --engine transformers --model "$M8B" \
-  --flags "--continuous-batching" --plan 1:8,8:32,64:128 --out "$RES/transformers-bench" \
-  > "$RES/transformers-bench.out" 2>&1
-step vllm-tune 420 bash "$here/h200_vllm.sh" tune
-sgl && step sglang-tune 420 bash "$here/h200_sglang.sh" tune
+# ORDER (a later session may put what is missing first): the steps by name, each with its usual cost.
+ORDER=${ORDER:-vllm-defaults sglang-defaults vllm-mistakes sglang-mistakes vllm-bench sglang-bench transformers-bench vllm-tune sglang-tune}
+sglang_ready=
+for s in $ORDER; do
+  case $s in
+    sglang-*)
+      sgl || continue
+      if [ -z "$sglang_ready" ]; then  # SGLang's unpack and help capture, then its doctor, once
+        [ -n "$sglpid" ] && wait "$sglpid"
+        bash "$here/h200_sglang.sh" doctor
+        sglang_ready=1
+      fi ;;
+  esac
+  case $s in
+    vllm-defaults) step "$s" 330 bash "$here/h200_vllm.sh" defaults ;;
+    sglang-defaults) step "$s" 300 bash "$here/h200_sglang.sh" defaults ;;
+    vllm-mistakes) step "$s" 250 bash "$here/h200_vllm.sh" mistakes ;;
+    sglang-mistakes) step "$s" 280 bash "$here/h200_sglang.sh" mistakes ;;
+    vllm-bench) step "$s" 150 bash "$here/h200_vllm.sh" bench ;;
+    sglang-bench) step "$s" 130 bash "$here/h200_sglang.sh" bench ;;
+    transformers-bench)
+      # transformers serve's server packages (fastapi, uvicorn, openai) come with vLLM's site
+      step "$s" 150 env PYTHONPATH="/tmp/vsite:$GPU_HOME:/tmp/bsite" python3 "$here/serve_bench.py" \
+        --engine transformers --model "$M8B" --flags=--continuous-batching --plan 1:8,8:32,64:128 \
+        --out "$RES/transformers-bench" > "$RES/transformers-bench.out" 2>&1 ;;
+    vllm-tune) step "$s" 420 bash "$here/h200_vllm.sh" tune ;;
+    sglang-tune) step "$s" 420 bash "$here/h200_sglang.sh" tune ;;
+    *) log "ORDER: unknown step $s" ;;
+  esac
+done
 log "driver: done in $(($(now) - t0)) s"
 touch "$RES/ALLDONE"
