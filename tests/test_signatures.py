@@ -39,6 +39,23 @@ def test_graph_capture_oom_is_not_generic_oom():
     assert "--mem-fraction-static" in c.hint
 
 
+@pytest.mark.parametrize(
+    "line",
+    [
+        # FlashInfer's JIT on a machine with the CUDA runtime but no toolkit (flashinfer/jit/cpp_ext.py)
+        "RuntimeError: Could not find nvcc and default cuda_home='/usr/local/cuda' doesn't exist",
+        # Triton building its launcher with no gcc or clang (triton/runtime/build.py)
+        "RuntimeError: Failed to find C compiler. Please specify via CC environment variable.",
+        "torch._inductor.exc.InductorError: RuntimeError: Failed to find C compiler. Please specify via CC "
+        "environment variable or set triton.knobs.build.impl.",
+    ],
+)
+def test_a_missing_compiler_toolchain_is_a_missing_dependency_not_a_bad_path(line):
+    """"doesn't exist" names a path no flag gave: the tool is missing, the flags are not wrong."""
+    c = classify(["Traceback (most recent call last):", '  File "x.py", line 1, in f', line], "vllm", "kv-alloc")
+    assert c.failure_class == "missing-dependency" and c.signature_id == "jit-toolchain-missing"
+
+
 def test_fa3_requires_sm90():
     c = classify(_lines("sglang-fa3-sm120.log"), "sglang", "kv-alloc")
     assert c.failure_class == "unsupported-hardware"
