@@ -51,8 +51,10 @@ def test_graph_capture_oom_is_not_generic_oom():
     ],
 )
 def test_a_missing_compiler_toolchain_is_a_missing_dependency_not_a_bad_path(line):
-    """"doesn't exist" names a path no flag gave: the tool is missing, the flags are not wrong."""
-    c = classify(["Traceback (most recent call last):", '  File "x.py", line 1, in f', line], "vllm", "kv-alloc")
+    """ "doesn't exist" names a path no flag gave: the tool is missing, the flags are not wrong."""
+    c = classify(
+        ["Traceback (most recent call last):", '  File "x.py", line 1, in f', line], "vllm", "kv-alloc"
+    )
     assert c.failure_class == "missing-dependency" and c.signature_id == "jit-toolchain-missing"
 
 
