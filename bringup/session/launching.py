@@ -194,6 +194,16 @@ class Launcher:
 GPU_WAIT_S = 120.0
 
 
+def held_gpus_stop(ex: Executor, attempts: list[Attempt]) -> str | None:
+    """With nothing in flight, wait for GPUs a leftover or another program holds: None when none
+    is held (nothing to wait for), "" when they came back (launch on), else why the run stops."""
+    t0 = time.monotonic()
+    held = ex.wait_for_held(GPU_WAIT_S)
+    if held is None or not held:
+        return None if held is None else ""
+    return held_reason(held, attempts, time.monotonic() - t0)
+
+
 def held_reason(held: list[str], attempts: list[Attempt], waited_s: float) -> str:
     """Why a run stopped on GPUs still held: which, for how long it waited, and what the last
     trial's GPU reading found holding them (processes, memory), so the user knows what to free."""

@@ -146,3 +146,12 @@ def keep_result(run: Run, result: RunResult) -> None:
 
     write_report(result, run.run_dir)
     write_html(run.run_dir, result, load_tunes(run.run_dir))
+
+
+def resume_hint(proven: bool, max_launches: int, run_id: str | None) -> str:
+    """How to go on searching where a run stopped short (nothing after a proof of impossibility)."""
+    if proven:
+        return ""
+    return (
+        f". Resume the search with: bringup run --resume --run-id {run_id} --max-launches {max_launches + 6}"
+    )

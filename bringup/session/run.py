@@ -23,12 +23,12 @@ from bringup.observe.outcome import Outcome
 from bringup.record.journal import TrialRecord
 from bringup.record.results import RunResult
 from bringup.search.minimize import MinimalFix
-from bringup.session.launching import GPU_WAIT_S, held_reason
+from bringup.session.launching import held_gpus_stop
 from bringup.session.minimizing import minimize
 from bringup.session.preempt import Preemption, preempted
 from bringup.session.prepare import PreparedRun
 from bringup.session.recording import Recorder
-from bringup.session.result import keep_result, run_result
+from bringup.session.result import keep_result, resume_hint, run_result
 from bringup.session.resume import learn_priors, lock_writer, mark_interrupted, new_run_id, reopen, replay
 from bringup.session.settings import QuietObserver, RunError, RunObserver, RunSettings, settings_target
 from bringup.trial.executor import Done, Executor, Job, TrialRun
@@ -163,13 +163,10 @@ class Run(PreparedRun):
             self.preempt.wake = None  # when to look again at a launch waiting for GPUs
             stop = self._fill(ex)
             if not ex.in_flight():
-                waited = time.monotonic()
-                held = None if stop else ex.wait_for_held(GPU_WAIT_S)
-                if held == []:
+                held = None if stop else held_gpus_stop(ex, self.attempts)
+                if held == "":
                     continue  # the GPUs the next launch waited for are back
-                if held:
-                    why = held_reason(held, self.attempts, time.monotonic() - waited)
-                    stop = ("not-found", why + self._resume_hint())
+                stop = stop or (("not-found", held + self._resume_hint()) if held else None)
                 status, stop_reason = stop or (status, stop_reason)
                 break
             d = self._answer(ex)
@@ -300,8 +297,4 @@ class Run(PreparedRun):
         return None
 
     def _resume_hint(self) -> str:
-        """How to go on searching where this run stopped short (not for a proof of impossibility)."""
-        if self.strategy.impossible():
-            return ""
-        more = self.settings.max_launches + 6
-        return f". Resume the search with: bringup run --resume --run-id {self.run_id} --max-launches {more}"
+        return resume_hint(self.strategy.impossible() is not None, self.settings.max_launches, self.run_id)
