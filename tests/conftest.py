@@ -69,6 +69,29 @@ def tiny_model_hd16(tmp_path_factory) -> Path:
     return write_test_model(tmp_path_factory.mktemp("models") / "tiny16", TestModelSpec(head_dim=16))
 
 
+@pytest.fixture(scope="session")
+def known_model(tmp_path_factory) -> Path:
+    """The `known` preset: trained on CPU (a minute or more on 2 cores), so trained once a session
+    and only read by the tests that use it (tests/test_testmodel_presets.py, the real engines')."""
+    from bringup.testmodel.tiny import write_preset
+
+    return write_preset(tmp_path_factory.mktemp("models") / "known", "known")
+
+
+@pytest.fixture(scope="session")
+def overflow_model(known_model, tmp_path_factory) -> Path:
+    """The `fp16-overflow` preset, made as write_preset makes it (the known model, then its MLPs
+    rescaled), from the session's known model instead of a second training."""
+    import shutil
+
+    from bringup.testmodel.train import scale_for_fp16_overflow
+
+    out = tmp_path_factory.mktemp("models") / "fp16-overflow"
+    shutil.copytree(known_model, out)
+    assert scale_for_fp16_overflow(out) >= 8
+    return out
+
+
 def bringup(*args: str, timeout: float = 600, check_json: bool = True, env: dict | None = None):
     """Run the bringup CLI as a user would; returns (returncode, parsed JSON or None, stdout, stderr)."""
     proc = subprocess.run(

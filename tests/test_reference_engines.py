@@ -8,14 +8,9 @@ from pathlib import Path
 import pytest
 from conftest import MEM, assert_nothing_left, bringup
 
-from bringup.testmodel.tiny import write_preset
-
 pytestmark = pytest.mark.engine
 
-
-@pytest.fixture(scope="module")
-def overflow_model(tmp_path_factory) -> Path:
-    return write_preset(tmp_path_factory.mktemp("models") / "fp16-overflow", "fp16-overflow")
+# overflow_model: the fp16-overflow preset, from the session's trained known model (conftest.py).
 
 
 def _trial(engine: str, model: Path, runs: Path, *flags: str) -> tuple[int, dict]:
