@@ -10,10 +10,13 @@ share of give-ups and of false "no working configuration" verdicts, and the shar
 that changed nothing the previous failure's evidence named (unimplicated) or nothing of the atom
 that decided it (off-target). Definitions: docs/composed-faults.md and bringup/oracle/faults/measure.py.
 
-The held-out split is sealed: only aggregate numbers are printed or written for it.
+A split is any atom file of bringup/data/faults/ but bases.yaml (dev, dev2, heldout, sealed, ...);
+`both` means dev + heldout. The splits named dev* (dev, dev2) are readable: their cases are written in
+full to --json. Every other split is sealed: only aggregate numbers are printed or written for it
+(no atom ids, baselines or log lines).
 
-Run:  .venv/bin/python benchmarks/composed_faults.py [--cases 200] [--seed 0] [--split dev|heldout|both]
-                                                      [--jobs 1] [--json out.json]
+Run:  .venv/bin/python benchmarks/composed_faults.py [--cases 200] [--seed 0]
+                                                      [--split dev|dev2|heldout|sealed|both] [--jobs 1] [--json out.json]
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from bringup.oracle.faults.atoms import is_sealed, splits
 from bringup.oracle.faults.compose import Case, compose_case
 from bringup.oracle.faults.measure import CaseResult, measure
 from bringup.oracle.inprocess import InProcessTrial
@@ -68,8 +72,8 @@ def run_case(case: Case, knowledge: bool, keep_detail: bool) -> CaseResult:
 def _work(args: tuple[str, int, int, str]) -> dict[str, Any]:
     split, seed, index, folder = args
     _quiet_reports()
-    case = compose_case(split, seed, index, Path(folder), dict(os.environ))  # type: ignore[arg-type]
-    keep = split == "dev"
+    case = compose_case(split, seed, index, Path(folder), dict(os.environ))
+    keep = not is_sealed(split)
     out: dict[str, Any] = {"index": index, "atoms": len(case.atoms)}
     for name, knowledge in COLUMNS:
         out[name] = run_case(case, knowledge, keep).__dict__
@@ -135,21 +139,21 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--cases", type=int, default=200)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--split", choices=("dev", "heldout", "both"), default="both")
+    p.add_argument("--split", choices=(*splits(), "both"), default="both")
     p.add_argument("--jobs", type=int, default=1)
     p.add_argument("--json", type=Path, default=None)
     a = p.parse_args(argv)
-    splits = ("dev", "heldout") if a.split == "both" else (a.split,)
+    chosen = ("dev", "heldout") if a.split == "both" else (a.split,)
     report: dict[str, Any] = {"cases": a.cases, "seed": a.seed, "budget": BUDGET}
-    for split in splits:
+    for split in chosen:
         t0 = time.time()
         rows, summary = run_split(split, a.cases, a.seed, a.jobs)
         took = time.time() - t0
         print(table(split, summary))
         print(f"\n({split}: {a.cases} cases in {took:.0f} s)\n", flush=True)
         report[split] = {"summary": summary, "seconds": took}
-        if split == "dev":
-            report[split]["cases_detail"] = rows  # sealed split: aggregates only
+        if not is_sealed(split):
+            report[split]["cases_detail"] = rows  # a sealed split: aggregates only
     if a.json is not None:
         a.json.write_text(json.dumps(report, indent=1, default=str))
     return 0

@@ -39,7 +39,7 @@ def spans(r: Run, ex: Executor, n: int, seq0: int) -> list[tuple[float, float]]:
     """(driver's span, trial's own span) per trial, one at a time."""
     out = []
     for i in range(n):
-        job = Job(seq0 + i, "search", r.baseline, False, {}, need=r._need(r.baseline, False))
+        job = Job(seq0 + i, "search", r.baseline, False, {}, need=r.launcher.need(r.baseline))
         t0 = time.time()
         ex.submit(job)
         d = ex.wait()

@@ -7,7 +7,7 @@ class of each launch. The time scale is 0.01 real seconds per simulated second b
 loaded 2-core machine a smaller one makes the double's start-up outlast its own scaled hang
 deadline, and launches read as hangs that are not.
 
-Run:  .venv/bin/python benchmarks/search_scenarios.py [NAME ...] [--time-scale 0.01] [--budget 12]
+Run:  .venv/bin/python benchmarks/search_scenarios.py [NAME ...] [--time-scale 0.01] [--budget 12] [--in-process]
 """
 
 from __future__ import annotations
@@ -23,7 +23,9 @@ from bringup.scenario import bundled_scenarios, load_scenario, scenario_path
 from bringup.session.run import Run, RunSettings
 
 
-def one(name: str, knowledge: bool, scale: float, budget: int) -> tuple[str, int, str]:
+def one(
+    name: str, knowledge: bool, scale: float, budget: int, in_process: bool = False
+) -> tuple[str, int, str]:
     path = scenario_path(name)
     sc = load_scenario(path)
     with tempfile.TemporaryDirectory(prefix="bringup-bench-") as root:
@@ -36,7 +38,12 @@ def one(name: str, knowledge: bool, scale: float, budget: int) -> tuple[str, int
             time_scale=scale,
             max_launches=budget,
         )
-        res = Run(s, Path(root)).execute()
+        if in_process:  # every launch answered by the scenario oracle (bringup/oracle/inprocess.py)
+            from bringup.oracle.inprocess import InProcessTrial
+
+            res = Run(s, Path(root), trial_factory=InProcessTrial).execute()
+        else:
+            res = Run(s, Path(root)).execute()
     path_txt = " > ".join(a.failure_class or a.status for a in res.attempts)
     return res.status, res.launches, path_txt
 
@@ -46,6 +53,11 @@ def main() -> None:
     ap.add_argument("names", nargs="*", help="scenario names (default: every shipped one)")
     ap.add_argument("--time-scale", type=float, default=0.01)
     ap.add_argument("--budget", type=int, default=12)
+    ap.add_argument(
+        "--in-process",
+        action="store_true",
+        help="answer each launch with the scenario oracle instead of a scenario server (minutes, not hours)",
+    )
     a = ap.parse_args()
     names = a.names or [p.stem for p in bundled_scenarios()]
     table = Table(title="The search on the shipped scenarios (screen never, 12 launches)")
@@ -53,7 +65,7 @@ def main() -> None:
         table.add_column(col)
     for name in names:
         for knowledge in (True, False):
-            status, n, shown = one(name, knowledge, a.time_scale, a.budget)
+            status, n, shown = one(name, knowledge, a.time_scale, a.budget, a.in_process)
             table.add_row(name, "on" if knowledge else "off", status, str(n), shown)
             print(f"| {name} | {'on' if knowledge else 'off'} | {status} | {n} | {shown} |", flush=True)
     Console().print(table)

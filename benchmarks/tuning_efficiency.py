@@ -37,7 +37,7 @@ from bringup.core.candidate import parse_flags
 from bringup.oracle.tuning import ScenarioOracle
 from bringup.scenario import load_scenario, scenario_path
 from bringup.tuning.knobs import Knob, start_point, with_base_levels
-from bringup.tuning.repeats import Repeats
+from bringup.tuning.session import TuneSession
 from bringup.tuning.tuner import Tuner, grid
 from bringup.tuning.verdict import RepeatRule
 
@@ -57,19 +57,14 @@ KNOBS = [
 ]
 
 
-def chosen(t: Tuner, oracle: ScenarioOracle, repeats: int, start: dict | None) -> tuple[dict | None, int]:
-    """What the tuning ends with, and the repeat launches it took: with repeats, the verdict's
+def chosen(t: Tuner, oracle: ScenarioOracle, repeats: int) -> tuple[dict | None, int]:
+    """The tuning session as `bringup tune` runs it (bringup/tuning/session.py), its points answered
+    by the oracle: what it ends with, and the repeat launches it took. With repeats, the verdict's
     (the winner, or the baseline kept when it works); without, the best single measurement. For
     random search (no baseline), the finalists are ranked by their repeats' medians."""
-    best = t.best()
-    if not repeats or best is None:
-        return (best.knobs if best else None), 0
-    out = Repeats(RepeatRule(max_rounds=repeats), lambda k: oracle(k, None), t.objective).run(t.points, start)
-    if out.winner is not None:
-        return out.winner.knobs, out.launches
-    if not out.base.failed:
-        return out.base.knobs, out.launches
-    return best.knobs, out.launches
+    session = TuneSession(t, RepeatRule(max_rounds=repeats) if repeats else None)
+    out = session.run(lambda k: oracle(k, None))
+    return session.chosen(), out.launches if out is not None else 0
 
 
 def main() -> None:
@@ -123,8 +118,7 @@ def main() -> None:
                     sampler=method,
                     start=start if method == "tpe" else None,
                 )
-                t.run()
-                pick, extra = chosen(t, oracle, a.repeats, start if method == "tpe" else None)
+                pick, extra = chosen(t, oracle, a.repeats)
                 fracs.append(true_value(pick) / optimum if pick else 0.0)
                 repeat_launches.append(extra)
                 launched = [p for p in t.points if p.evaluation.launched]

@@ -36,7 +36,7 @@ from bringup.core.candidate import parse_flags
 from bringup.oracle.tuning import ScenarioOracle
 from bringup.scenario import load_scenario, scenario_path
 from bringup.tuning.knobs import Knob, with_base_levels
-from bringup.tuning.repeats import Repeats
+from bringup.tuning.session import TuneSession
 from bringup.tuning.tuner import Tuner
 from bringup.tuning.verdict import RepeatRule
 
@@ -97,9 +97,8 @@ def one(
     knobs = with_base_levels([Knob(k.flag, list(k.levels), k.monotone_memory) for k in KNOBS], start)
     oracle = ScenarioOracle(sc, base, WORKLOAD, noise_seed=None, run_noise=noise, run_seed=seed, cache=cache)
     t = Tuner(knobs, oracle, budget=budget, seed=seed, start=start)
-    t.run()
-    rule = RepeatRule()
-    out = Repeats(rule, lambda k: oracle(k, None), t.objective).run(t.points, start)
+    out = TuneSession(t, RepeatRule()).run(lambda k: oracle(k, None))  # as `bringup tune` runs it
+    assert out is not None
     best = t.best()
     winner = out.winner.knobs if out.winner else None
     base_true = truth(start)

@@ -32,12 +32,14 @@ from rich.console import Console
 from rich.table import Table
 
 from bringup.core.candidate import Candidate, parse_flags
+from bringup.core.clock import SimulatedClock
 from bringup.observe.outcome import Outcome
 from bringup.oracle.tuning import ScenarioOracle
 from bringup.scenario import load_scenario, scenario_path
 from bringup.trial.executor import Job, LocalExecutor, TrialRun
 from bringup.trial.slots import GpuSlots
 from bringup.tuning.knobs import Knob, start_point, with_base_levels
+from bringup.tuning.session import TuneSession
 from bringup.tuning.tuner import Tuner, grid
 
 SCENARIO = "tune-llama31-70b-fp8-h200-sglang"
@@ -70,8 +72,9 @@ def tune_once(sc, base, knobs, start, seed: int, slots: int, budget: int) -> Tun
     def job_of(seq: int, point: dict[str, str], best: float | None) -> Job:
         return Job(seq, "search", model, False, {"knobs": point, "best": best}, need=1)
 
-    t = Tuner(knobs, oracle, budget=budget, seed=seed, start=start, simulated=True)
-    t.run(LocalExecutor(run_job, GpuSlots([str(i) for i in range(slots)]), slots, simulated=True), job_of)
+    t = Tuner(knobs, oracle, budget=budget, seed=seed, start=start, clock=SimulatedClock())
+    ex = LocalExecutor(run_job, GpuSlots([str(i) for i in range(slots)]), slots, clock=SimulatedClock())
+    TuneSession(t).search(ex, job_of)  # the search as `bringup tune --parallel` runs it, no repeats
     return t
 
 

@@ -32,6 +32,8 @@ class Fault:
     signature: str | None = None
     evidence: list[str] = field(default_factory=list)
     hint: str | None = None
+    frames: list[str] = field(default_factory=list)  # the root exception's, innermost last
+    remedies: list[Any] = field(default_factory=list)  # observe.remedies.Remedy
 
     def outcome(self) -> Outcome:
         return Outcome(
@@ -43,6 +45,8 @@ class Fault:
             implicates=list(self.implicates),
             signature=self.signature,
             hint=self.hint,
+            frames=list(self.frames),
+            remedies=list(self.remedies),
         )
 
 
@@ -71,3 +75,39 @@ def solve(s: Strategy, world: World, budget: int = 12) -> list[tuple[Candidate, 
         if o.status == "works":
             break
     return out
+
+
+@dataclass
+class LogFault(Fault):
+    """A fault whose outcome is what bringup's own classifier reads in a real log
+    (tests/data/logs), with the effective configuration the engine would print for the launch
+    (``effective``: dest -> the value of the launched flag, or the engine's default)."""
+
+    log: str = ""
+    effective: dict[str, tuple[str, str]] = field(default_factory=dict)  # dest -> (flag, default)
+
+    def outcome_for(self, flags: dict[str, Any]) -> Outcome:
+        from pathlib import Path
+
+        from bringup.engines.explain import explain_file
+
+        o = explain_file(Path(__file__).parent / "data" / "logs" / self.log)
+        o.effective = {dest: str(flags.get(flag) or dflt) for dest, (flag, dflt) in self.effective.items()}
+        return o
+
+
+def log_fault(name: str, when: Trigger, log: str, **effective: tuple[str, str]) -> LogFault:
+    return LogFault(name, when, "", "", "", log=log, effective=dict(effective))
+
+
+@dataclass
+class LogWorld(World):
+    """A world whose faults are real logs: a launch shows the earliest-phase fault it triggers,
+    as the real classifier reads it (the phase comes from the log, not from the test)."""
+
+    def answer(self, cand: Candidate) -> Outcome:
+        flags, env = cand.flag_dict, cand.env_dict
+        hit = [f.outcome_for(flags) for f in self.faults if isinstance(f, LogFault) and f.when(flags, env)]
+        if not hit:
+            return Outcome(status="works")
+        return min(hit, key=lambda o: phase_index(o.phase or "spawn"))

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 from bringup.core.candidate import Candidate
-from bringup.oracle.faults.atoms import fix_tokens, load_atoms, load_bases
+from bringup.oracle.faults.atoms import fix_tokens, is_sealed, load_atoms, load_bases, splits
 from bringup.oracle.faults.compose import (
     apply_fix,
     compose_atoms,
@@ -45,8 +45,94 @@ def test_atom_files_hold_thirty_sourced_atoms_a_third_held_out():
         assert all(any(fits(a, b) for b in load_bases()) for a in split)  # every atom has a home
 
 
+def test_every_atom_of_every_split_file_is_valid_and_ids_are_unique_across_files():
+    """Any `<name>.yaml` of the faults folder but the bases is a split; every atom validates (the
+    schema, its class, its fixes), has a home among the bases, and no id appears in two files. Only
+    counts are asserted: a sealed split's atoms are named nowhere."""
+    names = splits()
+    assert {"dev", "dev2", "heldout", "sealed"} <= set(names) and "bases" not in names
+    assert not is_sealed("dev") and not is_sealed("dev2")  # the dev* splits are readable
+    assert is_sealed("heldout") and is_sealed("sealed")
+    seen: set[str] = set()
+    for split in names:
+        atoms = load_atoms(split)  # raises on a schema error, an unknown class or a duplicate id
+        ids = {a.id for a in atoms}
+        assert not ids & seen, f"{split}: an atom id is used by another split"
+        seen |= ids
+        assert all(fix_tokens(f) for a in atoms for f in a.fixes)
+        homeless = sum(not any(fits(a, b) for b in load_bases()) for a in atoms)
+        assert homeless == 0, f"{split}: {homeless} atom(s) fit no base"
+
+
+def test_the_sealed_split_covers_both_engines_and_the_hard_patterns_in_proportion():
+    atoms = load_atoms("sealed")
+    assert len(atoms) >= 30
+    assert {a.engine for a in atoms} >= {"vllm", "sglang"}
+    assert all(a.id.startswith("sealed-") for a in atoms)
+    assert sum(a.needs_two for a in atoms) >= 1
+    assert {a.named_by for a in atoms} == {"log", "frame", "none"}
+    hard = sum(a.named_by != "log" for a in atoms)  # the fix is named by a frame only, or by nothing
+    assert 2 * hard <= len(atoms), "the hard patterns should not be the majority"
+
+
+def test_the_dev2_split_is_readable_and_carries_the_hard_patterns():
+    """dev2 (readable, like dev): at least 40 atoms on both engines, ids prefixed dev2-, the ways
+    out named by the log, by frames only and by nothing, two-change atoms, and an engine that
+    overrides what was asked (an atom's `force`)."""
+    atoms = load_atoms("dev2")
+    assert len(atoms) >= 40 and not is_sealed("dev2")
+    assert all(a.id.startswith("dev2-") for a in atoms)
+    assert {a.engine for a in atoms} >= {"vllm", "sglang"}
+    assert {v for a in atoms for v in a.versions} >= {"0.32.0", "0.5.10.post1", "0.5.23"}
+    assert sum(a.needs_two for a in atoms) >= 3
+    assert {a.named_by for a in atoms} == {"log", "frame", "none"}
+    assert any(a.force for a in atoms)
+    assert sum(not a.inject for a in atoms) >= 5  # a default of the engine is what breaks
+
+
+def test_an_atom_can_make_the_engine_override_what_was_asked(tmp_path):
+    """An atom's `force` entries join the composed scenario: the engine imposes its value whatever
+    was asked, and the forced flag counts as touched by that atom (no other atom may draw it)."""
+    from bringup.oracle.faults.compose import touched
+
+    atom = next(a for a in load_atoms("dev2") if a.force)
+    base = next(b for b in load_bases() if fits(atom, b))
+    case = compose_atoms("dev2", base["name"], [atom.id], tmp_path, ENV)
+    assert len(case.scenario.force) == len(atom.force)
+    spec = case.scenario.help_spec()
+    for entry in atom.force:
+        for flag in entry.set:
+            assert spec.resolve(f"--{flag}").name in touched(atom, spec)
+
+
+def test_a_split_name_that_is_no_file_is_refused():
+    from bringup.core.datafiles import KnowledgeFileError
+
+    with pytest.raises(KnowledgeFileError, match="no split"):
+        load_atoms("no-such-split")
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("split", ["dev", "heldout"])
+def test_the_sealed_split_composes_solvable_cases(tmp_path):
+    """Aggregate only, as for any sealed split: 12 cases of seed 0 compose, each proven (every first
+    fix together validates, the baseline fails), sizes vary, and a failed draw names no atom."""
+    sizes, bases = set(), set()
+    for i in range(12):
+        case = compose_case("sealed", 0, i, tmp_path, ENV)
+        sizes.add(len(case.atoms))
+        bases.add(case.base)
+        oracle, spec = _oracle(case), case.scenario.help_spec()
+        base = next(b for b in load_bases() if b["name"] == case.base)
+        flags, env = merged_baseline(base, case.atoms, spec)
+        assert oracle.outcome(flags, env=env).status != "works"
+        for a in case.atoms:
+            apply_fix(flags, env, a.fixes[0], spec)
+        assert oracle.outcome(flags, env=env).validated
+    assert len(sizes) >= 3 and len(bases) >= 4
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("split", ["dev", "dev2", "heldout", "sealed"])
 def test_the_composer_is_deterministic_per_seed(tmp_path, split):
     def draw(seed: int, sub: str):
         d = tmp_path / sub
@@ -61,7 +147,7 @@ def test_the_composer_is_deterministic_per_seed(tmp_path, split):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("split", ["dev", "heldout"])
+@pytest.mark.parametrize("split", ["dev", "dev2", "heldout", "sealed"])
 def test_every_composed_case_is_solvable_and_every_atom_live(tmp_path, split):
     sizes = set()
     for i in range(8):

@@ -263,7 +263,7 @@ def test_a_good_journal_cut_anywhere_is_detected_or_still_reads():
             c.write_bytes(good[:cut])
             try:
                 row = Journal(c).run("r1")
-                assert row is None or row["id"] == "r1"
+                assert row is None or row.id == "r1"
             except JournalDamaged:
                 assert any(p.read_bytes() == good[:cut] for p in (d / "c").glob("journal.sqlite.damaged-*"))
             shutil.rmtree(d / "c")

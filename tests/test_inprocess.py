@@ -159,3 +159,37 @@ def test_a_whole_run_in_process_validates_the_nccl_scenario(tmp_path):
     assert res.validated
     assert res.attempts[0].status == "timeout" and res.attempts[0].phase == "distributed-init"
     assert res.simulated_hours and res.simulated_hours > 600 / 3600  # the hang costs its deadline
+
+
+class _HeldByAnother(InProcessTrial):
+    """The first launch's teardown finds its GPUs' memory taken by a process the run did not
+    start (seen on the H200: a server started beside the run took 128 GB during a launch)."""
+
+    def run(self):
+        out = super().run()
+        out.gpu = {
+            "held": [
+                "GPU 0: 128715 MiB in use, 615 MiB before the last launch",
+                "pid 10813 (python3) on GPU 0",
+            ]
+        }
+        return self._write(out)  # as a real trial records its teardown's GPU reading
+
+
+class _NeverBack:
+    def is_back(self, indices):
+        return False  # the other program keeps its server up
+
+
+def test_a_run_whose_gpus_another_process_holds_stops_saying_which_and_what_holds_them(tmp_path, monkeypatch):
+    import bringup.session.launching as launching
+
+    monkeypatch.setattr(launching, "default_watch", _NeverBack)
+    settings = RunSettings(
+        scenario=str(scenario_path(NCCL)), screen="never", minimize=False, max_launches=6, gpus="0"
+    )
+    res = Run(settings, tmp_path, trial_factory=_HeldByAnother).execute()
+    assert res.launches == 1 and not res.validated
+    assert res.status == "not-found"
+    assert "whose memory was still not back" in res.stop_reason and "pid 10813" in res.stop_reason
+    assert "--resume" in res.stop_reason

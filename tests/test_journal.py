@@ -14,7 +14,7 @@ import pytest
 
 from bringup.core.candidate import Candidate
 from bringup.observe.outcome import Outcome, ProbeResult, Timings
-from bringup.record.journal import Journal
+from bringup.record.journal import Journal, TrialRecord
 
 HW, MODEL = "hw-1", "model-1"
 
@@ -69,18 +69,20 @@ def add(
     extra: dict | None = None,
 ) -> None:
     j.add_trial(
-        run_id,
-        seq,
-        purpose,
-        c,
-        c.key(),
-        o,
-        Path("/t") / f"{run_id}-{seq}",
-        100.0 + seq,
-        110.0 + seq,
-        hw,
-        MODEL,
-        extra,
+        TrialRecord(
+            run_id=run_id,
+            seq=seq,
+            purpose=purpose,
+            candidate=c,
+            effective_key=c.key(),
+            outcome=o,
+            trial_dir=str(Path("/t") / f"{run_id}-{seq}"),
+            extra=extra or {},
+            started=100.0 + seq,
+            ended=110.0 + seq,
+            hardware_fp=hw,
+            model_id=MODEL,
+        )
     )
 
 
@@ -89,21 +91,21 @@ def test_creates_its_folder_and_a_run_reads_back(journal, tmp_path):
     assert journal.latest_run() is None and journal.run("nope") is None
     new_run(journal, "r1", tmp_path)
     row = journal.run("r1")
-    assert row["status"] == "running" and row["engine"] == "vllm" and row["engine_version"] == "0.32.0"
-    assert row["settings"] == {"engine": "vllm", "max_launches": 12, "fix": {"--tp": 1}}  # JSON round trip
-    assert row["result"] is None and row["run_dir"] == str(tmp_path / "runs" / "r1")
+    assert row.status == "running" and row.engine == "vllm" and row.engine_version == "0.32.0"
+    assert row.settings == {"engine": "vllm", "max_launches": 12, "fix": {"--tp": 1}}  # JSON round trip
+    assert row.result is None and row.run_dir == str(tmp_path / "runs" / "r1")
 
 
 def test_finish_and_status_and_latest(journal, tmp_path):
     new_run(journal, "r1", tmp_path)
     new_run(journal, "r2", tmp_path)
-    assert journal.latest_run()["id"] == "r2"
-    assert [r["id"] for r in journal.runs()] == ["r1", "r2"]
+    assert journal.latest_run().id == "r2"
+    assert [r.id for r in journal.runs()] == ["r1", "r2"]
     journal.set_status("r1", "interrupted")
-    assert journal.run("r1")["status"] == "interrupted"
+    assert journal.run("r1").status == "interrupted"
     journal.finish_run("r2", "validated", {"final_command": "vllm serve /m", "launches": 2})
     row = journal.run("r2")
-    assert row["status"] == "validated" and row["result"]["launches"] == 2
+    assert row.status == "validated" and row.result["launches"] == 2
 
 
 def test_a_second_journal_object_resumes_what_the_first_wrote(journal, tmp_path):
@@ -112,7 +114,7 @@ def test_a_second_journal_object_resumes_what_the_first_wrote(journal, tmp_path)
     add(journal, "r1", 2, "search", cand(enforce_eager=True), outcome("works"))
     add(journal, "r1", 1, "search", cand(), outcome())
     again = Journal(journal.path)
-    assert again.run("r1")["status"] == "running"
+    assert again.run("r1").status == "running"
     trials = again.trials("r1")
     assert [t.seq for t in trials] == [1, 2]  # ordered by seq, not by insertion
     t1, t2 = trials

@@ -234,4 +234,4 @@ def test_ctrl_c_stops_every_types_run_and_leaves_no_server(cluster: LocalCluster
     assert not alive and not servers(), "a trial's server survived the stop"
     for t in (A, B):
         row = Journal(tmp_path / "out" / t / "journal.sqlite").latest_run()
-        assert row is not None and row["status"] == "interrupted"
+        assert row is not None and row.status == "interrupted"

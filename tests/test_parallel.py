@@ -166,6 +166,29 @@ def test_a_gpu_left_full_is_not_reused_until_a_reading_shows_it_back():
     ex.close()
 
 
+def test_with_nothing_in_flight_a_run_waits_for_a_held_gpu_then_names_it(monkeypatch):
+    import bringup.trial.executor as executor
+
+    monkeypatch.setattr(executor, "HELD_POLL_S", 0.01)
+    reads = {"n": 0, "back_after": 3}
+
+    def free(g: list[str]) -> bool:
+        reads["n"] += 1
+        return reads["n"] > reads["back_after"]
+
+    ex = LocalExecutor(FakeTrials(cls="gpu-memory-held"), GpuSlots(["0"]), width=1, gpu_free=free)
+    assert ex.wait_for_held(5.0) is None  # nothing held: nothing to wait for
+    ex.submit(job(1, 1, 0.0))
+    ex.wait()
+    assert not ex.fits(job(2, 1, 0.0))  # one reading: still held
+    assert ex.wait_for_held(5.0) == [] and ex.fits(job(2, 1, 0.0))  # back after a few readings
+    reads["back_after"] = 10**9
+    ex.submit(job(2, 1, 0.0))
+    ex.wait()
+    assert ex.wait_for_held(0.05) == ["0"]  # never back within the wait: named
+    ex.close()
+
+
 def test_a_failing_trial_function_frees_its_gpus_and_raises():
     def boom(j: Job) -> TrialRun:
         raise RuntimeError("engine adapter bug")

@@ -12,6 +12,7 @@ import asyncio
 import json
 import math
 import time
+import zlib
 
 import pytest
 from fake_openai_server import Server
@@ -165,6 +166,45 @@ def test_a_sampled_request_with_no_token_by_the_deadline_is_a_stall_and_ends_the
     )  # it waited for the floor; the detail says the stall, not the 10 s timeout, ended it
 
 
+class FirstSampleCompiles(Sampler):
+    """The first sampled request waits on a kernel build (FlashInfer's top-k/top-p JIT on a cold
+    cache, as SGLang 0.5.16 on the H200 showed); later ones are answered at once."""
+
+    async def generate(self, req: dict, chat: bool, w) -> bool:
+        first = (req.get("temperature") or 0) > 0 and not any(
+            (r.get("temperature") or 0) > 0 for r in self.log
+        )
+        self.stall = 1.2 if first else 0.0
+        return await super().generate(req, chat, w)
+
+
+@pytest.mark.slow
+def test_a_sampled_request_that_waits_on_a_kernel_build_is_slow_not_a_stall():
+    """While compilers work under the server the gap is a cold JIT cache: the probe waits until they
+    are quiet and asks again (the note says so); with no compiler at work the same gap is a stall."""
+    calls = []
+
+    def compiling() -> list[str]:  # a build for the first 1.6 s of looking, then quiet
+        calls.append(time.monotonic())
+        return ["ninja", "nvcc"] if calls[-1] - calls[0] < 1.6 else []
+
+    cfg = ProbeConfig(request_timeout=10, stall_floor_s=0.5, stall_factor=5)
+    with serving(FirstSampleCompiles) as (url, _):
+        runner = ProbeRunner(url, cfg)
+        runner.compiling = compiling
+        res = by_name(runner.run())
+        time.sleep(1.0)
+    s = res["sampled"]
+    assert s.passed, s.detail
+    assert s.detail.startswith("the first request waited") and "(ninja, nvcc: a cold JIT cache)" in s.detail
+    with serving(FirstSampleCompiles) as (url, _):
+        runner = ProbeRunner(url, cfg)
+        runner.compiling = lambda: []
+        results = runner.run()
+        time.sleep(1.0)
+    assert results[-1].name == "sampled" and results[-1].kind == "stall"
+
+
 class LongPrompt(Server):
     """Reports max_model_len; prompts past 500 words get a prefill that disagrees with decoding,
     unless `healthy`: then a prompt ending in its own answer continues it."""
@@ -241,6 +281,101 @@ def test_a_long_prompt_answer_that_cannot_be_fed_back_is_not_called_a_disagreeme
     with serving(ByteFragmentLongPrompt) as (url, _):
         r = by_name(probe(url))["long-prompt"]
     assert r.passed and "the continuation was not compared" in r.detail, r.detail
+
+
+class Retokenizing(Server):
+    """A model over token ids whose answers re-tokenize into other pieces when sent back as text,
+    as random-weight gibberish does (seen on the H200: vLLM 0.24.0, an 8 B random Llama).
+
+    The next token is a hash of every id before it, so the answer to the prompt plus its own first
+    half (as ids) is the answer's second half. Generated tokens are spelled ' g4' or 'h7' (no space:
+    glued to the one before), and the tokenizer splits text at spaces, so ' g4h7 g2' comes back as
+    two other tokens. `ids`: the server honours `return_token_ids` (vLLM's, SGLang's from 0.5.23);
+    `broken`: past 500 prompt tokens the prefill is wrong, so the first token after a long prefill
+    is not the one decoding reaches (the fault the probe exists for)."""
+
+    ids = True
+    broken = False
+
+    async def route(self, method: str, path: str, body: bytes, w) -> bool:
+        if method == "GET" and path == "/v1/models":
+            self.send_json(w, {"object": "list", "data": [{"id": "fake-model", "max_model_len": 2048}]})
+            await w.drain()
+            return True
+        return await super().route(method, path, body, w)
+
+    @staticmethod
+    def spell(i: int) -> str:
+        return f" g{i}" if i % 2 == 0 else f"h{i}"
+
+    @staticmethod
+    def next_id(ids: list[int], salt: str = "") -> int:
+        return zlib.crc32((salt + ",".join(map(str, ids))).encode()) % 64
+
+    async def generate(self, req: dict, chat: bool, w) -> bool:
+        prompt = None if chat else req.get("prompt")
+        ids = prompt if isinstance(prompt, list) else self.tokenize(prompt or "", True)
+        if chat or req.get("stream") or len(ids) < 500:
+            return await super().generate(req, chat, w)
+        self.log.append(req)
+        out: list[int] = []
+        for _ in range(int(req["max_tokens"])):
+            salt = "broken" if self.broken and not out else ""
+            out.append(self.next_id(ids + out, salt))
+        toks = [self.spell(i) for i in out]
+        top = [{t: -0.1, " other": -3.0} for t in toks]
+        choice: dict = {
+            "index": 0,
+            "text": "".join(toks),
+            "logprobs": {"tokens": toks, "token_logprobs": [-0.1] * len(toks), "top_logprobs": top},
+        }
+        if self.ids and req.get("return_token_ids"):
+            choice |= {"token_ids": out, "prompt_token_ids": ids}
+        self.send_json(
+            w, {"choices": [choice], "usage": {"prompt_tokens": len(ids), "completion_tokens": len(out)}}
+        )
+        await w.drain()
+        return True
+
+
+class RetokenizingNoIds(Retokenizing):
+    ids = False
+
+
+class RetokenizingBroken(Retokenizing):
+    broken = True
+
+
+def test_an_answer_that_retokenizes_differently_is_fed_back_as_ids_and_not_called_wrong():
+    """The old probe fed the answer back as text: the tokenizer read other pieces, the second
+    prompt was not the first's continuation, and a healthy server was called wrong-output."""
+    with serving(Retokenizing) as (url, srv):
+        ok = by_name(probe(url))["long-prompt"]
+        long = [r for r in srv.log if isinstance(r.get("prompt"), list)]
+    assert ok.passed and ok.kind == "ok" and "(fed back as token ids)" in ok.detail, ok.detail
+    assert len(long) == 1 and len(long[0]["prompt"]) > 500  # the prompt's ids + the first 8 answer ids
+    with serving(RetokenizingNoIds) as (url, _):
+        text = by_name(probe(url))["long-prompt"]
+    assert (
+        text.passed and "not compared" in text.detail and "re-tokenizes into other pieces" in text.detail
+    ), text.detail
+    with serving(RetokenizingBroken) as (url, _):
+        bad = by_name(probe(url))["long-prompt"]
+    assert not bad.passed and bad.kind == "disagree" and "not its own continuation" in bad.detail, bad.detail
+
+
+def test_an_id_prompt_the_server_reads_as_another_count_is_not_compared():
+    class Miscounting(Retokenizing):
+        async def generate(self, req: dict, chat: bool, w) -> bool:
+            if isinstance(req.get("prompt"), list):
+                req = {**req, "prompt": req["prompt"][:-1]}  # drops an id, as a server that re-reads it might
+            return await super().generate(req, chat, w)
+
+    with serving(Miscounting) as (url, _):
+        r = by_name(probe(url))["long-prompt"]
+    assert (
+        r.passed and "not compared" in r.detail and "981 token ids sent back as 980 prompt tokens" in r.detail
+    ), r.detail
 
 
 class FullBatchVariant(Server):
@@ -356,6 +491,10 @@ def test_a_real_trial_of_each_users_fault_fails_the_same_probe_and_names_its_sus
     fix = next(e for e in sc.expect if e.status == "works")
     rc, d = _real(name, fix.changes, extra=("--runs-dir", str(tmp_path)))
     assert rc == 0 and d["status"] == "works", d.get("evidence")
+    if FAULTS[name] == "long-prompt":  # the double returns token ids: the answer goes back as ids
+        assert "not its own continuation" in bad[0]["detail"]
+        ok = next(p for p in d["probes"] if p["name"] == "long-prompt")
+        assert "(fed back as token ids)" in ok["detail"], ok["detail"]
 
 
 # -- the trial's verdict on a stall ----------------------------------------------------------------------

@@ -129,7 +129,7 @@ def test_no_node_of_this_hardware_says_how_to_start_one(cluster: LocalCluster, t
     from bringup.record.journal import Journal
 
     row = Journal(tmp_path / "journal.sqlite").latest_run()
-    assert row is not None and row["status"] == "interrupted"
+    assert row is not None and row.status == "interrupted"
 
 
 class Stopped(Exception):
@@ -317,7 +317,7 @@ def test_a_cancelled_remote_trial_tears_its_server_down_and_comes_back_cancelled
     r._open()
     ex = RayExecutor(r._remote_job, r.hw_fp, address=cluster.address, simulated=False, width=1)
     try:
-        job = r._job(1, "search", r.baseline, {})
+        job = r.launcher.job(1, "search", r.baseline, {})
         ex.submit(job)
         end = time.monotonic() + 60
         while not server_procs(sc) and time.monotonic() < end:

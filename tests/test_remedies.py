@@ -35,6 +35,8 @@ def test_sglang_prefill_graph_suggestions_in_order():
         ("--cuda-graph-max-bs-prefill", "2048", "lower"),
     ]
     assert find_remedies(lines, "sglang")[0].line.startswith("1. change to tc_piecewise")
+    # the third is advice for another kind of failure ("if it is an OOM problem"): named, not prescribed
+    assert [r.conditional for r in find_remedies(lines, "sglang")] == [False, False, True, True]
 
 
 def test_a_switch_takes_no_value_and_not_using_means_remove():

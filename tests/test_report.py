@@ -326,3 +326,21 @@ def test_findings_carry_each_tuning_verdict_and_spreads(tmp_path):
     assert "the repeat budget ran out before the order settled" in md
     assert "| 3 | finalist | `--max-num-seqs 16` | 2 | 1.1 |" in md
     assert md.index("## Tuning tune-1") < md.index("Run folder:")  # the run's footer stays last
+
+
+def test_a_start_slowed_by_kernel_compiles_is_called_a_cold_cache(tmp_path):
+    """Issue 23: a launch slow only because a JIT cache was cold says so (the outcome's compile
+    silence, read by bringup/trial/jitwatch.py), and a launch whose compilers were brief does not."""
+    from bringup.observe.outcome import Outcome, Timings
+
+    cold = Outcome(
+        status="works", timings=Timings(to_ready=255.1, jit_silent=121.6, jit_tools=["ninja", "nvcc"])
+    )
+    warm = Outcome(status="works", timings=Timings(to_ready=91.0, jit_silent=2.0, jit_tools=["ptxas"]))
+    assert cold.cold_start().startswith("122 s of its 255 s to ready were kernels compiling (ninja, nvcc)")
+    assert warm.cold_start() == ""
+    r = seed_like_result(tmp_path)
+    r.attempts[3].cold_start = cold.cold_start()
+    md = render_markdown(r)
+    assert "Slow start of attempt 4: 122 s of its 255 s to ready were kernels compiling" in md
+    assert md.count("Slow start of attempt") == 1

@@ -416,6 +416,54 @@ def test_an_exception_no_rule_knows_is_named_in_the_hint():
     assert "KeyError" in c.hint and "no Python exception" not in c.hint
 
 
+def test_a_missing_file_checked_by_the_script_that_was_run_is_a_bad_value_not_an_import():
+    """`python -m sglang.launch_server` runs the script's module-level code, which calls the argument
+    checks: one <module> frame is the script, not an import (an import shows a module importing
+    another). The path a flag names is not there: the value is wrong (issue 22 item 3)."""
+    lines = [
+        "Traceback (most recent call last):",
+        '  File "<frozen runpy>", line 198, in _run_module_as_main',
+        '  File "<frozen runpy>", line 88, in _run_code',
+        '  File "/x/sglang/launch_server.py", line 10, in <module>',
+        "    server_args = prepare_server_args(sys.argv[1:])",
+        '  File "/x/sglang/srt/server_args.py", line 4000, in __post_init__',
+        "    self._handle_lora()",
+        '  File "/x/sglang/srt/server_args.py", line 3100, in _handle_lora',
+        '    raise FileNotFoundError(f"LoRA adapter path {p} does not exist")',
+        "FileNotFoundError: LoRA adapter path /data/adapters/sql does not exist",
+    ]
+    c = classify(lines, "sglang", "parse-args", ())
+    assert c.failure_class == "bad-flag", c
+    # while a module that imports another failing at import time is still the packages' fault
+    imported = [
+        "Traceback (most recent call last):",
+        '  File "/x/bin/transformers", line 8, in <module>',
+        "    from transformers.cli import main",
+        '  File "/x/transformers/__init__.py", line 30, in <module>',
+        "    from . import dependency_versions_check",
+        '  File "/x/transformers/dependency_versions_check.py", line 57, in <module>',
+        "    require_version_core(deps[pkg])",
+        '  File "/x/transformers/utils/versions.py", line 117, in require_version_core',
+        "    raise RuntimeError('the installed hub client refuses this transformers')",
+        "RuntimeError: the installed hub client refuses this transformers",
+    ]
+    assert classify(imported, "transformers", "parse-args", ()).failure_class == "missing-dependency"
+
+
+def test_any_other_cuda_runtime_error_is_a_device_error_placed_by_its_frames():
+    """A CUDA error no rule names in words (cudaErrorStreamCaptureUnsupported) is the device's
+    refusal of a kernel or a call, not `unknown`; its frames place it in graph capture."""
+    lines = tb(
+        '  File "/x/vllm/v1/worker/gpu_model_runner.py", line 3600, in capture_model',
+        "    self._capture_cudagraphs(",
+        '  File "/x/torch/cuda/graphs.py", line 200, in capture_end',
+        "    self.cuda_graph.capture_end()",
+        exc="RuntimeError: CUDA error: operation not permitted when stream is capturing",
+    )
+    c = classify(lines, "vllm", "graph-capture", ())
+    assert (c.failure_class, c.phase) == ("device-assert", "graph-capture"), c
+
+
 def test_no_exception_at_all_is_unknown_and_says_so():
     c = classify(["INFO starting", "WARNING slow", "something went quiet"], "vllm", "load-weights")
     assert c.failure_class == "unknown" and "no python exception and no known signature" in c.hint.lower()
@@ -1112,3 +1160,21 @@ def test_a_logged_copy_of_an_exception_gives_way_to_the_raised_one_with_frames()
     out = explain_file(LOGS / "sglang-h200-prefill-graph-illegal-memory-access.log")
     assert out.evidence[0].startswith("torch.AcceleratorError: CUDA error: an illegal memory access")
     assert (out.root_exception or "").endswith("in synchronize (/tmp/site/torch/cuda/__init__.py:1083)")
+
+
+def test_a_failure_inside_torch_compile_implicates_the_switch_that_turns_it_off():
+    """Triton cannot build its launcher (no C compiler) while Inductor compiles vLLM's graph: the
+    frames are torch.compile's, and --enforce-eager (left off, its 'false' level) is what runs it
+    (vllm docs/design/debug_vllm_compile.md)."""
+    lines = tb(
+        '  File "/x/vllm/v1/worker/gpu_worker.py", line 298, in determine_available_memory',
+        "    self.model_runner.profile_run()",
+        '  File "/x/torch/_inductor/compile_fx.py", line 878, in fx_codegen_and_compile',
+        "    compiled_fn = graph.compile_to_fn()",
+        '  File "/x/triton/runtime/build.py", line 32, in _build',
+        '    raise RuntimeError("Failed to find C compiler. Please specify via CC environment variable.")',
+        exc="torch._inductor.exc.InductorError: RuntimeError: Failed to find C compiler. Please specify via CC "
+        "environment variable.",
+    )
+    c = classify(lines, "vllm", "kv-alloc", ())
+    assert c.implicated_levels.get("--enforce-eager") == ["false"], c.implicated_levels

@@ -29,7 +29,7 @@ from bringup.scenario import load_scenario, scenario_path
 from bringup.scenario.config import decide
 from bringup.scenario.loader import ScenarioError
 from bringup.scenario.perf import GIB, ConstantPerf, Load, StepModel, perf_model_for
-from bringup.scenario.scheduler import PERF_RE, Busy, Job, Replica
+from bringup.scenario.scheduler import PERF_RE, Busy, Replica, ScheduledRequest
 
 TUNE = scenario_path("tune-llama31-70b-fp8-h200-sglang")
 SC = load_scenario(TUNE)
@@ -140,7 +140,7 @@ def test_performance_section_is_validated(tmp_path: Path):
 
 
 # -- the scheduler ------------------------------------------------------------------------------
-def run_replica(m: StepModel, jobs: list[Job]) -> list[tuple[int, int]]:
+def run_replica(m: StepModel, jobs: list[ScheduledRequest]) -> list[tuple[int, int]]:
     """Run jobs to completion; (decoders, prompt tokens) of every step."""
     rep = Replica(m)
     for j in jobs:
@@ -156,7 +156,7 @@ def run_replica(m: StepModel, jobs: list[Job]) -> list[tuple[int, int]]:
 
 def test_chunked_prefill_splits_long_prompts_and_first_token_ends_the_last_chunk():
     m = model({"chunked-prefill-size": 1024})
-    a, b = Job(2500, 3), Job(100, 2)
+    a, b = ScheduledRequest(2500, 3), ScheduledRequest(100, 2)
     shape = run_replica(m, [a, b])
     # 2500 + 100 prompt tokens in chunks of at most 1024, oldest first
     assert shape[:3] == [(0, 1024), (0, 1024), (0, 552)]
@@ -168,14 +168,14 @@ def test_admission_respects_max_running_and_kv_capacity():
     m = model({"max-running-requests": 3})
     rep = Replica(m)
     for _ in range(5):
-        rep.add(Job(10, 5))
+        rep.add(ScheduledRequest(10, 5))
     rep.plan()
     assert rep.running == 3 and len(rep.waiting) == 2
     tight = model({"mem-fraction-static": 0.55})
     rep = Replica(tight)
     per = 2000 + 300
     for _ in range(40):
-        rep.add(Job(2000, 300))
+        rep.add(ScheduledRequest(2000, 300))
     rep.plan()
     assert rep.running == tight.kv_capacity // per
     assert rep.kv_free < per
@@ -184,7 +184,12 @@ def test_admission_respects_max_running_and_kv_capacity():
 def test_an_abandoned_request_frees_its_slot_and_kv_at_the_next_step():
     m = model({"max-running-requests": 2, "chunked-prefill-size": 1024})
     rep = Replica(m)
-    a, b, c, d = Job(300, 50), Job(5000, 50), Job(10, 5), Job(10, 5)
+    a, b, c, d = (
+        ScheduledRequest(300, 50),
+        ScheduledRequest(5000, 50),
+        ScheduledRequest(10, 5),
+        ScheduledRequest(10, 5),
+    )
     for j in (a, b, c, d):
         rep.add(j)
     rep.commit(rep.plan())  # a's prompt done, b partly prefilled; c and d wait

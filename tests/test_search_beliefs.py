@@ -285,3 +285,177 @@ def test_a_one_gpu_launch_says_nothing_about_what_only_acts_between_gpus() -> No
     path = solve(s, World([HANG_AT_TP4, WEIGHTS_ON_ONE_GPU]), budget=6)
     assert path[-1][1].status == "works" and len(path) <= 5, [(c.flag_dict, c.env_dict) for c, _ in path]
     assert path[-1][0].env_dict.get("NCCL_P2P_DISABLE") == "1"
+
+
+def _wrong_answers(when, implicates: list[str]) -> Fault:
+    """A wrong answer with no error line: what the probes saw, implicating what classes.yaml says."""
+    return Fault(
+        "wrong",
+        when,
+        "wrong-output",
+        "decode",
+        "probe known-answers: 'What is 2+2?' answered '!!!!!!!!'",
+        implicates=implicates,
+    )
+
+
+def test_a_users_own_setting_among_the_suspects_of_a_wrong_answer_is_changed_first() -> None:
+    """A failure that names nothing (wrong answers) implicates a long list of suspects (the class's,
+    kernels first); among them the setting the user chose away from the engine's default (fp16 on a
+    bf16 model) is the likeliest: the engine's defaults have run everywhere, the user's choice here
+    nowhere. Without that prior the search swept the attention and KV-cache kernels first (5 more
+    launches on the composed-fault benchmark's dev split)."""
+    from bringup.core.datafiles import probe_implicates
+
+    fp16 = _wrong_answers(lambda f, e: f.get("--dtype") == "float16", probe_implicates()["wrong-output"])
+    s = make("--max-model-len 32768 --dtype float16")
+    path = solve(s, World([fp16]))
+    assert [o.status for _, o in path] == ["fails", "works"]
+    assert path[-1][0].flag_dict.get("--dtype") != "float16"
+
+
+def test_a_backend_a_failure_names_is_not_searched_for_a_component_the_model_lacks() -> None:
+    """A wrong answer implicates the MoE backends among its suspects; on a dense model the engine
+    ignores them (factors.yaml needs: model.moe), so the flag must not join the space from the log
+    as it was left out of it at the start: each such launch fails as the one before."""
+    from bringup.core.datafiles import probe_implicates
+
+    suspects = probe_implicates()["wrong-output"]
+    assert "--moe-backend" in suspects
+    wrong = _wrong_answers(lambda f, e: f.get("--attention-backend") != "TRITON_ATTN", suspects)
+    s = make("--max-model-len 32768")
+    assert s.space.get("--moe-backend") is None  # left out at the start (dense model)
+    path = solve(s, World([wrong]))
+    assert path[-1][1].status == "works"
+    assert s.space.get("--moe-backend") is None
+    assert all("--moe-backend" not in c.flag_dict for c, _ in path)
+    assert any("--moe-backend is named by the log but not searched" in n for n in s.notes)
+
+
+def test_a_crash_that_names_nothing_is_attacked_through_the_settings_of_its_phase() -> None:
+    """An assertion in graph capture whose words and frames name no setting, and that no signature
+    or rule implicates anything for: the settings of the phase it struck in are its suspects
+    (classes.yaml hang_implicates, the same list a hang there gets), not every factor alike."""
+    capture = Fault(
+        "capture",
+        lambda f, e: not f.get("--enforce-eager"),
+        "incompatible-options",
+        "graph-capture",
+        "AssertionError",
+    )
+    s = make("--max-model-len 4096")
+    path = solve(s, World([capture]))
+    assert path[-1][1].status == "works" and len(path) <= 3, [c.flag_dict for c, _ in path]
+    assert path[-1][0].flag_dict.get("--enforce-eager") is True
+
+
+def _plan_fraction_too_big_on_one_gpu(flag, level, others):
+    """A memory plan that is right: 0.999 of one H200 cannot be had (the CUDA context and other
+    processes hold more than 0.1 %), whatever fraction fits at tp 8 is moot there."""
+    from bringup.knowledge.rules import Verdict
+
+    if (
+        flag == "--gpu-memory-utilization"
+        and float(level) > 0.99
+        and others.get("--tensor-parallel-size") in (None, "1")
+    ):
+        return Verdict(
+            "incompatible", "memory plan: 0.999 of one GPU is more than is free", "test", "memory-plan"
+        )
+    return None
+
+
+def test_the_factor_a_plan_ties_to_a_fix_is_changed_with_it() -> None:
+    """Seen on the H200 with real vLLM 0.24.0: dropping tp 8 (the hardware facts say one GPU) made
+    the memory plan call the baseline's 0.999 incompatible at tp 1, so the candidate that dropped tp
+    scored below one that kept tp 8, and launch 1 failed on the world size the facts had predicted.
+    The fraction the plan names must be changed together with the parallel size."""
+    base = Candidate.make(
+        "vllm", "m", parse_flags("--tensor-parallel-size 8 --gpu-memory-utilization 0.999", VL), {}
+    )
+    space = build_space("vllm", VL, base)
+    drop_inapplicable(space, H200)
+    add_baseline_flags(space, base, VL)
+    kn = Knowledge(H200, "vllm", "0.32.0", rules=(), memory_model=_plan_fraction_too_big_on_one_gpu)
+    s = Strategy(space, base, kn, VL)
+    s.limit_gpus(["--tensor-parallel-size"], 1)
+    first = s.next_launch([], [], set()).candidate
+    assert first is not None
+    assert first.flag_dict.get("--tensor-parallel-size") in (None, "1"), first.flag_dict
+    assert float(first.flag_dict.get("--gpu-memory-utilization") or 0.9) < 0.99, first.flag_dict
+
+
+NO_NVCC = Fault(
+    "sampler-jit",
+    lambda f, e: e.get("VLLM_USE_FLASHINFER_SAMPLER") != "0",
+    "unknown",
+    "kernel-warmup",
+    "RuntimeError: Could not find nvcc and default cuda_home='/usr/local/cuda' doesn't exist in get_cuda_path "
+    "(flashinfer/jit/cpp_ext.py:78)",
+    frames=[
+        "vllm/v1/worker/gpu_model_runner.py:_dummy_sampler_run",
+        "vllm/v1/sample/ops/topk_topp_sampler.py:flashinfer_sample",
+        "flashinfer/sampling.py:get_sampling_module",
+        "flashinfer/jit/cpp_ext.py:get_cuda_path",
+    ],
+)
+
+
+def test_the_code_a_failure_passed_through_names_the_setting_its_line_does_not() -> None:
+    """A JIT build that cannot find nvcc, raised deep in FlashInfer: its line names only cuda_home,
+    which no setting supplies; the frames it passed through (vLLM's top-k/top-p sampler calling
+    FlashInfer's sampling module) name the variable that turns that path off."""
+    from bringup.env.registry import load_registry
+    from bringup.search.envfactors import EnvFactors
+
+    s = make("--max-model-len 4096")
+    s.env = EnvFactors(load_registry("vllm", version="0.32.0", installed=False), device="cuda")
+    path = solve(s, World([NO_NVCC]), budget=6)
+    assert path[-1][1].status == "works" and len(path) <= 3, [(c.flag_dict, c.env_dict) for c, _ in path]
+    assert path[-1][0].env_dict.get("VLLM_USE_FLASHINFER_SAMPLER") == "0"
+
+
+def test_a_number_the_engine_tells_to_decrease_is_not_raised() -> None:
+    """No signature knows the words, but the engine says "Decrease GPU memory utilization": the
+    fraction is a culprit at its value and above it (a larger one is no way around), so the next
+    launch goes down, never up."""
+    from bringup.observe.remedies import Remedy
+
+    line = (
+        "ValueError: Free memory on device cuda:0 (119.42/139.8 GiB) on startup is less than desired GPU "
+        "memory utilization (0.92, 128.62 GiB). Decrease GPU memory utilization or reduce GPU memory used "
+        "by other processes."
+    )
+    short = Fault(
+        "free-memory",
+        lambda f, e: float(f.get("--gpu-memory-utilization") or 0.92) > 0.86,
+        "oom-kv-cache",
+        "kv-alloc",
+        line,
+        remedies=[Remedy(flag="--gpu-memory-utilization", value=None, action="lower", line=line)],
+    )
+    s = make("--max-model-len 16384")
+    s.default_eff["--gpu-memory-utilization"] = ("0.92", "the engine's --help default")
+    path = solve(s, World([short]), budget=5)
+    assert path[-1][1].status == "works", [c.flag_dict for c, _ in path]
+    assert all(float(c.flag_dict.get("--gpu-memory-utilization") or 0.92) <= 0.92 for c, _ in path)
+
+
+def test_a_switch_left_off_is_the_level_whose_code_failed() -> None:
+    """The classifier says the failing code belongs to --enforce-eager's 'false' level (the compiled
+    path); the baseline does not give the flag, so its level is the engine's default: that is the
+    'false' level of a switch, and the next launch turns it on."""
+    compile_fails = Fault(
+        "inductor",
+        lambda f, e: not f.get("--enforce-eager"),
+        "missing-dependency",
+        "kv-alloc",
+        "InductorError: RuntimeError: Failed to find C compiler. Please specify via CC environment variable.",
+    )
+    world = World([compile_fails])
+    s = make("--max-model-len 4096")
+    first = world.answer(s.baseline)
+    first.implicated_levels = {"--enforce-eager": ["false"]}
+    s.observe(s.baseline, first)
+    nxt = s.next_launch([], [], set()).candidate
+    assert nxt is not None and nxt.flag_dict.get("--enforce-eager") is True, nxt.flag_dict

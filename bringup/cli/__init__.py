@@ -51,7 +51,6 @@ def argv_problem(args: list[str]) -> str | None:
 def main() -> None:
     """Run a command; errors that say what is wrong with an input or a folder end it with that
     message and exit 2, never a traceback (issue 14)."""
-    import errno
     import sys
 
     if bad := argv_problem(sys.argv[1:]):
@@ -60,39 +59,47 @@ def main() -> None:
     try:
         app()
     except Exception as e:
-        # the classes load only when something went wrong: `bringup --help` stays light
-        from bringup.core.datafiles import KnowledgeFileError
-        from bringup.facts.preflight import PreflightError
-        from bringup.guard.limits import InputError
-        from bringup.record.journal import JournalDamaged
-
-        if isinstance(e, (JournalDamaged, PreflightError, InputError, KnowledgeFileError)):
-            print(f"error: {e}", file=sys.stderr)
-            sys.exit(2)
-        if isinstance(e, OSError) and e.errno in (
-            errno.EROFS,
-            errno.EACCES,
-            errno.EPERM,
-            errno.ENOSPC,
-            errno.EDQUOT,
-        ):
-            where = f" {e.filename}" if e.filename else ""
-            print(
-                f"error: cannot write{where}: {e.strerror or e}. Nothing recorded so far was changed; "
-                "free space or give a writable --runs-dir.",
-                file=sys.stderr,
-            )
-            sys.exit(2)
-        if type(e).__name__ == "OperationalError" and "full" in str(e):  # sqlite3: database or disk is full
-            print(
-                f"error: the journal cannot be written: {e}. What was recorded before is intact (resume "
-                "once space is free); the run is marked interrupted where the disk allowed it.",
-                file=sys.stderr,
-            )
-            sys.exit(2)
+        _refused(e)
         raise
     except BaseException as e:  # Interrupted (a BaseException) outside a command's own handling
         if type(e).__name__ != "Interrupted":
             raise
         print(f"interrupted ({e}); servers torn down.", file=sys.stderr)
         sys.exit(e.exit_code)  # type: ignore[attr-defined]
+
+
+def _refused(e: Exception) -> None:
+    """An error that says what is wrong with an input or a folder: its message, exit 2; else return."""
+    import errno
+    import sys
+
+    # the classes load only when something went wrong: `bringup --help` stays light
+    from bringup.core.datafiles import KnowledgeFileError
+    from bringup.facts.preflight import PreflightError
+    from bringup.guard.limits import InputError
+    from bringup.record.journal import JournalDamaged
+
+    if isinstance(e, (JournalDamaged, PreflightError, InputError, KnowledgeFileError)):
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
+    if isinstance(e, OSError) and e.errno in (
+        errno.EROFS,
+        errno.EACCES,
+        errno.EPERM,
+        errno.ENOSPC,
+        errno.EDQUOT,
+    ):
+        where = f" {e.filename}" if e.filename else ""
+        print(
+            f"error: cannot write{where}: {e.strerror or e}. Nothing recorded so far was changed; "
+            "free space or give a writable --runs-dir.",
+            file=sys.stderr,
+        )
+        sys.exit(2)
+    if type(e).__name__ == "OperationalError" and "full" in str(e):  # sqlite3: database or disk is full
+        print(
+            f"error: the journal cannot be written: {e}. What was recorded before is intact (resume "
+            "once space is free); the run is marked interrupted where the disk allowed it.",
+            file=sys.stderr,
+        )
+        sys.exit(2)

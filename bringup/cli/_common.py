@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
 import json
 import sys
 import time
+import typing
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
 from rich.console import Console
@@ -33,6 +37,39 @@ RAY_HELP = (
     "address (HEAD:6379). Its nodes of this machine's hardware take the trials; `bringup doctor` "
     "prints how a worker declares it. Needs pip install 'bringup[ray]'."
 )
+
+
+Opts = TypeVar("Opts")
+
+
+def options(cls: type[Opts]) -> Callable[[Callable[[Opts], None]], Callable[..., None]]:
+    """A command whose options are the annotated attributes of ``cls`` (each ``name:
+    Annotated[type, typer.Option(...)] = default``; no default: required), handed to it as one
+    ``cls`` object. The command's function then holds only what it does (parse, call the library,
+    print), and its options read as one table; typer sees the same parameters, in the same order."""
+    hints = typing.get_type_hints(cls, include_extras=True)
+    params = [
+        inspect.Parameter(
+            name,
+            inspect.Parameter.KEYWORD_ONLY,
+            default=cls.__dict__.get(name, inspect.Parameter.empty),
+            annotation=hint,
+        )
+        for name, hint in hints.items()
+    ]
+
+    def wrap(fn: Callable[[Opts], None]) -> Callable[..., None]:
+        @functools.wraps(fn)
+        def command(**given: Any) -> None:
+            o = object.__new__(cls)
+            vars(o).update(given)
+            return fn(o)
+
+        command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+        command.__annotations__ = dict(hints)
+        return command
+
+    return wrap
 
 
 def _number(value: float | None, low: float | None, high: float | None, low_open: bool) -> float | None:
@@ -147,26 +184,7 @@ def shown(text: object, limit: int = 2000) -> str:
 
 
 def render_outcome(o: Outcome, console: Console = out_console) -> None:
-    style = STATUS_STYLE.get(o.status, "bold")
-    head = Text(o.status.upper(), style=style)
-    if o.failure_class:
-        head.append(f"  {o.failure_class}", style="bold")
-    if o.phase and o.status != "works":
-        head.append(f" in phase {o.phase}")
-    t = o.timings
-    bits = []
-    if t.to_ready is not None:
-        bits.append(f"ready in {t.to_ready:.1f} s")
-    bits.append(f"total {t.total:.1f} s")
-    if t.fatal_to_teardown is not None:
-        bits.append(f"fatal line to teardown {t.fatal_to_teardown:.2f} s")
-    if t.simulated is not None:
-        bits.append(f"simulated {t.simulated:.0f} s")
-    if not o.launched:
-        bits.append("not launched")
-    if t.total > 0 or not o.launched:
-        head.append("   (" + ", ".join(bits) + ")", style="dim")
-    console.print(head)
+    console.print(_headline(o))
     if o.evidence and o.status != "works":
         console.print("[bold]evidence[/]")
         for line in o.evidence:
@@ -197,3 +215,27 @@ def render_outcome(o: Outcome, console: Console = out_console) -> None:
             console.print(Text("  " + shown(w, 300)))
     if o.log_path:
         console.print(Text(f"log: {shown(str(o.log_path))}", style="dim"))
+
+
+def _headline(o: Outcome) -> Text:
+    """STATUS  class in phase (timings)."""
+    style = STATUS_STYLE.get(o.status, "bold")
+    head = Text(o.status.upper(), style=style)
+    if o.failure_class:
+        head.append(f"  {o.failure_class}", style="bold")
+    if o.phase and o.status != "works":
+        head.append(f" in phase {o.phase}")
+    t = o.timings
+    bits = []
+    if t.to_ready is not None:
+        bits.append(f"ready in {t.to_ready:.1f} s")
+    bits.append(f"total {t.total:.1f} s")
+    if t.fatal_to_teardown is not None:
+        bits.append(f"fatal line to teardown {t.fatal_to_teardown:.2f} s")
+    if t.simulated is not None:
+        bits.append(f"simulated {t.simulated:.0f} s")
+    if not o.launched:
+        bits.append("not launched")
+    if t.total > 0 or not o.launched:
+        head.append("   (" + ", ".join(bits) + ")", style="dim")
+    return head

@@ -20,11 +20,11 @@ if TYPE_CHECKING:
     from bringup.record.results import Attempt, Purpose, RunResult
     from bringup.search.space import Space
     from bringup.session.nodetypes import NodeTypesResult
-    from bringup.session.run import RunSettings
+    from bringup.session.settings import RunSettings
 
 
 class TypeLines:
-    """One node type's progress as plain lines on stderr (a RunObserver, bringup.session.run)."""
+    """One node type's progress as plain lines on stderr (a RunObserver, bringup.session.settings)."""
 
     def __init__(self, node_type: str) -> None:
         self.tag = node_type.removeprefix("bringup-hw-")

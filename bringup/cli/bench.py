@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich import box
@@ -14,10 +14,10 @@ from rich.markup import escape
 from rich.table import Table
 
 from bringup.cli import app
-from bringup.cli._common import finite, positive, shown
+from bringup.cli._common import finite, options, positive, shown
 
 if TYPE_CHECKING:
-    from bringup.loadgen import BenchResult, RequestRecord
+    from bringup.loadgen import BenchConfig, BenchResult, RequestRecord
 
 
 def _ms(v: float | None) -> str:
@@ -103,162 +103,211 @@ def _sweep_table(results: list[BenchResult]) -> Table:
     return t
 
 
+class BenchOptions:
+    """`bringup bench`'s options."""
+
+    url: Annotated[str, typer.Option(help="Server base URL, e.g. http://127.0.0.1:8000")]
+    model: Annotated[
+        str | None, typer.Option(help="Model name to request (default: the first at /v1/models).")
+    ] = None
+    api_key: Annotated[
+        str | None,
+        typer.Option(
+            envvar="VLLM_API_KEY",
+            show_default=False,
+            help="Bearer key for a server started with --api-key (or VLLM_API_KEY).",
+        ),
+    ] = None
+    endpoint: Annotated[str, typer.Option(help="completions or chat.")] = "completions"
+    num_prompts: Annotated[
+        int | None, typer.Option(min=1, help="Requests to measure (default 100, or every line of --prompts).")
+    ] = None
+    concurrency: Annotated[
+        int | None, typer.Option(min=1, help="Closed loop: keep N requests in flight.")
+    ] = None
+    request_rate: Annotated[
+        str | None, typer.Option(help="Open loop: Poisson arrivals at R req/s ('inf': all at once).")
+    ] = None
+    max_concurrency: Annotated[
+        int | None, typer.Option(min=1, help="Cap on requests in flight with --request-rate.")
+    ] = None
+    burstiness: Annotated[
+        float, typer.Option(help="Gamma shape of arrival gaps (1 = Poisson).", callback=positive)
+    ] = 1.0
+    sweep_concurrency: Annotated[
+        str | None, typer.Option(help="Sweep: e.g. 1,2,4,8 (one result row each).")
+    ] = None
+    sweep_rate: Annotated[str | None, typer.Option(help="Sweep: e.g. 1,2,4,inf (one result row each).")] = (
+        None
+    )
+    input_len: Annotated[
+        int, typer.Option(min=1, help="Synthetic prompt length in tokens (special tokens included).")
+    ] = 256
+    output_len: Annotated[int, typer.Option(min=1, help="Tokens to generate per request (max_tokens).")] = 64
+    range_ratio: Annotated[
+        float, typer.Option(min=0.0, max=0.99, help="Spread of lengths around the means.", callback=finite)
+    ] = 0.0
+    len_dist: Annotated[
+        str, typer.Option(help="Length distribution with --range-ratio: uniform or normal.")
+    ] = "uniform"
+    prefix_len: Annotated[
+        int, typer.Option(min=0, help="Shared prefix tokens before each synthetic prompt.")
+    ] = 0
+    prompts: Annotated[
+        Path | None, typer.Option(help='JSONL file: {"prompt": ..., "max_tokens": ...} per line.')
+    ] = None
+    tokenizer: Annotated[
+        str, typer.Option(help="auto, server, words, or a path to tokenizer.json / its folder.")
+    ] = "auto"
+    seed: Annotated[int, typer.Option(help="Seed for prompts and arrivals.")] = 0
+    ignore_eos: Annotated[
+        bool, typer.Option(help="Ask the server to ignore EOS so outputs have the asked length.")
+    ] = True
+    warmup: Annotated[int, typer.Option(min=0, help="Warm-up requests before measuring (not counted).")] = 1
+    slo: Annotated[
+        str | None, typer.Option(help="Latency targets, e.g. ttft_p99=2s,itl_p99=50ms,e2e_p90=10s.")
+    ] = None
+    abort_factor: Annotated[
+        float | None,
+        typer.Option(help="Stop early once an SLO is exceeded by this factor.", callback=positive),
+    ] = None
+    timeout: Annotated[float, typer.Option(help="Per-request time limit in seconds.", callback=positive)] = (
+        300.0
+    )
+    out: Annotated[Path | None, typer.Option(help="Write bench.json, bench.csv and requests.jsonl here.")] = (
+        None
+    )
+    progress: Annotated[bool, typer.Option(help="Show a progress bar (only on a terminal).")] = True
+    json_out: Annotated[
+        bool, typer.Option("--json", help="Print the summaries as JSON instead of tables.")
+    ] = False
+
+
 @app.command("bench")
-def bench_cmd(
-    url: str = typer.Option(..., help="Server base URL, e.g. http://127.0.0.1:8000"),
-    model: str = typer.Option(None, help="Model name to request (default: the first at /v1/models)."),
-    api_key: str = typer.Option(
-        None,
-        envvar="VLLM_API_KEY",
-        show_default=False,
-        help="Bearer key for a server started with --api-key (or VLLM_API_KEY).",
-    ),
-    endpoint: str = typer.Option("completions", help="completions or chat."),
-    num_prompts: int = typer.Option(
-        None, min=1, help="Requests to measure (default 100, or every line of --prompts)."
-    ),
-    concurrency: int = typer.Option(None, min=1, help="Closed loop: keep N requests in flight."),
-    request_rate: str = typer.Option(
-        None, help="Open loop: Poisson arrivals at R req/s ('inf': all at once)."
-    ),
-    max_concurrency: int = typer.Option(None, min=1, help="Cap on requests in flight with --request-rate."),
-    burstiness: float = typer.Option(
-        1.0, help="Gamma shape of arrival gaps (1 = Poisson).", callback=positive
-    ),
-    sweep_concurrency: str = typer.Option(None, help="Sweep: e.g. 1,2,4,8 (one result row each)."),
-    sweep_rate: str = typer.Option(None, help="Sweep: e.g. 1,2,4,inf (one result row each)."),
-    input_len: int = typer.Option(
-        256, min=1, help="Synthetic prompt length in tokens (special tokens included)."
-    ),
-    output_len: int = typer.Option(64, min=1, help="Tokens to generate per request (max_tokens)."),
-    range_ratio: float = typer.Option(
-        0.0, min=0.0, max=0.99, help="Spread of lengths around the means.", callback=finite
-    ),
-    len_dist: str = typer.Option(
-        "uniform", help="Length distribution with --range-ratio: uniform or normal."
-    ),
-    prefix_len: int = typer.Option(0, min=0, help="Shared prefix tokens before each synthetic prompt."),
-    prompts: Path = typer.Option(None, help='JSONL file: {"prompt": ..., "max_tokens": ...} per line.'),
-    tokenizer: str = typer.Option(
-        "auto", help="auto, server, words, or a path to tokenizer.json / its folder."
-    ),
-    seed: int = typer.Option(0, help="Seed for prompts and arrivals."),
-    ignore_eos: bool = typer.Option(
-        True, help="Ask the server to ignore EOS so outputs have the asked length."
-    ),
-    warmup: int = typer.Option(1, min=0, help="Warm-up requests before measuring (not counted)."),
-    slo: str = typer.Option(None, help="Latency targets, e.g. ttft_p99=2s,itl_p99=50ms,e2e_p90=10s."),
-    abort_factor: float = typer.Option(
-        None, help="Stop early once an SLO is exceeded by this factor.", callback=positive
-    ),
-    timeout: float = typer.Option(300.0, help="Per-request time limit in seconds.", callback=positive),
-    out: Path = typer.Option(None, help="Write bench.json, bench.csv and requests.jsonl here."),
-    progress: bool = typer.Option(True, help="Show a progress bar (only on a terminal)."),
-    json_out: bool = typer.Option(False, "--json", help="Print the summaries as JSON instead of tables."),
-) -> None:
+@options(BenchOptions)
+def bench_cmd(o: BenchOptions) -> None:
     """Benchmark a running OpenAI-compatible server (streaming, timed per token)."""
     # aiohttp and numpy load here, not when the CLI starts: the other commands need neither.
-    from pydantic import ValidationError
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from bringup.loadgen import BenchConfig, BenchError, run_sweep, write_results
-    from bringup.loadgen.config import parse_number_list, parse_slos
+    from bringup.loadgen import BenchError, run_sweep, write_results
     from bringup.loadgen.runner import run_loop
 
     err = Console(stderr=True)
-    try:
-        cfg = BenchConfig(
-            url=url,
-            api_key=api_key,
-            model=model,
-            endpoint=endpoint,
-            num_prompts=num_prompts,
-            concurrency=concurrency,
-            request_rate=None if request_rate is None else parse_number_list(request_rate)[0],
-            max_concurrency=max_concurrency,
-            burstiness=burstiness,
-            sweep_concurrency=parse_number_list(sweep_concurrency, int) if sweep_concurrency else None,
-            sweep_rate=parse_number_list(sweep_rate) if sweep_rate else None,
-            input_len=input_len,
-            output_len=output_len,
-            range_ratio=range_ratio,
-            len_dist=len_dist,
-            prefix_len=prefix_len,
-            prompts_file=prompts,
-            tokenizer=tokenizer,
-            seed=seed,
-            ignore_eos=ignore_eos,
-            warmup=warmup,
-            slos=parse_slos(slo),
-            abort_factor=abort_factor,
-            request_timeout_s=timeout,
-        )
-    except (ValidationError, ValueError) as e:
-        msgs = (
-            [f"{'.'.join(map(str, x['loc']))}: {x['msg']}" for x in e.errors()]
-            if isinstance(e, ValidationError)
-            else [str(e)]
-        )
-        err.print(f"[red]error:[/] {escape(shown('; '.join(msgs)))}")
-        raise typer.Exit(2) from None
-
+    cfg = _config(o, err)
     console = Console()
     if not console.is_terminal:
         console = Console(width=160)  # piped output: do not squeeze the sweep table to 80 columns
-    show = progress and not json_out and sys.stderr.isatty()
-    bar = Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[failed]} failed"),
-        TimeElapsedColumn(),
-        console=err,
-        disable=not show,
-        transient=True,
-    )
-    points = cfg.points()
-    total = cfg.num_prompts or (None if cfg.prompts_file else 100)
-    tasks = {
-        p.point_label(): bar.add_task(p.point_label(), total=total, failed=0, start=False) for p in points
-    }
-    state = {"point": 0}
-
-    def on_request(rec: RequestRecord) -> None:
-        task = tasks[points[state["point"]].point_label()]
-        bar.start_task(task)
-        bar.advance(task)
-        if not rec.ok:
-            bar.update(task, failed=bar.tasks[task].fields["failed"] + 1)
-
-    def on_point(res: BenchResult) -> None:
-        bar.update(
-            tasks[res.summary.point], total=res.summary.num_requests, completed=res.summary.num_requests
-        )
-        state["point"] += 1
-
+    bar = _Bar(cfg, err, show=o.progress and not o.json_out and sys.stderr.isatty())
     try:
-        with bar:
-            results = run_loop(run_sweep(cfg, on_request=on_request, on_point=on_point))
+        with bar.bar:
+            results = run_loop(run_sweep(cfg, on_request=bar.on_request, on_point=bar.on_point))
     except BenchError as e:
         err.print(f"[red]error:[/] {escape(shown(e))}", soft_wrap=True, highlight=False)
         raise typer.Exit(1) from None
-
-    if json_out:
+    if o.json_out:
         print(json.dumps([r.model_dump(mode="json", exclude={"requests"}) for r in results], indent=2))
     else:
-        for r in results:
-            console.print(_point_table(r))
-            for line in _summary_lines(r):
-                console.print(line, highlight=False)
-        if len(results) > 1:
-            # never squeeze the sweep table into ellipses: a narrow terminal wraps it instead
-            Console(width=max(console.width, 130), force_terminal=console.is_terminal).print(
-                _sweep_table(results)
-            )
-    if out is not None:
-        paths = write_results(results, out)
-        (err if json_out else console).print(
+        _print_results(results, console)
+    if o.out is not None:
+        paths = write_results(results, o.out)
+        (err if o.json_out else console).print(
             f"wrote {', '.join(shown(p) for p in paths)}", highlight=False, markup=False
         )
     if all(r.summary.completed == 0 for r in results):
         raise typer.Exit(1)
+
+
+def _config(o: BenchOptions, err: Console) -> BenchConfig:
+    """The options as the load generator takes them; what it refuses ends here, exit 2."""
+    from pydantic import ValidationError
+
+    from bringup.loadgen import BenchConfig
+    from bringup.loadgen.config import parse_number_list, parse_slos
+
+    try:
+        return BenchConfig(
+            url=o.url,
+            api_key=o.api_key,
+            model=o.model,
+            endpoint=o.endpoint,
+            num_prompts=o.num_prompts,
+            concurrency=o.concurrency,
+            request_rate=None if o.request_rate is None else parse_number_list(o.request_rate)[0],
+            max_concurrency=o.max_concurrency,
+            burstiness=o.burstiness,
+            sweep_concurrency=parse_number_list(o.sweep_concurrency, int) if o.sweep_concurrency else None,
+            sweep_rate=parse_number_list(o.sweep_rate) if o.sweep_rate else None,
+            input_len=o.input_len,
+            output_len=o.output_len,
+            range_ratio=o.range_ratio,
+            len_dist=o.len_dist,
+            prefix_len=o.prefix_len,
+            prompts_file=o.prompts,
+            tokenizer=o.tokenizer,
+            seed=o.seed,
+            ignore_eos=o.ignore_eos,
+            warmup=o.warmup,
+            slos=parse_slos(o.slo),
+            abort_factor=o.abort_factor,
+            request_timeout_s=o.timeout,
+        )
+    except (ValidationError, ValueError) as e:
+        err.print(f"[red]error:[/] {escape(shown(_refusal(e)))}")
+        raise typer.Exit(2) from None
+
+
+def _refusal(e: ValueError) -> str:
+    """What the load generator's settings refused, on one line."""
+    from pydantic import ValidationError
+
+    if isinstance(e, ValidationError):
+        return "; ".join(f"{'.'.join(map(str, x['loc']))}: {x['msg']}" for x in e.errors())
+    return str(e)
+
+
+class _Bar:
+    """One progress bar per point of the sweep, on stderr (hidden when not shown)."""
+
+    def __init__(self, cfg: BenchConfig, err: Console, show: bool) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.bar = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[failed]} failed"),
+            TimeElapsedColumn(),
+            console=err,
+            disable=not show,
+            transient=True,
+        )
+        self.points = cfg.points()
+        total = cfg.num_prompts or (None if cfg.prompts_file else 100)
+        self.tasks = {
+            p.point_label(): self.bar.add_task(p.point_label(), total=total, failed=0, start=False)
+            for p in self.points
+        }
+        self.point = 0
+
+    def on_request(self, rec: RequestRecord) -> None:
+        task = self.tasks[self.points[self.point].point_label()]
+        self.bar.start_task(task)
+        self.bar.advance(task)
+        if not rec.ok:
+            self.bar.update(task, failed=self.bar.tasks[task].fields["failed"] + 1)
+
+    def on_point(self, res: BenchResult) -> None:
+        n = res.summary.num_requests
+        self.bar.update(self.tasks[res.summary.point], total=n, completed=n)
+        self.point += 1
+
+
+def _print_results(results: list[BenchResult], console: Console) -> None:
+    for r in results:
+        console.print(_point_table(r))
+        for line in _summary_lines(r):
+            console.print(line, highlight=False)
+    if len(results) > 1:
+        # never squeeze the sweep table into ellipses: a narrow terminal wraps it instead
+        Console(width=max(console.width, 130), force_terminal=console.is_terminal).print(
+            _sweep_table(results)
+        )

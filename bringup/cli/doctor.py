@@ -4,38 +4,50 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from bringup.cli import app
-from bringup.cli._common import fraction, positive, positive_int, refuse_damaged_model
+from bringup.cli._common import fraction, options, positive, positive_int, refuse_damaged_model
 
 console = Console()
 
 
+class DoctorOptions:
+    """`bringup doctor`'s options."""
+
+    as_json: Annotated[
+        bool,
+        typer.Option("--json", help="Print one JSON object (gpus, driver, cuda, topology, packages, facts)."),
+    ] = False
+    smem: Annotated[
+        bool | None,
+        typer.Option(
+            "--smem/--no-smem",
+            help="Measure SM count and shared memory per block (default: "
+            "where PyTorch is installed, from torch.cuda.get_device_properties).",
+        ),
+    ] = None
+    from_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--from", help="Read a folder recorded with `python -m bringup.facts.hardware --record`."
+        ),
+    ] = None
+
+
 @app.command("doctor")
-def doctor_cmd(
-    as_json: bool = typer.Option(
-        False, "--json", help="Print one JSON object (gpus, driver, cuda, topology, packages, facts)."
-    ),
-    smem: bool | None = typer.Option(
-        None,
-        "--smem/--no-smem",
-        help="Measure SM count and shared memory per block (default: "
-        "where PyTorch is installed, from torch.cuda.get_device_properties).",
-    ),
-    from_dir: Path | None = typer.Option(
-        None, "--from", help="Read a folder recorded with `python -m bringup.facts.hardware --record`."
-    ),
-) -> None:
+@options(DoctorOptions)
+def doctor_cmd(o: DoctorOptions) -> None:
     """The machine: GPUs, compute capability, memory, driver, CUDA, GPU links, CPUs, engine packages."""
     from bringup.facts import hardware  # inside each command: `bringup --help` imports no command's modules
 
-    snap = hardware.from_recorded(from_dir) if from_dir else hardware.snapshot(smem=smem)
+    snap = hardware.from_recorded(o.from_dir) if o.from_dir else hardware.snapshot(smem=o.smem)
     f, src = hardware.facts_with_sources(snap)
-    if as_json:
+    if o.as_json:
         d = snap.to_dict()
         d["facts"], d["fact_sources"] = f, src
         from bringup.session.identity import hardware_fingerprint
@@ -46,44 +58,13 @@ def doctor_cmd(
         typer.echo(json.dumps(d, indent=2))
         return
     if snap.gpus:
-        t = Table(
-            title=f"{len(snap.gpus)} GPU(s), driver {snap.driver or '?'}, CUDA {snap.cuda or '?'}, "
-            f"link {snap.topology.link}"
-        )
-        for col in ("#", "name", "cc", "memory", "SMs", "smem/block (opt-in)"):
-            t.add_column(col)
-        for g in snap.gpus:
-            smem_txt = (
-                f"{g.smem_per_block_optin // 1024} KiB (measured, {g.smem_source})"
-                if g.smem_per_block_optin
-                else (
-                    f"{f['gpu.smem_per_block_kib']} KiB (table)"
-                    if src["gpu.smem_per_block_kib"] == "table"
-                    else "?"
-                )
-            )
-            t.add_row(
-                str(g.index),
-                g.name,
-                g.compute_capability or "?",
-                f"{g.memory_gib:.1f} GiB",
-                str(g.multiprocessor_count or "?"),
-                smem_txt,
-            )
-        console.print(t)
+        console.print(_gpu_table(snap, f, src))
     else:
         console.print(
             "[bold]No NVIDIA GPU[/bold] on this machine: CPU targets only (such as the vLLM CPU build)."
         )
     console.print(f"host: {f['cpu.count']} CPUs, {f['host.memory_gib']} GiB memory")
-    pk = Table(title="packages")
-    pk.add_column("package")
-    pk.add_column("version")
-    for name, ver in snap.packages.items():
-        dist = snap.package_dists.get(name)
-        label = name + (f" [{dist}]" if dist and dist not in (name, hardware.PACKAGES[name][0]) else "")
-        pk.add_row(label, ver or "[dim]absent[/dim]")
-    console.print(pk)
+    console.print(_package_table(snap))
     for n in snap.notes:
         console.print(f"note: {n}")
     from bringup.session.identity import hardware_fingerprint
@@ -94,6 +75,47 @@ def doctor_cmd(
         f"hardware fingerprint: {fp}; a Ray worker of this machine joins with: {worker_command(fp)}",
         soft_wrap=True,
     )
+
+
+def _gpu_table(snap: Any, f: dict[str, Any], src: dict[str, str]) -> Table:
+    t = Table(
+        title=f"{len(snap.gpus)} GPU(s), driver {snap.driver or '?'}, CUDA {snap.cuda or '?'}, "
+        f"link {snap.topology.link}"
+    )
+    for col in ("#", "name", "cc", "memory", "SMs", "smem/block (opt-in)"):
+        t.add_column(col)
+    for g in snap.gpus:
+        smem_txt = (
+            f"{g.smem_per_block_optin // 1024} KiB (measured, {g.smem_source})"
+            if g.smem_per_block_optin
+            else (
+                f"{f['gpu.smem_per_block_kib']} KiB (table)"
+                if src["gpu.smem_per_block_kib"] == "table"
+                else "?"
+            )
+        )
+        t.add_row(
+            str(g.index),
+            g.name,
+            g.compute_capability or "?",
+            f"{g.memory_gib:.1f} GiB",
+            str(g.multiprocessor_count or "?"),
+            smem_txt,
+        )
+    return t
+
+
+def _package_table(snap: Any) -> Table:
+    from bringup.facts import hardware
+
+    pk = Table(title="packages")
+    pk.add_column("package")
+    pk.add_column("version")
+    for name, ver in snap.packages.items():
+        dist = snap.package_dists.get(name)
+        label = name + (f" [{dist}]" if dist and dist not in (name, hardware.PACKAGES[name][0]) else "")
+        pk.add_row(label, ver or "[dim]absent[/dim]")
+    return pk
 
 
 def _model_cmd(model_dir: Path, as_json: bool, kv_dtype: list[str]) -> None:
@@ -138,78 +160,149 @@ def fingerprint_cmd(
     _model_cmd(model_dir, as_json, kv_dtype)
 
 
+class PlanOptions:
+    """`bringup plan`'s options."""
+
+    model_dir: Annotated[
+        Path | None,
+        typer.Argument(help="Model folder (config.json; safetensors optional with --weights-gib)."),
+    ] = None
+    weights_gib: Annotated[
+        float | None,
+        typer.Option(
+            "--weights-gib", help="Weights per GPU in GiB (overrides the headers).", callback=positive
+        ),
+    ] = None
+    gpus: Annotated[
+        int | None,
+        typer.Option(
+            "--gpus", help="GPUs on the machine (default: what doctor finds, else tp).", callback=positive_int
+        ),
+    ] = None
+    tp: Annotated[int, typer.Option("--tp", min=1, help="Tensor-parallel size.")] = 1
+    ep: Annotated[int, typer.Option("--ep", min=1, help="Expert-parallel size.")] = 1
+    mem_fraction: Annotated[
+        float,
+        typer.Option(
+            "--mem-fraction",
+            help="SGLang --mem-fraction-static / vLLM --gpu-memory-utilization.",
+            callback=fraction,
+        ),
+    ]
+    engine: Annotated[str, typer.Option("--engine", help="sglang or vllm.")] = "sglang"
+    gpu_mem_gib: Annotated[
+        float | None,
+        typer.Option(
+            "--gpu-mem-gib", help="Memory per GPU in GiB (default: this machine's).", callback=positive
+        ),
+    ] = None
+    kv_dtype: Annotated[str, typer.Option("--kv-dtype", help="The engine's --kv-cache-dtype.")] = "auto"
+    cc: Annotated[
+        float | None,
+        typer.Option("--cc", help="Compute capability (default: this machine's).", callback=positive),
+    ] = None
+    context_len: Annotated[
+        int | None,
+        typer.Option("--context-len", help="Max context (default: the model's).", callback=positive_int),
+    ] = None
+    max_running_requests: Annotated[
+        int | None,
+        typer.Option(
+            "--max-running-requests",
+            help="SGLang --max-running-requests / vLLM --max-num-seqs.",
+            callback=positive_int,
+        ),
+    ] = None
+    cuda_graph_max_bs: Annotated[int | None, typer.Option("--cuda-graph-max-bs", callback=positive_int)] = (
+        None
+    )
+    chunked_prefill_size: Annotated[
+        int | None, typer.Option("--chunked-prefill-size", callback=positive_int)
+    ] = None
+    device: Annotated[
+        str | None,
+        typer.Option("--device", help="cuda or cpu (default: cuda when a GPU or --gpu-mem-gib is given)."),
+    ] = None
+    runs_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--runs-dir",
+            help="Correct the plan with what engines reported on this "
+            "machine before (the journal of that runs folder).",
+        ),
+    ] = None
+    as_json: Annotated[bool, typer.Option("--json")] = False
+
+
 @app.command("plan")
-def plan_cmd(
-    model_dir: Path | None = typer.Argument(
-        None, help="Model folder (config.json; safetensors optional with --weights-gib)."
-    ),
-    weights_gib: float | None = typer.Option(
-        None, "--weights-gib", help="Weights per GPU in GiB (overrides the headers).", callback=positive
-    ),
-    gpus: int | None = typer.Option(
-        None,
-        "--gpus",
-        help="GPUs on the machine (default: what doctor finds, else tp).",
-        callback=positive_int,
-    ),
-    tp: int = typer.Option(1, "--tp", min=1, help="Tensor-parallel size."),
-    ep: int = typer.Option(1, "--ep", min=1, help="Expert-parallel size."),
-    mem_fraction: float = typer.Option(
-        ...,
-        "--mem-fraction",
-        help="SGLang --mem-fraction-static / vLLM --gpu-memory-utilization.",
-        callback=fraction,
-    ),
-    engine: str = typer.Option("sglang", "--engine", help="sglang or vllm."),
-    gpu_mem_gib: float | None = typer.Option(
-        None, "--gpu-mem-gib", help="Memory per GPU in GiB (default: this machine's).", callback=positive
-    ),
-    kv_dtype: str = typer.Option("auto", "--kv-dtype", help="The engine's --kv-cache-dtype."),
-    cc: float | None = typer.Option(
-        None, "--cc", help="Compute capability (default: this machine's).", callback=positive
-    ),
-    context_len: int | None = typer.Option(
-        None, "--context-len", help="Max context (default: the model's).", callback=positive_int
-    ),
-    max_running_requests: int | None = typer.Option(
-        None,
-        "--max-running-requests",
-        help="SGLang --max-running-requests / vLLM --max-num-seqs.",
-        callback=positive_int,
-    ),
-    cuda_graph_max_bs: int | None = typer.Option(None, "--cuda-graph-max-bs", callback=positive_int),
-    chunked_prefill_size: int | None = typer.Option(None, "--chunked-prefill-size", callback=positive_int),
-    device: str | None = typer.Option(
-        None, "--device", help="cuda or cpu (default: cuda when a GPU or --gpu-mem-gib is given)."
-    ),
-    runs_dir: Path | None = typer.Option(
-        None,
-        "--runs-dir",
-        help="Correct the plan with what engines reported on this "
-        "machine before (the journal of that runs folder).",
-    ),
-    as_json: bool = typer.Option(False, "--json"),
-) -> None:
+@options(PlanOptions)
+def plan_cmd(o: PlanOptions) -> None:
     """Will it fit? Weights per GPU, the KV pool and its tokens, and the CUDA-graph headroom."""
     from bringup.facts import hardware, memplan, modelinfo
 
-    if model_dir is None and weights_gib is None:
+    if o.model_dir is None and o.weights_gib is None:
         raise typer.BadParameter("give a model folder, --weights-gib, or both")
     fp = None
-    if model_dir is not None:
-        refuse_damaged_model(model_dir)
+    if o.model_dir is not None:
+        refuse_damaged_model(o.model_dir)
         try:
-            fp = modelinfo.fingerprint(model_dir)
+            fp = modelinfo.fingerprint(o.model_dir)
         except (OSError, ValueError) as e:  # PreflightError, SafetensorsError: the file and the fault
             raise typer.BadParameter(str(e)) from None
-    host_avail = None
+    p = _plan(o, fp)
+    if o.runs_dir is not None and (o.runs_dir / "journal.sqlite").is_file():
+        from bringup.record.journal import Journal
+        from bringup.session.identity import hardware_fingerprint
+
+        hw_fp = hardware_fingerprint(hardware.facts(hardware.snapshot()), None)
+        p = memplan.corrected(p, Journal(o.runs_dir / "journal.sqlite").plan_errors(hw_fp, o.engine))
+    if o.as_json:
+        typer.echo(json.dumps(p.to_dict(), indent=2))
+        return
+    _print_plan(p)
+
+
+def _plan(o: PlanOptions, fp: Any) -> Any:
+    """The plan, on this machine's GPUs (or its host memory, for the vLLM CPU build) unless the
+    options name another machine."""
+    from bringup.facts import memplan
+
+    gpu_mem_gib, cc, gpus, device, host_avail = _machine(o)
+    try:
+        return memplan.plan(
+            gpu_mem_gib=gpu_mem_gib,
+            tp=o.tp,
+            ep=o.ep,
+            mem_fraction=o.mem_fraction,
+            engine=o.engine,
+            fp=fp,
+            weights_gib=o.weights_gib,
+            gpus=gpus if gpus and gpus >= o.tp else None,
+            kv_dtype=o.kv_dtype,
+            compute_capability=cc,
+            context_len=o.context_len,
+            max_running_requests=o.max_running_requests,
+            cuda_graph_max_bs=o.cuda_graph_max_bs,
+            chunked_prefill_size=o.chunked_prefill_size,
+            device=device or "cuda",
+            host_available_gib=host_avail,
+        )
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from e
+
+
+def _machine(o: PlanOptions) -> tuple[Any, Any, Any, str | None, float | None]:
+    """(GPU memory, compute capability, GPUs, device, host memory available): as given, else this
+    machine's (its host memory for the vLLM CPU build when it has no GPU)."""
+    from bringup.facts import hardware
+
+    gpu_mem_gib, cc, gpus, device, host_avail = o.gpu_mem_gib, o.cc, o.gpus, o.device, None
     if gpu_mem_gib is None or cc is None or gpus is None:
-        snap = hardware.snapshot()
-        f = hardware.facts(snap)
+        f = hardware.facts(hardware.snapshot())
         if gpu_mem_gib is None:
             if f["gpu.memory_gib"]:
                 gpu_mem_gib = f["gpu.memory_gib"]
-            elif engine == "vllm" and f["host.memory_gib"]:
+            elif o.engine == "vllm" and f["host.memory_gib"]:
                 gpu_mem_gib, device = f["host.memory_gib"], device or "cpu"
                 host_avail = _host_available_gib()
             else:
@@ -218,36 +311,10 @@ def plan_cmd(
                 )
         cc = cc if cc is not None else f["gpu.compute_capability"]
         gpus = gpus if gpus is not None else (f["gpu.count"] or None)
-    try:
-        p = memplan.plan(
-            gpu_mem_gib=gpu_mem_gib,
-            tp=tp,
-            ep=ep,
-            mem_fraction=mem_fraction,
-            engine=engine,
-            fp=fp,
-            weights_gib=weights_gib,
-            gpus=gpus if gpus and gpus >= tp else None,
-            kv_dtype=kv_dtype,
-            compute_capability=cc,
-            context_len=context_len,
-            max_running_requests=max_running_requests,
-            cuda_graph_max_bs=cuda_graph_max_bs,
-            chunked_prefill_size=chunked_prefill_size,
-            device=device or "cuda",
-            host_available_gib=host_avail,
-        )
-    except ValueError as e:
-        raise typer.BadParameter(str(e)) from e
-    if runs_dir is not None and (runs_dir / "journal.sqlite").is_file():
-        from bringup.record.journal import Journal
-        from bringup.session.identity import hardware_fingerprint
+    return gpu_mem_gib, cc, gpus, device, host_avail
 
-        hw_fp = hardware_fingerprint(hardware.facts(hardware.snapshot()), None)
-        p = memplan.corrected(p, Journal(runs_dir / "journal.sqlite").plan_errors(hw_fp, engine))
-    if as_json:
-        typer.echo(json.dumps(p.to_dict(), indent=2))
-        return
+
+def _print_plan(p: Any) -> None:
     colour = {"fits": "green", "tight": "yellow", "graph-capture-risk": "red", "does-not-fit": "red"}[
         p.verdict
     ]

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
 import typer
 
 from bringup.cli import app
-from bringup.cli._common import err_console, out_console, print_json, runs_root, shown, usage_error
+from bringup.cli._common import err_console, options, out_console, print_json, runs_root, shown, usage_error
 
 
 def find_run_dir(run: str, runs_dir: Path | None) -> Path:
@@ -22,23 +23,28 @@ def find_run_dir(run: str, runs_dir: Path | None) -> Path:
         from bringup.record.journal import Journal
 
         row = Journal(j, readonly=True).run(run)
-        if row and (Path(row["run_dir"]) / "findings.json").is_file():
-            return Path(row["run_dir"])
+        if row and (Path(row.run_dir) / "findings.json").is_file():
+            return Path(row.run_dir)
     raise usage_error(
         f"no finished run {run!r}: give a run folder (with findings.json) or a run id in "
         f"{root} (bringup run prints both)"
     )
 
 
+class ReportOptions:
+    """`bringup report`'s options."""
+
+    run: Annotated[str, typer.Argument(help="A run folder or run id.")]
+    runs_dir: Annotated[Path | None, typer.Option(help="Runs folder (default ./bringup-runs).")] = None
+    json_out: Annotated[bool, typer.Option("--json", help="Print findings.json.")] = False
+    html: Annotated[
+        bool, typer.Option("--html", help="Write report.html (bring-up and tuning) and print its path.")
+    ] = False
+
+
 @app.command("report")
-def report_cmd(
-    run: str = typer.Argument(..., help="A run folder or run id."),
-    runs_dir: Path = typer.Option(None, help="Runs folder (default ./bringup-runs)."),
-    json_out: bool = typer.Option(False, "--json", help="Print findings.json."),
-    html: bool = typer.Option(
-        False, "--html", help="Write report.html (bring-up and tuning) and print its path."
-    ),
-) -> None:
+@options(ReportOptions)
+def report_cmd(o: ReportOptions) -> None:
     """Reprint FINDINGS.md of a run (regenerated from findings.json)."""
     from bringup.report.findings import (  # inside: `bringup --help` stays fast
         FindingsDamaged,
@@ -46,17 +52,17 @@ def report_cmd(
         render_markdown,
     )
 
-    d = find_run_dir(run, runs_dir)
+    d = find_run_dir(o.run, o.runs_dir)
     try:
         result = load_result(d)
     except FindingsDamaged as e:
         raise usage_error(str(e)) from None
-    if html:
+    if o.html:
         from bringup.report.html import load_tunes, write_html
 
         out_console.print(str(write_html(d, result, load_tunes(d))))
         return
-    if json_out:
+    if o.json_out:
         print_json(result.model_dump())
     else:
         from bringup.tuning.result import load_tunes

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Group
@@ -15,6 +15,7 @@ from bringup.cli import app
 from bringup.cli._common import (
     RAY_HELP,
     err_console,
+    options,
     out_console,
     positive,
     print_json,
@@ -28,6 +29,7 @@ from bringup.cli.trial import parse_answers
 if TYPE_CHECKING:
     from bringup.record.results import Attempt, Purpose, RunResult
     from bringup.search.space import Space
+    from bringup.session.settings import RunSettings
 
 
 def default_model() -> Path:
@@ -73,178 +75,141 @@ def _table(attempts: list[Attempt]) -> Table:
 def _resumed(root: Path, run_id: str | None, max_launches: int):
     """The settings and id of the run to resume; a search that stopped short goes on with more launches."""
     from bringup.record.journal import Journal
-    from bringup.session.run import RunSettings
+    from bringup.session.settings import RunSettings
 
     j = Journal(root / "journal.sqlite")
     row = j.run(run_id) if run_id else j.latest_run()
     if row is None:
         raise usage_error(f"nothing to resume in {root}: no run {run_id or ''} in its journal")
-    settings = RunSettings.model_validate(row["settings"])
+    settings = RunSettings.model_validate(row.settings)
     if max_launches > settings.max_launches:
         settings.max_launches = max_launches
-    if row["status"] in ("validated", "impossible"):
-        err_console.print(
-            f"run {row['id']} already ended ({row['status']}); its report: {row['run_dir']}/FINDINGS.md"
-        )
-    return settings, row["id"]
+    if row.status in ("validated", "impossible"):
+        err_console.print(f"run {row.id} already ended ({row.status}); its report: {row.run_dir}/FINDINGS.md")
+    return settings, row.id
+
+
+class RunOptions:
+    """`bringup run`'s options."""
+
+    engine: Annotated[
+        str | None,
+        typer.Option(help="vllm, sglang or transformers (default with no model and no scenario: vllm)."),
+    ] = None
+    model: Annotated[
+        str | None, typer.Option(help="Model folder or hub id (default: a tiny generated model).")
+    ] = None
+    scenario: Annotated[
+        Path | None, typer.Option(help="Replay a scenario file instead of a real engine.")
+    ] = None
+    baseline: Annotated[
+        str,
+        typer.Option(
+            help="The starting command: 'NAME=VALUE ... --flag x' (environment, then "
+            "engine flags), e.g. a model card's."
+        ),
+    ] = ""
+    env: Annotated[
+        list[str],
+        typer.Option(help="An environment variable of the starting command: NAME=VALUE (repeatable)."),
+    ] = []
+    vary: Annotated[str | None, typer.Option(help="Only vary these flags (comma-separated).")] = None
+    fix: Annotated[list[str], typer.Option(help="Pin a flag: FLAG=VALUE (repeatable).")] = []
+    space: Annotated[
+        Path | None, typer.Option(help="A space file (YAML: factors and levels, fixed flags).")
+    ] = None
+    knowledge: Annotated[
+        bool, typer.Option(help="Use knowledge rules and the memory plan (--no-knowledge: signatures alone).")
+    ] = True
+    screen: Annotated[
+        str, typer.Option(help="Screen kernels with dummy weights and fewer layers: auto, always, never.")
+    ] = "auto"
+    max_launches: Annotated[
+        int, typer.Option(min=1, help="Launch budget for the search (screens count).")
+    ] = 12
+    dry_run: Annotated[
+        str,
+        typer.Option(
+            "--dry-run",
+            help="Before each launch, ask the installed engine's own checks with this target's facts: "
+            "auto (a refused candidate is never launched) or never (docs/dryrun.md).",
+        ),
+    ] = "never"
+    max_hours: Annotated[
+        float | None,
+        typer.Option(help="Time budget in hours (simulated hours for scenarios).", callback=positive),
+    ] = None
+    minimize: Annotated[
+        bool, typer.Option(help="Find the minimal fix by delta debugging (extra launches).")
+    ] = True
+    max_minimize_launches: Annotated[int, typer.Option(min=0, help="Launch budget for the minimal fix.")] = 8
+    retry_known: Annotated[bool, typer.Option(help="Relaunch what already failed here in earlier runs.")] = (
+        False
+    )
+    resume: Annotated[bool, typer.Option(help="Resume a run (the latest, or --run-id).")] = False
+    run_id: Annotated[str | None, typer.Option(help="With --resume: the run to resume.")] = None
+    time_scale: Annotated[
+        float, typer.Option(help="Scenario only: real seconds per simulated second.", callback=positive)
+    ] = 0.01
+    timeout: Annotated[
+        float, typer.Option(help="Seconds from launch to ready per trial.", callback=positive)
+    ] = 1800.0
+    hang_timeout: Annotated[
+        float, typer.Option(help="Seconds without a log line that make a hang.", callback=positive)
+    ] = 600.0
+    python: Annotated[str | None, typer.Option(help="Python interpreter of the engine's environment.")] = None
+    answer: Annotated[list[str], typer.Option(help="Known answer 'PROMPT=EXPECTED' (repeatable).")] = []
+    reference: Annotated[
+        str,
+        typer.Option(
+            help="Reference for the reference probe: a file from `bringup reference`, "
+            "auto (in-process when the model is a local folder that fits), or none."
+        ),
+    ] = "auto"
+    parallel: Annotated[
+        str | None,
+        typer.Option(
+            help="Trials at once, each on its own GPUs and port: a number, or auto "
+            "(as many as the GPUs hold with the baseline's need). Default 1; with --ray, auto."
+        ),
+    ] = None
+    ray: Annotated[str | None, typer.Option("--ray", help=RAY_HELP)] = None
+    gpus: Annotated[
+        str | None,
+        typer.Option(
+            help="The GPUs the run may use (CUDA_VISIBLE_DEVICES entries, e.g. 0,1; "
+            "default: every GPU doctor sees)."
+        ),
+    ] = None
+    node_types: Annotated[
+        str | None,
+        typer.Option(
+            "--node-types",
+            help="With --ray: bring the model up on several node types of the cluster at once, one run "
+            "each (all: every bringup-hw-* type its alive nodes declare; or TYPE[,TYPE...], each a "
+            "bringup-hw-<hash> or a doctor fingerprint); per-type runs under RUNS_DIR/<type>/, "
+            "a summary in RUNS_DIR/NODE-TYPES.md (docs/parallel.md).",
+        ),
+    ] = None
+    runs_dir: Annotated[
+        Path | None, typer.Option(help="Runs folder with the journal (default ./bringup-runs).")
+    ] = None
+    json_out: Annotated[bool, typer.Option("--json", help="Print the result as one JSON object.")] = False
 
 
 @app.command("run")
-def run_cmd(
-    engine: str = typer.Option(
-        None, help="vllm, sglang or transformers (default with no model and no scenario: vllm)."
-    ),
-    model: str = typer.Option(None, help="Model folder or hub id (default: a tiny generated model)."),
-    scenario: Path = typer.Option(None, help="Replay a scenario file instead of a real engine."),
-    baseline: str = typer.Option(
-        "",
-        help="The starting command: 'NAME=VALUE ... --flag x' (environment, then "
-        "engine flags), e.g. a model card's.",
-    ),
-    env: list[str] = typer.Option(
-        [], help="An environment variable of the starting command: NAME=VALUE (repeatable)."
-    ),
-    vary: str = typer.Option(None, help="Only vary these flags (comma-separated)."),
-    fix: list[str] = typer.Option([], help="Pin a flag: FLAG=VALUE (repeatable)."),
-    space: Path = typer.Option(None, help="A space file (YAML: factors and levels, fixed flags)."),
-    knowledge: bool = typer.Option(
-        True, help="Use knowledge rules and the memory plan (--no-knowledge: signatures alone)."
-    ),
-    screen: str = typer.Option(
-        "auto", help="Screen kernels with dummy weights and fewer layers: auto, always, never."
-    ),
-    max_launches: int = typer.Option(12, min=1, help="Launch budget for the search (screens count)."),
-    dry_run: str = typer.Option(
-        "never",
-        "--dry-run",
-        help="Before each launch, ask the installed engine's own checks with this target's facts: "
-        "auto (a refused candidate is never launched) or never (docs/dryrun.md).",
-    ),
-    max_hours: float = typer.Option(
-        None, help="Time budget in hours (simulated hours for scenarios).", callback=positive
-    ),
-    minimize: bool = typer.Option(True, help="Find the minimal fix by delta debugging (extra launches)."),
-    max_minimize_launches: int = typer.Option(8, min=0, help="Launch budget for the minimal fix."),
-    retry_known: bool = typer.Option(False, help="Relaunch what already failed here in earlier runs."),
-    resume: bool = typer.Option(False, help="Resume a run (the latest, or --run-id)."),
-    run_id: str = typer.Option(None, help="With --resume: the run to resume."),
-    time_scale: float = typer.Option(
-        0.01, help="Scenario only: real seconds per simulated second.", callback=positive
-    ),
-    timeout: float = typer.Option(1800.0, help="Seconds from launch to ready per trial.", callback=positive),
-    hang_timeout: float = typer.Option(
-        600.0, help="Seconds without a log line that make a hang.", callback=positive
-    ),
-    python: str = typer.Option(None, help="Python interpreter of the engine's environment."),
-    answer: list[str] = typer.Option([], help="Known answer 'PROMPT=EXPECTED' (repeatable)."),
-    reference: str = typer.Option(
-        "auto",
-        help="Reference for the reference probe: a file from `bringup reference`, "
-        "auto (in-process when the model is a local folder that fits), or none.",
-    ),
-    parallel: str = typer.Option(
-        None,
-        help="Trials at once, each on its own GPUs and port: a number, or auto "
-        "(as many as the GPUs hold with the baseline's need). Default 1; with --ray, auto.",
-    ),
-    ray: str = typer.Option(
-        None,
-        "--ray",
-        help=RAY_HELP,
-    ),
-    gpus: str = typer.Option(
-        None,
-        help="The GPUs the run may use (CUDA_VISIBLE_DEVICES entries, e.g. 0,1; "
-        "default: every GPU doctor sees).",
-    ),
-    node_types: str = typer.Option(
-        None,
-        "--node-types",
-        help="With --ray: bring the model up on several node types of the cluster at once, one run "
-        "each (all: every bringup-hw-* type its alive nodes declare; or TYPE[,TYPE...], each a "
-        "bringup-hw-<hash> or a doctor fingerprint); per-type runs under RUNS_DIR/<type>/, "
-        "a summary in RUNS_DIR/NODE-TYPES.md (docs/parallel.md).",
-    ),
-    runs_dir: Path = typer.Option(None, help="Runs folder with the journal (default ./bringup-runs)."),
-    json_out: bool = typer.Option(False, "--json", help="Print the result as one JSON object."),
-) -> None:
+@options(RunOptions)
+def run_cmd(o: RunOptions) -> None:
     """Find a launch configuration that works, prove it, explain every failure, report it."""
-    from bringup.core.candidate import FlagError, parse_env
-    from bringup.core.datafiles import KnowledgeFileError
-    from bringup.engines.targets import TargetError
-    from bringup.search.space import SpaceError, parse_fix
-    from bringup.session.run import QuietObserver, Run, RunError, RunSettings
-    from bringup.trial.process import Interrupted, install_signal_handlers
-    from bringup.trial.rayexec import RayClusterError  # Ray itself is imported only with --ray
+    from bringup.trial.process import install_signal_handlers
 
     install_signal_handlers()  # on the main thread: SIGTERM/SIGHUP tear servers down (exit 143/129)
-
-    root = writable_runs_root(runs_dir)
-    _check_choices(screen=screen, dry_run=dry_run)
-    rid = None
-    if resume:
-        settings, rid = _resumed(root, run_id, max_launches)
-    else:
-        if scenario is None and model is None and engine in (None, "vllm"):
-            engine, model = "vllm", str(default_model())
-        try:
-            fixed = parse_fix(fix)
-            env_vars = parse_env(env)
-        except (SpaceError, FlagError) as e:
-            raise usage_error(f"--fix/--env: {e}") from None
-        settings = RunSettings(
-            engine=engine,
-            model=model,
-            scenario=str(scenario) if scenario else None,
-            python=python,
-            time_scale=time_scale,
-            baseline=baseline,
-            env=env_vars,
-            vary=[v.strip() for v in vary.split(",") if v.strip()] if vary else [],
-            fix=fixed,
-            space_file=str(space) if space else None,
-            knowledge=knowledge,
-            screen=screen,
-            dry_run=dry_run,
-            max_launches=max_launches,
-            max_hours=max_hours,
-            minimize=minimize,
-            max_minimize_launches=max_minimize_launches,
-            retry_known=retry_known,
-            timeout=timeout,
-            hang_timeout=hang_timeout,
-            answers=[(a.prompt, a.expected) for a in parse_answers(answer)],
-            reference=reference,
-            parallel=parallel or ("auto" if ray else "1"),
-            gpus=gpus,
-            ray=ray,
-        )
-    node_types_if_asked(settings, root, node_types, json_out, resume)  # with --node-types: ends here
-    live = (
-        Live(_table([]), console=err_console, refresh_per_second=4, transient=False) if not json_out else None
-    )
-    r = Run(
-        settings,
-        root,
-        run_id=rid,
-        observer=LiveTable(live) if live else QuietObserver(),
-        node_facts=facts_of_node_type(settings),
-    )
-    try:
-        if live:
-            with live:
-                result = r.execute()
-        else:
-            result = r.execute()
-    except (TargetError, RunError, SpaceError, KnowledgeFileError, RayClusterError) as e:
-        raise usage_error(str(e)) from None
-    except Interrupted as e:
-        err_console.print(
-            f"[bold yellow]interrupted ({e}); servers torn down.[/] Resume with: "
-            f"bringup run --resume --run-id {r.run_id} --runs-dir {root}"
-        )
-        raise typer.Exit(e.exit_code) from None
-    if json_out:
+    root = writable_runs_root(o.runs_dir)
+    _check_choices(screen=o.screen, dry_run=o.dry_run)
+    settings, rid = _resumed(root, o.run_id, o.max_launches) if o.resume else (_settings(o), None)
+    node_types_if_asked(settings, root, o.node_types, o.json_out, o.resume)  # with --node-types: ends here
+    result = _execute(settings, root, rid, o.json_out)
+    if o.json_out:
         d = result.model_dump()
         d.pop("attempts", None)
         d["attempts"] = [a.model_dump() for a in result.attempts]
@@ -254,8 +219,77 @@ def run_cmd(
     raise typer.Exit(0 if result.validated else 1)
 
 
+def _settings(o: RunOptions) -> RunSettings:
+    """A new run's settings from its options (with no model and no scenario: the embedded default)."""
+    from bringup.core.candidate import FlagError, parse_env
+    from bringup.search.space import SpaceError, parse_fix
+    from bringup.session.settings import RunSettings
+
+    default = o.scenario is None and o.model is None and o.engine in (None, "vllm")
+    try:
+        fixed, env_vars = parse_fix(o.fix), parse_env(o.env)
+    except (SpaceError, FlagError) as e:
+        raise usage_error(f"--fix/--env: {e}") from None
+    return RunSettings(
+        engine="vllm" if default else o.engine,
+        model=str(default_model()) if default else o.model,
+        scenario=str(o.scenario) if o.scenario else None,
+        python=o.python,
+        time_scale=o.time_scale,
+        baseline=o.baseline,
+        env=env_vars,
+        vary=[v.strip() for v in o.vary.split(",") if v.strip()] if o.vary else [],
+        fix=fixed,
+        space_file=str(o.space) if o.space else None,
+        knowledge=o.knowledge,
+        screen=o.screen,
+        dry_run=o.dry_run,
+        max_launches=o.max_launches,
+        max_hours=o.max_hours,
+        minimize=o.minimize,
+        max_minimize_launches=o.max_minimize_launches,
+        retry_known=o.retry_known,
+        timeout=o.timeout,
+        hang_timeout=o.hang_timeout,
+        answers=[(a.prompt, a.expected) for a in parse_answers(o.answer)],
+        reference=o.reference,
+        parallel=o.parallel or ("auto" if o.ray else "1"),
+        gpus=o.gpus,
+        ray=o.ray,
+    )
+
+
+def _execute(settings: RunSettings, root: Path, rid: str | None, json_out: bool) -> RunResult:
+    """The run, with its live table on stderr (not with --json); bad input and a stop end it with a message."""
+    from bringup.core.datafiles import KnowledgeFileError
+    from bringup.engines.targets import TargetError
+    from bringup.search.space import SpaceError
+    from bringup.session.run import QuietObserver, Run, RunError
+    from bringup.trial.process import Interrupted
+    from bringup.trial.rayexec import RayClusterError  # Ray itself is imported only with --ray
+
+    live = (
+        Live(_table([]), console=err_console, refresh_per_second=4, transient=False) if not json_out else None
+    )
+    observer = LiveTable(live) if live else QuietObserver()
+    r = Run(settings, root, run_id=rid, observer=observer, node_facts=facts_of_node_type(settings))
+    try:
+        if live:
+            with live:
+                return r.execute()
+        return r.execute()
+    except (TargetError, RunError, SpaceError, KnowledgeFileError, RayClusterError) as e:
+        raise usage_error(str(e)) from None
+    except Interrupted as e:
+        err_console.print(
+            f"[bold yellow]interrupted ({e}); servers torn down.[/] Resume with: "
+            f"bringup run --resume --run-id {r.run_id} --runs-dir {root}"
+        )
+        raise typer.Exit(e.exit_code) from None
+
+
 class LiveTable:
-    """The run's attempts as a table that grows while it runs (on stderr). A RunObserver (bringup.session.run)."""
+    """The run's attempts as a table that grows while it runs (on stderr). A RunObserver (bringup.session.settings)."""
 
     def __init__(self, live: Live):
         self.live = live

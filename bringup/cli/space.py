@@ -3,98 +3,52 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
 
 from bringup.cli import app
-from bringup.cli._common import out_console, print_json, usage_error
+from bringup.cli._common import options, out_console, print_json, usage_error
+
+if TYPE_CHECKING:
+    from bringup.session.prepare import PreparedRun
+
+
+class SpaceOptions:
+    """`bringup space`'s options."""
+
+    engine: Annotated[str | None, typer.Option(help="vllm or sglang.")] = None
+    model: Annotated[str | None, typer.Option(help="Model folder or hub id.")] = None
+    scenario: Annotated[
+        Path | None, typer.Option(help="A scenario file (its hardware, model and engine version).")
+    ] = None
+    baseline: Annotated[str, typer.Option(help="The starting command's engine flags.")] = ""
+    vary: Annotated[str | None, typer.Option(help="Only these flags (comma-separated).")] = None
+    fix: Annotated[list[str], typer.Option(help="Pin a flag: FLAG=VALUE (repeatable).")] = []
+    space: Annotated[Path | None, typer.Option(help="A space file.")] = None
+    knowledge: Annotated[bool, typer.Option(help="Apply knowledge rules.")] = True
+    python: Annotated[str | None, typer.Option(help="Python interpreter of the engine's environment.")] = None
+    dry_run: Annotated[
+        str,
+        typer.Option(
+            "--dry-run",
+            help="auto: also ask the installed engine's own checks on each level (the baseline with that "
+            "one change; docs/dryrun.md); never: knowledge only.",
+        ),
+    ] = "never"
+    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False
 
 
 @app.command("space")
-def space_cmd(
-    engine: str = typer.Option(None, help="vllm or sglang."),
-    model: str = typer.Option(None, help="Model folder or hub id."),
-    scenario: Path = typer.Option(None, help="A scenario file (its hardware, model and engine version)."),
-    baseline: str = typer.Option("", help="The starting command's engine flags."),
-    vary: str = typer.Option(None, help="Only these flags (comma-separated)."),
-    fix: list[str] = typer.Option([], help="Pin a flag: FLAG=VALUE (repeatable)."),
-    space: Path = typer.Option(None, help="A space file."),
-    knowledge: bool = typer.Option(True, help="Apply knowledge rules."),
-    python: str = typer.Option(None, help="Python interpreter of the engine's environment."),
-    dry_run: str = typer.Option(
-        "never",
-        "--dry-run",
-        help="auto: also ask the installed engine's own checks on each level (the baseline with that "
-        "one change; docs/dryrun.md); never: knowledge only.",
-    ),
-    json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
-) -> None:
+@options(SpaceOptions)
+def space_cmd(o: SpaceOptions) -> None:
     """Print the factors, their levels, and what knowledge says of each level (and which facts it used)."""
-    from bringup.core.datafiles import KnowledgeFileError  # inside: `bringup --help` stays fast
-    from bringup.engines.targets import TargetError
-    from bringup.search.space import SpaceError, parse_fix
-    from bringup.session.run import Run, RunError, RunSettings
-
-    try:
-        settings = RunSettings(
-            engine=engine,
-            model=model,
-            scenario=str(scenario) if scenario else None,
-            python=python,
-            baseline=baseline,
-            vary=[v.strip() for v in vary.split(",") if v.strip()] if vary else [],
-            fix=parse_fix(fix),
-            space_file=str(space) if space else None,
-            knowledge=knowledge,
-        )
-        r = Run(settings, Path("/nonexistent-bringup-runs"))
-        r.prepare_offline()
-    except (TargetError, RunError, SpaceError, KnowledgeFileError) as e:
-        raise usage_error(str(e)) from None
-    st = r.strategy
-    rows: list[dict[str, Any]] = []  # JSON rows, as --json prints them
-    for f in r.space.factors:
-        base = st.base_level(f)
-        if f.name in st.frozen:
-            value, why = st.frozen[f.name]
-            rows.append(
-                {
-                    "flag": f.name,
-                    "level": "any",
-                    "baseline": True,
-                    "effective": value,
-                    "p_bad": None,
-                    "verdicts": [
-                        {
-                            "verdict": "forced",
-                            "reason": why,
-                            "source": "",
-                            "rule": "",
-                            "facts": {},
-                            "value": value,
-                        }
-                    ],
-                }
-            )
-            continue
-        levels = [None, *f.levels]
-        for lv in levels:
-            vs = st.verdicts(f, lv)
-            rows.append(
-                {
-                    "flag": f.name,
-                    "level": f.describe_level(lv),
-                    "baseline": (lv == base) if lv is not None else base is None,
-                    "effective": st.eff(f, lv),
-                    "p_bad": round(st.risk(f, lv), 3),
-                    "verdicts": [v.to_json() for v in vs],
-                }
-            )
-    notes = _origins_and_engine_checks(r, rows, dry_run)
-    frozen = {k: {"value": v, "why": w} for k, (v, w) in st.frozen.items()}
-    if json_out:
+    r = _prepared(o)
+    rows = _rows(r)  # JSON rows, as --json prints them
+    notes = _origins_and_engine_checks(r, rows, o.dry_run)
+    frozen = {k: {"value": v, "why": w} for k, (v, w) in r.strategy.frozen.items()}
+    if o.json_out:
         print_json(
             {
                 "engine": r.target.engine.log_dialect,
@@ -117,6 +71,79 @@ def space_cmd(
         f"{r.space.size():,} configurations. Facts: "
         + ", ".join(f"{k}={v}" for k, v in r.facts.items() if k.startswith(("gpu.", "model.", "device")))
     )
+    out_console.print(_table(rows))
+    _footer(frozen, notes)
+
+
+def _prepared(o: SpaceOptions) -> PreparedRun:
+    """The run these options describe, prepared as a run would be, without a journal or a launch."""
+    from bringup.core.datafiles import KnowledgeFileError  # inside: `bringup --help` stays fast
+    from bringup.engines.targets import TargetError
+    from bringup.search.space import SpaceError, parse_fix
+    from bringup.session.run import Run, RunError, RunSettings
+
+    try:
+        settings = RunSettings(
+            engine=o.engine,
+            model=o.model,
+            scenario=str(o.scenario) if o.scenario else None,
+            python=o.python,
+            baseline=o.baseline,
+            vary=[v.strip() for v in o.vary.split(",") if v.strip()] if o.vary else [],
+            fix=parse_fix(o.fix),
+            space_file=str(o.space) if o.space else None,
+            knowledge=o.knowledge,
+        )
+        r = Run(settings, Path("/nonexistent-bringup-runs"))
+        r.prepare_offline()
+    except (TargetError, RunError, SpaceError, KnowledgeFileError) as e:
+        raise usage_error(str(e)) from None
+    return r
+
+
+def _rows(r: PreparedRun) -> list[dict[str, Any]]:
+    """Each factor's levels with the strategy's verdicts on them (a level the engine forces: one row)."""
+    st, rows = r.strategy, []
+    for f in r.space.factors:
+        base = st.base_level(f)
+        if f.name in st.frozen:
+            value, why = st.frozen[f.name]
+            forced = {
+                "verdict": "forced",
+                "reason": why,
+                "source": "",
+                "rule": "",
+                "facts": {},
+                "value": value,
+            }
+            rows.append(
+                {
+                    "flag": f.name,
+                    "level": "any",
+                    "baseline": True,
+                    "effective": value,
+                    "p_bad": None,
+                    "verdicts": [forced],
+                }
+            )
+            continue
+        levels = [None, *f.levels]
+        for lv in levels:
+            vs = st.verdicts(f, lv)
+            rows.append(
+                {
+                    "flag": f.name,
+                    "level": f.describe_level(lv),
+                    "baseline": (lv == base) if lv is not None else base is None,
+                    "effective": st.eff(f, lv),
+                    "p_bad": round(st.risk(f, lv), 3),
+                    "verdicts": [v.to_json() for v in vs],
+                }
+            )
+    return rows
+
+
+def _table(rows: list[dict[str, Any]]) -> Table:
     t = Table(header_style="bold", show_lines=False)
     for c in ("flag", "level", "verdict", "from", "reason", "facts used", "engine check"):
         t.add_column(c, overflow="fold")
@@ -144,8 +171,7 @@ def space_cmd(
                 "",
                 _dry_cell(row),
             )
-    out_console.print(t)
-    _footer(frozen, notes)
+    return t
 
 
 def _footer(frozen: dict[str, dict[str, Any]], notes: list[str]) -> None:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
 import typer
 
 from bringup.cli import app
-from bringup.cli._common import finite, usage_error
+from bringup.cli._common import finite, options, usage_error
 
 
 def _refuse_to_overwrite(out_dir: Path, force: bool) -> None:
@@ -21,45 +22,57 @@ def _refuse_to_overwrite(out_dir: Path, force: bool) -> None:
         )
 
 
+class TestmodelOptions:
+    """`bringup testmodel`'s options."""
+
+    out_dir: Annotated[Path, typer.Argument(help="Folder to write the model into (created).")]
+    head_dim: Annotated[
+        int, typer.Option(help="Attention head size. 64 serves on the vLLM CPU build; 16 does not.")
+    ] = 64
+    layers: Annotated[int, typer.Option(min=1, help="Decoder layers.")] = 2
+    vocab: Annotated[int, typer.Option(min=300, help="Tokenizer vocabulary size (byte-level BPE).")] = 512
+    heads: Annotated[int, typer.Option(min=1, help="Attention heads.")] = 2
+    kv_heads: Annotated[int, typer.Option(min=0, help="KV heads (0: same as heads; fewer gives GQA).")] = 0
+    seed: Annotated[int, typer.Option(help="Seed for the random weights.")] = 0
+    preset: Annotated[
+        str,
+        typer.Option(
+            help="What to write: random (tiny random weights), known (trained: known "
+            "answers), fp16-overflow (wrong in float16, right in bf16/fp32), llama-8b (8 B random "
+            "weights for a GPU). docs/probes.md says more."
+        ),
+    ] = "random"
+    shard_gib: Annotated[
+        float, typer.Option(min=0.001, help="llama-8b: the largest safetensors shard, GiB.", callback=finite)
+    ] = 4.0
+    force: Annotated[
+        bool, typer.Option("--force", help="Write into a folder that is not empty (replacing its files).")
+    ] = False
+
+
 @app.command("testmodel")
-def testmodel_cmd(
-    out_dir: Path = typer.Argument(..., help="Folder to write the model into (created)."),
-    head_dim: int = typer.Option(
-        64, help="Attention head size. 64 serves on the vLLM CPU build; 16 does not."
-    ),
-    layers: int = typer.Option(2, min=1, help="Decoder layers."),
-    vocab: int = typer.Option(512, min=300, help="Tokenizer vocabulary size (byte-level BPE)."),
-    heads: int = typer.Option(2, min=1, help="Attention heads."),
-    kv_heads: int = typer.Option(0, min=0, help="KV heads (0: same as heads; fewer gives GQA)."),
-    seed: int = typer.Option(0, help="Seed for the random weights."),
-    preset: str = typer.Option(
-        "random",
-        help="What to write: random (tiny random weights), known (trained: known "
-        "answers), fp16-overflow (wrong in float16, right in bf16/fp32), llama-8b (8 B random "
-        "weights for a GPU). docs/probes.md says more.",
-    ),
-    shard_gib: float = typer.Option(
-        4.0, min=0.001, help="llama-8b: the largest safetensors shard, GiB.", callback=finite
-    ),
-    force: bool = typer.Option(
-        False, "--force", help="Write into a folder that is not empty (replacing its files)."
-    ),
-) -> None:
+@options(TestmodelOptions)
+def testmodel_cmd(o: TestmodelOptions) -> None:
     """Write a small Llama-style model with a real tokenizer and a chat template (or a --preset)."""
     # inside: `bringup --help` stays fast
     from bringup.testmodel.tiny import PRESET_HELP, TestModelSpec, write_preset, write_test_model
 
-    _refuse_to_overwrite(out_dir, force)
-    if preset not in PRESET_HELP:
-        raise typer.BadParameter(f"--preset {preset!r}: use one of {', '.join(PRESET_HELP)}")
-    if kv_heads and heads % kv_heads:
-        raise typer.BadParameter(f"heads ({heads}) must be a multiple of kv-heads ({kv_heads})")
+    _refuse_to_overwrite(o.out_dir, o.force)
+    if o.preset not in PRESET_HELP:
+        raise typer.BadParameter(f"--preset {o.preset!r}: use one of {', '.join(PRESET_HELP)}")
+    if o.kv_heads and o.heads % o.kv_heads:
+        raise typer.BadParameter(f"heads ({o.heads}) must be a multiple of kv-heads ({o.kv_heads})")
     spec = TestModelSpec(
-        head_dim=head_dim, layers=layers, vocab=vocab, heads=heads, kv_heads=kv_heads or heads, seed=seed
+        head_dim=o.head_dim,
+        layers=o.layers,
+        vocab=o.vocab,
+        heads=o.heads,
+        kv_heads=o.kv_heads or o.heads,
+        seed=o.seed,
     )
-    if preset != "random":
-        path = write_preset(out_dir, preset, spec, shard_gib=shard_gib)
-        typer.echo(f"wrote {path} (preset {preset}, seed {seed})")
+    if o.preset != "random":
+        path = write_preset(o.out_dir, o.preset, spec, shard_gib=o.shard_gib)
+        typer.echo(f"wrote {path} (preset {o.preset}, seed {o.seed})")
         return
-    path = write_test_model(out_dir, spec)
-    typer.echo(f"wrote {path} (head_dim {head_dim}, {layers} layers, vocab {vocab}, seed {seed})")
+    path = write_test_model(o.out_dir, spec)
+    typer.echo(f"wrote {path} (head_dim {o.head_dim}, {o.layers} layers, vocab {o.vocab}, seed {o.seed})")

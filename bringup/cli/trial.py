@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -12,6 +13,7 @@ from bringup.cli import app
 from bringup.cli._common import (
     err_console,
     new_trial_dir,
+    options,
     port_number,
     positive,
     print_json,
@@ -23,6 +25,11 @@ from bringup.cli._common import (
 )
 
 if TYPE_CHECKING:
+    from rich.status import Status
+
+    from bringup.core.candidate import Candidate
+    from bringup.engines.targets import Target
+    from bringup.observe.outcome import Outcome
     from bringup.verify.probes import KnownAnswer
 
 
@@ -38,67 +45,127 @@ def parse_answers(answers: list[str]) -> list[KnownAnswer]:
     return out
 
 
+class TrialOptions:
+    """`bringup trial`'s options (engine flags go after `--`, into ctx.args)."""
+
+    ctx: typer.Context
+    engine: Annotated[
+        str | None, typer.Option(help="vllm, sglang or transformers (engines.yaml; not with --scenario).")
+    ] = None
+    model: Annotated[
+        str | None, typer.Option(help="Model folder or hub id (with --scenario: the scenario's model).")
+    ] = None
+    scenario: Annotated[
+        Path | None, typer.Option(help="Replay a scenario file instead of a real engine.")
+    ] = None
+    time_scale: Annotated[
+        float, typer.Option(help="Scenario only: real seconds per simulated second.", callback=positive)
+    ] = 0.01
+    port: Annotated[
+        int | None, typer.Option(help="Port for the server (default: a free one).", callback=port_number)
+    ] = None
+    timeout: Annotated[
+        float, typer.Option(help="Seconds from launch to ready before giving up.", callback=positive)
+    ] = 1800.0
+    hang_timeout: Annotated[
+        float,
+        typer.Option(help="Seconds without a new log line (not ready) that make a hang.", callback=positive),
+    ] = 600.0
+    python: Annotated[
+        str | None, typer.Option(help="Python interpreter of the engine's environment (default: this one).")
+    ] = None
+    gpus: Annotated[
+        str | None, typer.Option(help="CUDA_VISIBLE_DEVICES for the server, e.g. 0,1 (default: inherited).")
+    ] = None
+    answer: Annotated[
+        list[str], typer.Option(help="Known answer 'PROMPT=EXPECTED' to check (repeatable).")
+    ] = []
+    env: Annotated[
+        list[str], typer.Option(help="Environment variable for the server: NAME=VALUE (repeatable).")
+    ] = []
+    batch: Annotated[int, typer.Option(min=2, help="Concurrent requests in the batch probe.")] = 8
+    long_tokens: Annotated[int, typer.Option(min=200, help="Tokens in the long greedy decode probe.")] = 256
+    reference: Annotated[
+        str,
+        typer.Option(
+            help="Reference for the reference probe: a file from `bringup reference`, "
+            "auto (in-process when the model is a local folder that fits), or none."
+        ),
+    ] = "auto"
+    validate: Annotated[
+        bool, typer.Option(help="Reject flags the engine's --help rejects without launching.")
+    ] = True
+    runs_dir: Annotated[
+        Path | None, typer.Option(help="Where trial folders go (default ./bringup-runs).")
+    ] = None
+    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False
+
+
 @app.command("trial", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
-def trial_cmd(
-    ctx: typer.Context,
-    engine: str = typer.Option(
-        None, help="vllm, sglang or transformers (engines.yaml; not with --scenario)."
-    ),
-    model: str = typer.Option(None, help="Model folder or hub id (with --scenario: the scenario's model)."),
-    scenario: Path = typer.Option(None, help="Replay a scenario file instead of a real engine."),
-    time_scale: float = typer.Option(
-        0.01, help="Scenario only: real seconds per simulated second.", callback=positive
-    ),
-    port: int = typer.Option(None, help="Port for the server (default: a free one).", callback=port_number),
-    timeout: float = typer.Option(
-        1800.0, help="Seconds from launch to ready before giving up.", callback=positive
-    ),
-    hang_timeout: float = typer.Option(
-        600.0, help="Seconds without a new log line (not ready) that make a hang.", callback=positive
-    ),
-    python: str = typer.Option(
-        None, help="Python interpreter of the engine's environment (default: this one)."
-    ),
-    gpus: str = typer.Option(
-        None, help="CUDA_VISIBLE_DEVICES for the server, e.g. 0,1 (default: inherited)."
-    ),
-    answer: list[str] = typer.Option([], help="Known answer 'PROMPT=EXPECTED' to check (repeatable)."),
-    env: list[str] = typer.Option([], help="Environment variable for the server: NAME=VALUE (repeatable)."),
-    batch: int = typer.Option(8, min=2, help="Concurrent requests in the batch probe."),
-    long_tokens: int = typer.Option(256, min=200, help="Tokens in the long greedy decode probe."),
-    reference: str = typer.Option(
-        "auto",
-        help="Reference for the reference probe: a file from `bringup reference`, "
-        "auto (in-process when the model is a local folder that fits), or none.",
-    ),
-    validate: bool = typer.Option(True, help="Reject flags the engine's --help rejects without launching."),
-    runs_dir: Path = typer.Option(None, help="Where trial folders go (default ./bringup-runs)."),
-    json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
-) -> None:
+@options(TrialOptions)
+def trial_cmd(o: TrialOptions) -> None:
     """Run one trial and print its outcome. Engine flags go after `--`.
 
     Exit code 0 when it works, 1 when it does not, 2 for bad usage.
     """
-    from rich.status import Status  # heavy imports inside the command: `bringup --help` stays fast
-
-    from bringup.core.candidate import Candidate, FlagError, parse_env, parse_flags
-    from bringup.core.reserved import reserved_flag
-    from bringup.engines.targets import TargetError, resolve_target
-    from bringup.env.registry import launch_environment
-    from bringup.trial.launch import Trial, TrialSettings
-    from bringup.trial.process import Interrupted, install_signal_handlers
-    from bringup.verify.probes import ProbeConfig
-    from bringup.verify.reference import ReferenceError, reference_for
+    from bringup.engines.targets import TargetError, resolve_target  # inside: `bringup --help` stays fast
+    from bringup.trial.process import install_signal_handlers
 
     install_signal_handlers()  # on the main thread: SIGTERM/SIGHUP tear servers down (exit 143/129)
-
     try:
-        target = resolve_target(
-            engine=engine, model=model, scenario=scenario, python=python, time_scale=time_scale, gpus=gpus
+        t = resolve_target(
+            engine=o.engine,
+            model=o.model,
+            scenario=o.scenario,
+            python=o.python,
+            time_scale=o.time_scale,
+            gpus=o.gpus,
         )
     except TargetError as e:
         raise usage_error(str(e)) from None
-    tokens = list(ctx.args)
+    cand = _candidate(t, list(o.ctx.args), o.env)
+    answers = t.answers + parse_answers(o.answer)
+    outcome = _run(o, t, cand, answers, _reference(t, o.reference, o.runs_dir, o.json_out))
+    if o.json_out:
+        print_json(outcome.model_dump())
+    else:
+        render_outcome(outcome)
+    raise typer.Exit(0 if outcome.works else 1)
+
+
+def _run(o: TrialOptions, t: Target, cand: Candidate, answers: list[KnownAnswer], ref: Any) -> Outcome:
+    """The trial, its progress on one status line (none with --json); a stop ends it with a message."""
+    from rich.status import Status
+
+    from bringup.trial.launch import Trial, TrialSettings
+    from bringup.trial.process import Interrupted
+    from bringup.verify.probes import ProbeConfig
+
+    probe = ProbeConfig(batch_size=o.batch, long_tokens=o.long_tokens, answers=answers, reference=ref)
+    settings = TrialSettings(
+        timeout=o.timeout, hang_timeout=o.hang_timeout, port=o.port, validate=o.validate, probe=probe
+    )
+    trial_dir = new_trial_dir(writable_runs_root(o.runs_dir), t.engine.log_dialect, cand.key())
+    progress = _Progress(None if o.json_out else Status("launching", console=err_console))
+    trial = Trial(
+        t.engine, cand, trial_dir, settings, spec=t.spec, version=t.version, on_event=progress.event
+    )
+    try:
+        return progress.running(trial.run)
+    except Interrupted as e:
+        err_console.print(
+            f"[bold yellow]interrupted ({e}); the server was torn down.[/] Log: {trial_dir / 'server.log'}"
+        )
+        raise typer.Exit(e.exit_code) from None
+
+
+def _candidate(target: Target, tokens: list[str], env: list[str]) -> Candidate:
+    """The candidate the engine flags after `--` and the --env variables make (with the user's own
+    engine variables); bad usage ends here."""
+    from bringup.core.candidate import Candidate, FlagError, parse_env, parse_flags
+    from bringup.core.reserved import reserved_flag
+    from bringup.env.registry import launch_environment
+
     if why := reserved_flag(tokens, target.spec, target.engine.info.model_flag):
         raise usage_error(why)
     try:
@@ -112,57 +179,48 @@ def trial_cmd(
         env_vars = {**launch_environment(target.engine.env_registry(target.version)), **parse_env(env)}
     except FlagError as e:
         raise usage_error(f"--env: {e}") from None
-    cand = Candidate.make(target.engine.log_dialect, target.model, flags, env_vars)
-    answers = target.answers + parse_answers(answer)
-    ref = None
-    if not target.engine.simulated:
-        try:
-            ref, why = reference_for(target.model, reference, cache_dir=runs_root(runs_dir) / "references")
-        except ReferenceError as e:
-            raise usage_error(f"--reference: {e}") from None
-        if not json_out:
-            err_console.print(f"[dim]reference:[/] {escape(shown(why))}")
-    settings = TrialSettings(
-        timeout=timeout,
-        hang_timeout=hang_timeout,
-        port=port,
-        validate=validate,
-        probe=ProbeConfig(batch_size=batch, long_tokens=long_tokens, answers=answers, reference=ref),
-    )
-    trial_dir = new_trial_dir(writable_runs_root(runs_dir), target.engine.log_dialect, cand.key())
-    status = Status("launching", console=err_console) if not json_out else None
-    state = {"phase": "spawn", "line": ""}
+    return Candidate.make(target.engine.log_dialect, target.model, flags, env_vars)
 
-    def on_event(kind: str, text: str) -> None:
-        if status is None:
+
+def _reference(target: Target, reference: str, runs_dir: Path | None, json_out: bool) -> Any:
+    """The reference for the reference probe (None: none, or a scenario's model), said on stderr."""
+    from bringup.verify.reference import ReferenceError, reference_for
+
+    if target.engine.simulated:
+        return None
+    try:
+        ref, why = reference_for(target.model, reference, cache_dir=runs_root(runs_dir) / "references")
+    except ReferenceError as e:
+        raise usage_error(f"--reference: {e}") from None
+    if not json_out:
+        err_console.print(f"[dim]reference:[/] {escape(shown(why))}")
+    return ref
+
+
+class _Progress:
+    """The trial's phase and latest log line on one status line (none with --json); GPU hygiene
+    messages above it (bringup/facts/gpus.py)."""
+
+    def __init__(self, status: Status | None) -> None:
+        self.status = status
+        self.phase, self.line = "spawn", ""
+
+    def event(self, kind: str, text: str) -> None:
+        if self.status is None:
             return
-        if kind == "gpu":  # GPUs busy before the first launch, memory not given back (bringup/facts/gpus.py)
+        if kind == "gpu":  # GPUs busy before the first launch, memory not given back
             err_console.print(f"[dim]gpu:[/] {escape(shown(text))}")
             return
         if kind == "phase":
-            state["phase"] = text
+            self.phase = text
         elif kind == "line" and text.strip():
             from bringup.guard.safetext import safe_line
 
-            state["line"] = escape(safe_line(text.strip(), 100))  # no escapes or markup reach the terminal
-        status.update(f"[bold]{state['phase']}[/]  [dim]{state['line']}[/]")
+            self.line = escape(safe_line(text.strip(), 100))  # no escapes or markup reach the terminal
+        self.status.update(f"[bold]{self.phase}[/]  [dim]{self.line}[/]")
 
-    trial = Trial(
-        target.engine, cand, trial_dir, settings, spec=target.spec, version=target.version, on_event=on_event
-    )
-    try:
-        if status:
-            with status:
-                outcome = trial.run()
-        else:
-            outcome = trial.run()
-    except Interrupted as e:
-        err_console.print(
-            f"[bold yellow]interrupted ({e}); the server was torn down.[/] Log: {trial_dir / 'server.log'}"
-        )
-        raise typer.Exit(e.exit_code) from None
-    if json_out:
-        print_json(outcome.model_dump())
-    else:
-        render_outcome(outcome)
-    raise typer.Exit(0 if outcome.works else 1)
+    def running(self, run: Callable[[], Outcome]) -> Outcome:
+        if self.status is None:
+            return run()
+        with self.status:
+            return run()

@@ -1,16 +1,12 @@
-"""``bringup tune``'s repeat phase: where the repeats run, and what the terminal shows of them.
+"""``bringup tune``'s repeat phase as the terminal shows it: each repeat launch, and the verdict.
 
-The rule and the bookkeeping live in bringup/tuning/repeats.py and verdict.py; this module only
-wires them to the launch evaluator and the executors of the CLI: alone, a repeat is one launch
-with nothing else in flight (on this machine, or one job at a time on the Ray cluster); beside,
-every configuration of a round is launched at once, on its own GPUs and port, as the search ran
-them, to measure what a neighbour costs.
+The rule and the bookkeeping live in bringup/tuning/repeats.py and verdict.py; where the repeats
+run (alone, or beside each other) in bringup/tuning/evaluator.py.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rich.table import Table
 
@@ -18,52 +14,6 @@ from bringup.cli._common import err_console, out_console
 
 if TYPE_CHECKING:  # every cli module is imported at start: the tuner (Optuna, numpy) only when tuning
     from bringup.tuning.result import RepeatReport, RepeatRun
-    from bringup.tuning.tuner import Evaluation
-
-
-def alone(
-    ev: Any, make_executor: Callable[[], Any] | None
-) -> tuple[Callable[[dict[str, str]], Evaluation], Callable[[], None]]:
-    """Measure one configuration with nothing else running: the evaluator itself, or (a cluster)
-    one job at a time through an executor of width 1. Returns the function and its closer."""
-    if make_executor is None:
-        return (lambda knobs: ev(knobs, None)), (lambda: None)
-    ex = make_executor()
-
-    def measure(knobs: dict[str, str]) -> Evaluation:
-        job = ev.job(ev.seq + 1, knobs, None)
-        ex.submit(job)
-        d = ex.wait()
-        while d.run is None:  # lost with its node: the machine's failure, not the point's; again
-            ex.submit(d.job)
-            d = ex.wait()
-        return d.run.value
-
-    return measure, ex.close
-
-
-def beside(ev: Any, make_executor: Callable[[], Any]) -> Callable[[list[dict[str, str]]], list[Evaluation]]:
-    """Measure several configurations at once, side by side, as the search ran its points."""
-
-    def measure(group: list[dict[str, str]]) -> list[Evaluation]:
-        ex = make_executor()
-        try:
-            jobs = [ev.job(ev.seq + 1 + i, knobs, None) for i, knobs in enumerate(group)]
-            queue = list(jobs)
-            got: dict[int, Evaluation] = {}
-            while len(got) < len(jobs):
-                while queue and len(ex.in_flight()) < ex.width and ex.fits(queue[0]):
-                    ex.submit(queue.pop(0))
-                d = ex.wait()
-                if d.run is None:  # lost with its node: again
-                    queue.insert(0, d.job)
-                    continue
-                got[d.job.seq] = d.run.value
-            return [got[j.seq] for j in jobs]
-        finally:
-            ex.close()
-
-    return measure
 
 
 def on_run(r: RepeatRun) -> None:
@@ -81,8 +31,8 @@ def _f(v: float | None, fmt: str = ".4g") -> str:
     return "" if v is None else format(v, fmt)
 
 
-def print_repeats(rep: RepeatReport) -> None:
-    """Each configuration's spread over its repeats, and the verdict with its test."""
+def _spreads(rep: RepeatReport) -> Table:
+    """Each configuration's spread over its repeats, with its test against the baseline."""
     t = Table(box=None, header_style="bold", title="repeats (interleaved)")
     for c in (
         "#",
@@ -119,7 +69,12 @@ def print_repeats(rep: RepeatReport) -> None:
             _f(s.gain),
             note,
         )
-    out_console.print(t)
+    return t
+
+
+def print_repeats(rep: RepeatReport) -> None:
+    """Each configuration's spread over its repeats, and the verdict with its test."""
+    out_console.print(_spreads(rep))
     out_console.print(f"rule: {rep.rule}", markup=False, highlight=False)
     if rep.shared_host:
         share = f"{rep.interference:.1%}" if rep.interference is not None else "not measured"

@@ -20,6 +20,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from bringup.core.candidate import Candidate, FlagValue
+from bringup.core.clock import Clock, WallClock
 from bringup.core.datafiles import DATA, KnowledgeFileError, load_yaml, phase_index
 from bringup.facts.installed import distribution_version
 from bringup.help.text import HelpSpec, parse_help
@@ -79,6 +80,9 @@ class ProbeSupport(BaseModel):
     logprobs: bool = True  # completions return token logprobs (else no NaN check on them)
     top_k: bool = True  # completions take `top_k` (and `n`): the sampled probes' top-k set
     seeded: bool = True  # the same request `seed` promises the same tokens (best effort)
+    # completions take `return_token_ids` (or ignore it, as pydantic does unknown fields); a server
+    # that answers HTTP 422 to unknown fields is not sent it
+    token_ids: bool = True
     batch_flags: list[str] = Field(default_factory=list)  # flags that set the maximum batch
     # The engine's periodic scheduler line (running requests, tokens/s): a stall's evidence.
     scheduler_log: str | None = None
@@ -264,6 +268,7 @@ class Engine:
             logprobs=sup.logprobs and cfg.logprobs,
             top_k=sup.top_k and cfg.top_k,
             seeded=sup.seeded and cfg.seeded,
+            token_ids=sup.token_ids and cfg.token_ids,
             max_batch=cfg.max_batch or batch_of(cand.flag_dict, sup.batch_flags),
             model_name=cfg.model_name or (None if sup.list_models else cand.model),
             reference_precision=precision_of(cand.flag_dict),
@@ -310,7 +315,9 @@ class Engine:
     # the model from its folder, and a launch costs the seconds it took. A test double that
     # replays another machine overrides these (bringup/engines/scenario.py), so that no core
     # module needs to know whether it drives a real engine or a double.
-    simulated: ClassVar[bool] = False  # launch costs are a double's simulated seconds, not wall time
+    # Launch costs are a double's simulated seconds, not wall time (a double's GPUs, too, are not
+    # real ones). Time itself comes through `clock()`.
+    simulated: ClassVar[bool] = False
     tokenizer_kind: ClassVar[str] = "auto"  # the load generator's token counting for its answers
 
     def machine_facts(self) -> dict[str, Any] | None:
@@ -342,6 +349,10 @@ class Engine:
         from bringup.env.registry import load_registry
 
         return load_registry(self.log_dialect, self.python, version)
+
+    def clock(self) -> Clock:
+        """A fresh clock for a session of launches on this engine: wall time."""
+        return WallClock()
 
     def clock_scale(self) -> float:
         """Real seconds per engine second: the trial's deadlines (launch timeout, hang timeout) are

@@ -102,6 +102,7 @@ def explain_lines(
         implicated_levels=cls.implicated_levels if failed else {},
         root_exception=cls.root_exception if failed else None,
         remedies=cls.remedies if failed else [],
+        frames=cls.frames if failed else [],
         requested={k: str(v) for k, v in requested.items()},
         effective={
             k: (v if isinstance(v, (str, int, float, bool)) or v is None else str(v))

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from bringup.core.candidate import Candidate
+from bringup.core.clock import Clock, SimulatedClock
 from bringup.engines.base import Engine, EngineInfo, engine_info
 from bringup.help.text import HelpSpec
 
@@ -88,6 +89,10 @@ class ScenarioEngine(Engine):
     def env_registry(self, version: str | None):
         """The imitated version's registry, from bringup's snapshot (never an installed engine's)."""
         return snapshot_registry(self.dialect, version or self.version())
+
+    def clock(self) -> Clock:
+        """The simulated seconds the scenario's launches stand for (its server prints them)."""
+        return SimulatedClock(self.time_scale)
 
     def clock_scale(self) -> float:
         """The scenario server sleeps each simulated second x time_scale: so do the deadlines."""

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
@@ -22,6 +22,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from bringup.core.candidate import FlagValue
 from bringup.core.datafiles import DATA, KnowledgeFileError, validated_entries
 from bringup.knowledge.conditions import Condition, ConditionError, compile_condition, values_equal
+
+if TYPE_CHECKING:
+    from bringup.facts.modelinfo import Fingerprint
 
 FACT_PREFIXES = ("gpu.", "model.", "engine.", "host.", "cpu.")
 FACT_KEYS = ("device",)
@@ -217,7 +220,10 @@ class Knowledge:
 
 
 def memory_model_for(
-    facts: Mapping[str, Any], engine: str, fingerprint: Any = None, history_errors: list[float] | None = None
+    facts: Mapping[str, Any],
+    engine: str,
+    fingerprint: Fingerprint | None = None,
+    history_errors: list[float] | None = None,
 ):
     """A function giving the memory plan's verdict on a memory-fraction level, or None when the
     facts do not allow a plan (no GPU memory size, no weights). Past errors of the plan on this

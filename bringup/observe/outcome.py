@@ -50,6 +50,11 @@ class OverrideRecord(BaseModel):
     evidence: str = ""
 
 
+# A compile that kept a launch silent this long is worth a line in the report (issue 23: say when
+# a launch was slow only because a cache was cold).
+COLD_START_S = 10.0
+
+
 class Outcome(BaseModel):
     status: Status
     failure_class: str | None = None
@@ -65,6 +70,8 @@ class Outcome(BaseModel):
     # The engine's own advice beneath the failure, in its order: flag (or env:NAME), the value it names
     # (None: only a direction or none), action set/raise/lower/remove, the line (bringup/observe/remedies.py).
     remedies: list[Remedy] = Field(default_factory=list)
+    # The root exception's frames, innermost last, as "module/path.py:function" (Classification.frames).
+    frames: list[str] = Field(default_factory=list)
     requested: dict[str, Any] = Field(default_factory=dict)
     effective: dict[str, Any] = Field(default_factory=dict)
     overrides: list[OverrideRecord] = Field(default_factory=list)
@@ -92,3 +99,17 @@ class Outcome(BaseModel):
 
     def key_evidence(self) -> str:
         return self.evidence[0] if self.evidence else ""
+
+    def cold_start(self) -> str:
+        """Why this launch was slow to start, when kernel compilers kept it quiet: a cold JIT cache
+        (FlashInfer, DeepGEMM, Triton, inductor), which the next start on this machine reuses.
+        Empty when no compiler worked through a silence of COLD_START_S or more."""
+        t = self.timings
+        if not t.jit_silent or t.jit_silent < COLD_START_S:
+            return ""
+        share = f" of its {t.to_ready:.0f} s to ready" if t.to_ready else ""
+        tools = ", ".join(t.jit_tools) or "a compiler"
+        return (
+            f"{t.jit_silent:.0f} s{share} were kernels compiling ({tools}) with no log line: a cold JIT "
+            f"cache, which later starts on this machine reuse"
+        )

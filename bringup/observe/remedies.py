@@ -178,7 +178,11 @@ def _word_remedies(text: str, opts: dict[str, bool]) -> list[tuple[int, Remedy]]
 # the machine simply had fewer GPUs than asked). What follows such a clause, on its line and in the
 # list under it, is conditional: worth a look, not the way out.
 _CONDITIONAL = re.compile(
-    r"(?i)\bif (this is intentional|(?:you|they) (?:are|were) using|you (?:want|need|intend|have|really)|you know)\b"
+    r"(?i)\bif (this is intentional|(?:you|they) (?:are|were) using|you (?:want|need|intend|have|really)|you know"
+    # advice for another kind of failure than the one at hand ("3. if it is an OOM problem, set
+    # --mem-fraction-static to a smaller value": SGLang's prefill-graph hint under an illegal
+    # memory access)
+    r"|(?:it|this) is an? [\w-]+ (?:problem|issue|error))\b"
 )
 
 

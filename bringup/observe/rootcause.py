@@ -223,8 +223,14 @@ def at_import(exc: PyException, max_inner: int = 4) -> bool:
     the innermost ``<module>`` one is module-level code or the import machinery, and at most a few
     calls follow it (transformers' version check, a registry that refuses a name). An engine that
     fails so is refusing the installed packages, not the launch's settings."""
-    last = max((i for i, f in enumerate(exc.frames) if f.func == "<module>"), default=-1)
+    modules = [i for i, f in enumerate(exc.frames) if f.func == "<module>"]
+    last = max(modules, default=-1)
     if last < 0 or len(exc.frames) - 1 - last > max_inner:
+        return False
+    # One <module> frame is the script that was run (`python -m sglang.launch_server` runs its
+    # module-level code, which calls into the engine: a FileNotFoundError its argument checks raise
+    # is no import failure); an import shows a module importing another: two <module> frames or more.
+    if len(modules) < 2:
         return False
     return all(f.func == "<module>" or _IMPORT_MACHINERY.search(f.file) for f in exc.frames[:last])
 

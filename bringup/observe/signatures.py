@@ -150,6 +150,17 @@ class Hit:
     signature: Signature
 
 
+def _implicates(hit: Hit) -> list[str]:
+    """A signature's implicated settings, the flag its own pattern captured first (argparse's
+    "error: argument --dtype: invalid choice": the group `flag` names the setting it refused)."""
+    out = list(hit.signature.implicates)
+    m = hit.signature.regex.search(hit.line)
+    flag = m.groupdict().get("flag") if m else None
+    if flag and flag.startswith("--") and flag not in out:
+        out.insert(0, flag)
+    return out
+
+
 @dataclass
 class Classification:
     failure_class: str
@@ -169,6 +180,9 @@ class Classification:
     # The engine's own advice beneath the failure: (flag, value) pairs in the order it printed them
     # (bringup/observe/remedies.py); the search tries them first.
     remedies: list[Remedy] = field(default_factory=list)
+    # the root exception's frames, innermost last ("vllm/v1/sample/ops/topk_topp_sampler.py:flashinfer_sample"):
+    # the code it passed through names components its own line does not
+    frames: list[str] = field(default_factory=list)
 
 
 class Matcher:
@@ -228,6 +242,9 @@ def failure_start(analysis: LogAnalysis) -> int:
     return min(starts, default=0)
 
 
+MAX_FRAMES = 12
+
+
 def classify(
     lines: list[str],
     engine: str | None,
@@ -241,6 +258,8 @@ def classify(
     analysis = parse_log(lines)
     cls = _classify(lines, engine, phase_reached, signatures, max_evidence, analysis)
     cls.remedies = find_remedies(lines[failure_start(analysis) :], engine)
+    if analysis.root is not None:
+        cls.frames = [f"{f.module_path}:{f.func}" for f in analysis.root.frames[-MAX_FRAMES:]]
     return cls
 
 
@@ -298,7 +317,7 @@ def _classify(
             phase=_phase(served, phase_reached, rm.phase, sig.phase),
             evidence=evidence[:max_evidence],
             hint=sig.hint,
-            implicates=list(sig.implicates),
+            implicates=_implicates(best),
             signature_id=sig.id,
             source=sig.source,
             hits=hits,
@@ -372,7 +391,7 @@ def _classify_hits(
         phase=_phase(served, phase_reached, None, sig.phase),
         evidence=ordered[:max_evidence],
         hint=sig.hint if not sig.generic else sig.hint + " (No Python traceback in the log.)",
-        implicates=list(sig.implicates),
+        implicates=_implicates(best),
         signature_id=sig.id,
         source=sig.source,
         hits=hits,

@@ -56,6 +56,7 @@ _EXC_NAME = re.compile(r"(Error|Exception|Exit|Interrupt|Resources|Failure|Fault
 _BENIGN_LEVELS = {"DEBUG", "INFO", "WARNING", "WARN"}
 _NOT_ROOT = {"SystemExit", "KeyboardInterrupt", "GeneratorExit", "CancelledError"}
 _PYDANTIC_HEADER = re.compile(r"^\d+ validation errors? for \w+")
+_PYDANTIC_LOC = re.compile(r"^[\w.\[\], -]+$")  # a field's location line: "hf_overrides.dict[str,any]"
 _MAX_CONTINUATION = 8
 
 # Messages of wrapper exceptions and log lines: they report that something else failed.
@@ -124,9 +125,16 @@ class PyException:
     def key_line(self) -> LogLine:
         """The line that says what went wrong: pydantic puts its message on the next line."""
         if _PYDANTIC_HEADER.match(self.message) and self.continuation:
-            for c in self.continuation:
-                if c.text.strip() and not c.text.strip().startswith("For further information"):
-                    return c
+            lines = [c for c in self.continuation if c.text.strip()]
+            for i, c in enumerate(lines):
+                if c.text.strip().startswith("For further information"):
+                    continue
+                # a field's location alone ("hf_overrides.dict[str,any]"), with its message indented
+                # beneath ("  Input should be a valid dictionary [type=dict_type, ...]"): the message
+                nxt = lines[i + 1].text if i + 1 < len(lines) else ""
+                if _PYDANTIC_LOC.match(c.text.strip()) and "[type=" in nxt and "[type=" not in c.text:
+                    return lines[i + 1]
+                return c
         if not self.message.strip() and self.continuation:
             # "ImportError:" with its message on the lines below (sgl_kernel's "[sgl_kernel] CRITICAL:
             # Could not load any common_ops library!", seen on this project's machines)

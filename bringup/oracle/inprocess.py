@@ -41,20 +41,20 @@ from bringup.oracle.trials import (
     chat_req,
     completion_req,
     expected_in,
+    parts_at_tie,
     user_ladder,
 )
-from bringup.scenario.config import EffectiveConfig, compute_config, decide, template_values
+from bringup.scenario.config import ScenarioConfig, compute_config, decide, template_values
+from bringup.scenario.generate import TokenPlan
 from bringup.scenario.lifecycle import Startup
 from bringup.scenario.logfmt import LogWriter, SimClock
-from bringup.scenario.schema import Fail, Hang, Rule, Scenario
+from bringup.scenario.schema import Fail, Hang, Scenario, ScenarioRule
 from bringup.trial.launch import Trial
-from bringup.trial.process import LogLine, ServerProcess
+from bringup.trial.process import ServerProcess, TimedLine
 from bringup.verify.probes import (
     BATCH_PROMPTS,
     REFERENCE_PROMPT,
     ProbeConfig,
-    common_prefix,
-    near_tie_divergence,
     show_tokens,
 )
 
@@ -139,8 +139,8 @@ class Launch:
     lines: list[str]
     ended: str
     code: int | None
-    cfg: EffectiveConfig | None = None
-    rule: Rule | None = None
+    cfg: ScenarioConfig | None = None
+    rule: ScenarioRule | None = None
     startup: _Startup | None = None
     clock: _InstantClock | None = None
     log: LogWriter | None = None
@@ -216,8 +216,8 @@ class _ProbeWalk:
         self.phase = "ready"
         self.results: list[ProbeResult] = []
         self.hung: str | None = None  # the serving action that stopped the ladder: "died" / "hung"
-        self._ref: list[str] | None = None
-        self._batch_ref: list[str] | None = None
+        self._ref: TokenPlan | None = None
+        self._batch_ref: TokenPlan | None = None
 
     # -- the server's side --------------------------------------------------------------------
     def _requests(self, reqs: list[Req], path: str) -> list:
@@ -335,7 +335,7 @@ class _ProbeWalk:
         except _Disagree:
             self.phase = "first-request"
             raise
-        self._ref = list(plan.tokens)
+        self._ref = plan
         self.phase = "decode"
         return f"{len(plan.tokens)} tokens (streamed): {plan.text[:60]!r}"
 
@@ -366,7 +366,7 @@ class _ProbeWalk:
         plans = self._requests(
             [completion_req(p, self.probe.short_tokens) for p in prompts], "/v1/completions"
         )
-        self._batch_ref = list(plans[0].tokens)
+        self._batch_ref = plans[0]
         return f"{len(plans)} concurrent requests answered"
 
     def _invariance(self) -> str:
@@ -375,17 +375,16 @@ class _ProbeWalk:
         )
         if failed is not None or self._batch_ref is None or self._ref is None:
             raise _Disagree(f"not compared: the {failed or 'batch'} probe gave no output to compare")
-        if self._batch_ref != self._ref and not near_tie_divergence(
-            self._ref, common_prefix(self._ref, self._batch_ref)
-        ):
+        ref, batch = self._ref.tokens, self._batch_ref.tokens
+        if batch != ref and not parts_at_tie(self._ref, self._batch_ref, self.probe):
             raise _Disagree(
-                f"greedy output differs alone vs in a batch: {show_tokens(self._ref)} vs {show_tokens(self._batch_ref)}"
+                f"greedy output differs alone vs in a batch: {show_tokens(ref)} vs {show_tokens(batch)}"
             )
         req = completion_req(REFERENCE_PROMPT, self.probe.short_tokens)
         again = list(self._requests([req], "/v1/completions")[0].tokens)
-        if again != self._ref:
+        if again != ref:
             raise _Disagree(
-                f"greedy output differs between two identical requests: {show_tokens(self._ref)} vs {show_tokens(again)}"
+                f"greedy output differs between two identical requests: {show_tokens(ref)} vs {show_tokens(again)}"
             )
         return "same greedy tokens alone, in a batch, and repeated"
 
@@ -452,7 +451,7 @@ class InProcessTrial(Trial):
         fatal = None
         now = time.monotonic()
         for text in texts[start:]:
-            self.lines.append(LogLine(now, text))
+            self.lines.append(TimedLine(now, text))
             self._set_phase(self.engine.phase_of(text))
             if fatal is None and any(sig.fatal for sig in self.matcher.match(text)):
                 fatal = text

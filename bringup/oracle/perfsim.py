@@ -41,11 +41,11 @@ from bringup.loadgen.config import SLO, BenchConfig
 from bringup.loadgen.metrics import BenchSummary, summarize
 from bringup.loadgen.runner import arrival_times
 from bringup.loadgen.workload import sample_lengths
-from bringup.scenario.config import EffectiveConfig, compute_config, decide
+from bringup.scenario.config import ScenarioConfig, compute_config, decide
 from bringup.scenario.engine_args import help_for, parse_engine_argv
 from bringup.scenario.perf import StepModel
-from bringup.scenario.scheduler import Job, Replica, pick_replica
-from bringup.scenario.schema import Rule, Scenario
+from bringup.scenario.scheduler import Replica, ScheduledRequest, pick_replica
+from bringup.scenario.schema import Scenario, ScenarioRule
 
 Flags = Mapping[str, Any] | Sequence[str] | str
 Workload = Mapping[str, Any] | BenchConfig
@@ -92,7 +92,7 @@ def _dict_argv(flags: Mapping[str, Any]) -> list[str]:
     return argv
 
 
-def engine_config(sc: Scenario, flags: Flags, env: Mapping[str, str] | None = None) -> EffectiveConfig:
+def engine_config(sc: Scenario, flags: Flags, env: Mapping[str, str] | None = None) -> ScenarioConfig:
     """The effective configuration the server would compute for these flags. A flag the engine's
     argparse rejects raises ValueError with argparse's message."""
     spec, text = help_for(sc.engine, sc.engine_version)
@@ -166,7 +166,9 @@ class SimResult:
     steps: int = 0
 
 
-def _infeasible(rule: Rule | None, cfg: EffectiveConfig, max_output: int) -> tuple[str, str | None] | None:
+def _infeasible(
+    rule: ScenarioRule | None, cfg: ScenarioConfig, max_output: int
+) -> tuple[str, str | None] | None:
     """(action, phase) when the rule keeps this configuration from serving the workload right."""
     if rule is None:
         return None
@@ -221,14 +223,14 @@ def _run(model: StepModel, ins: list[int], outs: list[int], bc: BenchConfig) -> 
     busy_time = [0.0] * len(reps)
     batch_time = [0.0] * len(reps)
     active = [False] * len(reps)  # a step is planned or running
-    jobs: list[Job | None] = [None] * n
+    jobs: list[ScheduledRequest | None] = [None] * n
     released = [0.0] * n
     heap: list[tuple[float, int, int, Any]] = []
     seq = itertools.count()
     rr = itertools.count()
 
     def send(i: int, t: float) -> None:
-        job = Job(max(ins[i], 1), max(outs[i], 1), arrival=t, index=i)
+        job = ScheduledRequest(max(ins[i], 1), max(outs[i], 1), arrival=t, index=i)
         jobs[i] = job
         rep = pick_replica(reps, next(rr), model.dispatch)
         rep.add(job)

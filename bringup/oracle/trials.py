@@ -39,7 +39,7 @@ from typing import Literal
 
 from bringup.core.candidate import Candidate, FlagError, FlagValue, parse_flags, render_flags
 from bringup.core.datafiles import phase_index
-from bringup.scenario.config import EffectiveConfig, compute_config, decide
+from bringup.scenario.config import ScenarioConfig, compute_config, decide
 from bringup.scenario.engine_args import (
     NUMBER,
     Requested,
@@ -48,15 +48,16 @@ from bringup.scenario.engine_args import (
     parse_engine_argv,
     vllm_dashes,
 )
-from bringup.scenario.generate import Generator, Plan, Sampling, count_tokens
+from bringup.scenario.generate import Generator, Sampling, TokenPlan, count_tokens
 from bringup.scenario.http import chat_prompt
 from bringup.scenario.lifecycle import FAIL_AT
 from bringup.scenario.loader import load_scenario
 from bringup.scenario.perf import Load, PerfModel, perf_model_for
 from bringup.scenario.runtime import SERVING_PHASES
-from bringup.scenario.schema import BATCH_MODES, Fail, Hang, Rule, Scenario
+from bringup.scenario.schema import BATCH_MODES, Fail, Hang, Scenario, ScenarioRule
 from bringup.scenario.sizing import compute_sizing
 from bringup.verify import probes_user as u
+from bringup.verify.probe_http import TIE_LOGPROBS, parting
 from bringup.verify.probes import BATCH_PROMPTS, REFERENCE_PROMPT, KnownAnswer, ProbeConfig
 
 # NUMBER, vllm_dashes and chat_prompt are the server's own helpers, shared on purpose:
@@ -128,12 +129,19 @@ class Req:
     prompt: str
     sampling: Sampling
     default_max: int | None  # completions default to 16 tokens; chat has no default
+    tokens: int | None = None  # a token-id prompt's length (the server counts ids, not words)
+
+    @property
+    def prompt_tokens(self) -> int:
+        return self.tokens if self.tokens is not None else count_tokens(self.prompt)
 
 
 class Serving:
     """The probe ladder against the server's Runtime, as simulated time."""
 
-    def __init__(self, sc: Scenario, cfg: EffectiveConfig, rule: Rule | None, clock: Clock, context_len: int):
+    def __init__(
+        self, sc: Scenario, cfg: ScenarioConfig, rule: ScenarioRule | None, clock: Clock, context_len: int
+    ):
         self.sc, self.cfg, self.clock = sc, cfg, clock
         mode = rule.serve.mode if rule is not None and rule.serve is not None else "ok"
         self.mode = mode
@@ -152,14 +160,14 @@ class Serving:
             return 0
         return a.after_tokens if a.after_tokens is not None else 1
 
-    def plan(self, req: Req, batch: int = 1) -> Plan:
+    def plan(self, req: Req, batch: int = 1) -> TokenPlan:
         return self.generator.plan(req.prompt, req.sampling, batch_size=batch, default_max=req.default_max)
 
     def fits(self, req: Req) -> bool:
         """The server's context check: a request past the context length gets HTTP 400."""
-        return count_tokens(req.prompt) + (req.sampling.max_tokens or 0) <= self.context_len
+        return req.prompt_tokens + (req.sampling.max_tokens or 0) <= self.context_len
 
-    def run(self, reqs: list[Req]) -> list[Plan]:
+    def run(self, reqs: list[Req]) -> list[TokenPlan]:
         """Requests sent together (one, or the concurrent batch): all start now and overlap."""
         started = self.clock.t
         n = len(reqs)
@@ -168,7 +176,7 @@ class Serving:
         ends: list[float] = []
         strikes: list[float] = []
         for r, p in zip(reqs, plans, strict=True):
-            prefill = self.perf.prefill_seconds(Load(n, count_tokens(r.prompt)))
+            prefill = self.perf.prefill_seconds(Load(n, r.prompt_tokens))
             step = self.perf.decode_step_seconds(Load(n))
             tokens = len(p.tokens)
             # Runtime.generate checks the trigger before prefill (0) and before tokens 1..n-1.
@@ -194,40 +202,56 @@ def chat_req(prompt: str, max_tokens: int) -> Req:
     return Req(chat_prompt(body), _greedy(max_tokens), None)
 
 
-def completion_req(prompt: str, max_tokens: int, ignore_eos: bool = False) -> Req:
-    return Req(prompt, _greedy(max_tokens, ignore_eos, logprobs=1), 16)
+def completion_req(prompt: str, max_tokens: int, ignore_eos: bool = False, tokens: int | None = None) -> Req:
+    return Req(prompt, _greedy(max_tokens, ignore_eos, logprobs=TIE_LOGPROBS), 16, tokens)
+
+
+def tops(plan: TokenPlan) -> list[dict[str, float]]:
+    """A plan's top logprobs, a dict a step, as the server sends them."""
+    return [dict(lp.top) for lp in plan.logprobs or []]
+
+
+def parts_at_tie(alone: TokenPlan, got: TokenPlan, probe: ProbeConfig) -> bool:
+    """probe_http.parting: whether the probes allow `got` to part from `alone`."""
+    from bringup.verify.reference import tolerance
+
+    gap = tolerance(probe.reference_precision).tie_gap
+    return parting(alone.tokens, got.tokens, (tops(alone), tops(got)), gap) is not None
 
 
 def _engine_probe(probe: ProbeConfig, sc: Scenario, flags: Mapping[str, FlagValue]) -> ProbeConfig:
     """What the trial's engine adapter makes of the probe settings (Engine.probe_config): what the
     imitated engine's API offers, and the launch's maximum batch."""
     from bringup.engines.base import batch_of, engine_info
+    from bringup.verify.reference import precision_of
 
     sup = engine_info(sc.engine).probes
     return replace(
         probe,
         top_k=sup.top_k and probe.top_k,
         seeded=sup.seeded and probe.seeded,
+        token_ids=sup.token_ids and probe.token_ids,
         ignore_eos=sup.ignore_eos and probe.ignore_eos,
         logprobs=sup.logprobs and probe.logprobs,
         max_batch=probe.max_batch or batch_of(dict(flags), sup.batch_flags),
+        reference_precision=precision_of(dict(flags)),
     )
 
 
-def _sampled(probe: ProbeConfig) -> Req:
+def _sampled(probe: ProbeConfig, seed: bool = False) -> Req:
     """probes_user._sampled_body as the server parses it (top_k is not modelled)."""
     s = Sampling(
         max_tokens=probe.sample_tokens,
         temperature=probe.sample_temperature,
         top_p=probe.sample_top_p,
-        seed=probe.sample_seed if probe.seeded else None,
+        seed=probe.sample_seed if seed else None,
         ignore_eos=probe.ignore_eos,
         logprobs=probe.sample_top_k if probe.logprobs else None,
     )
     return Req(u.SAMPLED_PROMPT, s, 16)
 
 
-def user_ladder(srv: Serving, probe: ProbeConfig, alone: list[str] | None, disagree) -> None:
+def user_ladder(srv: Serving, probe: ProbeConfig, alone: TokenPlan | None, disagree) -> None:
     """probes_user's probes in ladder order: sampled, sampled-reference (no reference in a
     scenario: skipped, no request), long-prompt, concurrency."""
     if not probe.user_probes:
@@ -239,13 +263,15 @@ def user_ladder(srv: Serving, probe: ProbeConfig, alone: list[str] | None, disag
         plan = srv.run([req])[0]
         if _sampler_violates(plan, probe):
             disagree("sampled", "decode")
-        elif probe.seeded:
-            srv.run([req])  # the same-seed repeat (the double's plan depends on the seed only)
+        elif probe.seeded:  # the same-seed pair, unstreamed (the double's plan depends on the seed only)
+            seeded = _sampled(probe, seed=True)
+            if any(_sampler_violates(srv.run([seeded])[0], probe) for _ in range(2)):
+                disagree("sampled", "decode")
     _long_prompt(srv, probe, disagree)
     _concurrency(srv, probe, alone, disagree)
 
 
-def _sampler_violates(plan: Plan, probe: ProbeConfig) -> bool:
+def _sampler_violates(plan: TokenPlan, probe: ProbeConfig) -> bool:
     from bringup.verify.sampling_check import allowed
 
     top_k = probe.sample_top_k if probe.top_k else 0
@@ -273,12 +299,21 @@ def _long_prompt(srv: Serving, probe: ProbeConfig, disagree) -> None:
         disagree("long-prompt", "decode")
         return
     a = srv.run([req])[0].tokens
-    again = completion_req(prompt + "".join(a[:half]), half, ignore_eos=probe.ignore_eos)
-    if not srv.fits(again) or srv.run([again])[0].tokens != a[half:]:
+    # The double returns token ids (`return_token_ids`), so the probe sends the answer's first half
+    # back as ids: the server reads the same text, counted as one token an id.
+    n_ids = count_tokens(prompt) + half if probe.token_ids else None
+    again = completion_req(prompt + "".join(a[:half]), half, ignore_eos=probe.ignore_eos, tokens=n_ids)
+    if not srv.fits(again):
+        disagree("long-prompt", "decode")
+        return
+    b = srv.run([again])[0].tokens
+    # Fed back as text, the answer is compared only where it is read as `half` more tokens.
+    verified = probe.token_ids or again.prompt_tokens == count_tokens(prompt) + half
+    if verified and b != a[half:]:
         disagree("long-prompt", "decode")
 
 
-def _concurrency(srv: Serving, probe: ProbeConfig, alone: list[str] | None, disagree) -> None:
+def _concurrency(srv: Serving, probe: ProbeConfig, alone: TokenPlan | None, disagree) -> None:
     n = max(1, min(probe.max_batch or probe.concurrency_cap, probe.concurrency_cap))
     if alone is None:
         disagree("concurrency", "load")
@@ -296,7 +331,7 @@ def _concurrency(srv: Serving, probe: ProbeConfig, alone: list[str] | None, disa
         return
     plans = srv.run(reqs)
     for p, plan in zip(prompts, plans, strict=True):
-        if p == REFERENCE_PROMPT and plan.tokens != alone:
+        if p == REFERENCE_PROMPT and plan.tokens != alone.tokens and not parts_at_tie(alone, plan, probe):
             disagree("concurrency", "load")
             return
 
@@ -321,10 +356,10 @@ def _ladder(srv: Serving, probe: ProbeConfig) -> tuple[str | None, str]:
     # completion (streamed): the first request; from its first token on, the phase is decode.
     phase = "first-request"
     first = completion_req(REFERENCE_PROMPT, probe.short_tokens)
+    ref: TokenPlan | None = None
     if srv.fits(first):
-        ref = srv.run([first])[0].tokens
+        ref = srv.run([first])[0]
     else:
-        ref = None
         disagree("completion")
     phase = "decode"
     chat = chat_req(CHAT_PROMPT, probe.short_tokens)
@@ -353,13 +388,13 @@ def _ladder(srv: Serving, probe: ProbeConfig) -> tuple[str | None, str]:
     ]
     batch = [completion_req(p, probe.short_tokens) for p in prompts]
     if all(srv.fits(r) for r in batch):
-        batch_ref = srv.run(batch)[0].tokens
+        batch_ref = srv.run(batch)[0]
         # probe_batch_invariance compares before it sends its own request.
-        if ref is None or batch_ref != ref:
+        if ref is None or (batch_ref.tokens != ref.tokens and not parts_at_tie(ref, batch_ref, probe)):
             disagree("batch-invariance")
         else:
             again = srv.run([first])[0].tokens
-            if again != ref:
+            if again != ref.tokens:
                 disagree("batch-invariance")
     else:
         disagree("batch")
@@ -503,7 +538,7 @@ class Oracle:
             )
         return OracleOutcome("works", None, clock.t, label)
 
-    def _phases(self, cfg: EffectiveConfig, frac: float) -> list[tuple[str, float]]:
+    def _phases(self, cfg: ScenarioConfig, frac: float) -> list[tuple[str, float]]:
         """Start-up phases and their simulated seconds, in Startup.run's order (SGLang's warm-up
         comes after its HTTP server starts, vLLM's before: the clock is the same)."""
         t = self.scenario.timing

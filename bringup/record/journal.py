@@ -12,7 +12,7 @@ import json
 import sqlite3
 import time
 from contextlib import closing
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -79,14 +79,37 @@ CREATE TABLE IF NOT EXISTS plan_errors (
 
 @dataclass
 class TrialRecord:
+    """One finished trial, as the journal keeps it (written whole, in one transaction)."""
+
     run_id: str
     seq: int
-    purpose: str
+    purpose: str  # search | screen | minimize | dry-run | tune
     candidate: Candidate
-    effective_key: str
+    effective_key: str  # what the engine really ran (the strategy's predicted key)
     outcome: Outcome
     trial_dir: str
     extra: dict[str, Any]
+    started: float = 0.0  # wall time (time.time()) of its launch and of its end
+    ended: float = 0.0
+    hardware_fp: str = ""
+    model_id: str = ""
+
+
+@dataclass
+class RunRecord:
+    """One run, as the journal keeps it: enough to resume it, and its result once it ended."""
+
+    id: str
+    created: float
+    updated: float
+    status: str  # running | validated | impossible | not-found | budget | interrupted
+    engine: str
+    engine_version: str | None
+    model_id: str
+    hardware_fp: str
+    settings: dict[str, Any]  # everything needed to resume (bringup.session.settings.RunSettings)
+    result: dict[str, Any] | None  # the run's result once it ends (bringup.record.results.RunResult)
+    run_dir: str
 
 
 _SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -225,64 +248,50 @@ class Journal:
         with closing(self._connect()) as db, db:
             db.execute("UPDATE runs SET status=?, updated=? WHERE id=?", (status, time.time(), run_id))
 
-    def run(self, run_id: str) -> dict | None:
+    def run(self, run_id: str) -> RunRecord | None:
         with closing(self._connect()) as db:
             row = db.execute("SELECT * FROM runs WHERE id=?", (run_id,)).fetchone()
         return _run_row(row) if row else None
 
-    def latest_run(self) -> dict | None:
+    def latest_run(self) -> RunRecord | None:
         with closing(self._connect()) as db:
             row = db.execute("SELECT * FROM runs ORDER BY created DESC LIMIT 1").fetchone()
         return _run_row(row) if row else None
 
-    def runs(self) -> list[dict]:
+    def runs(self) -> list[RunRecord]:
         with closing(self._connect()) as db:
             return [_run_row(r) for r in db.execute("SELECT * FROM runs ORDER BY created")]
 
     # -- trials ----------------------------------------------------------------------------------
-    def add_trial(
-        self,
-        run_id: str,
-        seq: int,
-        purpose: str,
-        candidate: Candidate,
-        effective_key: str,
-        outcome: Outcome,
-        trial_dir: Path,
-        started: float,
-        ended: float,
-        hardware_fp: str,
-        model_id: str,
-        extra: dict | None = None,
-    ) -> None:
+    def add_trial(self, rec: TrialRecord) -> None:
         with closing(self._connect()) as db, db:
             db.execute(
                 "INSERT INTO trials (run_id, seq, purpose, candidate_key, effective_key, candidate, outcome, "
                 "status, failure_class, phase, started, ended, simulated_s, trial_dir, hardware_fp, engine, "
                 "engine_version, model_id, extra) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (
-                    run_id,
-                    seq,
-                    purpose,
-                    candidate.key(),
-                    secrets.redact_key(effective_key),
-                    secrets.scrub_text(json.dumps(candidate.to_json(), default=str)),
-                    secrets.scrub_text(outcome.model_dump_json()),
-                    outcome.status,
-                    outcome.failure_class,
-                    outcome.phase,
-                    started,
-                    ended,
-                    outcome.timings.simulated,
-                    str(trial_dir),
-                    hardware_fp,
-                    outcome.engine,
-                    outcome.engine_version,
-                    model_id,
-                    secrets.scrub_text(json.dumps(extra or {}, default=str)),
+                    rec.run_id,
+                    rec.seq,
+                    rec.purpose,
+                    rec.candidate.key(),
+                    secrets.redact_key(rec.effective_key),
+                    secrets.scrub_text(json.dumps(rec.candidate.to_json(), default=str)),
+                    secrets.scrub_text(rec.outcome.model_dump_json()),
+                    rec.outcome.status,
+                    rec.outcome.failure_class,
+                    rec.outcome.phase,
+                    rec.started,
+                    rec.ended,
+                    rec.outcome.timings.simulated,
+                    rec.trial_dir,
+                    rec.hardware_fp,
+                    rec.outcome.engine,
+                    rec.outcome.engine_version,
+                    rec.model_id,
+                    secrets.scrub_text(json.dumps(rec.extra or {}, default=str)),
                 ),
             )
-            db.execute("UPDATE runs SET updated=? WHERE id=?", (time.time(), run_id))
+            db.execute("UPDATE runs SET updated=? WHERE id=?", (time.time(), rec.run_id))
 
     def trials(self, run_id: str, purpose: str | None = None) -> list[TrialRecord]:
         names = _PURPOSE_NAMES.get(purpose, (purpose,)) if purpose else ()
@@ -347,14 +356,14 @@ class Journal:
         return [r[0] for r in rows]
 
 
-def _run_row(row: sqlite3.Row) -> dict:
+def _run_row(row: sqlite3.Row) -> RunRecord:
     try:
         d = dict(row)
         d["settings"] = json.loads(d["settings"])
         d["result"] = json.loads(d["result"]) if d["result"] else None
         if not isinstance(d["settings"], dict) or not isinstance(d.get("run_dir"), str):
             raise ValueError("settings is not a JSON object or run_dir is not text")
-        return d
+        return RunRecord(**{f.name: d[f.name] for f in fields(RunRecord)})
     except (ValueError, TypeError, KeyError, IndexError) as e:
         raise _row_problem("runs", row, e) from None
 
@@ -382,4 +391,8 @@ def _trial_record(row: sqlite3.Row) -> TrialRecord:
         outcome=Outcome.model_validate_json(row["outcome"]),
         trial_dir=row["trial_dir"],
         extra=json.loads(row["extra"] or "{}"),
+        started=row["started"],
+        ended=row["ended"],
+        hardware_fp=row["hardware_fp"],
+        model_id=row["model_id"],
     )

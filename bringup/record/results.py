@@ -39,6 +39,7 @@ class Attempt(BaseModel):
     where: str = ""
     clock_start_s: float | None = None
     clock_end_s: float | None = None
+    cold_start: str = ""  # a start slowed by kernel compiles (Outcome.cold_start), for the report
 
     @field_validator("purpose", mode="before")
     @classmethod
@@ -89,19 +90,19 @@ class RunResult(BaseModel):
     simulated_hours: float | None
     wall_seconds: float
     final_command: str | None
-    final_candidate: dict | None
+    final_candidate: dict[str, Any] | None  # Candidate.to_json() of the validated configuration
     minimal_fix: list[str] = Field(default_factory=list)
     minimal_fix_str: str | None = None
     minimal_fix_verified: bool = False
     stop_reason: str = ""
     attempts: list[Attempt] = Field(default_factory=list)
-    baseline: dict = Field(default_factory=dict)
+    baseline: dict[str, Any] = Field(default_factory=dict)  # Candidate.to_json() of the starting command
     baseline_command: str = ""
     predictions: list[Prediction] = Field(default_factory=list)  # before any launch: plan and rule verdicts
     engine: str = ""
     engine_version: str | None = None
     model: str = ""
-    facts: dict = Field(default_factory=dict)
+    facts: dict[str, Any] = Field(default_factory=dict)  # the scalar facts rules read
     strategy_state: StrategyState = Field(default_factory=StrategyState)
     journal_priors: int = 0
     knowledge: bool = True

@@ -159,6 +159,7 @@ def render_markdown(r: RunResult, tunes: Sequence[TuneResult] = ()) -> str:
             f"{a.phase or ''} | `{_md(ev)[:220]}` | {_duration(a)} |"
         )
     L.extend(_where(r))
+    L.extend(_cold_starts(r))
     fails = [a for a in r.attempts if a.status not in ("works", "cancelled")]  # cancelled: no verdict
     if fails:
         L.append("")
@@ -241,6 +242,12 @@ def _tunings(tunes: Sequence[TuneResult]) -> list[str]:
     for t in tunes:
         L += ["", *tune_markdown(t)]
     return L
+
+
+def _cold_starts(r: RunResult) -> list[str]:
+    """A line per launch whose start was slow only because kernels compiled (a cold JIT cache)."""
+    cold = [a for a in r.attempts if a.cold_start]
+    return [""] + [f"Slow start of attempt {a.number}: {_md(a.cold_start)}." for a in cold] if cold else []
 
 
 def _where(r: RunResult) -> list[str]:

@@ -20,7 +20,7 @@ from typing import Any
 
 from bringup.help.text import HelpOption, HelpSpec
 from bringup.scenario.engine_args import literal_default
-from bringup.scenario.schema import Entry, Rule, Scenario
+from bringup.scenario.schema import Entry, Scenario, ScenarioRule
 
 # SGLang's ServerArgs field names where the CLI dest differs (server_args.py from_cli_args maps
 # --tensor-parallel-size to tp_size; --fp8-gemm-backend is stored as fp8_gemm_runner_backend).
@@ -124,7 +124,10 @@ def sglang_field(dest: str) -> str:
 
 
 @dataclass
-class EffectiveConfig:
+class ScenarioConfig:
+    """The configuration a scenario launch runs with (requested, defaulted, forced), as the double
+    computes it from its flags; the product's reading of a real log is observe.effective.EffectiveConfig."""
+
     engine: str
     spec: HelpSpec
     model_path: str
@@ -237,7 +240,7 @@ class EffectiveConfig:
         return int(v) if v is not None else (30000 if self.engine == "sglang" else 8000)
 
 
-def _condition_holds(entry: Entry | Rule, cfg: EffectiveConfig) -> bool:
+def _condition_holds(entry: Entry | ScenarioRule, cfg: ScenarioConfig) -> bool:
     return entry.condition.holds(cfg.lookup)
 
 
@@ -247,10 +250,10 @@ def compute_config(
     requested: dict[str, Any],
     positionals: dict[str, Any],
     env: Mapping[str, str],
-) -> EffectiveConfig:
+) -> ScenarioConfig:
     model_flag = "--model-path" if scenario.engine == "sglang" else "--model"
     model_path = requested.get(model_flag) or positionals.get("model_tag") or scenario.model.name
-    cfg = EffectiveConfig(scenario.engine, spec, str(model_path), dict(requested), dict(positionals), env)
+    cfg = ScenarioConfig(scenario.engine, spec, str(model_path), dict(requested), dict(positionals), env)
     cfg.values.update(requested)
     if scenario.engine == "vllm" and "--model" not in cfg.values and positionals.get("model_tag"):
         cfg.values["--model"] = positionals["model_tag"]
@@ -277,7 +280,7 @@ def _same(a: Any, b: Any) -> bool:
     return values_equal(a, b)
 
 
-def decide(scenario: Scenario, cfg: EffectiveConfig) -> Rule | None:
+def decide(scenario: Scenario, cfg: ScenarioConfig) -> ScenarioRule | None:
     """The first rule whose condition holds; else the scenario's `otherwise` (the first factor
     whose effective level it does not model, then its default); None means serve correctly."""
     for rule in scenario.rules:
@@ -289,14 +292,14 @@ def decide(scenario: Scenario, cfg: EffectiveConfig) -> Rule | None:
     for fac in other.factors:
         level = cfg.lookup(fac.target)
         if not any(_same(level, known) for known in fac.levels):
-            return Rule(
+            return ScenarioRule(
                 id=f"otherwise:{fac.flag}", fail=fac.fail, hang=fac.hang, serve=fac.serve, why=fac.why
             )
-    return other.default if isinstance(other.default, Rule) else None
+    return other.default if isinstance(other.default, ScenarioRule) else None
 
 
 # -- printing ---------------------------------------------------------------------------------
-def server_args_repr(cfg: EffectiveConfig) -> str:
+def server_args_repr(cfg: ScenarioConfig) -> str:
     """SGLang: ServerArgs(model_path='...', tp_size=8, ...) with every option of the help."""
     parts: list[str] = []
     seen: set[str] = set()
@@ -318,7 +321,7 @@ def _vllm_value(opt: HelpOption | None, v: Any) -> Any:
     return v
 
 
-def non_default_args(cfg: EffectiveConfig) -> dict[str, Any]:
+def non_default_args(cfg: ScenarioConfig) -> dict[str, Any]:
     """vLLM: the requested options whose value differs from the parser default, by dest."""
     out: dict[str, Any] = {}
     if "model_tag" in cfg.positionals:
@@ -344,7 +347,7 @@ _TORCH_DTYPE = {
 }
 
 
-def vllm_engine_config(cfg: EffectiveConfig, max_model_len: int) -> str:
+def vllm_engine_config(cfg: ScenarioConfig, max_model_len: int) -> str:
     """vLLM: the `with config:` tail of `Initializing a V1 LLM engine`, effective values."""
     g = cfg.value
     model = cfg.model_path
@@ -386,7 +389,7 @@ def vllm_engine_config(cfg: EffectiveConfig, max_model_len: int) -> str:
     return ", ".join(f"{k}={v}" for k, v in items)
 
 
-def template_values(cfg: EffectiveConfig) -> dict[str, Any]:
+def template_values(cfg: ScenarioConfig) -> dict[str, Any]:
     """Names a scenario's log lines may use as {name}: every dest, and a few conveniences."""
     vals: dict[str, Any] = dict(cfg.by_dest())
     vals["model"] = cfg.model_path

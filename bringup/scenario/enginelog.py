@@ -10,7 +10,7 @@ kv_cache_utils.py, core.py, api_server.py) and in real logs.
 
 from __future__ import annotations
 
-from bringup.scenario.config import EffectiveConfig, non_default_args, server_args_repr, vllm_engine_config
+from bringup.scenario.config import ScenarioConfig, non_default_args, server_args_repr, vllm_engine_config
 from bringup.scenario.logfmt import LogWriter
 from bringup.scenario.schema import Scenario
 from bringup.scenario.sizing import Sizing
@@ -31,7 +31,7 @@ class Dialect:
 
     death_request = "error"  # how an in-flight request ends when the engine dies while serving
 
-    def __init__(self, sc: Scenario, cfg: EffectiveConfig, size: Sizing, log: LogWriter):
+    def __init__(self, sc: Scenario, cfg: ScenarioConfig, size: Sizing, log: LogWriter):
         self.sc, self.cfg, self.size, self.log = sc, cfg, size, log
         self.failing_phase: str | None = (
             None  # set by the start-up walk: lines that would contradict it stay out
@@ -429,5 +429,5 @@ class VLLMDialect(Dialect):
         )
 
 
-def dialect_for(sc: Scenario, cfg: EffectiveConfig, size: Sizing, log: LogWriter) -> Dialect:
+def dialect_for(sc: Scenario, cfg: ScenarioConfig, size: Sizing, log: LogWriter) -> Dialect:
     return (SGLangDialect if sc.engine == "sglang" else VLLMDialect)(sc, cfg, size, log)

@@ -43,6 +43,34 @@ def _norm(text: str) -> str:
     return " ".join(text.lower().split())
 
 
+class Vocab:
+    """The imitated tokenizer's ids (what `return_token_ids` returns and a token-id prompt sends):
+    a token's id is a hash of its text, the same in every process (the server and the oracle), and
+    the ids handed out are remembered so that an id prompt reads back as the text they spelled. An
+    id never handed out reads as `<|N|>`."""
+
+    def __init__(self) -> None:
+        self._text: dict[int, str] = {}
+
+    def id(self, token: str) -> int:
+        i = int.from_bytes(hashlib.sha256(token.encode()).digest()[:4], "big") >> 1
+        self._text.setdefault(i, token)
+        return i
+
+    def encode(self, text: str) -> list[int]:
+        """A prompt's ids: one per `split_tokens` piece (so len = `count_tokens`)."""
+        return [self.id(t) for t in split_tokens(text)]
+
+    def ids(self, tokens: list[str]) -> list[int]:
+        return [self.id(t) for t in tokens]
+
+    def decode(self, ids: list[int]) -> str:
+        return "".join(self._text.get(i, f"<|{i}|>") for i in ids)
+
+
+VOCAB = Vocab()
+
+
 @dataclass(frozen=True)
 class Sampling:
     max_tokens: int | None
@@ -61,7 +89,9 @@ class TokenLogprob:
 
 
 @dataclass
-class Plan:
+class TokenPlan:
+    """The tokens the double will answer with, planned before it paces them out."""
+
     tokens: list[str]
     finish_reason: str  # stop | length
     logprobs: list[TokenLogprob] | None
@@ -166,7 +196,7 @@ class Generator:
         said = a.expected if self.mode != "garbage" else wrong_answer(a)
         return split_tokens(f"The answer is {said}.")
 
-    def plan(self, prompt: str, s: Sampling, batch_size: int = 1, default_max: int | None = 16) -> Plan:
+    def plan(self, prompt: str, s: Sampling, batch_size: int = 1, default_max: int | None = 16) -> TokenPlan:
         """The whole output for one request, decided up front (the server then paces it)."""
         key = (prompt, f"{s.temperature:.4f}", f"{s.top_p:.4f}", s.seed)
         limit = s.max_tokens if s.max_tokens is not None else default_max
@@ -204,7 +234,7 @@ class Generator:
         lps = _logprobs(tokens, key, s.logprobs) if s.logprobs is not None else None
         if lps is not None and self.mode == "sampler" and s.temperature > 0:
             lps = _ruled_out(tokens, key, s.logprobs or 1)
-        return Plan(tokens, finish, lps)
+        return TokenPlan(tokens, finish, lps)
 
     def _remember(self, prompt: str, params: tuple, tokens: list[str]) -> None:
         if len(self._continues) > 4096:

@@ -21,7 +21,7 @@ from starlette.requests import Request as HttpRequest
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from bringup.scenario.generate import Plan, Sampling, count_tokens
+from bringup.scenario.generate import VOCAB, Sampling, TokenPlan, count_tokens
 from bringup.scenario.runtime import EngineDead, Request, Runtime
 
 DEAD_MESSAGE = "EngineCore encountered an issue. See stack trace (above) for the root cause."
@@ -92,18 +92,23 @@ def _sampling(body: dict, chat: bool) -> Sampling:
     )
 
 
-def _prompts(body: dict) -> list[str]:
+def _prompts(body: dict) -> list[tuple[str, list[int] | None]]:
+    """Each prompt's text, and its ids where it came as token ids (read back through VOCAB)."""
     p = body.get("prompt")
     if isinstance(p, str):
-        return [p]
+        return [(p, None)]
     if isinstance(p, list) and p:
         if all(isinstance(x, str) for x in p):
-            return list(p)
-        if all(isinstance(x, int) for x in p):
-            return [" ".join(map(str, p))]
-        if all(isinstance(x, list) for x in p):
-            return [" ".join(map(str, x)) for x in p]
+            return [(x, None) for x in p]
+        if _ids(p):
+            return [(VOCAB.decode(p), list(p))]
+        if all(isinstance(x, list) and x and _ids(x) for x in p):
+            return [(VOCAB.decode(x), list(x)) for x in p]
     raise BadRequest("prompt must be a string, a list of strings, or token ids", param="prompt")
+
+
+def _ids(xs: list) -> bool:
+    return all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in xs)
 
 
 def chat_prompt(body: dict) -> str:
@@ -121,7 +126,7 @@ def chat_prompt(body: dict) -> str:
     return "\n".join(parts) + "\nassistant:"
 
 
-def _completion_logprobs(plan: Plan, offset: int = 0) -> dict | None:
+def _completion_logprobs(plan: TokenPlan, offset: int = 0) -> dict | None:
     if plan.logprobs is None:
         return None
     offsets, pos = [], offset
@@ -136,7 +141,21 @@ def _completion_logprobs(plan: Plan, offset: int = 0) -> dict | None:
     }
 
 
-def _chat_logprobs(plan: Plan) -> dict | None:
+def _completion_choice(i: int, plan: TokenPlan, prompt: tuple[str, list[int] | None], ids: bool) -> dict:
+    choice: dict[str, Any] = {
+        "index": i,
+        "text": plan.text,
+        "logprobs": _completion_logprobs(plan),
+        "finish_reason": plan.finish_reason,
+        "stop_reason": None,
+    }
+    if ids:  # `return_token_ids` (vLLM's, SGLang's from 0.5.23): the prompt's and the answer's ids
+        choice["prompt_token_ids"] = prompt[1] if prompt[1] is not None else VOCAB.encode(prompt[0])
+        choice["token_ids"] = VOCAB.ids(plan.tokens)
+    return choice
+
+
+def _chat_logprobs(plan: TokenPlan) -> dict | None:
     if plan.logprobs is None:
         return None
     return {
@@ -216,8 +235,8 @@ def build_app(rt: Runtime) -> Starlette:
             raise BadRequest(f"The model `{m}` does not exist.", 404, "NotFoundError", "model")
         return str(m)
 
-    def check_context(prompt: str, s: Sampling) -> int:
-        n = count_tokens(prompt)
+    def check_context(prompt: str, ids: list[int] | None, s: Sampling) -> int:
+        n = len(ids) if ids is not None else count_tokens(prompt)
         want = n + (s.max_tokens or 0)
         if want > context_len:
             raise BadRequest(
@@ -246,13 +265,13 @@ def build_app(rt: Runtime) -> Starlette:
                 raise BadRequest("the request body must be a JSON object")
             model = check_model(body)
             s = _sampling(body, chat)
-            prompts = [chat_prompt(body)] if chat else _prompts(body)
-            counts = [check_context(p, s) for p in prompts]
+            prompts = [(chat_prompt(body), None)] if chat else _prompts(body)
+            counts = [check_context(p, ids, s) for p, ids in prompts]
         except BadRequest as e:
             rt.dialect.access(client, "POST", request.url.path, e.status)
             return _error(e.status, str(e), e.kind, e.param)
         default_max = None if chat else 16  # the OpenAI completions default
-        reqs = [Request(p, s, default_max) for p in prompts]
+        reqs = [Request(p, s, default_max, len(ids) if ids is not None else None) for p, ids in prompts]
         rid = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex
         created = int(time.time())
         if body.get("stream"):
@@ -288,15 +307,7 @@ def build_app(rt: Runtime) -> Starlette:
                     }
                 )
             else:
-                choices.append(
-                    {
-                        "index": i,
-                        "text": plan.text,
-                        "logprobs": _completion_logprobs(plan),
-                        "finish_reason": plan.finish_reason,
-                        "stop_reason": None,
-                    }
-                )
+                choices.append(_completion_choice(i, plan, prompts[i], bool(body.get("return_token_ids"))))
         usage = _usage(sum(counts), sum(len(p.tokens) for p in plans))
         return JSONResponse(
             {
@@ -313,12 +324,12 @@ def build_app(rt: Runtime) -> Starlette:
         req: Request, prompt_tokens: int, rid: str, created: int, model: str, chat: bool, include_usage: bool
     ) -> AsyncIterator[str]:
         obj = "chat.completion.chunk" if chat else "text_completion"
-        queue: asyncio.Queue[tuple[int, Plan] | None] = asyncio.Queue()
+        queue: asyncio.Queue[tuple[int, TokenPlan] | None] = asyncio.Queue()
 
-        async def on_token(i: int, plan: Plan) -> None:
+        async def on_token(i: int, plan: TokenPlan) -> None:
             await queue.put((i, plan))
 
-        async def run() -> Plan:
+        async def run() -> TokenPlan:
             try:
                 return await rt.generate(req, on_token)
             finally:
@@ -354,7 +365,7 @@ def build_app(rt: Runtime) -> Starlette:
                 # The last token's chunk carries the finish reason, as vLLM and SGLang send it: no
                 # empty chunk after it (a load generator would count one chunk more than tokens).
                 finish = plan.finish_reason if i == len(plan.tokens) - 1 else None
-                one = Plan([tok], "stop", [lp]) if lp is not None else None
+                one = TokenPlan([tok], "stop", [lp]) if lp is not None else None
                 if chat:
                     choice = {
                         "index": 0,

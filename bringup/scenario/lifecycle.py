@@ -16,11 +16,11 @@ import errno
 import socket
 from collections.abc import Callable, Iterator
 
-from bringup.scenario.config import EffectiveConfig, template_values
+from bringup.scenario.config import ScenarioConfig, template_values
 from bringup.scenario.enginelog import Dialect, dialect_for
 from bringup.scenario.logfmt import LogWriter, SimClock, hang_forever
 from bringup.scenario.runtime import SERVING_PHASES, Runtime, terminate
-from bringup.scenario.schema import Fail, Hang, Rule, Scenario
+from bringup.scenario.schema import Fail, Hang, Scenario, ScenarioRule
 from bringup.scenario.sizing import compute_sizing
 
 PROGRESS_STEPS = 8  # progress lines per long phase, so a watcher sees steady progress
@@ -57,7 +57,7 @@ class _Server:
 
 class Startup:
     def __init__(
-        self, sc: Scenario, cfg: EffectiveConfig, rule: Rule | None, clock: SimClock, log: LogWriter
+        self, sc: Scenario, cfg: ScenarioConfig, rule: ScenarioRule | None, clock: SimClock, log: LogWriter
     ):
         self.sc, self.cfg, self.rule, self.clock, self.log = sc, cfg, rule, clock, log
         self.size = compute_sizing(sc, cfg)
@@ -216,7 +216,7 @@ def _bind(host: str, port: int) -> socket.socket | None:
     return sock
 
 
-async def run(sc: Scenario, cfg: EffectiveConfig, rule: Rule | None, time_scale: float) -> None:
+async def run(sc: Scenario, cfg: ScenarioConfig, rule: ScenarioRule | None, time_scale: float) -> None:
     clock = SimClock(time_scale)
     log = LogWriter(sc.engine, clock)
     startup = Startup(sc, cfg, rule, clock, log)

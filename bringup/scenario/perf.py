@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from bringup.knowledge.conditions import as_number
-from bringup.scenario.config import EffectiveConfig
+from bringup.scenario.config import ScenarioConfig
 from bringup.scenario.schema import Performance, Scenario
 from bringup.scenario.sizing import compute_sizing
 
@@ -59,12 +59,12 @@ class ConstantPerf:
         return self.per_output_token
 
 
-def _int_knob(cfg: EffectiveConfig, *dests: str) -> int | None:
+def _int_knob(cfg: ScenarioConfig, *dests: str) -> int | None:
     v = as_number(cfg.value(*dests))
     return int(v) if v is not None else None
 
 
-def _dispatch(cfg: EffectiveConfig) -> str:
+def _dispatch(cfg: ScenarioConfig) -> str:
     """How requests are spread over DP replicas: SGLang's --load-balance-method (auto and
     round_robin: round robin, whatever each replica holds); vLLM balances by queue length."""
     if cfg.engine == "vllm":
@@ -103,7 +103,7 @@ class StepModel:
     dispatch: str = "round_robin"  # DP: round_robin | total_requests | total_tokens (--load-balance-method)
 
     @classmethod
-    def build(cls, sc: Scenario, cfg: EffectiveConfig) -> StepModel:
+    def build(cls, sc: Scenario, cfg: ScenarioConfig) -> StepModel:
         perf = sc.performance
         if perf is None:
             raise ValueError(f"scenario {sc.name} has no performance section")
@@ -160,7 +160,7 @@ class StepModel:
         return self.step_seconds(max(load.running, 1), 0, 0)
 
 
-def perf_model_for(sc: Scenario, cfg: EffectiveConfig) -> PerfModel:
+def perf_model_for(sc: Scenario, cfg: ScenarioConfig) -> PerfModel:
     """The performance model for this scenario and configuration (the knobs are in cfg)."""
     if sc.performance is not None:
         return StepModel.build(sc, cfg)

@@ -16,13 +16,13 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import NoReturn
 
-from bringup.scenario.config import EffectiveConfig, template_values
+from bringup.scenario.config import ScenarioConfig, template_values
 from bringup.scenario.enginelog import Dialect
-from bringup.scenario.generate import Generator, Plan, Sampling, count_tokens
+from bringup.scenario.generate import Generator, Sampling, TokenPlan, count_tokens
 from bringup.scenario.logfmt import LogWriter, SimClock, hang_forever
 from bringup.scenario.perf import Load, StepModel, perf_model_for
-from bringup.scenario.scheduler import EngineLoop, Job, Replica, Step
-from bringup.scenario.schema import BATCH_MODES, Fail, Hang, Rule, Scenario
+from bringup.scenario.scheduler import EngineLoop, Replica, ScheduledRequest, Step
+from bringup.scenario.schema import BATCH_MODES, Fail, Hang, Scenario, ScenarioRule
 
 BATCH_WINDOW_S = 0.1  # inconsistent mode: how long a request waits to see who shares its batch
 ERROR_GRACE_S = 0.5  # vLLM: the API server answers 500s this long before it shuts down
@@ -30,7 +30,7 @@ DROP_DELAY_S = 0.05  # SGLang: the process tree is killed this soon after the sc
 SERVING_PHASES = ("first-request", "decode")
 # Called as each output token is made: its index and the request's plan (the stream reads the
 # token, its logprobs, and, at the last one, the finish reason, as the engines send it).
-OnToken = Callable[[int, Plan], Awaitable[None]]
+OnToken = Callable[[int, TokenPlan], Awaitable[None]]
 
 
 def terminate(code: int) -> NoReturn:
@@ -61,14 +61,15 @@ class Request:
     prompt: str
     sampling: Sampling
     default_max: int | None
+    prompt_tokens: int | None = None  # a token-id prompt's length (None: count the text's tokens)
 
 
 class Runtime:
     def __init__(
         self,
         sc: Scenario,
-        cfg: EffectiveConfig,
-        rule: Rule | None,
+        cfg: ScenarioConfig,
+        rule: ScenarioRule | None,
         dialect: Dialect,
         log: LogWriter,
         clock: SimClock,
@@ -161,7 +162,11 @@ class Runtime:
             self.dialect.request_decode(len(rep.decoding), rep.ctx, step.decode / max(step.duration, 1e-9))
 
     async def _batched(
-        self, job: Job, current: Callable[[], Plan], started: float, on_token: OnToken | None
+        self,
+        job: ScheduledRequest,
+        current: Callable[[], TokenPlan],
+        started: float,
+        on_token: OnToken | None,
     ) -> None:
         """Hand out the tokens as the engine's steps make them (see scheduler.py)."""
         assert job.changed is not None
@@ -183,7 +188,7 @@ class Runtime:
         for k in self._peaks:
             self._peaks[k] = max(self._peaks[k], self.inflight)
 
-    async def generate(self, req: Request, on_token: OnToken | None = None) -> Plan:
+    async def generate(self, req: Request, on_token: OnToken | None = None) -> TokenPlan:
         """Plan the output, then pace it: prefill, then one decode step per token. Raises EngineDead."""
         if self.dead:
             if self.drop:
@@ -195,9 +200,9 @@ class Runtime:
         self._join_batch(rid)
         started = self.clock.t
         spent = 0.0
-        plans: dict[int, Plan] = {}
+        plans: dict[int, TokenPlan] = {}
 
-        def current() -> Plan:
+        def current() -> TokenPlan:
             # Only `inconsistent` output depends on the batch: the largest one this request shared.
             b = self._peaks[rid] if self.mode in BATCH_MODES else 1
             if b not in plans:
@@ -211,7 +216,7 @@ class Runtime:
                 # Let requests sent together find each other, as a scheduler fills one batch.
                 await asyncio.sleep(BATCH_WINDOW_S)
             n_tokens = len(current().tokens)  # the same for any batch: only the words change
-            prompt_tokens = count_tokens(req.prompt)
+            prompt_tokens = req.prompt_tokens or count_tokens(req.prompt)
             self.dialect.request_prefill(prompt_tokens, self.inflight)
             if isinstance(self.perf, StepModel):
                 job = self.engine().submit(prompt_tokens, n_tokens)

@@ -37,7 +37,7 @@ PERF_RE = re.compile(
 
 
 @dataclass(eq=False)
-class Job:
+class ScheduledRequest:
     """One request inside the engine. Times are simulated seconds."""
 
     prompt_tokens: int
@@ -65,22 +65,26 @@ class Step:
     duration: float  # simulated seconds
     decode: int  # requests decoding in it
     prefill: int  # prompt tokens in it
-    pieces: list[tuple[Job, int]]  # (job, prompt tokens of it prefilled in this step)
-    decoders: list[Job] | None = None  # who decodes in it (only when asked: the server notifies them)
+    pieces: list[tuple[ScheduledRequest, int]]  # (job, prompt tokens of it prefilled in this step)
+    decoders: list[ScheduledRequest] | None = (
+        None  # who decodes in it (only when asked: the server notifies them)
+    )
 
 
 @dataclass
 class Replica:
     model: StepModel
     index: int = 0
-    waiting: deque[Job] = field(default_factory=deque)
-    prefilling: deque[Job] = field(default_factory=deque)
-    decoding: dict[Job, None] = field(default_factory=dict)  # ordered set
+    waiting: deque[ScheduledRequest] = field(default_factory=deque)
+    prefilling: deque[ScheduledRequest] = field(default_factory=deque)
+    decoding: dict[ScheduledRequest, None] = field(default_factory=dict)  # ordered set
     kv_free: int = 0
     ctx: int = 0  # KV tokens the decoding requests read in the next step
     steps: int = 0  # steps run so far
-    finish_at: dict[int, list[Job]] = field(default_factory=dict)  # step -> jobs whose last token it makes
-    aborts: list[Job] = field(default_factory=list)
+    finish_at: dict[int, list[ScheduledRequest]] = field(
+        default_factory=dict
+    )  # step -> jobs whose last token it makes
+    aborts: list[ScheduledRequest] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.kv_free = self.model.kv_capacity
@@ -94,7 +98,7 @@ class Replica:
     def running(self) -> int:
         return len(self.prefilling) + len(self.decoding)
 
-    def add(self, job: Job) -> None:
+    def add(self, job: ScheduledRequest) -> None:
         job.replica = self.index
         self.waiting.append(job)
 
@@ -116,7 +120,7 @@ class Replica:
         """The next step: admit, pick the prompt chunks, price it (drawing its noise)."""
         self._admit()
         budget = self.model.chunk
-        pieces: list[tuple[Job, int]] = []
+        pieces: list[tuple[ScheduledRequest, int]] = []
         for job in self.prefilling:
             if budget <= 0:
                 break
@@ -129,7 +133,7 @@ class Replica:
         duration = self.model.step_seconds(decode, prefill, self.ctx, z)
         return Step(duration, decode, prefill, pieces, list(self.decoding) if collect else None)
 
-    def commit(self, step: Step) -> tuple[list[Job], list[Job]]:
+    def commit(self, step: Step) -> tuple[list[ScheduledRequest], list[ScheduledRequest]]:
         """Apply a planned step. Returns (jobs that got their first token, jobs that finished)."""
         s = self.steps
         self.ctx += len(self.decoding)  # every decoder cached one more token
@@ -137,7 +141,7 @@ class Replica:
         for job in finished:
             del self.decoding[job]
             self.ctx -= job.prompt_tokens + job.output_tokens
-        started: list[Job] = []
+        started: list[ScheduledRequest] = []
         for job, take in step.pieces:
             job.prefilled += take
             if job.prefilled < job.prompt_tokens:
@@ -159,7 +163,7 @@ class Replica:
             self._apply_aborts()
         return started, finished
 
-    def abort(self, job: Job) -> None:
+    def abort(self, job: ScheduledRequest) -> None:
         """Drop a request (its client went away); applied at the next step boundary."""
         if not job.done and not job.aborted:
             job.aborted = True
@@ -257,8 +261,8 @@ class EngineLoop:
     def sim_now(self) -> float:
         return self._sim0 + (self._loop.time() - self._real0) / self.scale
 
-    def submit(self, prompt_tokens: int, output_tokens: int) -> Job:
-        job = Job(
+    def submit(self, prompt_tokens: int, output_tokens: int) -> ScheduledRequest:
+        job = ScheduledRequest(
             max(prompt_tokens, 1), max(output_tokens, 1), arrival=self.sim_now(), changed=asyncio.Event()
         )
         rep = pick_replica(self.replicas, self._next, self.model.dispatch)
@@ -269,11 +273,11 @@ class EngineLoop:
             self._tasks[rep.index] = asyncio.create_task(self._run(rep))
         return job
 
-    def abort(self, job: Job) -> None:
+    def abort(self, job: ScheduledRequest) -> None:
         self.replicas[job.replica].abort(job)
 
     @staticmethod
-    def _emit(job: Job, at: float) -> None:
+    def _emit(job: ScheduledRequest, at: float) -> None:
         if job.aborted:
             return
         job.emitted += 1

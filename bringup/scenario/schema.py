@@ -250,7 +250,10 @@ class Serve(_Strict):
         return self
 
 
-class Rule(_Strict):
+class ScenarioRule(_Strict):
+    """What the double does when its condition holds: fail, hang or serve (knowledge.rules.Rule is
+    the product's rule about flag levels)."""
+
     id: str | None = None
     when: Any = None
     fail: Fail | None = None
@@ -260,7 +263,7 @@ class Rule(_Strict):
     _condition: Condition = PrivateAttr(default_factory=Condition)
 
     @model_validator(mode="after")
-    def _one_action(self) -> Rule:
+    def _one_action(self) -> ScenarioRule:
         given = [k for k in ("fail", "hang", "serve") if getattr(self, k) is not None]
         if len(given) != 1:
             have = ", ".join(given) if given else "none"
@@ -310,7 +313,7 @@ class Otherwise(_Strict):
     """What a configuration that no rule names does. `factors` are checked in order (the first
     whose effective level is not among its `levels` decides), then `default`."""
 
-    default: Literal["serve"] | Rule = "serve"
+    default: Literal["serve"] | ScenarioRule = "serve"
     factors: list[OtherwiseFactor] = Field(default_factory=list)
     why: str | None = None
 
@@ -355,7 +358,7 @@ class Scenario(_Strict):
     defaults: list[Entry] = Field(default_factory=list)
     force: list[Entry] = Field(default_factory=list)
     warnings: list[Warning_] = Field(default_factory=list)
-    rules: list[Rule] = Field(default_factory=list)
+    rules: list[ScenarioRule] = Field(default_factory=list)
     # What configurations no rule names do. None (test scenarios only): serve correctly; every
     # shipped scenario says it explicitly (tests/test_scenario_shipped.py).
     otherwise: Otherwise | None = None

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from bringup.knowledge.conditions import as_number
-from bringup.scenario.config import EffectiveConfig
+from bringup.scenario.config import ScenarioConfig
 from bringup.scenario.schema import Scenario
 
 
@@ -54,7 +54,7 @@ def _kv_dtype_bytes(kv: str, model_dtype: str) -> float:
     return 2.0 if "32" not in kv else 4.0
 
 
-def _context(cfg: EffectiveConfig, sc: Scenario) -> int:
+def _context(cfg: ScenarioConfig, sc: Scenario) -> int:
     raw = cfg.value("context_length", "max_model_len")
     if isinstance(raw, str):  # vLLM accepts 32k / 1m
         s = raw.strip().lower()
@@ -65,7 +65,7 @@ def _context(cfg: EffectiveConfig, sc: Scenario) -> int:
     return int(n) if n else sc.model.context_length
 
 
-def compute_sizing(sc: Scenario, cfg: EffectiveConfig) -> Sizing:
+def compute_sizing(sc: Scenario, cfg: ScenarioConfig) -> Sizing:
     m, hw = sc.model, sc.hardware
     override = cfg.layer_override()
     layers = min(override, m.layers) if override else m.layers

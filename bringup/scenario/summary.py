@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 
 from bringup.core.candidate import format_value
-from bringup.scenario.config import EffectiveConfig
-from bringup.scenario.schema import Rule, Scenario
+from bringup.scenario.config import ScenarioConfig
+from bringup.scenario.schema import Scenario, ScenarioRule
 
 _ERROR_LINES = (re.compile(r"\b\w*(Error|Exception)\b:"), re.compile(r"Assertion|assert|Unsupported"))
 
@@ -21,7 +21,7 @@ def _headline(lines: list[str]) -> str:
     return lines[0].strip()[:110]
 
 
-def _action(rule: Rule | None) -> str:
+def _action(rule: ScenarioRule | None) -> str:
     if rule is None:
         return "serve ok (no rule matched)"
     if rule.fail:
@@ -57,14 +57,14 @@ def describe(sc: Scenario) -> str:
         out.append("  otherwise: serve ok (not stated)")
     else:
         for f in other.factors:
-            act = _action(Rule(fail=f.fail, hang=f.hang, serve=f.serve))
+            act = _action(ScenarioRule(fail=f.fail, hang=f.hang, serve=f.serve))
             out.append(f"  otherwise {f.flag} not in {f.levels} -> {act}")
-        default = other.default if isinstance(other.default, Rule) else None
+        default = other.default if isinstance(other.default, ScenarioRule) else None
         out.append(f"  otherwise -> {_action(default) if default is not None else 'serve ok'}")
     return "\n".join(out) + "\n"
 
 
-def describe_launch(sc: Scenario, cfg: EffectiveConfig, rule: Rule | None) -> str:
+def describe_launch(sc: Scenario, cfg: ScenarioConfig, rule: ScenarioRule | None) -> str:
     out = ["launch:"]
     for flag, v in cfg.requested.items():
         out.append(f"  requested {flag} {format_value(v)}")

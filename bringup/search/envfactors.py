@@ -123,7 +123,13 @@ class EnvFactors:
             "failure_class": outcome.failure_class,
             "implicates": outcome.implicates,
             "hint": outcome.hint,
-            "evidence": [*outcome.evidence, *([outcome.root_exception] if outcome.root_exception else [])],
+            "evidence": [
+                *outcome.evidence,
+                *([outcome.root_exception] if outcome.root_exception else []),
+                # the code the root exception passed through, innermost last: the sampler that
+                # called the kernel library whose JIT failed (topk_topp_sampler.py -> flashinfer)
+                *(f.replace("/", " ").replace("_", " ") for f in (outcome.frames or [])[-6:]),
+            ],
         }
         ranked = rank(pool.values(), failure, device=self.device, absent=self.absent)
         added = 0

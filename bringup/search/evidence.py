@@ -31,9 +31,14 @@ W_CHANGED = 0.25  # changed by this launch, for a failure nothing else explains
 W_ENV_NAMED = 1.0  # a variable the failure's lines name
 W_ENV_RANKED = 0.08  # a variable whose name merely shares the failure's words
 W_BASE_FLAG = 0.01
+# A setting the user's baseline chose away from the engine's default, among the failure's suspects,
+# ranks with the first of them: an engine's defaults run on every machine it supports, a choice
+# brought from another box has run on none here (the mistakes of a bring-up are in its baseline).
+W_USER_SET = 0.6
 W_BASE_ENV = 0.002
 OUTSIDE_PRIOR = 0.03
 OUTSIDE_MACHINE = 0.6  # the failure implicates only the model or the machine
+UNSET_DEFAULT = "<engine default>"  # the level of a factor left to the engine (Strategy.eff)
 SERVING_RANK = 100  # wrong output ranks after every start-up phase
 WORKS_RANK = 1000
 
@@ -49,6 +54,7 @@ _ADVICE = re.compile(
     r"\b(try|please|use|set|change|choose|leave|disable|enable|consider|increase|decrease|reduce|lower|raise|pass|add)\b",
     re.I,
 )
+_QUOTED = re.compile(r"'([^'\s]{6,200})'|\"([^\"\s]{6,200})\"")
 _REMEDY_FLAG = re.compile(r"(--[a-z][\w-]*)(?:[= ]+)([\w.:/-]+)?")
 
 
@@ -216,9 +222,14 @@ def named_in_line(line: str, f: Factor, level: str, aliases: tuple[str, ...] = (
     if len(dest) > 6 and dest.replace("_", " ") in low:
         return True
     lv = level.lower()
-    if lv in _GENERIC or len(lv) < 4 or re.fullmatch(r"[\d.e+-]+", lv):
+    # a value of three letters ("ray", "fp8") counts as a whole word; shorter ones and numbers never
+    if lv in _GENERIC or len(lv) < 3 or re.fullmatch(r"[\d.e+-]+", lv):
         return False
-    return bool(re.search(rf"(?<![\w-]){re.escape(lv)}(?![\w-])", low))
+    if re.search(rf"(?<![\w-]){re.escape(lv)}(?![\w-])", low):
+        return True
+    # a value the line quotes that is part of the level ("Invalid repository ID or local directory
+    # specified: '/tmp/no-such-draft'" inside --speculative-config's JSON)
+    return any((a or b) in lv for a, b in _QUOTED.findall(low))
 
 
 def relevance(
@@ -280,13 +291,46 @@ def _code_weights(named: Named, outcome: Outcome, levels: Mapping[str, str], res
     """The levels whose code failed (rootcause.yaml modules), then the signature's suspects."""
     for n, lvs in (outcome.implicated_levels or {}).items():
         f = resolve(n)
-        if f is not None and levels.get(f.name) in {normalise(x) for x in lvs}:
+        if f is None:
+            continue
+        want, have = {normalise(x) for x in lvs}, levels.get(f.name)
+        # a switch left off is its "false" level (--enforce-eager not given: the compiled path)
+        if have in want or (f.kind == "switch" and have == UNSET_DEFAULT and "false" in want):
             named.add(f.name, W_FRAMES, "the failing code belongs to this level")
     for k, n in enumerate(outcome.implicates or []):
         f = resolve(n)
         if f is not None:
             named.add(
                 f.name, W_SIGNATURE / (k + 1), f"implicated by {outcome.signature or 'the failure class'}"
+            )
+
+
+# Classes whose cause is not a setting of the phase they struck in (a package, the model folder,
+# the port, the machine), or whose suspects the trial already gave by phase (a hang, a stall).
+_NOT_BY_PHASE = frozenset(
+    {"missing-dependency", "model-load", "port-in-use", "gpu-memory-held", "bad-flag", "hang", "stall"}
+)
+
+
+def phase_weights(named: Named, outcome: Outcome, resolve) -> None:
+    """A crash that names no setting (an assertion, a CUDA error, an unknown exception) and whose
+    classifier implicates none: the settings of the phase it struck in are its suspects, as for a
+    hang in that phase (classes.yaml hang_implicates: the graph settings in graph capture, the
+    collectives in distributed start-up), at half a signature's weight."""
+    if (
+        outcome.implicates
+        or outcome.status == "timeout"
+        or (outcome.failure_class or "") in _NOT_BY_PHASE
+        or any(w >= W_LINE for w in named.weights.values())
+    ):
+        return
+    from bringup.core.datafiles import hang_implicates
+
+    for k, n in enumerate(hang_implicates().get(outcome.phase or "", [])):
+        f = resolve(n)
+        if f is not None:
+            named.add(
+                f.name, 0.5 * W_SIGNATURE / (k + 1), f"a setting of the phase it failed in ({outcome.phase})"
             )
 
 

@@ -194,7 +194,14 @@ def propose(s: Strategy, tried: set[str], limit: int = 1) -> list[Proposal]:
     starts = _starts(s, sc)
     names = _relevant(s, starts, sc)
     found = _search(sc, starts, names)
-    out = _pick(s, sc, found, tried, limit)
+    tied: set[str] = set()
+    out = _pick(s, sc, found, tried, limit, tied)
+    # a rule that called a better candidate incompatible as a whole names the factors to change with
+    # it: search again with those in (the plan's memory fraction beside a dropped tp 8)
+    if tied - set(names) - set(s.frozen):
+        names = [*names, *sorted(tied - set(names) - set(s.frozen))]
+        found = {**found, **_search(sc, starts, names)}
+        out = _pick(s, sc, found, tried, limit)
     if len(out) < limit:
         everything = [n for n in sc.factors if n not in s.frozen]
         if set(everything) - set(names):
@@ -203,10 +210,13 @@ def propose(s: Strategy, tried: set[str], limit: int = 1) -> list[Proposal]:
     return out
 
 
-def _pick(s: Strategy, sc: _Scorer, found, tried: set[str], limit: int) -> list[Proposal]:
+def _pick(
+    s: Strategy, sc: _Scorer, found, tried: set[str], limit: int, tied: set[str] | None = None
+) -> list[Proposal]:
     """The best untried candidates. A candidate that a rule calls incompatible as a whole
-    (combination_risk) is scored down by that risk, not dropped: scanning stops once no candidate
-    left can beat the ``limit`` best so far (a risk only lowers a score)."""
+    (combination_risk) is scored down by that risk, not dropped, and the factors the rule ties to it
+    go into ``tied``; scanning stops once no candidate left can beat the ``limit`` best so far (a
+    risk only lowers a score)."""
     picked: list[tuple[float, Proposal]] = []
     for val, p, cfg in sorted(found.values(), key=lambda t: -t[0]):
         if val <= -1e8 or (len(picked) >= limit and val <= picked[limit - 1][0]):
@@ -218,6 +228,8 @@ def _pick(s: Strategy, sc: _Scorer, found, tried: set[str], limit: int) -> list[
             continue
         tried = tried | {key}
         combo = s.combination_risk(cand)
+        if combo > 0 and tied is not None:
+            tied.update(s.combination_culprits(cand))
         if combo >= 1.0:
             continue
         if combo > 0:

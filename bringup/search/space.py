@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from bringup.core.candidate import Candidate, FlagValue, format_value
 from bringup.core.datafiles import DATA, KnowledgeFileError, describe_validation, load_yaml
+from bringup.env.registry import absent_components, names_absent_component, other_platform
 from bringup.help.text import HelpSpec
 from bringup.knowledge.conditions import values_equal
 from bringup.observe.effective import normalise
@@ -80,11 +81,44 @@ class Factor:
         return "unset" if level is None else format_value(level)
 
 
+@dataclass(frozen=True)
+class Target:
+    """What the search may vary on this target, read from known facts only (an unknown fact keeps a
+    factor): a factor whose ``needs`` a fact contradicts (the MoE backend of a dense model), one
+    whose name names a component the model lacks (an NSA backend on a GQA model), and levels of
+    another platform (ROCm's aiter kernels on CUDA) are not searched. The same test holds for the
+    factors the space starts with and for those a failure's lines call in later: a flag the engine
+    names for a component this model does not have is still nothing to change here."""
+
+    facts: Mapping[str, Any] = field(default_factory=dict)
+    absent: frozenset[str] = frozenset()
+
+    @classmethod
+    def of(cls, facts: Mapping[str, Any]) -> Target:
+        return cls(dict(facts), absent_components(facts))
+
+    def why_not(self, f: Factor) -> str | None:
+        """Why a factor is not searched on this target, or None."""
+        for k, v in (f.needs or {}).items():
+            have = self.facts.get(k)
+            if have is not None and not values_equal(have, v):
+                want, got = (str(x).lower() if isinstance(x, bool) else x for x in (v, have))
+                return f"needs {k} = {want}; this target: {got}"
+        if f.origin in ("builtin", "log") and names_absent_component(f.name, self.absent):
+            return "its kernels serve a component this model does not have"
+        return None
+
+    def unwanted_level(self, level: str) -> bool:
+        """A level of another platform, or one named for a component the model lacks."""
+        return other_platform(level, self.facts.get("device")) or names_absent_component(level, self.absent)
+
+
 @dataclass
 class Space:
     engine: str
     factors: list[Factor]
     fixed: dict[str, FlagValue] = field(default_factory=dict)
+    target: Target = field(default_factory=Target)
 
     def get(self, name: str) -> Factor | None:
         return next((f for f in self.factors if f.name == name), None)
@@ -185,29 +219,45 @@ def drop_levels(space: Space, baseline: Candidate, unwanted: Callable[[str], boo
     return gone
 
 
-def drop_inapplicable(space: Space, facts: Mapping[str, Any]) -> list[str]:
-    """Leave out of the search the factors whose ``needs`` a known fact contradicts (the MoE
-    backend of a dense model: the engine ignores the flag, so every level fails as the baseline
-    does and each launch is wasted). The baseline's own value of such a flag stays on its command
-    line; it is only not varied. Returns what went, with the fact that ruled it out."""
+def drop_inapplicable(space: Space, target: Target | Mapping[str, Any]) -> list[str]:
+    """Leave out of the search the factors the target rules out (``Target.why_not``: the MoE
+    backend of a dense model; the engine ignores the flag there, so every level fails as the
+    baseline does and each launch is wasted). The baseline's own value of such a flag stays on its
+    command line; it is only not varied. Returns what went, with why."""
+    target = target if isinstance(target, Target) else Target.of(target)
+    space.target = target
     gone: list[str] = []
     keep: list[Factor] = []
     for f in space.factors:
-        clash = next(
-            (
-                (k, v)
-                for k, v in (f.needs or {}).items()
-                if facts.get(k) is not None and not values_equal(facts.get(k), v)
-            ),
-            None,
-        )
-        if clash is None:
+        why = target.why_not(f)
+        if why is None:
             keep.append(f)
         else:
-            want, have = (str(x).lower() if isinstance(x, bool) else x for x in (clash[1], facts[clash[0]]))
-            gone.append(f"{f.name} (needs {clash[0]} = {want}; this target: {have})")
+            gone.append(f"{f.name} ({why})")
     space.factors = keep
     return gone
+
+
+def spec_for_flag(engine: str, flag: str, helpspec: HelpSpec | None) -> Factor | None:
+    """The factor a flag makes by the built-in list's entry for it (its levels, costs and needs),
+    or None when the list has none for this engine (the caller makes a plain one)."""
+    for i, s in enumerate(_load_specs()):
+        if s.flag is None or (s.engines is not None and engine not in s.engines):
+            continue
+        name = _canonical_or_none(s.flag, helpspec)
+        if name == flag:
+            try:
+                return _factor(s, helpspec, "log", f"factors.yaml: factors[{i}]")
+            except SpaceError:
+                return None
+    return None
+
+
+def _canonical_or_none(flag: str, helpspec: HelpSpec | None) -> str | None:
+    if helpspec is None:
+        return flag
+    opt = helpspec.resolve(flag)
+    return opt.name if opt is not None else None
 
 
 def build_space(

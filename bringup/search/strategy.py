@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
+from typing import Literal
 
 from bringup.core.candidate import Candidate, FlagValue
 from bringup.env.registry import names_absent_component, one_gpu_components
@@ -39,9 +40,9 @@ from bringup.search.beliefs import INERT, W_FAMILY, Blocker, Condition, new_bloc
 from bringup.search.envfactors import EnvFactors
 from bringup.search.proposal import Proposal, propose
 from bringup.search.screening import ScreeningPolicy
-from bringup.search.space import Factor, Space
+from bringup.search.space import Factor, Space, spec_for_flag
 
-UNKNOWN_DEFAULT = "<engine default>"
+UNKNOWN_DEFAULT = ev.UNSET_DEFAULT
 _REFUSAL = re.compile(
     r"not supported|unsupported|requires|not available|not valid|invalid|cannot|not compiled|"
     r"no kernel|only supported",
@@ -73,6 +74,11 @@ P_PENDING = 0.6
 # the memory blockers still count whole (bringup/search/screening.py: what a screen can and cannot judge).
 SCREEN_BLIND = 0.3
 _SCREEN_BLIND_CLASSES = frozenset({"oom-weights", "oom-kv-cache", "oom-graph-capture", "wrong-output"})
+
+
+def adj_direction(action: str) -> Literal["lower", "raise"]:
+    """A remedy's action as a signature's adjust direction (lower or raise)."""
+    return "lower" if action == "lower" else "raise"
 
 
 def _refused_levels(line: str, f: Factor) -> dict[str, str]:
@@ -146,6 +152,7 @@ class Strategy:
         default_factory=dict
     )  # variable -> how directly the last failure named it
     best_left: Proposal | None = None
+    not_here: set[str] = field(default_factory=set)  # flags named by a log that the target rules out
     _pending_moves: list[frozenset[tuple[str, str]]] = field(default_factory=list)
     _one_gpu_inert: tuple[int, frozenset[str]] = (-1, frozenset())
 
@@ -266,16 +273,28 @@ class Strategy:
         return f
 
     def _flag_factor(self, name: str) -> Factor | None:
-        """The factor for a flag a remedy names; a flag the engine has but the space lacks joins it."""
+        """The factor for a flag a remedy names; a flag the engine has but the space lacks joins it,
+        by the built-in list's entry where it has one, unless the target rules it out (a MoE
+        backend that a wrong answer implicates, on a dense model)."""
         f = self._factor_for(name)
         if f is not None or self.spec is None or not name.startswith("--"):
             return f
         opt = self.spec.resolve(name)
-        if opt is None or opt.name in self.space.fixed:
+        if opt is None or opt.name in self.space.fixed or opt.name in self.not_here:
             return None
-        kind = "choice" if opt.takes_value else "switch"
-        levels: list[FlagValue] = list(opt.choices) if opt.choices else ([] if opt.takes_value else [True])
-        f = Factor(opt.name, kind, levels, opt.dest, {}, None, "log")
+        f = spec_for_flag(self.space.engine, opt.name, self.spec)
+        if f is None:
+            kind = "choice" if opt.takes_value else "switch"
+            levels: list[FlagValue] = (
+                list(opt.choices) if opt.choices else ([] if opt.takes_value else [True])
+            )
+            f = Factor(opt.name, kind, levels, opt.dest, {}, None, "log")
+        f.levels = [lv for lv in f.levels if not self.space.target.unwanted_level(str(lv))]
+        why = self.space.target.why_not(f)
+        if why is not None:
+            self.not_here.add(opt.name)
+            self.notes.append(f"{opt.name} is named by the log but not searched on this target: {why}")
+            return None
         self.add_factor(f)
         self.notes.append(f"{opt.name} joined the search space: the engine's log names it")
         return f
@@ -431,20 +450,11 @@ class Strategy:
         base_levels = self.levels_of(self.baseline)
         changed = {n for n, e in levels.items() if base_levels.get(n) != e}
         named = ev.relevance(outcome, self.space.factors, levels, changed, self._flag_factor, self._aliases())
+        if not any(w >= ev.W_ENV_NAMED for w in self.env_weight.values()):
+            ev.phase_weights(named, outcome, self._flag_factor)  # nothing named: the phase's settings
         levels = self.levels_of(cand)  # a remedy may have added a factor
         self._take_advice(named)
-        weights: dict[Condition, float] = {}
-        for f in self.space.factors:
-            if f.name in self.frozen or levels[f.name] == INERT:
-                continue  # (an inert factor cannot have caused what this launch showed)
-            w = named.weights.get(f.name, 0.0) + (ev.W_BASE_ENV if f.is_env else ev.W_BASE_FLAG)
-            w = max(w, self.env_weight.get(f.name, 0.0))
-            weights[Condition(f.name, levels[f.name])] = w
-            family = self._family(f, levels[f.name])
-            if family:  # kernels of one family tend to fail together (flashmla_kv, flashmla_sparse)
-                weights[Condition(f.name, "|".join(sorted(family)), "in")] = w * W_FAMILY
-        for name, direction in self.adjusted.items():
-            weights.update(self._thresholds(name, levels[name], direction))
+        weights = self._culprit_weights(levels, named)
         outside = ev.OUTSIDE_MACHINE if self._machine_only(outcome, named) else ev.OUTSIDE_PRIOR
         b = new_blocker(
             key,
@@ -469,6 +479,39 @@ class Strategy:
             f"launch {len(self.observations)}: new failure ({b.failure_class}); most likely "
             + "; ".join(f"{c.describe()} ({p:.0%})" for c, p in top)
         )
+
+    def _culprit_weights(self, levels: dict[str, str], named: ev.Named) -> dict[Condition, float]:
+        """A new failure's single culprits, each weighed by how directly the failure names its
+        factor (evidence.relevance), the user's own choices among them raised (W_USER_SET)."""
+        weights: dict[Condition, float] = {}
+        for f in self.space.factors:
+            if f.name in self.frozen or levels[f.name] == INERT:
+                continue  # (an inert factor cannot have caused what this launch showed)
+            if f.name in self.adjusted:
+                # a number the failure says must move one way (an out-of-memory: the memory
+                # fraction down) is a culprit at this value *and beyond* it (_thresholds): the
+                # value alone would let a larger one look like an escape from too much memory
+                continue
+            w = named.weights.get(f.name, 0.0) + (ev.W_BASE_ENV if f.is_env else ev.W_BASE_FLAG)
+            if named.weights.get(f.name, 0.0) > 0 and self._user_set(f, levels[f.name]):
+                w = max(w, ev.W_USER_SET)
+            w = max(w, self.env_weight.get(f.name, 0.0))
+            weights[Condition(f.name, levels[f.name])] = w
+            family = self._family(f, levels[f.name])
+            if family:  # kernels of one family tend to fail together (flashmla_kv, flashmla_sparse)
+                weights[Condition(f.name, "|".join(sorted(family)), "in")] = w * W_FAMILY
+        for name, direction in self.adjusted.items():
+            weights.update(self._thresholds(name, levels[name], direction))
+        return weights
+
+    def _user_set(self, f: Factor, level: str) -> bool:
+        """The level is the user's own choice: the baseline sets it, to something other than what
+        the engine would pick by itself."""
+        base = self.base_level(f)
+        if base is None or base is False:
+            return False
+        mine = self.eff(f, base)
+        return level == mine and mine != self.eff(f, None)
 
     def _family(self, f: Factor, level: str) -> set[str]:
         """The levels of a choice factor that share this one's family (the first word of the name),
@@ -704,7 +747,8 @@ class Strategy:
         threshold culprit ("at least 0.95")."""
         self.adjusted = {}
         sig = signature_by_id(outcome.signature)
-        if sig is None:
+        if sig is None or not sig.adjust:
+            self._advised_direction(cand, outcome)
             return
         flags = cand.flag_dict
         moved = self.moved.setdefault(sig.id, [])
@@ -744,6 +788,25 @@ class Strategy:
                 self.near[f.name] = (cur, "raise")
             self.adjusted[f.name] = adj.direction
             break
+
+    def _advised_direction(self, cand: Candidate, outcome: Outcome) -> None:
+        """With no signature that says which way a number must move, the engine's own advice may
+        ("Decrease GPU memory utilization or reduce GPU memory used by other processes"): the first
+        number it tells to go down or up is a threshold culprit in that direction, as a signature's
+        would be (no hard bound: the advice gives no number)."""
+        for r in outcome.remedies or []:
+            if r.conditional or r.action not in ("lower", "raise"):
+                continue
+            f = self._factor_for(r.flag)
+            if f is None or f.kind != "number" or f.name in self.frozen:
+                continue
+            cur = as_number(self.eff(f, f.level_in(cand.flag_dict, cand.env_dict)))
+            if cur is None:
+                continue
+            direction = adj_direction(r.action)
+            self.adjusted[f.name] = direction
+            self.near[f.name] = (cur, direction)
+            return
 
     def _kv_floor(self, cand: Candidate, outcome: Outcome) -> None:
         """A launch that reported its KV pool and how many requests of the maximum length it holds
@@ -842,9 +905,11 @@ class Strategy:
             return Decision(None)
         self._pending_moves = [m for c in pending if (m := self._moves(c))]
         try:
-            props = propose(self, tried, limit=6 if pending else 1)
-        finally:
             moves = set().union(*self._pending_moves) if self._pending_moves else set()
+            props = propose(self, tried, limit=6 if pending else 1)
+            if pending and not any(not (self._moves(p.candidate) & moves) for p in props):
+                props += propose(self, tried, limit=30)[len(props) :]  # look further for another hypothesis
+        finally:
             self._pending_moves = []
         if not props:
             return Decision(None)
@@ -895,15 +960,21 @@ class Strategy:
         baseline's (the scorer counted that one already), risks P_INCOMPATIBLE. A prediction, not
         the engine's refusal: it lowers the candidate and never removes it (the memory plan called
         a T4's own default fraction too much, by a rounding, and every one-GPU launch was barred)."""
+        return 1 - (1 - P_INCOMPATIBLE) ** len(self.combination_culprits(cand))
+
+    def combination_culprits(self, cand: Candidate) -> list[str]:
+        """The factors whose level a rule calls incompatible with the rest of this candidate, though
+        not with the baseline's (combination_risk): the ones to change with it (dropping a parallel
+        size a memory plan calls too big for 0.999 of one GPU asks for a smaller fraction too)."""
         flags, env = cand.flag_dict, cand.env_dict
-        ok = 1.0
+        out = []
         for f in self.space.factors:
             level = f.level_in(flags, env)
             if any(v.kind == "incompatible" for v in self.verdicts(f, level, flags)) and not any(
                 v.kind == "incompatible" for v in self.verdicts(f, level)
             ):
-                ok *= 1 - P_INCOMPATIBLE
-        return 1 - ok
+                out.append(f.name)
+        return out
 
     # -- verdicts ------------------------------------------------------------------------------------
     def impossible(self) -> str | None:

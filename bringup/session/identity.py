@@ -10,9 +10,12 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bringup.engines.targets import Target
+
+if TYPE_CHECKING:
+    from bringup.facts.modelinfo import Fingerprint
 
 _FP_KEYS = ("device", "gpu.name", "gpu.count", "gpu.compute_capability", "gpu.memory_gib", "cpu.count")
 
@@ -36,7 +39,7 @@ def model_identity(target: Target) -> str:
     return target.model
 
 
-def gather_facts(target: Target) -> tuple[dict, Any]:
+def gather_facts(target: Target) -> tuple[dict[str, Any], Fingerprint | None]:
     """Facts for knowledge rules: the engine's own (a double's), or doctor's and the model fingerprint's."""
     own = target.engine.machine_facts()
     if own is not None:

@@ -35,10 +35,12 @@ from pydantic import BaseModel, Field
 
 from bringup.guard import secrets
 from bringup.session.identity import gather_facts, hardware_fingerprint
-from bringup.session.run import QuietObserver, Run, RunObserver, RunSettings
+from bringup.session.run import Run
+from bringup.session.settings import QuietObserver, RunObserver, RunSettings
 from bringup.trial.rayexec import DOUBLE_GPU, RayClusterError, import_ray, resource_name, worker_command
 
 if TYPE_CHECKING:
+    from bringup.facts.modelinfo import Fingerprint
     from bringup.record.results import Attempt, Purpose, RunResult
     from bringup.search.space import Space
 
@@ -146,7 +148,7 @@ def node_facts(settings: dict[str, Any]) -> dict[str, Any]:
 
     import ray
 
-    from bringup.session.run import settings_target
+    from bringup.session.settings import settings_target
 
     s = RunSettings.model_validate(settings)
     node_id = ray.get_runtime_context().get_node_id()
@@ -183,14 +185,16 @@ def _connect(ray: Any, address: str) -> bool:
     return True
 
 
-def _as_gathered(got: dict[str, Any], node_type: str) -> tuple[dict, Any]:
+def _as_gathered(got: dict[str, Any], node_type: str) -> tuple[dict, Fingerprint | None]:
     """The facts a run of this type reads: the node's, with which node and type they describe."""
     facts = dict(got["facts"])
     facts["ray.node_type"], facts["ray.node"] = node_type, got["where"]
     return facts, got["model_fp"]
 
 
-def facts_for_type(settings: RunSettings, timeout: float = FACTS_TIMEOUT_S) -> tuple[dict, Any] | None:
+def facts_for_type(
+    settings: RunSettings, timeout: float = FACTS_TIMEOUT_S
+) -> tuple[dict, Fingerprint | None] | None:
     """A run pinned to a node type but started on its own (one type's run resumed) gathers its
     facts on a node of that type too; None for a run that is not pinned (its facts are this machine's)."""
     if not (settings.ray and settings.node_type):

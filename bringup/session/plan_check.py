@@ -8,11 +8,14 @@ reads it back so that later plans on this machine correct themselves.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bringup.guard import secrets
 from bringup.observe.outcome import Outcome
 from bringup.record.journal import Journal
+
+if TYPE_CHECKING:
+    from bringup.facts.modelinfo import Fingerprint
 
 
 def record_kv(
@@ -20,7 +23,7 @@ def record_kv(
     trial_dir: Path,
     dialect: str,
     facts: dict,
-    fingerprint: Any,
+    fingerprint: Fingerprint | None,
     journal: Journal,
     hw_fp: str,
     model_id: str,
@@ -47,7 +50,7 @@ def record_kv(
         return
 
 
-def plan_for(out: Outcome, dialect: str, facts: dict, fingerprint: Any):
+def plan_for(out: Outcome, dialect: str, facts: dict, fingerprint: Fingerprint | None):
     """The memory plan for the fraction and parallelism this launch really used, or None."""
     from bringup.facts import memplan
 

@@ -6,12 +6,12 @@ most ``width`` at once, each on its own GPUs and port (`bringup.trial.slots`); o
 plain sequential loop. A Ray executor (`bringup.trial.rayexec`) runs them on a cluster behind the same
 interface, so the strategy, the journal and the report never know where a trial ran.
 
-The run's clock: on a real engine, seconds since the run started; on a double that replays a
-slow machine, the simulated seconds that its launches stand for. Trials that overlap in real time
-overlap on the simulated clock too: each starts at the simulated time it was submitted and ends
-its launch's simulated seconds later; finished trials are handed back in order of their
-simulated end, so that what the strategy has seen at each decision is what it would have seen
-on the real machine, whatever the real scheduling noise.
+The run's clock (`bringup.core.clock`, the engine's): on a real engine, seconds since the run
+started; on a double that replays a slow machine, the simulated seconds that its launches stand
+for. Trials that overlap in real time overlap on the simulated clock too: each starts at the
+simulated time it was submitted and ends its launch's simulated seconds later; finished trials
+are handed back in order of their end on the clock, so that what the strategy has seen at each
+decision is what it would have seen on the real machine, whatever the real scheduling noise.
 """
 
 from __future__ import annotations
@@ -25,9 +25,12 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from bringup.core.candidate import Candidate
+from bringup.core.clock import Clock, clock_for
 from bringup.observe.outcome import Outcome
 from bringup.record.results import Purpose
 from bringup.trial.slots import GpuSlots, PortPool
+
+HELD_POLL_S = 2.0  # how often a run with nothing in flight reads a held GPU's memory again
 
 
 @dataclass
@@ -84,28 +87,20 @@ class FinishOrder:
     """The run's clock, and finished trials handed back in order of their end on it: shared by
     every executor, so that trials overlap on the simulated clock the same way wherever they ran."""
 
-    def __init__(self, simulated: bool) -> None:
-        self.simulated = simulated
-        self._clock = 0.0
-        self._t0 = time.monotonic()
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
         self._done: list[tuple[float, int, Job, Result]] = []
 
     def now(self) -> float:
-        return self._clock if self.simulated else time.monotonic() - self._t0
+        return self.clock.now()
 
     def add(self, job: Job, res: Result) -> None:
         """A trial that ended: on a double, at its start plus the simulated seconds it stands for
         (or when it was cancelled, if it was)."""
-        if self.simulated and job.cancelled_at is not None:
-            end = job.cancelled_at
-        elif self.simulated:
-            sim = None
-            if isinstance(res, TrialRun):
-                sim = res.simulated_s if res.simulated_s is not None else res.outcome.timings.simulated
-            end = job.sim_start + (sim or 0.0)
-        else:
-            end = time.monotonic() - self._t0
-        self._done.append((end, job.seq, job, res))
+        sim = None
+        if isinstance(res, TrialRun):
+            sim = res.simulated_s if res.simulated_s is not None else res.outcome.timings.simulated
+        self._done.append((self.clock.end(job.sim_start, sim, job.cancelled_at), job.seq, job, res))
 
     def cancel(self, job: Job) -> bool:
         """Cancel a job at the run's clock now; whether it counts as cancelled. A trial that has
@@ -117,28 +112,23 @@ class FinishOrder:
             return True
         now = self.now()
         ended = [e for e, _, j, _ in self._done if j is job]
-        if ended and (not self.simulated or ended[0] <= now):
+        if ended and ended[0] <= now:  # on the wall clock, every trial back has ended by now
             return False
         job.cancelled_at = now
-        if self.simulated:
-            self._done = [(now if j is job else e, q, j, r) for e, q, j, r in self._done]
+        self._done = [(now if j is job else e, q, j, r) for e, q, j, r in self._done]
         return True
 
     def pop(self) -> tuple[Job, Result]:
         """The earliest to end (the clock moves on to it)."""
         self._done.sort(key=lambda t: (t[0], t[1]))
         end, _, job, res = self._done.pop(0)
-        if self.simulated:
-            self._clock = max(self._clock, end)
+        self.clock.reach(end)
         return job, res
 
-    def before(self, until: float) -> bool:
-        """On a double: does a finished trial end by ``until``? If not, the clock moves on to it
-        (a wake-up with nothing new: the run looks again at what is in flight)."""
-        if min((e for e, _, _, _ in self._done), default=float("inf")) <= until:
-            return True
-        self._clock = max(self._clock, until)
-        return False
+    def due(self, until: float | None) -> bool:
+        """Does a finished trial come back by ``until`` (None: no wake-up)? If not, the clock moves
+        on to it (a wake-up with nothing new: the run looks again at what is in flight)."""
+        return self.clock.due(min((e for e, _, _, _ in self._done), default=float("inf")), until)
 
     def jobs(self) -> list[Job]:
         return [j for _, _, j, _ in self._done]
@@ -154,6 +144,7 @@ class Executor(Protocol):
     """Runs jobs; the run's loop only submits, waits and asks what is in flight."""
 
     width: int  # trials at once, at most
+    clock: Clock  # the run's clock (the engine's: wall, or a double's simulated seconds)
 
     def fits(self, job: Job, freeing: list[Job] | None = None) -> bool:
         """Could this job start now (a free slot and enough free GPUs), or once the jobs in
@@ -165,6 +156,12 @@ class Executor(Protocol):
         ...
 
     def submit(self, job: Job) -> None: ...
+
+    def wait_for_held(self, seconds: float) -> list[str] | None:
+        """Nothing is in flight and the next launch waits for GPUs whose memory is not back (a
+        leftover, or a process this run did not start): look again for up to ``seconds``. The
+        GPUs still held (empty: some came back, the launch may go on; None: none was held)."""
+        ...
 
     def wait(self) -> Done:
         """The next job to finish (blocks)."""
@@ -203,16 +200,18 @@ class LocalExecutor:
         simulated: bool = False,
         ports: PortPool | None = None,
         gpu_free: Callable[[list[str]], bool] | None = None,
+        clock: Clock | None = None,
     ) -> None:
+        """``clock``: the run's (the engine's); without one, ``simulated`` says which kind."""
         self.run_trial = run_trial
         self.slots = slots
         self.width = max(1, width)
-        self.simulated = simulated
+        self.clock = clock or clock_for(simulated)
         self.ports = ports or PortPool()
         self.gpu_free = gpu_free  # a fresh reading: is a held GPU's memory back? (None: never recheck)
         self._pool = ThreadPoolExecutor(max_workers=self.width, thread_name_prefix="trial")
         self._running: dict[Future[TrialRun], Job] = {}
-        self._finished = FinishOrder(simulated)
+        self._finished = FinishOrder(self.clock)
 
     # -- placing -------------------------------------------------------------------------------
     def _slots_free(self) -> int:
@@ -231,6 +230,24 @@ class LocalExecutor:
 
     def ever_fits(self, job: Job) -> bool:
         return job.need == 0 or self.slots.ever_fits(job.need)
+
+    def wait_for_held(self, seconds: float) -> list[str] | None:
+        """On the H200 a server that another program started during a launch took 128 GB of the
+        GPU; the launch's teardown then found the memory not back and the run, with nothing in
+        flight and its next launch waiting for that GPU, stopped with no reason given. Memory
+        comes back when its holder exits: wait for it (wall time; a double's simulated GPUs are
+        never read again), then say which GPUs are still held."""
+        deadline = time.monotonic() + (0.0 if self.gpu_free is None or self.clock.simulated else seconds)
+        if not self.slots.held:
+            return None
+        back: list[str] = []
+        while self.slots.held:
+            back = [g for g in sorted(self.slots.held) if self.gpu_free is not None and self.gpu_free([g])]
+            self.slots.unhold(back)
+            if back or time.monotonic() >= deadline:
+                break
+            time.sleep(HELD_POLL_S)
+        return [] if back else sorted(self.slots.held)
 
     def submit(self, job: Job) -> None:
         job.gpus = self.slots.acquire(job.need) if job.need else []
@@ -265,17 +282,13 @@ class LocalExecutor:
     def wait_until(self, until: float | None) -> Done | None:
         if not self._running and not self._finished:
             raise RuntimeError("nothing in flight")
-        if self.simulated:
-            # Every trial in flight must finish before the earliest simulated end is known.
-            if self._running:
-                self._collect(set(wait(list(self._running)).done))
-            if until is not None and not self._finished.before(until):
-                return None
-        elif not self._finished:
-            timeout = None if until is None else max(0.0, until - self.now())
-            self._collect(set(wait(list(self._running), timeout, return_when=FIRST_COMPLETED).done))
-            if not self._finished:
+        while self._running and not self.clock.knows_next_end(len(self._finished)):
+            done = wait(list(self._running), self.clock.wait_s(until), return_when=FIRST_COMPLETED).done
+            if not done:
                 return None  # woken at ``until`` with nothing finished
+            self._collect(set(done))
+        if not self._finished.due(until):
+            return None
         job, res = self._finished.pop()
         if job.port is not None:
             self.ports.give(job.port)

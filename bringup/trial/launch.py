@@ -32,7 +32,7 @@ from bringup.observe.effective import config_dump
 from bringup.observe.outcome import Outcome, OverrideRecord, ProbeResult, Timings
 from bringup.observe.signatures import Classification, Matcher, classify
 from bringup.trial.jitwatch import JitWatch
-from bringup.trial.process import LogLine, ServerProcess, free_port, port_is_free
+from bringup.trial.process import ServerProcess, TimedLine, free_port, port_is_free
 from bringup.verify.probes import ProbeConfig, ProbeRunner
 
 JIT_LOOK_S = 5.0  # how often a silent server is looked under for a busy compiler (bringup/trial/jitwatch.py)
@@ -101,7 +101,7 @@ class Trial:
         self.bench: dict | None = None
         self.matcher = Matcher(engine.log_dialect)
         self.phase = "spawn"
-        self.lines: list[LogLine] = []
+        self.lines: list[TimedLine] = []
         self._progress_t: float | None = None  # when the last line that was not a repeat arrived
         self._recent: deque[str] = deque(maxlen=REPEAT_WINDOW)
         self._probe_thread: threading.Thread | None = None
@@ -177,8 +177,8 @@ class Trial:
         """A double's launch cost on its own clock. A hang costs the wait until bringup gave up (the
         last line's time plus the no-progress deadline), and a launch that never got ready the launch
         deadline, as on a real machine: not the time of the last line the double printed."""
-        sim = self.engine.launch_seconds(texts)
-        if sim is None or not self.engine.simulated or self._cancelled():
+        sim = self.engine.launch_seconds(texts)  # None on a real engine: its launch took wall time
+        if sim is None or self._cancelled():
             return sim
         if status == "hang" and phase_index(self.phase) <= phase_index("ready"):
             return min(sim + self.s.hang_timeout, max(sim, self.s.timeout))
@@ -195,7 +195,7 @@ class Trial:
         launch = max(self.s.timeout * scale, min(self.s.timeout, TIMEOUT_FLOOR_S))
         return hang, launch
 
-    def _drain(self, server: ServerProcess, block: float = 0.0) -> LogLine | None:
+    def _drain(self, server: ServerProcess, block: float = 0.0) -> TimedLine | None:
         """Read the lines that arrived; return the first fatal one (or None)."""
         fatal = None
         deadline = time.monotonic() + block
@@ -424,6 +424,9 @@ class Trial:
             request_timeout=max(self.s.probe.request_timeout, self.s.hang_timeout + 5),
         )
         runner = ProbeRunner(base_url, probe_cfg, stop)
+        # a request that waits on a kernel build is not stalled (a watch of its own: the start-up
+        # watch keeps its own count of the CPU each compiler has used)
+        runner.compiling = JitWatch(server.pid).busy
         results: list[ProbeResult] = []
         box: dict[str, list[ProbeResult]] = {}
 
@@ -588,6 +591,7 @@ class Trial:
         out.implicated_levels = cls.implicated_levels
         out.root_exception = cls.root_exception
         out.remedies = cls.remedies
+        out.frames = cls.frames
         return self._write(out)
 
 

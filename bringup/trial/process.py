@@ -33,7 +33,9 @@ _LIVE_LOCK = threading.Lock()
 
 
 @dataclass
-class LogLine:
+class TimedLine:
+    """One line of a server's output as it arrived (observe.tracebacks.LogLine is a line parsed)."""
+
     t: float  # time.monotonic() when bringup read it
     text: str
 
@@ -103,8 +105,8 @@ class ServerProcess:
         self.argv = argv
         self.log_path = Path(log_path)
         self.redact = redactor or Redactor(env)
-        self.lines: queue.Queue[LogLine | None] = queue.Queue()
-        self.all_lines: list[LogLine] = []
+        self.lines: queue.Queue[TimedLine | None] = queue.Queue()
+        self.all_lines: list[TimedLine] = []
         self.start_time = time.monotonic()
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = open(self.log_path, "w", encoding="utf-8", errors="replace")
@@ -163,7 +165,7 @@ class ServerProcess:
 
     def _emit(self, now: float, raw: bytes) -> None:
         text = self.redact(raw.decode("utf-8", errors="replace"))
-        line = LogLine(now, text)
+        line = TimedLine(now, text)
         self.all_lines.append(line)
         with contextlib.suppress(ValueError):
             self._log.write(text + "\n")

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from bringup.core.candidate import Candidate
+from bringup.core.clock import Clock, clock_for
 from bringup.engines.base import Engine
 from bringup.help.text import HelpSpec
 from bringup.observe.outcome import Outcome
@@ -97,7 +98,7 @@ class RemoteTrial:
     version: str | None
     real_gpus: bool  # the need is real GPUs (Ray assigns them), not a double's resource
     # Run against the server once its probes pass (a tuning point's load), as a local trial's;
-    # it must pickle (no journal, no evaluator): bringup/tuning/session.py Workload.
+    # it must pickle (no journal, no evaluator): bringup/tuning/evaluator.py Workload.
     workload: Callable[[str], dict] | None = None
 
 
@@ -223,9 +224,12 @@ class RayExecutor:
         local_gpus: int = 0,
         finish: Callable[[Job, TrialRun], TrialRun] | None = None,
         resource: str | None = None,
+        clock: Clock | None = None,
     ) -> None:
         """``resource``: the node type to pin the trials to (a ``bringup-hw-*`` name, see
-        bringup/session/nodetypes.py); None: the one named from ``hw_fp``, this run's hardware."""
+        bringup/session/nodetypes.py); None: the one named from ``hw_fp``, this run's hardware.
+        ``simulated``: the trials run on a double, whose nodes offer ``bringup-gpu`` for GPUs.
+        ``clock``: the run's (the engine's); without one, ``simulated`` says which kind."""
         self.ray = ray = import_ray()
         self.remote_for = remote_for
         # What the driver makes of a landed trial before it is handed back (a tuning point's
@@ -236,6 +240,7 @@ class RayExecutor:
         whose = f"this machine's hardware, {hw_fp}" if resource is None else "the node type asked for"
         self.simulated = simulated
         self.gpu_key = DOUBLE_GPU if simulated else "GPU"
+        self.clock = clock or clock_for(simulated)
         self.on_event = on_event or (lambda kind, text: None)
         self._own = False
         if not ray.is_initialized():
@@ -271,7 +276,7 @@ class RayExecutor:
         )
         self._task = ray.remote(run_remote)
         self._running: dict[Any, tuple[Job, Path, RemoteTrial]] = {}
-        self._finished = FinishOrder(simulated)
+        self._finished = FinishOrder(self.clock)
         self._checked = time.monotonic()
         # Ray's driver prints what the cluster reports ("(raylet) The node with node id ... has
         # been marked dead") on sys.stdout, from a thread of its own, whatever log_to_driver says;
@@ -317,6 +322,10 @@ class RayExecutor:
             return False
         held = self._gpus_in_flight() - sum(j.need for j in freeing)
         return job.need == 0 or job.need <= self.total_gpus - held
+
+    def wait_for_held(self, seconds: float) -> list[str] | None:
+        """Ray places trials by its own GPU accounting: no GPU is held back from it here."""
+        return None
 
     def ever_fits(self, job: Job) -> bool:
         """A trial runs on one node: it must fit the largest one."""
@@ -415,9 +424,8 @@ class RayExecutor:
     def wait_until(self, until: float | None) -> Done | None:
         if not self._running and not self._finished:
             raise RuntimeError("nothing in flight")
-        # Simulated: every trial in flight must finish before the earliest simulated end is known.
-        while self._running and (self.simulated or not self._finished):
-            if not self.simulated and until is not None and self.now() >= until:
+        while self._running and not self.clock.knows_next_end(len(self._finished)):
+            if self.clock.woken(until):
                 return None  # woken at ``until`` with nothing finished
             ready, _ = self.ray.wait(list(self._running), num_returns=1, timeout=POLL_S)
             self._poll_events()
@@ -426,7 +434,7 @@ class RayExecutor:
             if not ready:
                 self._check_nodes()
         self._poll_events()
-        if self.simulated and until is not None and not self._finished.before(until):
+        if not self._finished.due(until):
             return None
         job, res = self._finished.pop()
         if isinstance(res, str):
@@ -480,6 +488,7 @@ def cluster_executor(
     on_event: Callable[[str, str], None] | None = None,
     finish: Callable[[Job, TrialRun], TrialRun] | None = None,
     resource: str | None = None,
+    clock: Clock | None = None,
 ) -> RayExecutor:
     """``--ray ADDRESS`` with ``--parallel``, as `run` and `tune` both take them: ``auto`` is as
     many trials at once as the cluster's nodes of this hardware have GPUs, a number caps it.
@@ -494,6 +503,7 @@ def cluster_executor(
         local_gpus=local_gpus,
         finish=finish,
         resource=resource,
+        clock=clock,
     )
 
 

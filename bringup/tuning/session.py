@@ -1,436 +1,64 @@
-"""A tuning session on a real engine or a scenario: launch, probe, benchmark, learn, report.
+"""A tuning session: the search, then the repeat phase, then the configuration it ends with.
 
-Each point is a trial (the same runner as bring-up, so a failure is classified) with a workload
-run while the server is up. Metrics are reported in the engine's own seconds: for a scenario
-the measured real seconds are divided by its time scale, and SLOs are scaled the other way.
+As `bringup.session.run.Run` is the loop of a bring-up, this is the loop of a tuning, whatever
+evaluates its points: `bringup tune` launches each point (bringup/session/tuning.py, the
+evaluator of bringup/tuning/evaluator.py, on this machine's GPUs or a Ray cluster), and the
+benchmarks (benchmarks/tuning_*.py) answer them offline from a scenario's performance model
+(bringup/oracle/tuning.py). Both run the same search (`Tuner`), the same repeat phase
+(`Repeats`, with a rule: bringup/tuning/verdict.py) and the same choice at the end.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import json
-import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
 
-from bringup.core.candidate import Candidate
-from bringup.engines.targets import Target
-from bringup.guard.secrets import api_key_of
-from bringup.loadgen import BenchConfig, bench
-from bringup.loadgen.config import SLO
-from bringup.observe.outcome import Outcome
-from bringup.record.journal import Journal
-from bringup.trial.executor import Job, TrialRun
-from bringup.trial.launch import Trial, TrialSettings
-from bringup.tuning.knobs import as_changes
-from bringup.tuning.result import SweepPoint, TunePoint, TuneResult
-from bringup.tuning.tuner import Evaluation, Objective, Point, Tuner, objective_value
-from bringup.verify.probes import ProbeConfig
-
-TIME_KEYS = ("ttft", "itl", "tpot", "e2e")
-
-
-def metrics_from_summary(flat: dict[str, Any], time_scale: float) -> dict[str, float]:
-    """The loadgen's summary in engine seconds (a scenario runs time_scale times faster)."""
-    s = time_scale
-    m: dict[str, float] = {
-        "rps": (flat.get("request_throughput") or 0.0) * s,
-        "output_tps": (flat.get("output_throughput") or 0.0) * s,
-        "completed": float(flat.get("completed") or 0),
-        "failed": float(flat.get("failed") or 0),
-    }
-    if flat.get("request_goodput") is not None:
-        m["goodput_rps"] = flat["request_goodput"] * s
-        m["slo_attainment"] = flat.get("slo_attainment") or 0.0
-    for name in TIME_KEYS:
-        for stat in ("p50", "p90", "p99", "mean"):
-            v = flat.get(f"{name}_{stat}_ms")
-            if v is not None:
-                m[f"{name}_{stat}_s"] = v / 1000.0 / s
-    return m
+from bringup.trial.executor import Executor
+from bringup.tuning.repeats import Measure, MeasureBeside, RepeatOutcome, Repeats
+from bringup.tuning.result import RepeatRun
+from bringup.tuning.tuner import JobOf, Point, Tuner
+from bringup.tuning.verdict import RepeatRule
 
 
 @dataclass
-class Workload:
-    """A point's load, run against its server once every probe passed, and stopped early when it
-    is clearly worse than the best so far. It holds only what it needs (no evaluator, no journal),
-    so a Ray node runs it as this machine does (it travels in bringup.trial.rayexec.RemoteTrial)."""
+class TuneSession:
+    """One tuning: ``tuner`` searches; with a ``rule``, the baseline and the finalists are measured
+    again, interleaved, until the rule settles which (if any) beats the baseline beyond noise."""
 
-    cfg: BenchConfig  # scaled to the engine's clock; the url is the server's, given per launch
-    best: float | None
-    time_scale: float
-    objective: Objective
-    prune_factor: float
+    tuner: Tuner
+    rule: RepeatRule | None = None  # None: no repeat phase, the search's best measurement is the pick
+    on_repeat: Callable[[RepeatRun], None] | None = None  # each repeat launch, as it comes back
+    outcome: RepeatOutcome | None = field(default=None, init=False)  # the repeat phase's, once run
 
-    def stop_when(self, summary: Any) -> str | None:
-        best = self.best
-        if best is None or best <= 0:
+    def search(self, executor: Executor | None = None, job_of: JobOf | None = None) -> list[Point]:
+        """The search: one point after another, or as many at once as ``executor`` has slots
+        (``job_of`` makes each point's job)."""
+        return self.tuner.run() if executor is None else self.tuner.run(executor, job_of)
+
+    def repeat(self, measure: Measure, beside: MeasureBeside | None = None) -> RepeatOutcome | None:
+        """The repeat phase (None without a rule): ``measure`` launches one configuration alone,
+        ``beside`` several at once, for the first round when the search shared a host."""
+        if self.rule is None:
             return None
-        if summary.completed + summary.failed < max(8, (self.cfg.num_prompts or 100) // 4):
-            return None
-        est = objective_value(metrics_from_summary({**summary.flat()}, self.time_scale), self.objective)
-        if est < self.prune_factor * best:
-            return f"running objective {est:.3g} < {self.prune_factor:g} x best {best:.3g}"
-        return None
+        t = self.tuner
+        self.outcome = Repeats(self.rule, measure, t.objective, beside, self.on_repeat).run(t.points, t.start)
+        return self.outcome
 
-    def __call__(self, url: str) -> dict:
-        return bench(self.cfg.model_copy(update={"url": url}), stop_when=self.stop_when).summary.flat()
+    def run(
+        self, measure: Measure | None = None, executor: Executor | None = None, job_of: JobOf | None = None
+    ) -> RepeatOutcome | None:
+        """The search, then (with a rule and ``measure``) the repeat phase."""
+        self.search(executor, job_of)
+        return self.repeat(measure) if measure is not None else None
 
-
-@dataclass
-class LaunchEvaluator:
-    """Evaluates knob settings by launching them and running the workload."""
-
-    target: Target
-    base: Candidate
-    bench_cfg: BenchConfig  # url is filled in per launch; SLOs in engine seconds
-    tune_dir: Path
-    journal: Journal
-    run_id: str
-    hw_fp: str
-    model_id: str
-    time_scale: float = 1.0
-    prune_factor: float = 0.5  # stop a point whose running goodput is under this share of the best
-    timeout: float = 1800.0
-    hang_timeout: float = 600.0
-    objective: Objective = "goodput"
-    seq: int = 0
-    machine_gpus: int = 0  # the GPUs points may take (a job's need is at most these)
-    reference: Any = None  # bringup.verify.reference.Reference: every point's trial runs the reference probe
-    verdicts: dict[str, str] = field(default_factory=dict)  # trial dir -> the reference probe's verdict
-
-    def _scaled_cfg(self, url: str) -> BenchConfig:
-        slos = [
-            SLO(metric=x.metric, stat=x.stat, target_s=x.target_s * self.time_scale)
-            for x in self.bench_cfg.slos
-        ]
-        sup = self.target.engine.info.probes  # what the engine's API offers (engines.yaml)
-        # The key the launched server expects (from the base's --api-key or VLLM_API_KEY).
-        key = self.bench_cfg.api_key or api_key_of(self.base.flag_dict, self.base.env_dict)
-        update: dict = {
-            "url": url,
-            "slos": slos,
-            "api_key": key,
-            "ignore_eos": self.bench_cfg.ignore_eos and sup.ignore_eos,
-        }
-        if not sup.list_models and not self.bench_cfg.model:
-            update["model"] = self.target.model  # its /v1/models does not list the served model
-        return self.bench_cfg.model_copy(update=update)
-
-    def run_trial(
-        self,
-        cand: Candidate,
-        workload: Callable[[str], dict],
-        purpose: str,
-        seq: int | None = None,
-        gpus: list[str] | None = None,
-        port: int | None = None,
-        cancel: threading.Event | None = None,
-    ) -> tuple:
-        """One launch with a workload. ``seq``, ``gpus``, ``port``: where a trial that runs beside
-        others goes (its own CUDA_VISIBLE_DEVICES and port); None: the next number, the target's
-        GPUs, a free port."""
-        tdir = self._trial_dir(cand, seq)
-        engine = dataclasses.replace(self.target.engine, gpus=",".join(gpus)) if gpus else self.target.engine
-        t0 = time.time()
-        out = Trial(
-            engine,
-            cand,
-            tdir,
-            self._settings(port, cancel),
-            spec=self.target.spec,
-            version=self.target.version,
-            workload=workload,
-        ).run()
-        t1 = time.time()
-        self._verdict(out, tdir)
-        return out, tdir, t0, t1
-
-    def _trial_dir(self, cand: Candidate, seq: int | None) -> Path:
-        """The point's folder (``seq`` None: the next number)."""
-        if seq is None:
-            self.seq += 1
-            seq = self.seq
-        else:
-            self.seq = max(self.seq, seq)
-        tdir = self.tune_dir / "trials" / f"{seq:03d}-{cand.key()[:8]}"
-        n = 1
-        while tdir.exists():  # the same point again (a port taken between pick and launch): keep both
-            n += 1
-            tdir = self.tune_dir / "trials" / f"{seq:03d}-{cand.key()[:8]}-retry{n}"
-        return tdir
-
-    def _settings(self, port: int | None = None, cancel: threading.Event | None = None) -> TrialSettings:
-        probe = ProbeConfig(long_tokens=64, batch_size=4, reference=self.reference)
-        return TrialSettings(
-            timeout=self.timeout, hang_timeout=self.hang_timeout, probe=probe, port=port, cancel=cancel
-        )
-
-    def _verdict(self, out: Outcome, tdir: Path) -> None:
-        for r in out.probes:
-            if r.name == "reference":
-                self.verdicts[str(tdir)] = ("agrees: " if r.passed else "disagrees: ") + r.detail
-
-    def __call__(self, knobs: dict[str, str], best: float | None) -> Evaluation:
-        return self._evaluate(knobs, best)[0]
-
-    def job(self, seq: int, knobs: dict[str, str], best: float | None) -> Job:
-        """A point as a job for an executor (bringup/trial/executor.py), with the GPUs its launch takes
-        (tensor x pipeline x data parallel, from the engine's own flags) on ``machine_gpus``."""
-        cand = self.base.with_changes(as_changes(knobs))
-        return Job(
-            seq,
-            "search",
-            cand,
-            False,
-            {"knobs": knobs, "best": best},
-            need=self.target.engine.gpus_needed(cand, self.target.spec, self.machine_gpus),
-        )
-
-    def run_job(self, job: Job) -> TrialRun:
-        """The executor's run function: the point's trial and workload on the job's GPUs and port;
-        the evaluation rides along, and the trial's simulated seconds include the workload's."""
-        ev, out, t0, t1 = self._evaluate(
-            job.extra["knobs"], job.extra.get("best"), job.seq, job.gpus, job.port, job.cancel
-        )
-        return TrialRun(out, Path(ev.trial_dir), t0, t1, value=ev, simulated_s=ev.trial_s)
-
-    def remote_job(self, job: Job) -> tuple[Any, Path]:
-        """What a Ray node needs to run a point (bringup/trial/rayexec.py): its trial and its workload;
-        and the folder its files land in here. The study, the journal and the evaluation stay here
-        (``finish_job``)."""
-        from bringup.trial.rayexec import RemoteTrial, settings_for_node
-
-        t = self.target
-        tdir = self._trial_dir(job.cand, job.seq)
-        rt = RemoteTrial(
-            t.engine,
-            job.cand,
-            tdir.name,
-            settings_for_node(self._settings()),
-            t.spec,
-            t.version,
-            real_gpus=not t.engine.simulated,
-            workload=self._workload(job.extra.get("best")),
-        )
-        return rt, tdir
-
-    def finish_job(self, job: Job, run: TrialRun) -> TrialRun:
-        """A point that ran on a Ray node, landed here: its evaluation and journal row, as
-        ``run_job`` makes them for a point that ran on this machine."""
-        self._verdict(run.outcome, run.tdir)
-        knobs = job.extra["knobs"]
-        ev = self._judge(knobs, run.outcome, run.tdir, run.started, run.ended, job.seq, job.gpus, job.where)
-        return dataclasses.replace(run, value=ev, simulated_s=ev.trial_s)
-
-    def _workload(self, best: float | None) -> Workload:
-        return Workload(
-            self._scaled_cfg(self.bench_cfg.url), best, self.time_scale, self.objective, self.prune_factor
-        )
-
-    def _evaluate(
-        self,
-        knobs: dict[str, str],
-        best: float | None,
-        seq: int | None = None,
-        gpus: list[str] | None = None,
-        port: int | None = None,
-        cancel: threading.Event | None = None,
-    ) -> tuple[Evaluation, Outcome, float, float]:
-        """The point's evaluation, and its trial's outcome and real start and end."""
-        cand = self.base.with_changes(as_changes(knobs))
-        out, tdir, t0, t1 = self.run_trial(cand, self._workload(best), "tune", seq, gpus, port, cancel)
-        return self._judge(knobs, out, tdir, t0, t1, seq, gpus), out, t0, t1
-
-    def _judge(
-        self,
-        knobs: dict[str, str],
-        out: Outcome,
-        tdir: Path,
-        t0: float,
-        t1: float,
-        seq: int | None,
-        gpus: list[str] | None,
-        where: str = "",
-    ) -> Evaluation:
-        """What a point's trial says: its metrics (or why it is infeasible), into the journal."""
-        cand = self.base.with_changes(as_changes(knobs))
-        flat = out.bench or {}
-        metrics = metrics_from_summary(flat, self.time_scale) if out.works and flat else {}
-        cmd = cand.shell_command(self.target.engine.command_prefix(cand))
-        if out.works and flat:
-            # the workload's simulated seconds: its real ones over the scenario's time scale
-            work = (
-                (float(flat.get("duration_s") or 0.0) / self.time_scale)
-                if self.target.engine.simulated
-                else None
-            )
-            why = (flat.get("stop_reason") or "") if flat.get("stopped_early") else ""
-            ev = Evaluation(
-                "pruned" if why else "ok",
-                metrics,
-                launch_s=t1 - t0,
-                simulated_s=out.timings.simulated,
-                trial_dir=str(tdir),
-                command=cmd,
-                reason=why,
-                workload_s=work,
-                gpus=list(gpus or []),
-                where=where,
-            )
-        else:
-            ev = Evaluation(
-                "infeasible",
-                {},
-                out.failure_class or out.status,
-                out.phase,
-                out.key_evidence()[:300],
-                out.signature,
-                t1 - t0,
-                out.timings.simulated,
-                str(tdir),
-                cmd,
-                gpus=list(gpus or []),
-                where=where,
-            )
-        extra: dict[str, Any] = {"knobs": knobs, "metrics": metrics, "status": ev.status}
-        if gpus:
-            extra["gpus"] = gpus
-        if where:
-            extra["where"] = where
-        self.journal.add_trial(
-            self.run_id,
-            seq if seq is not None else self.seq,
-            "tune",
-            cand,
-            cand.key(),
-            out,
-            tdir,
-            t0,
-            t1,
-            self.hw_fp,
-            self.model_id,
-            extra,
-        )
-        return ev
-
-    def sweep(self, knobs: dict[str, str], concurrencies: list[int]) -> list[SweepPoint]:
-        """Throughput against concurrency for one configuration (one launch)."""
-        cand = self.base.with_changes(as_changes(knobs))
-        rows: list[dict] = []
-
-        def workload(url: str) -> dict:
-            for c in concurrencies:
-                cfg = self._scaled_cfg(url).model_copy(update={"concurrency": c, "request_rate": None})
-                rows.append({"c": c, **bench(cfg).summary.flat()})
-            return {"sweep": len(rows)}
-
-        out, tdir, t0, t1 = self.run_trial(cand, workload, "sweep")
-        pts = []
-        for r in rows:
-            m = metrics_from_summary(r, self.time_scale)
-            pts.append(
-                SweepPoint(
-                    concurrency=r["c"],
-                    output_tps=m["output_tps"],
-                    rps=m["rps"],
-                    goodput_rps=m.get("goodput_rps"),
-                    ttft_p50_s=m.get("ttft_p50_s"),
-                    ttft_p99_s=m.get("ttft_p99_s"),
-                    itl_p99_s=m.get("itl_p99_s"),
-                )
-            )
-        self.journal.add_trial(
-            self.run_id,
-            self.seq,
-            "tune",
-            cand,
-            cand.key(),
-            out,
-            tdir,
-            t0,
-            t1,
-            self.hw_fp,
-            self.model_id,
-            {"knobs": knobs, "sweep": [p.model_dump() for p in pts]},
-        )
-        return pts
-
-
-def to_result(
-    tuner: Tuner,
-    tune_id: str,
-    run_dir: Path,
-    target: Target,
-    base: Candidate,
-    bench_cfg: BenchConfig,
-    sweep: list[SweepPoint],
-    t0: float,
-    parallel: int = 1,
-) -> TuneResult:
-    def tp(p: Point) -> TunePoint:
-        ev = p.evaluation
-        cmd = ev.command or base.with_changes(as_changes(p.knobs)).shell_command(
-            target.engine.command_prefix(base)
-        )
-        return TunePoint(
-            number=p.number,
-            knobs=p.knobs,
-            status=ev.status,
-            failure_class=ev.failure_class,
-            phase=ev.phase,
-            evidence=ev.evidence or ev.reason or None,
-            metrics=ev.metrics,
-            objective=p.objective,
-            launch_s=ev.launch_s,
-            simulated_s=ev.simulated_s,
-            trial_dir=ev.trial_dir,
-            command=cmd,
-            clock_start_s=p.clock_start_s,
-            clock_end_s=p.clock_end_s,
-            gpus=list(ev.gpus),
-            where=ev.where,
-        )
-
-    best = tuner.best()
-    sims = [p.evaluation.simulated_s for p in tuner.points if p.evaluation.simulated_s]
-    return TuneResult(
-        tune_id=tune_id,
-        run_dir=str(run_dir),
-        engine=target.engine.log_dialect,
-        engine_version=target.version,
-        model=target.model,
-        base_command=base.shell_command(target.engine.command_prefix(base)),
-        objective=tuner.objective,
-        slo={x.name: x.target_s for x in bench_cfg.slos},
-        workload=json.loads(
-            bench_cfg.model_dump_json(
-                include={
-                    "concurrency",
-                    "request_rate",
-                    "num_prompts",
-                    "input_len",
-                    "output_len",
-                    "prefix_len",
-                    "seed",
-                }
-            )
-        ),
-        knobs={k.flag: k.levels for k in tuner.knobs},
-        points=[tp(p) for p in tuner.points],
-        best=tp(best) if best else None,
-        best_command=tp(best).command if best else None,
-        pareto=[p.number for p in tuner.pareto()],
-        sweep=sweep,
-        launches=tuner.launches,
-        grid_size=tuner.grid_size,
-        wall_seconds=time.time() - t0,
-        simulated_hours=(sum(sims) / 3600) if target.engine.simulated else None,
-        parallel=parallel,
-        clock="simulated" if tuner.simulated else "wall",
-        clock_end_s=tuner.clock if tuner.points else None,
-        lost_trials=list(tuner.lost),
-    )
+    def chosen(self) -> dict[str, str] | None:
+        """The configuration the tuning ends with: the repeat phase's verdict (its winner, or the
+        baseline kept when it works), or without one the search's best."""
+        out = self.outcome
+        if out is not None:
+            if out.winner is not None:
+                return out.winner.knobs
+            if not out.base.failed and out.base.number:
+                return out.base.knobs
+        best = self.tuner.best()
+        return best.knobs if best else None

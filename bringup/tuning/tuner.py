@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import time
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -28,6 +27,7 @@ from typing import Any, Literal, cast
 
 import optuna
 
+from bringup.core.clock import Clock, clock_for
 from bringup.knowledge.conditions import as_number
 from bringup.observe.signatures import signature_by_id
 from bringup.trial.executor import Done, Executor, Job
@@ -103,6 +103,7 @@ class Tuner:
         storage: optuna.storages.BaseStorage | str | None = None,
         study_name: str | None = None,
         simulated: bool = False,
+        clock: Clock | None = None,
     ):
         if not knobs:
             raise ValueError(
@@ -125,9 +126,11 @@ class Tuner:
         self.launches = 0
         self.storage = storage  # None: in memory; else a shared Optuna storage (journal file, RDB URL)
         self.study_name = study_name
-        self.simulated = simulated  # the clock: the points' simulated seconds (scenarios), else wall
+        # The tuning's clock (the engine's; without one, ``simulated`` says which kind): the
+        # points' simulated seconds on a scenario, else wall time. ``clock`` is its reading when
+        # the last point came back.
+        self.run_clock = clock or clock_for(simulated)
         self.clock = 0.0
-        self._t0 = time.monotonic()
         self.lost: list[str] = []  # points lost with their Ray node (and run again): "#seq on node: why"
 
     @property
@@ -213,9 +216,10 @@ class Tuner:
         if why:
             return self._add(knobs, self._predicted(why))
         best = self.best()
-        start = self.clock if self.simulated else time.monotonic() - self._t0
+        start = self.run_clock.now()
         ev = self.evaluate(knobs, best.objective if best else None)
-        self.clock = self.clock + (ev.trial_s or 0.0) if self.simulated else time.monotonic() - self._t0
+        self.run_clock.reach(self.run_clock.end(start, ev.trial_s))
+        self.clock = self.run_clock.now()
         return self._add(knobs, ev, start, self.clock)
 
     @staticmethod

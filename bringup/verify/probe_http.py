@@ -23,9 +23,10 @@ class ServerBroke(Exception):
 class Disagree(Exception):
     """The server answered, but not consistently or not correctly."""
 
-    def __init__(self, msg: str, kind: str = "disagree"):
+    def __init__(self, msg: str, kind: str = "disagree", status: int | None = None):
         super().__init__(msg)
         self.kind = kind
+        self.status = status  # the HTTP status of a refused request (4xx), None otherwise
 
 
 def fetch(client: httpx.Client, method: str, path: str, body: dict | None = None) -> tuple[int, bytes]:
@@ -57,6 +58,7 @@ def post_json(client: httpx.Client, path: str, body: dict) -> dict:
             f"POST {path}: HTTP {status}: {text[:300]}"
             + (" (non-finite logprobs: the output is NaN/inf)" if nan else ""),
             kind="nan" if nan else "disagree",
+            status=status,
         )
     try:
         data = json.loads(raw)
@@ -81,6 +83,44 @@ def near_tie_divergence(reference: list[str] | str, agree: int) -> bool:
     """Whether parting after `agree` common tokens (characters) is numerics, not a wrong kernel."""
     need = NEAR_TIE_AFTER_TOKENS if isinstance(reference, list) else NEAR_TIE_AFTER_CHARS
     return agree >= need
+
+
+# With token logprobs (two per step: the greedy token and the runner-up), a parting before that
+# many tokens is allowed too where the two tokens lie within the precision's `tie_gap`
+# (tolerances.yaml) of each other in either request's own top logprobs: a near tie that batched
+# bf16 kernels may break the other way (random weights have many: gaps of hundredths of a nat; on
+# the H200 one of 15 copies of the reference prompt parted so, tests/data/gpu/h200-2026-12-02-vllm).
+# A wrong kernel parts where the server itself was confident.
+TIE_LOGPROBS = 2
+
+
+def tie_break(a: str, b: str, tops: list[dict | None], gap: float) -> float | None:
+    """The logprob gap of tokens `a` and `b` in the first of `tops` that holds both, if under `gap`."""
+    for top in tops:
+        if top and a in top and b in top and abs(top[a] - top[b]) < gap:
+            return abs(top[a] - top[b])
+    return None
+
+
+def parting(alone: list[str] | str, got: list[str] | str, tops: tuple[list, list], gap: float) -> str | None:
+    """Why greedy output `got` may part from `alone` (numerics, not a wrong kernel), or None: after
+    NEAR_TIE_AFTER_TOKENS common tokens, or at a near tie of either request's top logprobs
+    (`tops`: each request's top_logprobs, one dict a step)."""
+    agree = 0
+    for x, y in zip(alone, got, strict=False):
+        if x != y:
+            break
+        agree += 1
+    if near_tie_divergence(alone, agree):
+        return f"agree for {agree} {unit_of(alone)}, then part"
+    if isinstance(alone, list) and isinstance(got, list) and agree < min(len(alone), len(got)):
+        at = [t[agree] if agree < len(t) else None for t in tops]
+        d = tie_break(alone[agree], got[agree], at, gap)
+        if d is not None:
+            return (
+                f"part at token {agree}, a near tie ({alone[agree]!r} vs {got[agree]!r}, {d:.3f} nats apart)"
+            )
+    return None
 
 
 REFERENCE_PROMPT = "The quick brown fox"
@@ -113,6 +153,11 @@ def finite_logprobs(choice: dict) -> list[float]:
     if bad:
         raise Disagree(f"non-finite logprobs in output ({len(bad)} of {len(vals)}): {bad[:3]}", kind="nan")
     return vals
+
+
+def top_of(choice: dict) -> list:
+    """The choice's top logprobs, one dict (or None) a step."""
+    return list((choice.get("logprobs") or {}).get("top_logprobs") or [])
 
 
 def tokens_of(choice: dict) -> list[str] | str:

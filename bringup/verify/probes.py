@@ -24,14 +24,16 @@ from bringup.observe.outcome import ProbeResult
 from bringup.verify.probe_http import (
     BATCH_PROMPTS,
     REFERENCE_PROMPT,
+    TIE_LOGPROBS,
     Disagree,
     ServerBroke,
     fetch,
     finite_logprobs,
     near_tie_divergence,
+    parting,
     show_tokens,
     tokens_of,
-    unit_of,
+    top_of,
 )
 from bringup.verify.probe_http import post_json as _post
 
@@ -79,6 +81,7 @@ class ProbeConfig:
     user_probes: bool = True
     top_k: bool = True  # the engine takes `top_k` (engines.yaml `probes:`)
     seeded: bool = True  # the engine promises the same tokens for the same `seed` (best effort)
+    token_ids: bool = True  # the engine takes (or ignores) `return_token_ids` (engines.yaml `probes:`)
     sample_tokens: int = 24
     sample_temperature: float = 0.8
     sample_top_p: float = 0.9
@@ -131,9 +134,22 @@ class ProbeRunner:
         self.model = config.model_name
         self._reference: Any = None  # greedy output of the reference prompt alone (the completion probe)
         self._batch_reference: Any = None  # the same prompt inside a batch (the batch probe)
+        self.alone_top: list = []  # the greedy output alone's top logprobs, a dict a step
+        self._batch_top: list = []
         self.greedy: Any = None  # the streamed greedy request's timing (probes_user.Streamed)
         self.max_model_len: int | None = None  # what /v1/models reports
         self.tokens_per_word: float | None = None  # the completion probe's prompt, from its usage
+        # The kernel compilers working under the server since the last call (the trial's JitWatch):
+        # a request that waits on a JIT build is slow, not stalled (probes_user.probe_sampled).
+        self.compiling: Callable[[], list[str]] | None = None
+
+    @property
+    def tie_gap(self) -> float:
+        """The precision's near-tie gap (tolerances.yaml): how far apart two tokens may be for greedy
+        decoding to pick either under the launch's rounding."""
+        from bringup.verify.reference import tolerance
+
+        return tolerance(self.cfg.reference_precision).tie_gap
 
     @property
     def alone(self) -> Any:
@@ -143,7 +159,7 @@ class ProbeRunner:
     def _completion(self, client: httpx.Client, prompt: str, max_tokens: int, **extra: Any) -> dict:
         body = {"model": self.model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0, **extra}
         if self.cfg.logprobs:
-            body["logprobs"] = 1
+            body["logprobs"] = TIE_LOGPROBS  # the runner-up too: a parting at a near tie is allowed
         data = _post(client, "/v1/completions", body)
         if not data.get("choices"):
             raise Disagree(f"completion has no choices: {str(data)[:200]}")
@@ -191,7 +207,7 @@ class ProbeRunner:
             "stream_options": {"include_usage": True},
         }
         if self.cfg.logprobs:
-            body["logprobs"] = 1
+            body["logprobs"] = TIE_LOGPROBS
         text: list[str] = []
         tokens: list[str] = []
         lps: list[float | None] = []
@@ -215,6 +231,7 @@ class ProbeRunner:
                         lp = ch.get("logprobs") or {}
                         tokens += lp.get("tokens") or []
                         lps += lp.get("token_logprobs") or []
+                        self.alone_top += lp.get("top_logprobs") or []
                     if tokens or any(text):
                         self.phase = "decode"
                         timing.mark(t0)
@@ -334,6 +351,7 @@ class ProbeRunner:
         for o in outs:
             finite_logprobs(o["choices"][0])
         self._batch_reference = tokens_of(outs[0]["choices"][0])
+        self._batch_top = top_of(outs[0]["choices"][0])
         return f"{len(outs)} concurrent requests answered"
 
     def probe_batch_invariance(self, client: httpx.Client) -> str:
@@ -344,21 +362,19 @@ class ProbeRunner:
             # an earlier probe failed (NaN, a wrong answer) and left nothing to compare: say so, do not crash
             raise Disagree(f"not compared: the {failed or 'batch'} probe gave no output to compare")
         if self._reference is None:  # an engine whose streamed text is not the greedy reference
-            self._reference = tokens_of(
-                self._completion(client, REFERENCE_PROMPT, self.cfg.short_tokens)["choices"][0]
-            )
+            choice = self._completion(client, REFERENCE_PROMPT, self.cfg.short_tokens)["choices"][0]
+            self._reference, self.alone_top = tokens_of(choice), top_of(choice)
         note = ""
         if self._batch_reference != self._reference:
-            agree = common_prefix(self._reference, self._batch_reference)
-            if not near_tie_divergence(self._reference, agree):
+            why = parting(
+                self._reference, self._batch_reference, (self.alone_top, self._batch_top), self.tie_gap
+            )
+            if why is None:
                 raise Disagree(
                     f"greedy output differs alone vs in a batch: {show_tokens(self._reference)} vs "
                     f"{show_tokens(self._batch_reference)}"
                 )
-            note = (
-                f"; alone and in a batch agree for {agree} {unit_of(self._reference)}, then part "
-                "(batched kernels round differently; allowed after that many)"
-            )
+            note = f"; alone and in a batch {why} (batched kernels round differently)"
         again = tokens_of(self._completion(client, REFERENCE_PROMPT, self.cfg.short_tokens)["choices"][0])
         if again != self._reference:
             raise Disagree(

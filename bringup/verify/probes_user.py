@@ -14,8 +14,9 @@ kind "skipped" and says why (no reference, no logprobs, no maximum length report
 - sampled-reference: n draws of the first token of each reference prompt, against the reference's
   float32 top-k distribution (a binomial test with false-alarm rate sampling_check.ALPHA per prompt).
 - long-prompt: one prompt at `long_prompt_fraction` of the effective maximum length (read from
-  /v1/models `max_model_len`), so the engine prefills it in chunks; the greedy answer must be
-  finite and the same when sent again (the second prefill reads the prefix cache where it is on).
+  /v1/models `max_model_len`), so the engine prefills it in chunks; then the prompt followed by the
+  first half of its own greedy answer, as token ids where the server returns them: the second
+  half must come back (the prefill path against the decode path).
 - concurrency: `min(max batch, concurrency_cap)` requests at once, copies of the reference prompt
   among them: each copy's greedy tokens must be the ones it gets alone.
 """
@@ -149,7 +150,11 @@ def stall_deadline(runner: ProbeRunner) -> float:
 
 
 # -- sampled --------------------------------------------------------------------------------------
-def _sampled_body(runner: ProbeRunner, stream_it: bool) -> dict:
+def _sampled_body(runner: ProbeRunner, stream_it: bool, seed: bool = False) -> dict:
+    """The sampled request. Unseeded unless `seed`: vLLM serves a request that carries a `seed`
+    with its PyTorch sampler, never FlashInfer's (per-request generators; vllm/v1/sample/ops/
+    topk_topp_sampler.py forward_cuda, read in 0.24.0 and 0.32.0), so only an unseeded request
+    runs the GPU top-k/top-p kernel this probe exists for."""
     cfg = runner.cfg
     body: dict[str, Any] = {
         "model": runner.model,
@@ -158,7 +163,7 @@ def _sampled_body(runner: ProbeRunner, stream_it: bool) -> dict:
         "temperature": cfg.sample_temperature,
         "top_p": cfg.sample_top_p,
     }
-    if cfg.seeded:
+    if seed:
         body["seed"] = cfg.sample_seed
     if cfg.top_k:
         body["top_k"] = cfg.sample_top_k
@@ -203,15 +208,30 @@ def _rate_note(runner: ProbeRunner, s: Streamed) -> str:
     return f"{rate:.0f} tokens/s (greedy {greedy:.0f})"
 
 
-def _same_seed(runner: ProbeRunner, client: httpx.Client, first: Streamed) -> str:
-    from bringup.verify.probe_http import Disagree, near_tie_divergence
+def _seeded(runner: ProbeRunner, client: httpx.Client) -> Streamed:
+    """One seeded sampled request (not streamed), its draws checked like the streamed one's."""
+    from bringup.verify.probe_http import Disagree, finite_logprobs
     from bringup.verify.probe_http import post_json as _post
+
+    data = _post(client, "/v1/completions", _sampled_body(runner, stream_it=False, seed=True))
+    choice = (data.get("choices") or [{}])[0]
+    finite_logprobs(choice)
+    out = Streamed()
+    _take(out, {"choices": [choice], "usage": data.get("usage")}, time.monotonic())
+    bad = _violations(runner, out)
+    if bad:
+        raise Disagree(f"{len(bad)} of {len(out.tokens)} seeded draws the sampler may not draw: {bad[0]}")
+    return out
+
+
+def _same_seed(runner: ProbeRunner, client: httpx.Client) -> str:
+    """Two requests with the same seed, alone: the same tokens (where the engine promises it)."""
+    from bringup.verify.probe_http import Disagree, near_tie_divergence
 
     if not runner.cfg.seeded:
         return "same-seed repeat not checked (this engine does not promise seeded sampling)"
-    data = _post(client, "/v1/completions", _sampled_body(runner, stream_it=False))
-    choice = (data.get("choices") or [{}])[0]
-    again: list[str] | str = (choice.get("logprobs") or {}).get("tokens") or choice.get("text", "")
+    first, second = _seeded(runner, client), _seeded(runner, client)
+    again: list[str] | str = second.tokens or second.text
     ref: list[str] | str = first.tokens if isinstance(again, list) else first.text
     if again == ref:
         return "same seed, same tokens"
@@ -227,7 +247,7 @@ def probe_sampled(runner: ProbeRunner, client: httpx.Client) -> str:
     cfg = runner.cfg
     runner.phase = "decode"
     deadline = stall_deadline(runner)
-    s = stream(client, _sampled_body(runner, stream_it=True), read_timeout=deadline)
+    s, waited = _stream_past_compiles(runner, client, _sampled_body(runner, stream_it=True), deadline)
     finite_logprobs({"logprobs": {"token_logprobs": s.logprobs}})
     if s.count < 1:
         raise Disagree("sampled request returned no tokens")
@@ -244,8 +264,48 @@ def probe_sampled(runner: ProbeRunner, client: httpx.Client) -> str:
         else "membership not checked (this engine returns no top logprobs)"
     )
     rate = _rate_note(runner, s)
-    seed = _same_seed(runner, client, s)
-    return f"{s.count} sampled tokens, first after {s.first_s or 0:.2f} s (deadline {deadline:.1f} s); {checked}; {rate}; {seed}"
+    seed = _same_seed(runner, client)
+    return (
+        f"{waited}{s.count} sampled tokens, first after {s.first_s or 0:.2f} s (deadline {deadline:.1f} s); "
+        f"{checked}; {rate}; {seed}"
+    )
+
+
+COMPILE_POLL_S = 2.0
+
+
+def _stream_past_compiles(
+    runner: ProbeRunner, client: httpx.Client, body: dict, deadline: float
+) -> tuple[Streamed, str]:
+    """The streamed request, and a note when it had to wait for a kernel build. A gap past the stall
+    deadline while compilers work under the server (runner.compiling: FlashInfer builds its
+    top-k/top-p kernel on the first sampled request where nothing warmed it up, as SGLang 0.5.16 on
+    the H200 did) is a cold JIT cache, not a stall: wait, bounded by the request timeout, until the
+    compilers are quiet, then send the request again under the same deadline. A gap with no
+    compiler at work is a stall, as before."""
+    from bringup.verify.probe_http import Disagree
+
+    try:
+        return stream(client, body, read_timeout=deadline), ""
+    except Disagree as e:
+        if e.kind != "stall" or runner.compiling is None:
+            raise
+        t0 = time.monotonic()
+        tools = set(runner.compiling())
+        if not tools:
+            raise
+        while time.monotonic() - t0 < runner.cfg.request_timeout and not runner.stop.is_set():
+            time.sleep(COMPILE_POLL_S)
+            now = runner.compiling()
+            if not now:
+                break
+            tools.update(now)
+        waited = deadline + time.monotonic() - t0
+        s = stream(client, body, read_timeout=deadline)
+        return s, (
+            f"the first request waited {waited:.0f} s while kernels compiled under the server "
+            f"({', '.join(sorted(tools))}: a cold JIT cache), then: "
+        )
 
 
 # -- sampled against the reference ---------------------------------------------------------------
@@ -295,6 +355,58 @@ def probe_sampled_reference(runner: ProbeRunner, client: httpx.Client) -> str:
 
 
 # -- long prompt ----------------------------------------------------------------------------------
+# Asked of the long prompt's answers: the tokens' ids. vLLM (>= 0.10.2, PR #22587; read in 0.24.0
+# and 0.32.0) and SGLang (>= 0.5.23, PR #30917; not in 0.5.10 or 0.5.16) then return each choice's
+# `token_ids` and `prompt_token_ids`; a server that does not know the field ignores it (pydantic's
+# default), and engines.yaml `probes: token_ids: false` keeps it from one that rejects it.
+TOKEN_IDS_FIELD = "return_token_ids"
+
+
+class NotCompared(Exception):
+    """The continuation cannot be lined up with the answer: the message says why."""
+
+
+@dataclass
+class LongAnswer:
+    """One long-prompt completion, as the probe reads it."""
+
+    tokens: list[str]  # logprobs.tokens
+    top: list[dict[str, float]]  # logprobs.top_logprobs
+    ids: list[int] | None  # the answer's token ids, where the server returns them
+    prompt_ids: list[int] | None  # the prompt's, likewise
+    prompt_tokens: int | None  # usage.prompt_tokens
+
+
+def _int_list(v: Any) -> list[int] | None:
+    ok = isinstance(v, list) and bool(v) and all(isinstance(i, int) and not isinstance(i, bool) for i in v)
+    return list(v) if ok else None
+
+
+def _answer_ids(choice: dict, tokens: list[str]) -> list[int] | None:
+    """The answer's ids: `token_ids` (return_token_ids), or tokens spelled `token_id:N` (vLLM's
+    `return_tokens_as_token_ids`)."""
+    ids = _int_list(choice.get("token_ids"))
+    if ids is not None:
+        return ids
+    if tokens and all(t.startswith("token_id:") and t[9:].isdigit() for t in tokens):
+        return [int(t[9:]) for t in tokens]
+    return None
+
+
+def _read_long(data: dict) -> LongAnswer:
+    choice = (data.get("choices") or [{}])[0]
+    lp = choice.get("logprobs") or {}
+    tokens = list(lp.get("tokens") or [])
+    n = (data.get("usage") or {}).get("prompt_tokens")
+    return LongAnswer(
+        tokens=tokens,
+        top=[t or {} for t in lp.get("top_logprobs") or [{}] * len(tokens)],
+        ids=_answer_ids(choice, tokens),
+        prompt_ids=_int_list(choice.get("prompt_token_ids")),
+        prompt_tokens=n if isinstance(n, int) and not isinstance(n, bool) else None,
+    )
+
+
 def long_prompt(tokens: int) -> str:
     """About `tokens` tokens of plain words (most tokenizers spend one per word here)."""
     words = LONG_FILLER.split()
@@ -306,8 +418,14 @@ def probe_long_prompt(runner: ProbeRunner, client: httpx.Client) -> str:
     half of its own answer: the second half must come back. The first request builds the answer's
     KV cache by decoding, the second by (chunked) prefill; a broken long prefill gives garbled
     text that is consistent with itself but not with the decode path. A first difference is
-    allowed where the server's own top logprobs call it a near tie (`tie_gap` of the precision)."""
-    from bringup.verify.probe_http import Disagree, finite_logprobs
+    allowed where the server's own top logprobs call it a near tie (`tie_gap` of the precision).
+
+    The first half goes back as token ids where the server returns them (`return_token_ids`), so
+    the second prompt is the first's continuation token for token; as text only where the round
+    trip is verified (the server counts exactly half more prompt tokens): gibberish from random
+    weights re-tokenizes into other pieces (seen on the H200 with vLLM 0.24.0), and comparing the
+    continuation of another prompt would call a healthy server wrong."""
+    from bringup.verify.probe_http import Disagree
 
     cfg = runner.cfg
     runner.phase = "decode"
@@ -319,29 +437,82 @@ def probe_long_prompt(runner: ProbeRunner, client: httpx.Client) -> str:
     prompt = long_prompt(int(target / _filler_tokens_per_word(runner, client)) - 8)
     half = max(cfg.short_tokens // 2, 1)
     t0 = time.monotonic()
-    first = _long(runner, client, prompt, 2 * half)
+    first = _long(runner, client, prompt, 2 * half, top=5)
     took = time.monotonic() - t0
-    toks = first["choices"][0]["logprobs"]["tokens"]
-    n_prompt = (first.get("usage") or {}).get("prompt_tokens") or 0
-    if len(toks) < 2 * half:
-        raise Disagree(f"a {n_prompt}-token prompt got {len(toks)} tokens, asked for {2 * half}")
-    second = _long(runner, client, prompt + "".join(toks[:half]), half, top=5)
-    finite_logprobs(second["choices"][0])
-    if _fragment(toks[:half]):
-        # A byte fragment has no text of its own (vLLM 0.24.0 spells it ''): the answer's first half
-        # read back as text is missing bytes, so the second prompt is not the first's continuation
-        # and the two paths cannot be compared. Seen on real vLLM on the H200 with a random-weight
-        # 8 B Llama. (Token-id prompts would align them; not every engine returns prompt ids.)
-        return (
-            f"{n_prompt} prompt tokens ({n_prompt / runner.max_model_len:.0%} of max_model_len "
-            f"{runner.max_model_len}) in {took:.1f} s, answered; the continuation was not compared: "
-            f"its first {half} tokens hold a byte fragment, which text cannot feed back"
-        )
-    note = _continues(runner, toks[half:], second["choices"][0])
-    return (
+    n_prompt = first.prompt_tokens or 0
+    if len(first.tokens) < 2 * half:
+        raise Disagree(f"a {n_prompt}-token prompt got {len(first.tokens)} tokens, asked for {2 * half}")
+    head = (
         f"{n_prompt} prompt tokens ({n_prompt / runner.max_model_len:.0%} of max_model_len "
-        f"{runner.max_model_len}) in {took:.1f} s; prefilling its first {half} answer tokens gives "
-        f"the other {half}{note} (no long-prompt reference: compared with the decode path)"
+        f"{runner.max_model_len}) in {took:.1f} s"
+    )
+    try:
+        note = _by_ids(runner, client, prompt, first, half)
+        if note is None:
+            note = _by_text(runner, client, prompt, first, half)
+    except NotCompared as e:
+        return f"{head}, answered; the continuation was not compared: {e}"
+    return (
+        f"{head}; prefilling its first {half} answer tokens gives the other {half}{note} "
+        "(no long-prompt reference: compared with the decode path)"
+    )
+
+
+def _by_ids(
+    runner: ProbeRunner, client: httpx.Client, prompt: str, first: LongAnswer, half: int
+) -> str | None:
+    """The continuation with the answer's first half fed back as token ids; None where the server
+    gives no ids (or takes no id prompt): then text is tried."""
+    from bringup.verify.probe_http import Disagree
+
+    if first.ids is None or len(first.ids) < 2 * half:
+        return None
+    prompt_ids = first.prompt_ids or _tokenize(runner, client, prompt)
+    if prompt_ids is None or (first.prompt_tokens is not None and len(prompt_ids) != first.prompt_tokens):
+        return None  # the prompt's ids are not known, or not the ones the completion counted
+    ids = prompt_ids + first.ids[:half]
+    try:
+        second = _long(runner, client, ids, half, top=5)
+    except Disagree as e:
+        if e.status is not None and e.kind == "disagree":
+            return None  # an id prompt refused (HTTP 4xx): text is tried instead
+        raise
+    read = second.prompt_tokens if second.prompt_ids is None else len(second.prompt_ids)
+    if (read is not None and read != len(ids)) or (
+        second.prompt_ids is not None and second.prompt_ids != ids
+    ):
+        raise NotCompared(f"the server read the {len(ids)} token ids sent back as {read} prompt tokens")
+    if second.ids is not None:
+        want: list = first.ids[half : 2 * half]
+        got: list = second.ids
+    else:
+        want, got = first.tokens[half : 2 * half], second.tokens
+    return _continues(runner, want, got, first, second) + " (fed back as token ids)"
+
+
+def _by_text(runner: ProbeRunner, client: httpx.Client, prompt: str, first: LongAnswer, half: int) -> str:
+    """The continuation with the first half fed back as text, compared only where the server read
+    that text as exactly `half` more prompt tokens (usage.prompt_tokens)."""
+    fed = first.tokens[:half]
+    if _fragment(fed):
+        # A byte fragment has no text of its own (vLLM 0.24.0 spells it ''): the text read back is
+        # missing bytes. Seen on real vLLM on the H200 with a random-weight 8 B Llama.
+        raise NotCompared(f"its first {half} tokens hold a byte fragment, which text cannot feed back")
+    second = _long(runner, client, prompt + "".join(fed), half, top=5)
+    if first.prompt_tokens is None or second.prompt_tokens is None:
+        raise NotCompared(
+            "the server returns no token ids and no prompt token counts: the text fed back cannot be "
+            "checked to be the answer's own tokens"
+        )
+    extra = second.prompt_tokens - first.prompt_tokens
+    if extra != half:
+        raise NotCompared(
+            f"the server returns no token ids, and the answer's first {half} tokens fed back as text "
+            f"were read as {extra} prompt tokens (text re-tokenizes into other pieces)"
+        )
+    want = first.tokens[half : 2 * half]
+    return (
+        _continues(runner, want, second.tokens, first, second) + " (fed back as text, read as the same count)"
     )
 
 
@@ -349,6 +520,20 @@ def _fragment(tokens: list[str]) -> bool:
     """Whether a token list holds a piece of a UTF-8 character (no text of its own, in any
     engine's spelling: empty, U+FFFD, `bytes:`)."""
     return any(t == "" or "\ufffd" in t or t.startswith("bytes:") for t in tokens)
+
+
+def _tokenize(runner: ProbeRunner, client: httpx.Client, prompt: str) -> list[int] | None:
+    """The prompt's ids from the server's /tokenize (vLLM, SGLang: `{"tokens": [...]}`), None where
+    it has none."""
+    from bringup.guard.bounded import CapHit
+    from bringup.verify.probe_http import fetch
+
+    try:
+        status, raw = fetch(client, "POST", "/tokenize", {"model": runner.model, "prompt": prompt})
+        data = json.loads(raw) if status == 200 else {}
+    except (httpx.HTTPError, CapHit, ValueError):
+        return None
+    return _int_list(data.get("tokens")) if isinstance(data, dict) else None
 
 
 def _filler_tokens_per_word(runner: ProbeRunner, client: httpx.Client, words: int = 64) -> float:
@@ -359,7 +544,9 @@ def _filler_tokens_per_word(runner: ProbeRunner, client: httpx.Client, words: in
     return max(n / words, 0.5) if isinstance(n, int) and n > 0 else (runner.tokens_per_word or 1.0)
 
 
-def _long(runner: ProbeRunner, client: httpx.Client, prompt: str, n: int, top: int = 1) -> dict:
+def _long(
+    runner: ProbeRunner, client: httpx.Client, prompt: str | list[int], n: int, top: int = 1
+) -> LongAnswer:
     from bringup.verify.probe_http import Disagree, finite_logprobs
     from bringup.verify.probe_http import post_json as _post
 
@@ -367,30 +554,35 @@ def _long(runner: ProbeRunner, client: httpx.Client, prompt: str, n: int, top: i
     body["logprobs"] = top
     if runner.cfg.ignore_eos:
         body["ignore_eos"] = True
+    if runner.cfg.token_ids:
+        body[TOKEN_IDS_FIELD] = True
     data = _post(client, "/v1/completions", body)
     choice = (data.get("choices") or [{}])[0]
     finite_logprobs(choice)
     if not (choice.get("logprobs") or {}).get("tokens"):
         raise Disagree(f"long prompt: no tokens in the answer: {str(data)[:200]}")
-    return data
+    return _read_long(data)
 
 
-def _continues(runner: ProbeRunner, want: list[str], choice: dict) -> str:
-    from bringup.verify.probe_http import Disagree
-    from bringup.verify.reference import tolerance
+def _continues(runner: ProbeRunner, want: list, got: list, first: LongAnswer, second: LongAnswer) -> str:
+    """Whether `got` (the prefill path's answer) continues `want` (the decode path's second half),
+    compared by id or by text; the answers' tokens and top logprobs name them. A first difference
+    is allowed where either path's own top logprobs hold both tokens within the precision's
+    `tie_gap` (prefill and decode kernels round differently)."""
+    from bringup.verify.probe_http import Disagree, tie_break
 
-    lp = choice["logprobs"]
-    got = lp["tokens"]
     k = common_prefix(want, got)
     if k >= min(len(want), len(got)):
         return ""
-    top = (lp.get("top_logprobs") or [{}] * len(got))[k] or {}
-    tie = tolerance(runner.cfg.reference_precision).tie_gap
-    if want[k] in top and got[k] in top and top[got[k]] - top[want[k]] < tie:
-        return f" (a near tie at token {k}: {got[k]!r} vs {want[k]!r})"
+    half = len(first.tokens) - len(want)
+    want_text = first.tokens[half:]
+    w, g = want_text[k], second.tokens[k]
+    tops = [t[i] if i < len(t) else None for t, i in ((second.top, k), (first.top, half + k))]
+    if tie_break(w, g, tops, runner.tie_gap) is not None:
+        return f" (a near tie at token {k}: {g!r} vs {w!r})"
     raise Disagree(
         f"a long prompt's answer is not its own continuation: after {k} tokens the prefill path "
-        f"says {''.join(got[k:])[:40]!r}, the decode path {''.join(want[k:])[:40]!r}"
+        f"says {''.join(second.tokens[k:])[:40]!r}, the decode path {''.join(want_text[k:])[:40]!r}"
     )
 
 
@@ -407,6 +599,7 @@ def probe_concurrency(runner: ProbeRunner, client: httpx.Client) -> str:
         Disagree,
         finite_logprobs,
         tokens_of,
+        top_of,
     )
 
     cfg = runner.cfg
@@ -430,21 +623,25 @@ def probe_concurrency(runner: ProbeRunner, client: httpx.Client) -> str:
             outs = [f.result() for f in futures]
     for o in outs:
         finite_logprobs(o["choices"][0])
-    got = [tokens_of(o["choices"][0]) for p, o in zip(prompts, outs, strict=True) if p == REFERENCE_PROMPT]
-    parted = _parted(runner.alone, got, n)
+    copies_out = [o["choices"][0] for p, o in zip(prompts, outs, strict=True) if p == REFERENCE_PROMPT]
+    parted = _parted(runner, [(tokens_of(c), top_of(c)) for c in copies_out], n)
     note = f" ({parted} part after a near tie)" if parted else ""
-    return f"{n} concurrent requests; {len(got)} copies of the reference prompt agree with it alone{note}"
+    return (
+        f"{n} concurrent requests; {len(copies_out)} copies of the reference prompt agree with it alone{note}"
+    )
 
 
-def _parted(alone: list[str] | str, copies: list[list[str] | str], n: int) -> int:
-    """How many copies part from the output alone after a near tie; a copy that parts at once fails."""
-    from bringup.verify.probe_http import Disagree, near_tie_divergence
+def _parted(runner: ProbeRunner, copies: list[tuple[list[str] | str, list]], n: int) -> int:
+    """How many copies part from the output alone at a near tie (probe_http.parting); a copy that
+    parts where the server was confident fails."""
+    from bringup.verify.probe_http import Disagree, parting
 
+    alone = runner.alone
     parted = 0
-    for got in copies:
+    for got, top in copies:
         if got == alone:
             continue
-        if not near_tie_divergence(alone, common_prefix(alone, got)):
+        if parting(alone, got, (runner.alone_top, top), runner.tie_gap) is None:
             raise Disagree(
                 f"greedy output at {n} concurrent requests differs from alone: "
                 f"{''.join(alone)[:50]!r} vs {''.join(got)[:50]!r}"

@@ -440,7 +440,9 @@ class ServerOutput:
 
 
 @dataclass
-class Verdict:
+class ReferenceCheck:
+    """The server's output compared with the reference on one prompt (or all): agrees or not, and why."""
+
     passed: bool
     detail: str
     kind: str = "ok"  # ok | disagree | nan
@@ -456,27 +458,27 @@ def _gap(step: Step, other: str | None) -> float:
 
 def _step_verdict(
     prompt: str, i: int, step: Step, t: str, lp: float | None, tol: Tolerance
-) -> Verdict | None:
+) -> ReferenceCheck | None:
     """One token of the server's answer against the reference's step: a verdict where this token
     decides (a divergence, a tie-break, a logprob out of tolerance, a byte fragment), None to go on."""
     if lp is not None and (math.isnan(lp) or math.isinf(lp)):
-        return Verdict(False, f"{prompt!r}: non-finite logprob {lp} at token {i}", "nan")
+        return ReferenceCheck(False, f"{prompt!r}: non-finite logprob {lp} at token {i}", "nan")
     if not step.same(t):
         gap = _gap(step, t)
         if gap < tol.tie_gap:
-            return Verdict(
+            return ReferenceCheck(
                 True,
                 f"{prompt!r}: tie-break at token {i} ({step.token!r} vs {t!r}, "
                 f"reference gap {gap:.3f} < {tol.tie_gap})",
             )
-        return Verdict(
+        return ReferenceCheck(
             False,
             f"{prompt!r}: diverges at token {i}: reference {step.token!r} "
             f"(logprob {step.logprob:.3f}, ahead by {gap:.2f}) but server {t!r}; "
             f"{tol.precision} allows a divergence only under {tol.tie_gap} nats",
         )
     if lp is not None and abs(lp - step.logprob) > tol.logprob_abs:
-        return Verdict(
+        return ReferenceCheck(
             False,
             f"{prompt!r}: token {i} {t!r} logprob {lp:.3f} vs reference "
             f"{step.logprob:.3f} (more than {tol.logprob_abs} apart for {tol.precision})",
@@ -485,7 +487,7 @@ def _step_verdict(
         # A byte fragment the server spells without its bytes (vLLM 0.24 gives ''): which fragment
         # it was is unknown, so the two sequences may part here unseen (seen on the vLLM CPU build:
         # the next tokens differed by whole nats). Compared up to it, its logprob included.
-        return Verdict(
+        return ReferenceCheck(
             True,
             f"{prompt!r}: {i + 1} tokens match, up to a byte fragment the server spells "
             f"{t!r} (not compared past it)",
@@ -493,7 +495,9 @@ def _step_verdict(
     return None
 
 
-def compare_prompt(ref: PromptReference, got: ServerOutput, tol: Tolerance, eos_tokens: set[str]) -> Verdict:
+def compare_prompt(
+    ref: PromptReference, got: ServerOutput, tol: Tolerance, eos_tokens: set[str]
+) -> ReferenceCheck:
     """The server's greedy answer against the reference: equal up to a tie-break, logprobs within tol."""
     if got.tokens:
         for i, (step, t) in enumerate(zip(ref.steps, got.tokens, strict=False)):
@@ -506,17 +510,17 @@ def compare_prompt(ref: PromptReference, got: ServerOutput, tol: Tolerance, eos_
             step = ref.steps[n]
             gap = _gap(step, None)
             if gap >= tol.tie_gap:
-                return Verdict(
+                return ReferenceCheck(
                     False,
                     f"{ref.prompt!r}: server stopped after {n} tokens; the reference "
                     f"continues with {step.token!r} (ahead by {gap:.2f})",
                 )
-        return Verdict(True, f"{ref.prompt!r}: {min(n, len(ref.steps))} tokens match")
+        return ReferenceCheck(True, f"{ref.prompt!r}: {min(n, len(ref.steps))} tokens match")
     # Text only (the engine returns no logprobs): where the texts part, and the reference token there.
     # Token ends come from decoding the prefix (a token may be half a UTF-8 character on its own).
     text, want = got.text, ref.text
     if text == want:
-        return Verdict(True, f"{ref.prompt!r}: text matches ({len(ref.steps)} tokens)")
+        return ReferenceCheck(True, f"{ref.prompt!r}: text matches ({len(ref.steps)} tokens)")
     common = common_prefix(text, want)
     ends, acc = [], 0
     for st in ref.steps:
@@ -527,15 +531,15 @@ def compare_prompt(ref: PromptReference, got: ServerOutput, tol: Tolerance, eos_
     # A shorter text is fine only where the reference ends the answer (the server stopped at EOS);
     # all tokens generated ("length") but less text means special or empty tokens: a divergence.
     if common == len(text) and step.token in eos_tokens and got.finish_reason != "length":
-        return Verdict(True, f"{ref.prompt!r}: text matches for {i} tokens, then the server stopped")
+        return ReferenceCheck(True, f"{ref.prompt!r}: text matches for {i} tokens, then the server stopped")
     gap = _gap(step, None)
     if gap < tol.tie_gap:
-        return Verdict(
+        return ReferenceCheck(
             True,
             f"{ref.prompt!r}: text departs at token {i} where the reference is a near tie "
             f"(gap {gap:.3f} < {tol.tie_gap})",
         )
-    return Verdict(
+    return ReferenceCheck(
         False,
         f"{ref.prompt!r}: text departs at token {i}: reference {step.token!r} (ahead by "
         f"{gap:.2f}), server {text[common : common + 12]!r}; greedy text {text[:40]!r} vs reference "
@@ -543,7 +547,7 @@ def compare_prompt(ref: PromptReference, got: ServerOutput, tol: Tolerance, eos_
     )
 
 
-def compare(ref: Reference, outputs: list[ServerOutput], tol: Tolerance) -> Verdict:
+def compare(ref: Reference, outputs: list[ServerOutput], tol: Tolerance) -> ReferenceCheck:
     """Every prompt's verdict; the first failure decides (a NaN is reported as such)."""
     eos_tokens: set[str] = set()
     for p in ref.prompts:
@@ -552,14 +556,14 @@ def compare(ref: Reference, outputs: list[ServerOutput], tol: Tolerance) -> Verd
     bad = [v for v in verdicts if not v.passed]
     if bad:
         kind = "nan" if any(v.kind == "nan" for v in bad) else "disagree"
-        return Verdict(
+        return ReferenceCheck(
             False,
             f"{len(bad)} of {len(verdicts)} prompts differ from the reference "
             f"({tol.precision} tolerances): " + "; ".join(v.detail for v in bad[:2]),
             kind,
         )
     ties = sum("tie-break" in v.detail or "near tie" in v.detail for v in verdicts)
-    return Verdict(
+    return ReferenceCheck(
         True,
         f"{len(verdicts)} prompts agree with the reference ({tol.precision} tolerances"
         + (f"; {ties} within a tie-break" if ties else "")

@@ -16,10 +16,17 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from bringup.core.datafiles import DATA, KnowledgeFileError, load_yaml
-from bringup.scenario.schema import Fail, Hang, Serve, Warning_
+from bringup.scenario.schema import Entry, Fail, Hang, Serve, Warning_
 
 FAULTS = DATA / "faults"
-Split = Literal["dev", "heldout"]
+# A split is any atom file of the faults folder but the bases. Readable splits are those whose name
+# starts with "dev" (dev.yaml, dev2.yaml, ...): whoever changes the search may read them, and the
+# benchmark prints and writes their cases in full. Every other split (heldout.yaml, sealed.yaml) is
+# sealed: never read while the search changes. `both` in the benchmark means dev + heldout, as it
+# always did.
+Split = str
+OPEN_PREFIX = "dev"  # a split whose name starts with this is readable; every other one is sealed
+BASES_FILE = "bases.yaml"
 Kind = Literal[
     "bad-value",
     "missing-package",
@@ -33,6 +40,8 @@ Kind = Literal[
     "illegal-memory-access",
     "sampler",
     "nccl-hang",
+    "hang",  # a hang that is not NCCL's: a JIT or autotuner that keeps logging, a barrier that waits
+    "distributed",  # a collective or its transport fails to set up (not a hang)
     "wrong-output",
 ]
 # How the log names the way out: a value in a hint or remedy line (`log`), only the failing frame's
@@ -56,6 +65,9 @@ class Atom(BaseModel):
     hang: Hang | None = None
     serve: Serve | None = None
     warnings: list[Warning_] = Field(default_factory=list)  # lines the engine prints beside it
+    # Values the engine imposes whatever was asked (scenario `force:` entries, docs/scenarios.md): a
+    # requested flag the engine silently overrides, with the warning it prints (its `log`).
+    force: list[Entry] = Field(default_factory=list)
     fixes: list[str] = Field(min_length=1)  # alternatives; each a change list (see fix_tokens)
     named_by: NamedBy
     # The failure class a right reading of the engine's words gives (bringup/data/classes.yaml):
@@ -132,9 +144,22 @@ def _entries(path: Path, key: str) -> list[dict[str, Any]]:
     return items
 
 
+def splits(root: Path = FAULTS) -> list[str]:
+    """The split names: every `<name>.yaml` of the faults folder except the bases."""
+    return sorted(p.stem for p in root.glob("*.yaml") if p.name != BASES_FILE)
+
+
+def is_sealed(split: str) -> bool:
+    """A sealed split is reported in aggregate only: no atom ids, baselines or log lines. Readable
+    splits are the ones named dev* (dev, dev2, ...)."""
+    return not split.startswith(OPEN_PREFIX)
+
+
 @lru_cache(maxsize=8)
 def load_atoms(split: Split, root: Path = FAULTS) -> tuple[Atom, ...]:
-    """The atoms of one split (dev.yaml or heldout.yaml), validated; ids unique."""
+    """The atoms of one split (`<split>.yaml`: dev, dev2, heldout, sealed, ...), validated; ids unique."""
+    if split not in splits(root):
+        raise KnowledgeFileError(f"{root}: no split {split!r} (splits: {', '.join(splits(root))})")
     path = root / f"{split}.yaml"
     atoms: list[Atom] = []
     seen: set[str] = set()

@@ -30,7 +30,7 @@ import yaml
 from bringup.core.candidate import Candidate, FlagError, FlagValue, parse_command, parse_flags, render_flags
 from bringup.core.datafiles import phase_index
 from bringup.knowledge.conditions import compile_condition
-from bringup.oracle.faults.atoms import Atom, Split, fix_tokens, load_atoms, load_bases
+from bringup.oracle.faults.atoms import Atom, Split, fix_tokens, is_sealed, load_atoms, load_bases
 from bringup.oracle.trials import Oracle
 from bringup.scenario.loader import load_scenario
 from bringup.scenario.schema import Scenario
@@ -107,7 +107,12 @@ def _names(text: str, spec) -> set[str]:
 
 
 def touched(atom: Atom, spec) -> set[str]:
-    return _names(atom.inject, spec) | {n for f in atom.fixes for n in _names(f, spec)}
+    names = _names(atom.inject, spec) | {n for f in atom.fixes for n in _names(f, spec)}
+    for entry in atom.force:  # a flag the engine overrides belongs to the atom that overrides it
+        for flag in entry.set:
+            opt = spec.resolve(flag if flag.startswith("-") else f"--{flag}")
+            names.add(opt.name if opt is not None else flag)
+    return names
 
 
 # -- building the scenario --------------------------------------------------------------------------
@@ -153,6 +158,9 @@ def scenario_doc(base: dict[str, Any], atoms: list[Atom], name: str, baseline: s
         *(base.get("warnings") or []),
         *(w.model_dump(exclude_none=True) for a in atoms for w in a.warnings),
     ]
+    forced = [e.model_dump(exclude_none=True) for a in atoms for e in a.force]
+    if forced:
+        doc["force"] = [*(base.get("force") or []), *forced]
     return doc
 
 
@@ -286,7 +294,9 @@ def compose_case(split: Split, seed: int, index: int, out_dir: Path, env: dict[s
             continue
         working = command(*_fixed(flags, venv, atoms, sc))
         return Case(split, seed, index, base["name"], atoms, baseline, path, sc, working, notes)
-    raise RuntimeError(f"no solvable draw for {split} seed {seed} case {index}: {notes[-3:]}")
+    # a sealed split names no atom, not even in an error
+    why = f"{len(notes)} draws refused" if is_sealed(split) else str(notes[-3:])
+    raise RuntimeError(f"no solvable draw for {split} seed {seed} case {index}: {why}")
 
 
 def _fixed(flags, venv, atoms: list[Atom], sc: Scenario):

@@ -6,7 +6,8 @@
 GPU_HOME=${GPU_HOME:-/tmp/gpu}   # this project's bringup/ and tests/data/gpu/, copied from .carry/gpu
 RUNS=${RUNS:-/tmp/runs}          # one runs folder (journal, references) for every engine
 RES=${RES:-/tmp/res}             # what comes back: jsons, stderr, steps.log (collect tars it)
-M8B=${M8B:-/tmp/m8b}             # the 8 B random-weight Llama (bringup testmodel --preset llama-8b)
+M8B=${M8B:-/tmp/m8b}             # the 8 B random-weight Llama (make_random_llama.py)
+TINY=${TINY:-/tmp/tiny}          # the 2-layer test Llama (bringup testmodel): the corpus's failing launches
 Z=${Z:-/tmp/z}                   # the parts, as the calls leave them
 DEADLINE_FILE=${DEADLINE_FILE:-/tmp/deadline}   # epoch seconds: no step may run past it
 mkdir -p "$RES" "$RUNS" "$Z"

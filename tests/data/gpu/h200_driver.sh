@@ -19,7 +19,8 @@ log "driver: $(left) s to the deadline"
 tar xzf "$GPU_HOME/bsite.tgz" -C /tmp
 nvidia-smi > "$RES/nvidia-smi.txt" 2>&1
 engine_env ""
-{ time python3 "$here/make_random_llama.py" "$M8B" ; } > "$RES/testmodel.txt" 2>&1  # on the GPU: 21-25 s here (docs/gpu-h200.md)
+{ time python3 "$here/make_random_llama.py" "$M8B" ; } > "$RES/testmodel.txt" 2>&1  # on the GPU: 21-28 s here (docs/gpu-h200.md)
+python3 -m bringup testmodel "$TINY" > "$RES/tiny.txt" 2>&1  # the corpus's failing launches serve it
 log "model: $(tail -4 "$RES/testmodel.txt" | tr '\n' ' ')"
 # The reference (transformers, float32, on the GPU) into the runs' cache, as `bringup run` would.
 python3 - "$M8B" "$RUNS/references" > "$RES/reference.txt" 2>&1 <<'PY' &
@@ -35,25 +36,52 @@ refpid=$!
 # that a vLLM memory profile or bringup's GPU-hygiene check would see).
 # A session packed with SITES=vsite (little device time left) sends no SGLang: its steps are skipped.
 sgl() { grep -q '^ssite ' "$GPU_HOME/parts.txt"; }
-sgl && CUDA_VISIBLE_DEVICES= bash "$here/h200_sglang.sh" install > "$RES/sglang-install.out" 2>&1 &
+sglpid=
+if sgl; then
+  CUDA_VISIBLE_DEVICES= bash "$here/h200_sglang.sh" install > "$RES/sglang-install.out" 2>&1 &
+  sglpid=$!
+fi
 bash "$here/h200_vllm.sh" install doctor > "$RES/vllm-install.out" 2>&1
 wait $refpid
 log "reference: $(tail -1 "$RES/reference.txt")"
-# In order of worth: each engine's two bring-ups, then the benches, then the tunes.
+# In order of worth: each engine's two bring-ups, then the benches, then the tunes. The corpus of
+# failing launches (h200_corpus.sh: argument and import failures, no GPU memory) runs beside them.
 step() { timed "$@"; touch "$RES/$1.done"; }
-step vllm-defaults 300 bash "$here/h200_vllm.sh" defaults
-wait  # SGLang's unpack
-sgl && bash "$here/h200_sglang.sh" doctor
-sgl && step sglang-defaults 240 bash "$here/h200_sglang.sh" defaults
-step vllm-mistakes 170 bash "$here/h200_vllm.sh" mistakes
-sgl && step sglang-mistakes 200 bash "$here/h200_sglang.sh" mistakes
-step vllm-bench 100 bash "$here/h200_vllm.sh" bench
-sgl && step sglang-bench 100 bash "$here/h200_sglang.sh" bench
-engine_env /tmp/vsite  # transformers serve's server packages (fastapi, uvicorn, openai) come with vLLM's
-step transformers-bench 120 python3 "$here/serve_bench.py" --engine transformers --model "$M8B" \
-  --flags "--continuous-batching" --plan 1:8,8:32,64:128 --out "$RES/transformers-bench" \
-  > "$RES/transformers-bench.out" 2>&1
-step vllm-tune 200 bash "$here/h200_vllm.sh" tune
-sgl && step sglang-tune 200 bash "$here/h200_sglang.sh" tune
+# (the corpus checks the deadline before each launch; the engines' corpora run one after the other)
+{
+  bash "$here/h200_corpus.sh" vllm > "$RES/corpus-vllm.out" 2>&1
+  [ -n "$sglpid" ] && while kill -0 "$sglpid" 2>/dev/null; do sleep 2; done
+  sgl && bash "$here/h200_corpus.sh" sglang > "$RES/corpus-sglang.out" 2>&1
+} &
+# ORDER (a later session may put what is missing first): the steps by name, each with its usual cost.
+ORDER=${ORDER:-vllm-defaults sglang-defaults vllm-mistakes sglang-mistakes vllm-bench sglang-bench transformers-bench vllm-tune sglang-tune}
+sglang_ready=
+for s in $ORDER; do
+  case $s in
+    sglang-*)
+      sgl || continue
+      if [ -z "$sglang_ready" ]; then  # SGLang's unpack and help capture, then its doctor, once
+        [ -n "$sglpid" ] && wait "$sglpid"
+        bash "$here/h200_sglang.sh" doctor
+        sglang_ready=1
+      fi ;;
+  esac
+  case $s in
+    vllm-defaults) step "$s" 330 bash "$here/h200_vllm.sh" defaults ;;
+    sglang-defaults) step "$s" 300 bash "$here/h200_sglang.sh" defaults ;;
+    vllm-mistakes) step "$s" 250 bash "$here/h200_vllm.sh" mistakes ;;
+    sglang-mistakes) step "$s" 280 bash "$here/h200_sglang.sh" mistakes ;;
+    vllm-bench) step "$s" 150 bash "$here/h200_vllm.sh" bench ;;
+    sglang-bench) step "$s" 130 bash "$here/h200_sglang.sh" bench ;;
+    transformers-bench)
+      # transformers serve's server packages (fastapi, uvicorn, openai) come with vLLM's site
+      step "$s" 150 env PYTHONPATH="/tmp/vsite:$GPU_HOME:/tmp/bsite" python3 "$here/serve_bench.py" \
+        --engine transformers --model "$M8B" --flags=--continuous-batching --plan 1:8,8:32,64:128 \
+        --out "$RES/transformers-bench" > "$RES/transformers-bench.out" 2>&1 ;;
+    vllm-tune) step "$s" 420 bash "$here/h200_vllm.sh" tune ;;
+    sglang-tune) step "$s" 420 bash "$here/h200_sglang.sh" tune ;;
+    *) log "ORDER: unknown step $s" ;;
+  esac
+done
 log "driver: done in $(($(now) - t0)) s"
 touch "$RES/ALLDONE"

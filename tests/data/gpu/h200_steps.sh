@@ -5,10 +5,19 @@
 #   doctor    `bringup doctor` with the engine's site on the path
 #   defaults  `bringup run` from the engine's own defaults (no baseline), the 8 B model
 #   mistakes  `bringup run` from $BAD, the same model
+# Each bring-up has a runs folder (journal) of its own, so that neither starts from what the other
+# validated (a journal's known-good configuration is launched first: the measure would be 1);
+# they share the model's reference, computed once ($RUNS/references).
 #   bench     serve the validated configuration, `bringup bench` at concurrency 1, 8 and 64
 #   tune      a short `bringup tune` of the validated configuration (2 points, no sweep)
 engine_env "$SITE"
-RUN_FLAGS=(--runs-dir "$RUNS" --no-minimize --timeout 900 --hang-timeout 180 --json)
+RUN_FLAGS=(--no-minimize --timeout 900 --hang-timeout 180 --json)
+runs_for() {  # runs_for STEP: the bring-up's own runs folder, the shared reference linked in
+  local d="$RUNS/$E-$1"
+  mkdir -p "$d" "$RUNS/references"
+  [ -e "$d/references" ] || ln -s "$RUNS/references" "$d/references"
+  echo "$d"
+}
 
 step_install() {
   unpack_site "$(basename "$SITE")" || return 1
@@ -30,35 +39,35 @@ step_doctor() {
 
 step_defaults() {
   python3 -m bringup run --engine "$E" --model "$M8B" --max-launches "$DEF_LAUNCHES" "${RUN_FLAGS[@]}" \
-    > "$RES/$E-defaults.json" 2> "$RES/$E-defaults.err"
+    --runs-dir "$(runs_for defaults)" > "$RES/$E-defaults.json" 2> "$RES/$E-defaults.err"
 }
 
 step_mistakes() {
   python3 -m bringup run --engine "$E" --model "$M8B" --baseline "$BAD" --max-launches "$BAD_LAUNCHES" \
-    "${RUN_FLAGS[@]}" > "$RES/$E-mistakes.json" 2> "$RES/$E-mistakes.err"
+    "${RUN_FLAGS[@]}" --runs-dir "$(runs_for mistakes)" > "$RES/$E-mistakes.json" 2> "$RES/$E-mistakes.err"
 }
 
-validated_json() {  # the first run of this engine that validated
-  local f
-  for f in "$RES/$E-defaults.json" "$RES/$E-mistakes.json"; do
-    python3 -c 'import json,sys; sys.exit(0 if json.load(open(sys.argv[1])).get("validated") else 1)' "$f" \
-      2>/dev/null && { echo "$f"; return 0; }
+validated_json() {  # the first run of this engine that validated: its json, then its runs folder
+  local s
+  for s in defaults mistakes; do
+    python3 -c 'import json,sys; sys.exit(0 if json.load(open(sys.argv[1])).get("validated") else 1)' \
+      "$RES/$E-$s.json" 2>/dev/null && { echo "$RES/$E-$s.json $RUNS/$E-$s"; return 0; }
   done
   return 1
 }
 
 step_bench() {
-  local f
-  f=$(validated_json) || { log "$E bench: no validated run"; return 1; }
+  local f d
+  read -r f d < <(validated_json) || { log "$E bench: no validated run"; return 1; }
   python3 "$GPU_HOME/tests/data/gpu/serve_bench.py" --engine "$E" --model "$M8B" --run-json "$f" \
     --out "$RES/$E-bench" > "$RES/$E-bench.out" 2>&1
 }
 
 step_tune() {
-  local f
-  f=$(validated_json) || { log "$E tune: no validated run"; return 1; }
+  local f d
+  read -r f d < <(validated_json) || { log "$E tune: no validated run"; return 1; }
   python3 -m bringup tune --run "$(run_id "$f")" --trials 2 --sweep '' --num-prompts 64 --concurrency 8 \
-    --timeout 900 --runs-dir "$RUNS" --json > "$RES/$E-tune.json" 2> "$RES/$E-tune.err"
+    --finalists 1 --repeats 1 --timeout 900 --runs-dir "$d" --json > "$RES/$E-tune.json" 2> "$RES/$E-tune.err"
 }
 
 main_steps() {

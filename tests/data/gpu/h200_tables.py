@@ -55,6 +55,28 @@ def attempts_table(name: str, run: dict[str, Any], runs: Path | None) -> list[st
     return [*out, ""]
 
 
+def time_split(name: str, run: dict[str, Any], runs: Path | None) -> str:
+    """One row: where a bring-up's wall time went. Engine: start-up to ready (to the failure, for a
+    launch that failed), of which kernels compiling with no log line (a cold JIT cache); probes;
+    teardown; bringup's own: the rest (planning, the search, launching, reading logs, records)."""
+    eng = jit = probes = down = 0.0
+    for a in run["attempts"]:
+        t = trial_outcome(a, runs).get("timings") or {}
+        tear = float(t.get("teardown") or 0.0)
+        ready = t.get("to_ready")
+        eng += float(ready) if ready is not None else max(0.0, float(a["wall_s"]) - tear)
+        jit += float(t.get("jit_silent") or 0.0)
+        probes += float(t.get("probes") or 0.0)
+        down += tear
+    wall = float(run["wall_seconds"])
+    own = wall - eng - probes - down
+    n = max(1, len(run["attempts"]))
+    return (
+        f"| {name} | {run['launches']} | {wall:.0f} | {eng:.0f} ({jit:.0f}) | {probes:.1f} | {down:.1f} | "
+        f"{own:.1f} ({own / n:.1f}) |"
+    )
+
+
 def bench_rows(res: Path) -> dict[str, dict[int, dict[str, float]]]:
     """engine -> concurrency -> figures, from each bench's summary."""
     rows: dict[str, dict[int, dict[str, float]]] = {}
@@ -123,6 +145,18 @@ def main() -> int:
         t = load(res / f"{e}-tune.json")
         if t:
             print(f"{e} tune: {json.dumps({k: t.get(k) for k in ('best', 'points') if k in t})[:1500]}\n")
+    rows = [
+        time_split(f"{e} from {kind}", run, runs)
+        for e in ENGINES
+        for kind in ("defaults", "mistakes")
+        if (run := load(res / f"{e}-{kind}.json"))
+    ]
+    if rows:
+        print(
+            "| bring-up | launches | wall s | engine start-up s (silent JIT) | probes s | teardown s | bringup's own s (per launch) |"
+        )
+        print("|---|---|---|---|---|---|---|")
+        print("\n".join(rows) + "\n")
     print("\n".join(bench_table(bench_rows(res))))
     return 0
 

@@ -18,7 +18,7 @@ root=$(pwd)
 shared=${SHARED:-$root/../shared/gpu}
 work=${WORK:-/tmp/gw}
 carry=${CARRY:-$root/.carry}
-part=$((57 * 1024 * 1024))
+part=$((${PART_MIB:-57} * 1024 * 1024))  # PART_MIB: less when the work tree has grown (a call carries 64 MiB in all)
 plat=()
 for p in manylinux_2_34 manylinux_2_31 manylinux_2_28 manylinux_2_27 manylinux_2_24 manylinux_2_17 \
   manylinux2014 manylinux1 manylinux_2_5; do plat+=(--platform "${p}_x86_64"); done

@@ -1,0 +1,240 @@
+"""What a bring-up run starts from: its baseline, knowledge, search space, screens, GPUs and reference.
+
+Each is a function of the settings and the target's facts, decided once before the first launch
+and never again; `PreparedRun` holds them, typed, and the loop (bringup/session/run.py, a
+`PreparedRun`) only reads them. Kept apart so that the loop reads as the loop, and so that
+`bringup space` sees exactly the space a run would search without running it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from bringup.core.candidate import Candidate, FlagError, parse_command
+from bringup.core.reserved import reserved_flag
+from bringup.engines.targets import Target
+from bringup.env.registry import absent_components, launch_environment
+from bringup.knowledge.rules import Knowledge, memory_model_for
+from bringup.record.journal import Journal
+from bringup.search.envfactors import EnvFactors
+from bringup.search.screening import ScreeningPolicy, one_gpu_screen, screen_flags
+from bringup.search.space import Space, add_baseline_flags, build_space, drop_inapplicable, drop_levels
+from bringup.search.space import Target as SearchTarget
+from bringup.search.strategy import Strategy
+from bringup.session.identity import gather_facts, hardware_fingerprint, model_identity
+from bringup.session.launching import Launcher
+from bringup.session.settings import QuietObserver, RunError, RunObserver, RunSettings, settings_target
+from bringup.trial.launch import Trial
+from bringup.trial.slots import GpuSlots, SlotError, parallel_width, parse_gpus
+from bringup.verify.probes import KnownAnswer
+
+if TYPE_CHECKING:
+    from bringup.dryrun import DryRun
+    from bringup.facts.modelinfo import Fingerprint
+
+
+def starting_point(s: RunSettings, t: Target) -> tuple[Candidate, Any]:
+    """The baseline candidate (the user's starting command), and the engine's variable registry."""
+    baseline = s.baseline or t.engine.default_baseline()  # a scenario's user starts from its command
+    try:
+        flags, env = parse_command(baseline, t.spec)
+    except FlagError as e:
+        raise RunError(
+            f"--baseline: {e}; check the flag against the engine's --help "
+            f"({t.engine.log_dialect} {t.version})"
+        ) from None
+    if why := reserved_flag(list(flags), t.spec, t.engine.info.model_flag):
+        raise RunError(f"--baseline: {why}")
+    # The user's own engine-relevant variables reach every launch: they are part of the
+    # candidate, so a fix is never credited to a flag when a variable did it.
+    registry = t.engine.env_registry(t.version)
+    env = {**launch_environment(registry), **env, **s.env}
+    return Candidate.make(t.engine.log_dialect, t.model, flags, env, label="baseline"), registry
+
+
+def run_knowledge(
+    s: RunSettings,
+    t: Target,
+    facts: dict[str, Any],
+    fingerprint: Fingerprint | None,
+    journal: Journal | None,
+    hw_fp: str,
+) -> Knowledge:
+    """The rules for this target, with the memory plan corrected by its past errors here."""
+    errors = journal.plan_errors(hw_fp, t.engine.log_dialect) if journal else []
+    mem = memory_model_for(facts, t.engine.log_dialect, fingerprint, errors) if s.knowledge else None
+    return Knowledge(facts, t.engine.log_dialect, t.version, enabled=s.knowledge, memory_model=mem)
+
+
+def search_space(
+    s: RunSettings, t: Target, baseline: Candidate, facts: dict[str, Any], registry: Any
+) -> tuple[Space, EnvFactors, list[str]]:
+    """The factors the search may change, the environment variables among them, and what is not
+    searched on this target (and why)."""
+    space = build_space(
+        t.engine.log_dialect,
+        t.spec,
+        baseline,
+        vary=s.vary or None,
+        fix=s.fix or None,
+        space_file=Path(s.space_file) if s.space_file else None,
+    )
+    here = SearchTarget.of(facts)
+    space.target = here
+    drop_levels(space, baseline, here.unwanted_level)
+    # (a space the user chose, by --vary or a file, is searched as given)
+    not_here = drop_inapplicable(space, here) if not (s.vary or s.space_file) else []
+    if not (s.vary or s.space_file):
+        add_baseline_flags(space, baseline, t.spec)
+    env = EnvFactors(registry, device=facts.get("device"), absent=absent_components(facts))
+    for f in env.initial(
+        {
+            k: v
+            for k, v in baseline.env_dict.items()
+            if env.registry.status(k) in ("known", "deprecated", "ignored", "common")
+        }
+    ):
+        if f.name not in space.names and f.name[4:] not in (s.fix or {}):
+            space.factors.append(f)
+    return space, env, not_here
+
+
+def screening_policy(s: RunSettings, t: Target, facts: dict[str, Any]) -> ScreeningPolicy:
+    """When to screen a candidate cheaply (dummy weights, fewer layers) before its full launch."""
+    w = facts.get("model.weights_gib")
+    return ScreeningPolicy(
+        s.screen, screen_flags(t.spec, s.screen_layers), float(w) if w else 0.0, t.engine.simulated
+    )
+
+
+def gpu_plan(
+    s: RunSettings, t: Target, facts: dict[str, Any], screening: ScreeningPolicy, strategy: Strategy
+) -> tuple[GpuSlots, int, dict[str, Any]]:
+    """The run's GPUs, how many trials run at once on them, and the flags that shrink a screen to
+    one GPU (empty: screens keep their parallel sizes)."""
+    try:
+        gpus = parse_gpus(s.gpus, int(facts.get("gpu.count") or 0))
+        width = parallel_width(s.parallel, len(gpus))
+    except SlotError as e:
+        raise RunError(str(e)) from None
+    # Screens run on one GPU each where their few layers fit, so they run side by side.
+    shrink = (
+        one_gpu_screen(facts, s.screen_layers, t.engine.parallel_flags(t.spec))
+        if width > 1 and screening.flags
+        else {}
+    )
+    screening.beside = bool(shrink) and screening.big_model
+    strategy.limit_gpus(t.engine.parallel_flags(t.spec), len(gpus))
+    return GpuSlots(gpus), width, shrink
+
+
+def run_reference(
+    s: RunSettings, t: Target, facts: dict[str, Any], gpus: list[str], root: Path, journal: bool
+) -> tuple[Any, str]:
+    """The model's own output for the reference probe (None: not on the ladder), and why."""
+    from bringup.verify.reference import ReferenceError, reference_for
+
+    if t.engine.simulated or not journal:
+        return None, "no reference for a scenario or an offline plan"
+    try:
+        mem = facts.get("gpu.memory_gib")
+        return reference_for(
+            t.model,
+            s.reference,
+            cache_dir=root / "references",
+            gpu=gpus[0] if gpus else None,
+            gpu_memory_gib=float(mem) if mem else None,
+        )
+    except ReferenceError as e:
+        raise RunError(f"--reference: {e}") from None
+
+
+def dry_run(s: RunSettings, t: Target, facts: dict[str, Any], strategy: Strategy) -> DryRun | None:
+    """The installed engine's own checks (bringup/dryrun/), started now: its import overlaps with
+    the run's own start. None: not asked for."""
+    if s.dry_run != "auto":
+        return None
+    from bringup.dryrun import for_target
+
+    dry = for_target(t, facts)
+    strategy.notes += dry.notes
+    dry.start()
+    return dry
+
+
+@dataclass
+class PreparedRun:
+    """A run's settings and everything decided from them before the first launch."""
+
+    settings: RunSettings
+    root: Path
+    run_id: str | None = None  # given: resume this run
+    observer: RunObserver = field(default_factory=QuietObserver)
+    # Facts and model fingerprint gathered on a node of the run's node type (bringup/session/nodetypes.py),
+    # as `gather_facts` returns them; None: gathered on this machine.
+    node_facts: tuple[dict, Fingerprint | None] | None = None
+    # What runs one trial on this machine: `Trial` (a real launch), or one with the same
+    # constructor and `run() -> Outcome` (bringup.oracle.inprocess.InProcessTrial answers a
+    # scenario launch in-process, for benchmarks that run the loop hundreds of times).
+    trial_factory: Callable[..., Any] = Trial
+    # Set by prepare():
+    target: Target = field(init=False)
+    baseline: Candidate = field(init=False)  # the user's starting command
+    facts: dict[str, Any] = field(init=False)  # what knowledge rules read (the machine, the model)
+    fingerprint: Fingerprint | None = field(init=False)  # the model's (None: a double's, or none)
+    hw_fp: str = field(init=False)  # the machine's identity in the journal
+    model_id: str = field(init=False)  # the model's identity in the journal
+    journal: Journal | None = field(default=None, init=False)  # None: an offline plan
+    knowledge: Knowledge = field(init=False)
+    space: Space = field(init=False)
+    env: EnvFactors = field(init=False)  # the environment variables among the factors
+    screening: ScreeningPolicy = field(init=False)
+    strategy: Strategy = field(init=False)
+    reference: Any = field(init=False)  # bringup.verify.reference.Reference, or None
+    reference_why: str = field(init=False)  # where the reference came from, or why there is none
+    launcher: Launcher = field(init=False)
+    dry: DryRun | None = field(init=False)  # the installed engine's own checks, if asked
+
+    def prepare_offline(self) -> None:
+        """Everything but the journal: for `bringup space`."""
+        self._prepare(journal=False)
+
+    def prepare(self) -> None:
+        self._prepare(journal=True)
+
+    def _prepare(self, journal: bool) -> None:
+        s = self.settings
+        self.target = t = settings_target(s)
+        self.baseline, registry = starting_point(s, t)
+        self.facts, self.fingerprint = (
+            (dict(self.node_facts[0]), self.node_facts[1]) if self.node_facts else gather_facts(t)
+        )
+        self.hw_fp = hardware_fingerprint(self.facts, t.engine.identity_scope())
+        self.model_id = model_identity(t)
+        self.journal = Journal(self.root / "journal.sqlite") if journal else None
+        self.knowledge = run_knowledge(s, t, self.facts, self.fingerprint, self.journal, self.hw_fp)
+        self.space, self.env, not_here = search_space(s, t, self.baseline, self.facts, registry)
+        self.screening = screening_policy(s, t, self.facts)
+        self.strategy = Strategy(
+            self.space, self.baseline, self.knowledge, t.spec, screening=self.screening, env=self.env
+        )
+        self.strategy.notes += [f"not searched on this target: {g}" for g in not_here]
+        answers = [KnownAnswer(p, e) for p, e in s.answers] + list(t.answers)
+        slots, width, shrink = gpu_plan(s, t, self.facts, self.screening, self.strategy)
+        self.reference, self.reference_why = run_reference(s, t, self.facts, slots.gpus, self.root, journal)
+        self.launcher = Launcher(
+            t,
+            s,
+            self.screening,
+            answers,
+            self.reference,
+            slots,
+            width,
+            shrink,
+            self.trial_factory,
+            self.observer.trial_event,
+        )
+        self.dry = dry_run(s, t, self.facts, self.strategy)
