@@ -441,6 +441,33 @@ def test_a_number_the_engine_tells_to_decrease_is_not_raised() -> None:
     assert all(float(c.flag_dict.get("--gpu-memory-utilization") or 0.92) <= 0.92 for c, _ in path)
 
 
+def test_a_free_share_read_once_below_every_level_leaves_the_search_something_to_launch() -> None:
+    """The engine's message gives the free share of a device that others share (here 7 of 140
+    GiB, read while another process held the rest): every fraction the space has is beyond it. That
+    is one reading, not the engine refusing a level; before, the levels beyond it were certain
+    failures and the search stopped with launches left. Here the memory is back by the next launch
+    and a smaller fraction serves."""
+    line = (
+        "ValueError: Free memory on device cuda:0 (7.0/139.8 GiB) on startup is less than desired GPU "
+        "memory utilization (0.92, 128.62 GiB). Decrease GPU memory utilization or reduce GPU memory used "
+        "by other processes."
+    )
+    shared = Fault(
+        "free-memory",
+        lambda f, e: float(f.get("--gpu-memory-utilization") or 0.92) > 0.86,
+        "oom-kv-cache",
+        "kv-alloc",
+        line,
+        implicates=["--gpu-memory-utilization"],
+        signature="vllm-cpu-memory-reservation",  # its bound: the free share, 7.0 / 139.8
+    )
+    s = make("--max-model-len 16384")
+    s.default_eff["--gpu-memory-utilization"] = ("0.92", "the engine's --help default")
+    path = solve(s, World([shared]), budget=6)
+    assert any("must stay below 0.05" in n for n in s.notes)  # the reading is kept, as a strong belief
+    assert path[-1][1].status == "works" and len(path) <= 3, [c.flag_dict for c, _ in path]
+
+
 def test_a_switch_left_off_is_the_level_whose_code_failed() -> None:
     """The classifier says the failing code belongs to --enforce-eager's 'false' level (the compiled
     path); the baseline does not give the flag, so its level is the engine's default: that is the
