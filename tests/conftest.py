@@ -69,6 +69,78 @@ def tiny_model_hd16(tmp_path_factory) -> Path:
     return write_test_model(tmp_path_factory.mktemp("models") / "tiny16", TestModelSpec(head_dim=16))
 
 
+@pytest.fixture(scope="session")
+def known_model(tmp_path_factory) -> Path:
+    """The `known` preset: trained on CPU (a minute or more on 2 cores), so trained once a session
+    and only read by the tests that use it (tests/test_testmodel_presets.py, the real engines')."""
+    from bringup.testmodel.tiny import write_preset
+
+    return write_preset(tmp_path_factory.mktemp("models") / "known", "known")
+
+
+@pytest.fixture(scope="session")
+def overflow_model(known_model, tmp_path_factory) -> Path:
+    """The `fp16-overflow` preset, made as write_preset makes it (the known model, then its MLPs
+    rescaled), from the session's known model instead of a second training."""
+    import shutil
+
+    from bringup.testmodel.train import scale_for_fp16_overflow
+
+    out = tmp_path_factory.mktemp("models") / "fp16-overflow"
+    shutil.copytree(known_model, out)
+    assert scale_for_fp16_overflow(out) >= 8
+    return out
+
+
+# -- real vLLM CPU launches that several tests read (each launch is 30-60 s on 2 cores) ------------
+# A key that must be found nowhere, on screen or on disk (tests/test_hardening_vllm.py).
+VLLM_KEY = "sk-VllmEitherFormZq81Secret"
+
+
+@pytest.fixture(scope="session")
+def vllm_served(overflow_model, tmp_path_factory) -> dict:
+    """One `bringup trial` on the real vLLM CPU build that serves, read by every test that needs
+    a working launch and only reads what it left: the fp16-overflow model (trained, with known
+    answers) in its default dtype, FLASH_ATTN asked for (CPU_ATTN is what runs: an override), and
+    `--api-key KEY` (the probes send it). Returns the trial's outcome and what the command printed."""
+    runs = tmp_path_factory.mktemp("vllm-served")
+    rc, o, out, err = bringup(
+        "trial",
+        "--engine",
+        "vllm",
+        "--model",
+        str(overflow_model),
+        "--runs-dir",
+        str(runs),
+        "--json",
+        "--timeout",
+        "300",
+        "--hang-timeout",
+        "120",
+        "--",
+        "--gpu-memory-utilization",
+        MEM,
+        "--attention-backend",
+        "FLASH_ATTN",
+        "--api-key",
+        VLLM_KEY,
+    )
+    return {"rc": rc, "outcome": o, "stdout": out, "stderr": err, "runs": runs}
+
+
+@pytest.fixture(scope="session")
+def vllm_multifault(tiny_model, tmp_path_factory) -> dict:
+    """One `bringup run` on the real vLLM CPU build from a baseline with four mistakes
+    (tests/test_multifault_vllm.py) and `--api-key=KEY`, which is none: five launches, read by the
+    multi-fault tests and the key test. findings.json's fields, and _rc, _stdout, _stderr, _runs."""
+    from multifault_util import VLLM_MISTAKES, baseline_of, run_bringup
+
+    runs = tmp_path_factory.mktemp("vllm-multifault")
+    return run_bringup(
+        "vllm", tiny_model, baseline_of(VLLM_MISTAKES, f"--api-key={VLLM_KEY}"), runs, len(VLLM_MISTAKES) + 1
+    )
+
+
 def bringup(*args: str, timeout: float = 600, check_json: bool = True, env: dict | None = None):
     """Run the bringup CLI as a user would; returns (returncode, parsed JSON or None, stdout, stderr)."""
     proc = subprocess.run(

@@ -58,7 +58,7 @@ def baseline_of(mistakes: list[Mistake], *good: str) -> str:
 def run_bringup(engine: str, model: Path, baseline: str, runs: Path, max_launches: int) -> dict:
     """`bringup run --json` from this baseline, as a user would, capped at `max_launches` search
     launches, without delta debugging (its launches are not what is measured here)."""
-    rc, d, _, err = bringup(
+    rc, d, out, err = bringup(
         "run",
         "--engine",
         engine,
@@ -79,7 +79,7 @@ def run_bringup(engine: str, model: Path, baseline: str, runs: Path, max_launche
         timeout=3000,
     )
     assert d is not None, err[-3000:]
-    d["_rc"] = rc
+    d["_rc"], d["_stdout"], d["_stderr"], d["_runs"] = rc, out, err, str(runs)
     return d
 
 
@@ -144,3 +144,37 @@ def problems(d: dict, mistakes: list[Mistake]) -> list[str]:
                 f"is not {showing.flag}'s ({showing.root!r})"
             )
     return out
+
+
+# The vLLM CPU build's four (tests/test_multifault_vllm.py), in onion order: the first one still in a command is the one whose failure shows.
+VLLM_MISTAKES = [
+    Mistake(
+        "--max-model-len",
+        "999999",
+        "User-specified max_model_len (999999) is greater than the derived max_model_len",
+        frozenset({"bad-flag"}),
+        "pydantic ValidationError while the arguments become a config; the message names the model's 2048",
+        waived_by=(("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "1"),),
+    ),
+    Mistake(
+        "--tensor-parallel-size",
+        "2",
+        "Not enough allowed NUMA nodes to bind threads of 2 local CPUWorkers",
+        frozenset({"unsupported-hardware", "distributed-init", "incompatible-options"}),
+        "EngineCore's AssertionError: this machine has one NUMA node; 'decrease DP/TP/PP'",
+    ),
+    Mistake(
+        "--gpu-memory-utilization",
+        "0.99",
+        "is less than desired CPU memory utilization",
+        frozenset({"oom-kv-cache"}),
+        "the worker's ValueError: host memory free is less than the fraction asked",
+    ),
+    Mistake(
+        "--block-size",
+        "17",
+        "No common block size for 17",
+        frozenset({"incompatible-options", "bad-flag"}),
+        "ValueError from select_common_block_size: CPU_ATTN needs MultipleOf(32)",
+    ),
+]

@@ -68,9 +68,8 @@ def test_explain_on_random_bytes_is_quick_and_prints_no_raw_bytes(tmp_path):
 
     f = tmp_path / "random.bin"
     f.write_bytes(random.Random(3).randbytes(4 << 20))
-    t0 = time.monotonic()
-    rc, _, out, err = bringup("explain", str(f))
-    assert time.monotonic() - t0 < 90  # bounded work: no minutes-long crawl over 4 MB
+    # A hang guard, not a measure (its time is benchmarks/explain_memory.py's): no crawl over 4 MB.
+    rc, _, out, err = bringup("explain", str(f), timeout=300)
     assert rc == 1 and "Traceback" not in err
     assert "\x1b" not in out and "\x00" not in out
 
@@ -131,9 +130,7 @@ def test_oversized_scenario_and_knowledge_files_are_refused_clearly(tmp_path):
     big.write_text("rules:\n" + "  - {id: x, source: y}\n" * 450000)  # ~9.5 MB
     with pytest.raises(KnowledgeFileError, match="over the 8 MB limit"):
         load_yaml(big)
-    t0 = time.monotonic()
     rc, _, out, err = bringup("trial", "--scenario", str(big), "--json", check_json=False)
-    assert time.monotonic() - t0 < 90  # refused on its size, not parsed
     assert rc == 2 and "over the 2 MB limit" in err and "Traceback" not in err
     bad = tmp_path / "latin1.yaml"
     bad.write_bytes(b"name: caf\xe9\n")
@@ -293,6 +290,7 @@ def _copy(src: Path, dst: Path) -> Path:
 
 
 @pytest.mark.parametrize("damage", ["junk-header", "cut-in-half"])
+@pytest.mark.slow
 def test_a_damaged_journal_is_moved_aside_untouched_and_the_user_told(tmp_path, finished_run, damage):
     runs = _copy(finished_run, tmp_path / "runs")
     j = runs / "journal.sqlite"
@@ -340,6 +338,7 @@ def _readonly(folder: Path, *args: str) -> tuple[int, str, str]:
     return r.returncode, r.stdout, r.stderr
 
 
+@pytest.mark.slow
 def test_a_read_only_runs_folder_is_refused_before_any_launch(tmp_path, finished_run):
     runs = _copy(finished_run, tmp_path / "runs")
     before = {p: p.read_bytes() for p in runs.rglob("*") if p.is_file()}
@@ -365,6 +364,7 @@ def test_a_read_only_runs_folder_is_refused_before_any_launch(tmp_path, finished
     assert {p: p.read_bytes() for p in runs.rglob("*") if p.is_file()} == before
 
 
+@pytest.mark.slow
 def test_report_works_on_a_read_only_runs_folder(tmp_path, finished_run):
     runs = _copy(finished_run, tmp_path / "runs")
     run_id = next(runs.glob("runs/*")).name
@@ -378,8 +378,8 @@ def test_report_works_on_a_read_only_runs_folder(tmp_path, finished_run):
 
 # ---- one hang deadline for every phase, after ready too ---------------------------------------
 @pytest.mark.parametrize("seqs, phase", [("128", "first-request"), ("8", "decode")])
+@pytest.mark.slow
 def test_a_server_that_hangs_after_ready_is_a_hang_at_the_deadline(tmp_path, seqs, phase):
-    t0 = time.monotonic()
     rc, d, _, err = bringup(
         "trial",
         "--scenario",
@@ -395,13 +395,14 @@ def test_a_server_that_hangs_after_ready_is_a_hang_at_the_deadline(tmp_path, seq
         "--max-num-seqs",
         seqs,
     )
-    assert time.monotonic() - t0 < 100  # the 3 s hang deadline, not the old 120 s probe timeout
     assert rc == 1 and (d["status"], d["failure_class"], d["phase"]) == ("timeout", "hang", phase), d
+    # the 3 s hang deadline called it, not the old 120 s probe timeout
     assert "no probe answered for 3 s" in d["evidence"][0] and "Ready, then no answer" in d["hint"]
     assert group_alive(int((Path(d["log_path"]).parent / "server.pid").read_text().split()[0])) == []
 
 
 # ---- what held before: keep it -----------------------------------------------------------------
+@pytest.mark.slow
 def test_a_port_already_taken_is_refused_before_launch(tmp_path):
     import socket
 
@@ -426,6 +427,7 @@ def test_a_port_already_taken_is_refused_before_launch(tmp_path):
     assert rc == 1 and d["failure_class"] == "port-in-use" and d["launched"] is False
 
 
+@pytest.mark.slow
 def test_shell_metacharacters_in_flags_are_never_executed(tmp_path):
     canary = tmp_path / "canary"
     rc, d, _, _ = bringup(
@@ -445,11 +447,38 @@ def test_shell_metacharacters_in_flags_are_never_executed(tmp_path):
     assert d is not None and not canary.exists()
 
 
-def test_a_yaml_alias_bomb_scenario_is_refused_quickly(tmp_path):
+def _alias_bomb(tmp_path: Path) -> Path:
+    """9^9 (387 million) references to one short list, in 400 bytes of YAML."""
     bomb = tmp_path / "bomb.yaml"
     lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x]"]
     lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, 9)]
     bomb.write_text("\n".join(lines) + "\nname: *a8\n")
-    t0 = time.monotonic()
-    rc, _, _, err = bringup("trial", "--scenario", str(bomb), "--json", check_json=False)
-    assert time.monotonic() - t0 < 90 and rc == 2 and "Traceback" not in err
+    return bomb
+
+
+def test_a_yaml_alias_bomb_scenario_is_refused_without_expanding_it(tmp_path):
+    """Refused, and in bounded memory (not wall time: issue 28): walking the 387 million
+    references, or printing them in the error, would take gigabytes."""
+    import tracemalloc
+
+    from bringup.scenario.loader import ScenarioError, load_scenario
+
+    bomb = _alias_bomb(tmp_path)
+    tracemalloc.start()
+    try:
+        with pytest.raises(ScenarioError) as e:
+            load_scenario(bomb)
+        message = str(e.value)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert "name" in message and len(message) < 10_000
+    assert peak < 64 << 20, peak
+
+
+@pytest.mark.slow
+def test_a_yaml_alias_bomb_scenario_is_refused_by_the_cli(tmp_path):
+    rc, _, _, err = bringup(
+        "trial", "--scenario", str(_alias_bomb(tmp_path)), "--json", timeout=300, check_json=False
+    )
+    assert rc == 2 and "Traceback" not in err and "name" in err

@@ -1,5 +1,6 @@
 """Hardening on the real vLLM CPU build: an --api-key server works and leaves its key nowhere on
-disk or screen, in either flag form; kill -9 of bringup while EngineCore starts leaves no process of the trial alive."""
+disk or screen, in either flag form (read from the session's shared launches, conftest.py);
+kill -9 of bringup at every phase of a launch leaves no process of the trial alive."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from conftest import MEM, ROOT, bringup, group_alive
+from conftest import MEM, ROOT, VLLM_KEY, group_alive
 
 pytestmark = pytest.mark.engine
 
@@ -97,43 +98,25 @@ def test_kill9_at_every_phase_leaves_no_process(tiny_model, tmp_path, phase):
                 os.kill(pid, signal.SIGKILL)
 
 
-def test_api_key_in_either_form_leaves_it_nowhere_trial_and_run(tiny_model, tmp_path):
+def test_api_key_in_either_form_leaves_it_nowhere_trial_and_run(vllm_served, vllm_multifault):
     """Issue 28: `--api-key=KEY` put the key in trials.effective_key (lower-cased) and `trial`
     printed it as an engine override. A server with a key works, and the key is nowhere, on screen
-    or on disk (any case): `trial` with `--api-key KEY`, `run` with `--api-key=KEY` (the scenario
-    engine checks every form on both commands: tests/test_secrets.py)."""
-    key = "sk-VllmEitherFormZq81Secret"
-    common = ["--engine", "vllm", "--model", str(tiny_model), "--timeout", "300", "--hang-timeout", "120"]
-    rc, o, out, err = bringup(
-        "trial",
-        *common,
-        "--runs-dir",
-        str(tmp_path / "t"),
-        "--json",
-        "--",
-        "--gpu-memory-utilization",
-        MEM,
-        "--api-key",
-        key,
-    )
-    assert rc == 0 and o["status"] == "works", (o or {}).get("evidence")
-    assert any(p.name == "server.log" for p in (tmp_path / "t").rglob("*"))
-    texts = [out, err]
-    rc, _, out, err = bringup(
-        "run",
-        *common,
-        "--runs-dir",
-        str(tmp_path / "r"),
-        "--max-launches",
-        "1",
-        "--json",
-        "--baseline",
-        f"--gpu-memory-utilization {MEM} --api-key={key}",
-    )
-    assert rc == 0, err[-2000:]
-    texts += [out, err]
-    low = key.lower().encode()
-    for p in tmp_path.rglob("*"):
-        if p.is_file():
-            assert low not in p.read_bytes().lower(), p
-    assert all(key.lower() not in t.lower() for t in texts)
+    or on disk (any case): `trial` with `--api-key KEY` (the session's served trial, conftest.py),
+    `run` with `--api-key=KEY` (the session's multi-fault run: five launches, four of them failing
+    at different stages, each with the key on its command line). The scenario engine checks every
+    form on both commands: tests/test_secrets.py."""
+    o = vllm_served["outcome"]
+    assert vllm_served["rc"] == 0 and o["status"] == "works", (o or {}).get("evidence")
+    assert any(p.name == "server.log" for p in vllm_served["runs"].rglob("*"))
+    assert not any(x["flag"] == "--api-key" for x in o["overrides"])  # never compared with the log
+    d = vllm_multifault
+    assert d["_rc"] == 0 and d["validated"], d["_stderr"][-2000:]
+    assert len(d["attempts"]) >= 2  # failed launches and the working one, all with the key
+    low = VLLM_KEY.lower().encode()
+    assert (Path(d["_runs"]) / "journal.sqlite").is_file()  # trials.effective_key is read too
+    for runs in (vllm_served["runs"], Path(d["_runs"])):
+        for p in runs.rglob("*"):
+            if p.is_file():
+                assert low not in p.read_bytes().lower(), p
+    texts = [vllm_served["stdout"], vllm_served["stderr"], d["_stdout"], d["_stderr"]]
+    assert all(VLLM_KEY.lower() not in t.lower() for t in texts)

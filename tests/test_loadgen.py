@@ -131,8 +131,9 @@ def test_timings_match_injected_delays(fake_server: Callable[..., str]) -> None:
         assert r.tpot_s == pytest.approx((r.e2e_s - r.ttft_s) / 9)
         assert sum(r.itl_s) == pytest.approx(r.e2e_s - r.ttft_s)
     assert s.output_tokens == 60 and s.mean_tokens_per_chunk == 1.0
-    # two in flight, 0.28 s each, three rounds
-    assert 0.84 <= s.duration_s < 1.1
+    # two in flight, 0.28 s each, three rounds: the lower bound is exact whatever the load; that
+    # the two ran side by side is read from the records, not from an upper time bound (issue 28)
+    assert s.duration_s >= 0.84 and _in_flight_max(res.requests) == 2
     assert s.request_throughput == pytest.approx(6 / s.duration_s)
     assert s.output_throughput == pytest.approx(60 / s.duration_s)
     assert s.total_token_throughput == pytest.approx((60 + 96) / s.duration_s)
@@ -441,8 +442,9 @@ def test_early_stop_on_slo(fake_server: Callable[..., str]) -> None:
     s = res.summary
     assert s.stopped_early and "ttft_p99" in (s.stop_reason or "")
     # the 2nd finished request triggers the stop; the 3rd, already sent, is cancelled
+    # (the 3rd would have completed had the run waited for it: its state, not a time bound, says so)
     assert (s.completed, s.cancelled, s.failed, s.num_requests) == (2, 1, 0, 3)
-    assert s.duration_s < 0.5 and s.slos_met is False
+    assert s.slos_met is False
 
 
 def test_early_stop_callback_cancels_in_flight(fake_server: Callable[..., str], tmp_path: Path) -> None:
@@ -462,8 +464,8 @@ def test_early_stop_callback_cancels_in_flight(fake_server: Callable[..., str], 
     )
     s = res.summary
     assert s.stopped_early and s.stop_reason == "enough"
+    # did not wait for the 5 s requests: they are cancelled, not completed (no time bound: issue 28)
     assert s.completed >= 3 and s.cancelled >= 3 and s.failed == 0
-    assert s.duration_s < 5.0  # did not wait for the 5 s requests
     assert [x.completed for x in seen] == list(range(1, len(seen) + 1))
 
 

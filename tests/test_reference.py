@@ -156,6 +156,7 @@ def test_refuses_another_model_or_tokenizer(tiny_model, recorded, tmp_path):
     assert rc == 2 and "another tokenizer" in err
 
 
+@pytest.mark.slow  # `recorded` computes a reference: PyTorch and transformers, seconds to import
 def test_reference_for_choices(tiny_model, recorded, tmp_path):
     path, ref = recorded
     assert reference_for(str(tiny_model), "none")[0] is None
@@ -176,6 +177,7 @@ def test_bringup_reference_cli(tiny_model, tmp_path):
     assert all(len(p.steps) == 4 for p in ref.prompts) and "wrote" in err
 
 
+@pytest.mark.slow  # `recorded`: see above
 def test_probe_against_a_server(recorded):
     """The probe asks for the reference's prompts and fails on a server that answers otherwise."""
     _, ref = recorded

@@ -7,7 +7,6 @@ is called a hang in well under 10 real seconds with the default 600 s hang timeo
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -127,17 +126,17 @@ def test_a_real_trial_of_the_unsolvable_baseline_names_every_refused_backend(tmp
 def test_repeating_watchdog_lines_do_not_hide_a_hang(tmp_path):
     """The NCCL hang prints the shm_broadcast warning every 60 simulated s (0.6 real s at 0.01):
     new lines, no progress. The default 600 s hang timeout, on the scenario's clock, calls it in ~6 s."""
-    t0 = time.monotonic()
     rc, d = _real("llama31-70b-pcie-nccl-hang-vllm", "", scale="0.01", extra=("--runs-dir", str(tmp_path)))
-    took = time.monotonic() - t0
     assert rc == 1 and d["status"] == "timeout" and d["failure_class"] == "hang", d
     assert d["phase"] == "distributed-init"
     log = open(d["log_path"]).read()
     assert log.count("No available shared memory broadcast block found in 60 seconds") >= 3
-    # The trial itself (launch to verdict) is the figure; the CLI's own imports come on top, and on
-    # a loaded 2-core machine they can take seconds, so the whole command only gets a loose bound.
-    assert d["timings"]["total"] < 10, d["timings"]
-    assert took < 30, took
+    # The 600 s deadline ran on the scenario's clock: the trial took a small part of the simulated
+    # time it stands for (about 1/100 at 0.01; unscaled, it would be 600 real s). Two clocks
+    # compared, not a wall-clock budget (issue 28).
+    assert d["timings"]["simulated"] >= 600 and d["timings"]["total"] < d["timings"]["simulated"] / 10, d[
+        "timings"
+    ]
     assert_nothing_left(Path(d["log_path"]).parent)
 
 

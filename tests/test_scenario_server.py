@@ -290,7 +290,9 @@ def test_time_scale_compresses_a_600_second_load():
         r = completion(p.url, "Once upon a time", max_tokens=100, ignore_eos=True)
         assert r.status_code == 200
         after = [parse_clock(p.wait_for(r"event=request", 5))]
-    assert real < 10 and ready_clock >= 600 + 45  # start + 600 s of weights, and more
+    # start + 600 s of weights, and more, in a tenth of that real time however loaded the machine
+    # (a comparison of the two clocks, not a wall-clock budget: issue 28); at 0.003, about 1/300
+    assert ready_clock >= 600 + 45 and real < ready_clock / 10
     stamp = lambda ln: dt.datetime.strptime(ln[1:20], "%Y-%m-%d %H:%M:%S")  # noqa: E731
     assert (stamp(end) - stamp(begin)).total_seconds() == 600  # the log's own clock is simulated
     assert "Loading safetensors checkpoint shards:" in "\n".join(p.lines)  # progress while loading

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -107,7 +106,6 @@ def test_seed_attempts(label, flags, status, cls, phase, needle, tmp_path):
 
 @pytest.mark.slow
 def test_seed_working_configuration_passes_every_probe(tmp_path):
-    t0 = time.monotonic()
     rc, d = trial(
         *CARD,
         "--mem-fraction-static",
@@ -123,8 +121,9 @@ def test_seed_working_configuration_passes_every_probe(tmp_path):
     assert "known-answers" in names and all(p["passed"] for p in d["probes"])
     ka = next(p for p in d["probes"] if p["name"] == "known-answers")
     assert ka["detail"] == "2 known answers correct"
-    # a 600 s simulated weight load and the whole ladder in a few real seconds
-    assert d["timings"]["simulated"] >= 600 and time.monotonic() - t0 < 300
+    # a 600 s simulated weight load and the whole ladder in less real time than it stands for
+    # (a comparison of the two clocks, not a wall-clock budget: issue 28)
+    assert d["timings"]["simulated"] >= 600 and d["timings"]["total"] < d["timings"]["simulated"]
     # the forced override shows in the outcome
     ov = {o["flag"]: o for o in d["overrides"]}
     assert (
