@@ -366,6 +366,12 @@ class RayExecutor:
                 job.where = where[job.seq]
         for _, kind, text in events:
             self.on_event(kind, text)
+        if not events:
+            # A "tick" while a remote trial is silent (serving, a stall probe's wait): an observer
+            # that stops the run (the driver's Ctrl-C over node types) is heard within POLL_S, not
+            # only at the trial's next line; seen: a type's run still `running` after the driver
+            # exited, its trial silent through the driver's 60 s wait.
+            self.on_event("tick", "")
 
     def _collect(self, ref: Any) -> None:
         job, tdir, rt = self._running.pop(ref)
