@@ -42,7 +42,6 @@ from bringup.search.proposal import Proposal, propose
 from bringup.search.screening import ScreeningPolicy
 from bringup.search.space import Factor, Space, spec_for_flag
 
-UNKNOWN_DEFAULT = ev.UNSET_DEFAULT
 _REFUSAL = re.compile(
     r"not supported|unsupported|requires|not available|not valid|invalid|cannot|not compiled|"
     r"no kernel|only supported",
@@ -188,7 +187,7 @@ class Strategy:
         if d is not None:
             self.default_eff.setdefault(f.name, (d, "the engine's registry default"))
         if self.env.ignored(f.dest):
-            value = self.default_eff.get(f.name, (UNKNOWN_DEFAULT, ""))[0]
+            value = self.default_eff.get(f.name, (ev.UNSET_DEFAULT, ""))[0]
             self.frozen[f.name] = (
                 value,
                 f"{f.dest} is not read by this engine version: setting it changes nothing",
@@ -217,7 +216,7 @@ class Strategy:
             or (isinstance(level, str) and level.lower() == "auto" and f.name in self.default_eff)
         ):
             d = self.default_eff.get(f.name)
-            return normalise(d[0]) if d is not None else UNKNOWN_DEFAULT
+            return normalise(d[0]) if d is not None else ev.UNSET_DEFAULT
         return normalise(level)
 
     def predicted_key(self, cand: Candidate) -> str:

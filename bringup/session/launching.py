@@ -199,7 +199,7 @@ def held_gpus_stop(ex: Executor, attempts: list[Attempt]) -> str | None:
     is held (nothing to wait for), "" when they came back (launch on), else why the run stops."""
     t0 = time.monotonic()
     held = ex.wait_for_held(GPU_WAIT_S)
-    if held is None or not held:
+    if not held:
         return None if held is None else ""
     return held_reason(held, attempts, time.monotonic() - t0)
 

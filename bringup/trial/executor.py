@@ -221,9 +221,8 @@ class LocalExecutor:
         freeing = freeing or []
         if self._slots_free() + len(freeing) <= 0:
             return False
-        if not self.slots.fits(job.need) and self.slots.held and self.gpu_free is not None:
-            back = [g for g in sorted(self.slots.held) if self.gpu_free([g])]
-            self.slots.unhold(back)
+        if not self.slots.fits(job.need) and self.slots.held:
+            self._unhold_back()
         if not freeing:
             return self.slots.fits(job.need)
         return job.need == 0 or len(self.slots.free()) + sum(len(j.gpus) for j in freeing) >= job.need
@@ -237,17 +236,23 @@ class LocalExecutor:
         flight and its next launch waiting for that GPU, stopped with no reason given. Memory
         comes back when its holder exits: wait for it (wall time; a double's simulated GPUs are
         never read again), then say which GPUs are still held."""
-        deadline = time.monotonic() + (0.0 if self.gpu_free is None or self.clock.simulated else seconds)
         if not self.slots.held:
             return None
-        back: list[str] = []
-        while self.slots.held:
-            back = [g for g in sorted(self.slots.held) if self.gpu_free is not None and self.gpu_free([g])]
-            self.slots.unhold(back)
-            if back or time.monotonic() >= deadline:
-                break
+        deadline = time.monotonic() + (0.0 if self.gpu_free is None or self.clock.simulated else seconds)
+        while not self._unhold_back():
+            if time.monotonic() >= deadline:
+                return sorted(self.slots.held)
             time.sleep(HELD_POLL_S)
-        return [] if back else sorted(self.slots.held)
+        return []
+
+    def _unhold_back(self) -> list[str]:
+        """The held GPUs a fresh reading shows back, released for launches again (none without a
+        way to read them)."""
+        if self.gpu_free is None:
+            return []
+        back = [g for g in sorted(self.slots.held) if self.gpu_free([g])]
+        self.slots.unhold(back)
+        return back
 
     def submit(self, job: Job) -> None:
         job.gpus = self.slots.acquire(job.need) if job.need else []
