@@ -130,7 +130,7 @@ def searches(paths: list[Path], shared: DryRun | None, scale: float) -> list[dic
     out = []
     for p in paths:
         for knowledge in (True, False):
-            for dry in ("never", "auto"):
+            for dry in ("never", "always"):  # scenarios: asked only when told
                 r = search(p, knowledge, dry, shared, scale)
                 out.append(r)
                 print(

@@ -149,7 +149,7 @@ def test_a_run_never_launches_what_the_engine_refuses(tmp_path: Path, monkeypatc
     scenario = Path(__file__).parent.parent / "bringup/data/scenarios/deepseek-v2-lite-sm120-vllm.yaml"
     s = RunSettings(
         scenario=str(scenario),
-        dry_run="auto",
+        dry_run="always",  # a scenario: asked only when told (auto asks real engines)
         knowledge=False,
         max_launches=6,
         time_scale=0.001,
@@ -183,7 +183,7 @@ def test_sglang_not_installed_is_said_once_and_the_run_goes_on() -> None:
 
 @pytest.mark.slow
 def test_space_shows_where_each_verdict_came_from(monkeypatch, dry: DryRun) -> None:
-    """`bringup space --dry-run auto --json`: each level's engine check beside the knowledge
+    """`bringup space --dry-run always --json`: each level's engine check beside the knowledge
     verdict, and every verdict says whether a rule or a fact gave it."""
     from typer.testing import CliRunner
 
@@ -192,7 +192,7 @@ def test_space_shows_where_each_verdict_came_from(monkeypatch, dry: DryRun) -> N
 
     monkeypatch.setattr(dryrun_pkg, "for_target", lambda target, facts: dry)
     scenario = Path(__file__).parent.parent / "bringup/data/scenarios/deepseek-v2-lite-sm120-vllm.yaml"
-    res = CliRunner().invoke(app, ["space", "--scenario", str(scenario), "--dry-run", "auto", "--json"])
+    res = CliRunner().invoke(app, ["space", "--scenario", str(scenario), "--dry-run", "always", "--json"])
     assert res.exit_code == 0, res.output
     data = json.loads(res.stdout)
     rows = {(r["flag"], r["level"]): r for r in data["levels"]}
@@ -202,3 +202,19 @@ def test_space_shows_where_each_verdict_came_from(monkeypatch, dry: DryRun) -> N
     assert any(v["from"] == "rule vllm-flashmla-cc" for v in flashmla["verdicts"])
     assert rows[("--attention-backend", "TRITON_MLA")]["dry_run"]["status"] == "passes"
     assert data["dry_run_notes"] == []
+
+
+def test_auto_asks_a_real_engine_on_a_gpu_and_nothing_else() -> None:
+    """--dry-run auto (the default): on a GPU target of a real engine, where a launch costs minutes;
+    not on a CPU target (the child's cold start costs what a launch of a small model does) nor for
+    a scenario's imitation (the installed engine is not what is launched). always and never as said."""
+    from bringup.dryrun import wanted
+    from bringup.session.settings import RunSettings
+
+    gpu, cpu = {"device": "cuda"}, {"device": "cpu"}
+    assert RunSettings().dry_run == "auto"
+    assert wanted("auto", gpu, imitation=False)
+    assert not wanted("auto", cpu, imitation=False)
+    assert not wanted("auto", gpu, imitation=True)
+    assert wanted("always", cpu, imitation=True) and wanted("always", gpu, imitation=True)
+    assert not wanted("never", gpu, imitation=False)

@@ -73,6 +73,46 @@ def test_an_onion_of_three_mistakes_is_peeled_one_launch_each_and_keeps_every_fi
     assert path[2][0].flag_dict.get("--max-model-len") != "999999"
 
 
+SEQS = Fault(
+    "seqs",
+    lambda f, e: f.get("--max-num-seqs") == "99999",
+    "bad-value",
+    "parse-args",
+    "ValueError: max_num_seqs (99999) must be less than or equal to max_num_batched_tokens",
+)
+BLOCK = Fault(
+    "block",
+    lambda f, e: f.get("--block-size") == "17",
+    "bad-value",
+    "parse-args",
+    "ValueError: block_size (17) must be a power of two",
+)
+
+
+def test_a_refusal_by_the_engines_own_checks_keeps_progress_as_a_failed_launch_does() -> None:
+    """A candidate the dry run refuses (source "dry-run", never launched) is a start for the next
+    candidates, as a failed launch is: five mistakes need five changes, beyond the three that can
+    be grown from the baseline. Before, the search went back to the baseline after each refusal
+    (found by vLLM 0.24.0's dry run on the H200: the next candidates had p_success 0.01)."""
+    bad = "--tensor-parallel-size 8 --max-model-len 999999 --kv-cache-dtype fp8_e5m2 --max-num-seqs 99999 --block-size 17"
+    world = World([TP, LEN, KV, SEQS, BLOCK])
+    paths = {}
+    for source in ("launch", "dry-run"):
+        s = make(bad)
+        path = []
+        for _ in range(8):
+            cand = s.next_launch([], [], set()).candidate
+            assert cand is not None
+            o = world.answer(cand)
+            s.observe(cand, o, source=source if o.status != "works" else "launch")
+            path.append(cand.key())
+            if o.status == "works":
+                break
+        paths[source] = path
+    assert len(paths["launch"]) == 6  # one launch per mistake, then the one that works
+    assert paths["dry-run"] == paths["launch"]
+
+
 def test_a_flag_the_space_lacks_is_a_factor_the_search_can_drop() -> None:
     s = make("--tensor-parallel-size 8")
     assert s.space.get("--tensor-parallel-size") is not None

@@ -131,10 +131,11 @@ class RunOptions:
         str,
         typer.Option(
             "--dry-run",
-            help="Before each launch, ask the installed engine's own checks with this target's facts: "
-            "auto (a refused candidate is never launched) or never (docs/dryrun.md).",
+            help="Before each launch, ask the installed engine's own checks with this target's facts "
+            "(a refused candidate is never launched): auto (on a GPU target of a real engine), always "
+            "(scenarios and CPU targets too) or never (docs/dryrun.md).",
         ),
-    ] = "never"
+    ] = "auto"
     max_hours: Annotated[
         float | None,
         typer.Option(help="Time budget in hours (simulated hours for scenarios).", callback=positive),
@@ -350,7 +351,7 @@ def summary(r: RunResult) -> Group:
 
 def _check_choices(**given: str) -> None:
     """--screen and --dry-run take one of a few words; anything else is bad usage."""
-    allowed = {"screen": ("auto", "always", "never"), "dry_run": ("auto", "never")}
+    allowed = {"screen": ("auto", "always", "never"), "dry_run": ("auto", "always", "never")}
     for name, value in given.items():
         if value not in allowed[name]:
             flag = "--" + name.replace("_", "-")

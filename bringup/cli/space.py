@@ -33,8 +33,9 @@ class SpaceOptions:
         str,
         typer.Option(
             "--dry-run",
-            help="auto: also ask the installed engine's own checks on each level (the baseline with that "
-            "one change; docs/dryrun.md); never: knowledge only.",
+            help="Also ask the installed engine's own checks on each level (the baseline with that one "
+            "change; docs/dryrun.md): auto (on a GPU target of a real engine), always (scenarios too) or "
+            "never (knowledge only).",
         ),
     ] = "never"
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False
@@ -182,13 +183,16 @@ def _footer(frozen: dict[str, dict[str, Any]], notes: list[str]) -> None:
 
 
 def _origins_and_engine_checks(r: Any, rows: list[dict[str, Any]], dry_run: str) -> list[str]:
-    """Each verdict's origin ("from"), and with --dry-run auto the engine's own check per level."""
-    if dry_run not in ("auto", "never"):
-        raise usage_error(f"--dry-run {dry_run!r}: use auto or never")
+    """Each verdict's origin ("from"), and where the dry run is wanted (bringup.dryrun.wanted: auto
+    on a GPU target of a real engine, always) the engine's own check per level."""
+    from bringup.dryrun import MODES, wanted
+
+    if dry_run not in MODES:
+        raise usage_error(f"--dry-run {dry_run!r}: use {', '.join(MODES)}")
     for row in rows:
         for v in row["verdicts"]:
             v["from"] = _origin(v)
-    return _engine_checks(r, rows) if dry_run == "auto" else []
+    return _engine_checks(r, rows) if wanted(dry_run, r.facts, r.target.engine.simulated) else []
 
 
 def _origin(v: dict[str, Any]) -> str:

@@ -17,6 +17,7 @@ each is "cannot check (why)", said once in ``notes``, and the run carries on wit
 from __future__ import annotations
 
 import atexit
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -26,6 +27,7 @@ from bringup.dryrun.child import Child
 from bringup.observe.outcome import Outcome, Timings
 
 Status = Literal["refused", "passes", "cannot"]
+NO_GPU_ENV = {"CUDA_VISIBLE_DEVICES": "", "HIP_VISIBLE_DEVICES": "", "ROCR_VISIBLE_DEVICES": ""}
 
 
 @dataclass(frozen=True)
@@ -137,7 +139,10 @@ class DryRun:
         """Start the child now (non-blocking): its import overlaps with whatever comes next."""
         if self._why_not is None and self._child is None and self.adapter is not None:
             device = str(self.facts.get("device") or "cuda")
-            self._child = Child(self.adapter.child_argv(self.python, device))
+            # The device is the facts': the child never sees a GPU, so it can neither hold GPU
+            # memory beside the run's servers (vLLM's FLASHINFER_MLA module allocates a CUDA
+            # workspace at import) nor answer from the machine it happens to run on.
+            self._child = Child(self.adapter.child_argv(self.python, device), env=NO_GPU_ENV)
             self._child.start()
             atexit.register(self._child.close)
 
@@ -188,6 +193,27 @@ class DryRun:
             self._child.close()
 
 
+Mode = Literal["auto", "always", "never"]
+MODES: tuple[str, ...] = ("auto", "always", "never")
+
+
+def wanted(mode: str, facts: dict[str, Any], imitation: bool) -> bool:
+    """Whether a run asks the engine's own checks before its launches.
+
+    ``auto`` (the default): where a launch is expensive and what is launched is the installed
+    engine itself, that is a GPU target of a real engine. Not on a CPU target (the child's cold
+    start, 10-70 s, costs about what a launch of a small model does, and the first launch waits
+    for it), and not for a scenario's imitation (``imitation``: the installed engine's checks
+    would speak for another program than the one launched, and a scenario written from an older
+    source may hold a configuration the installed version refuses). ``always``: every target
+    (benchmarks/dryrun_predict.py asks the installed vLLM about the scenarios); ``never``."""
+    if mode == "always":
+        return True
+    if mode != "auto":
+        return False
+    return facts.get("device") == "cuda" and not imitation
+
+
 def for_target(target: Any, facts: dict[str, Any]) -> DryRun:
     """The dry run for a resolved target (bringup.engines.targets.Target): its engine's interpreter, the
     version it targets (a scenario's imitated one, or the installed one) and the installed one."""
@@ -203,6 +229,17 @@ def for_target(target: Any, facts: dict[str, Any]) -> DryRun:
     return DryRun(dialect, python, dict(facts), target.version, installed)
 
 
+# A pydantic ValidationError ends with a link, not with what was wrong.
+_NOT_THE_MESSAGE = re.compile(r"^\s*For further information visit |^\s*$")
+
+
+def _message_line(message: str) -> str:
+    """The refusal's own line: the last one that says what was wrong (pydantic's "Value error, X"
+    before its link)."""
+    lines = [ln for ln in message.strip().splitlines() if not _NOT_THE_MESSAGE.search(ln)]
+    return lines[-1].strip() if lines else ""
+
+
 def refusal_outcome(v: DryVerdict, cand: Candidate, dialect: str) -> Outcome:
     """A refusal as the Outcome a launch that printed the engine's message would have had: the
     same classifier reads it (the engine's own traceback when there is one), launched=False."""
@@ -210,7 +247,7 @@ def refusal_outcome(v: DryVerdict, cand: Candidate, dialect: str) -> Outcome:
 
     lines = list(v.traceback) or [v.message]
     out = explain_lines(lines, dialect)
-    msg_line = v.message.strip().splitlines()[-1] if v.message.strip() else ""
+    msg_line = _message_line(v.message)
     evidence = [e for e in out.evidence if e] or [msg_line]
     if msg_line and not any(msg_line[:120] in e for e in evidence):
         evidence.insert(0, msg_line)

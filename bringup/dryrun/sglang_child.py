@@ -4,17 +4,21 @@ Standalone (no bringup import), the same pipe protocol as vllm_child.py. torch.c
 queries answer from the facts (capability, name, count, memory) before SGLang is imported, then
 ``prepare_server_args(argv)`` parses the candidate's flags with SGLang's own parser and builds
 ``ServerArgs``, whose ``__post_init__`` runs SGLang's argument checks and overrides (the FA3 range
-of compute capabilities, the forced backends for sparse attention). An AssertionError or
-ValueError raised from SGLang's own argument code is a refusal; anything else (a check that
-needs a real GPU, a kernel package the environment lacks) is "cannot check".
+of compute capabilities, the forced backends for sparse attention, the context length against the
+model's). For a model folder it then does what the scheduler does first, before any weight or GPU
+memory: ``ModelConfig.from_server_args`` and, for a quantized candidate, the loader's
+``get_quant_config`` (which looks for the method's config file: "Cannot find the config file for
+awq"). An AssertionError or ValueError raised from SGLang's own argument, config or quantization
+lookup code is a refusal; anything else (a check that needs a real GPU, a kernel package the
+environment lacks) is "cannot check".
 
-Not exercised on this project's machines yet: SGLang was not installed when it was written
-(docs/dryrun.md). Its answers are only ever "passes", "refused" from SGLang's own files, or
-"cannot".
+Run against SGLang 0.5.16 (its H200 site, on this CPU machine and on the H200: docs/dryrun.md).
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import sys
@@ -42,20 +46,45 @@ def _mock_cuda() -> None:
     )
     torch.cuda.is_available = lambda: True
     torch.cuda.device_count = lambda: int(_STATE["count"])
+    torch.cuda.current_device = lambda: 0  # torch's Triton check asks it at SGLang's import (torchao)
     torch.cuda.get_device_capability = lambda device=None: tuple(_STATE["cap"])
     torch.cuda.get_device_name = lambda device=None: str(_STATE["name"])
     torch.cuda.get_device_properties = props  # type: ignore[assignment]
     torch.cuda.mem_get_info = lambda device=None: (int(_STATE["mem"]), int(_STATE["mem"]))
 
 
+# SGLang's own checking code: its argument post-processing, its model config, the loader's lookup
+# of the quantization config file (sglang/srt/server_args.py, arg_groups/, configs/,
+# model_loader/weight_utils.py get_quant_config).
+_OWN_FILES = ("server_args", "arg_groups", "/configs/", "weight_utils")
+
+
 def _own(e: BaseException) -> bool:
-    """Raised from SGLang's own argument code (server_args.py, arg_groups/)."""
+    """A ValueError or AssertionError (a JSON value it parses, too) on its way out of SGLang's
+    own checking code. Environment trouble (no GPU, a missing kernel package) raises otherwise:
+    RuntimeError, ImportError, AttributeError."""
     frames = traceback.extract_tb(e.__traceback__)
     return (
         bool(frames)
-        and any("server_args" in f.filename or "arg_groups" in f.filename for f in frames[-2:])
+        and any(any(k in f.filename for k in _OWN_FILES) for f in frames)
         and isinstance(e, (AssertionError, ValueError))
     )
+
+
+def _model_checks(server_args: Any) -> str | None:
+    """The scheduler's first steps for a model folder, before weights or GPU memory: SGLang's
+    ModelConfig, then the quantization config lookup. Returns the phase a launch would die in."""
+    if not os.path.isfile(os.path.join(str(server_args.model_path), "config.json")):
+        return None
+    from sglang.srt.configs.model_config import ModelConfig  # type: ignore[import-not-found]
+
+    mc = ModelConfig.from_server_args(server_args)
+    if getattr(mc, "quantization", None):
+        from sglang.srt.configs.load_config import LoadConfig  # type: ignore[import-not-found]
+        from sglang.srt.model_loader.weight_utils import get_quant_config  # type: ignore[import-not-found]
+
+        get_quant_config(mc, LoadConfig(load_format=server_args.load_format), {}, None)
+    return None
 
 
 def answer(req: dict[str, Any]) -> dict[str, Any]:
@@ -71,10 +100,22 @@ def answer(req: dict[str, Any]) -> dict[str, Any]:
 
     saved = {k: os.environ.get(k) for k in req.get("env") or {}}
     os.environ.update(req.get("env") or {})
+    phase = "parse-args"
+    err = io.StringIO()
     try:
-        prepare_server_args(["--model-path", req.get("model") or "model", *list(req.get("argv") or [])])
+        with contextlib.redirect_stderr(err):  # argparse's message, for the answer
+            server_args = prepare_server_args(
+                ["--model-path", req.get("model") or "model", *list(req.get("argv") or [])]
+            )
+        phase = "load-weights"  # the model config and quantization lookup run as the scheduler starts
+        _model_checks(server_args)
     except SystemExit as e:
-        return {"status": "refused", "message": f"argparse: {e}", "check": "argparse"}
+        said = err.getvalue().strip().splitlines()
+        return {
+            "status": "refused",
+            "message": said[-1] if said else f"argparse: exit {e}",
+            "check": "argparse",
+        }
     except Exception as e:
         text = f"{type(e).__name__}: {e}"
         if _own(e):
@@ -82,18 +123,27 @@ def answer(req: dict[str, Any]) -> dict[str, Any]:
             return {
                 "status": "refused",
                 "message": text,
-                "check": "server-args",
+                "check": "server-args" if phase == "parse-args" else "model-config",
                 "traceback": tb,
-                "source": "sglang/srt/server_args.py ServerArgs.__post_init__",
+                "phase": phase,
+                "source": (
+                    "sglang/srt/server_args.py ServerArgs.__post_init__"
+                    if phase == "parse-args"
+                    else "sglang/srt/configs/model_config.py ModelConfig; model_loader/weight_utils.py get_quant_config"
+                ),
             }
-        return {"status": "cannot", "message": f"server args: {text}", "check": "server-args"}
+        return {"status": "cannot", "message": f"{phase}: {text}", "check": "server-args"}
     finally:
         for k, v in saved.items():
             if v is None:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
-    return {"status": "passes", "message": "passes SGLang's ServerArgs checks", "check": "server-args"}
+    return {
+        "status": "passes",
+        "message": "passes SGLang's own checks (ServerArgs, model config)",
+        "check": "server-args",
+    }
 
 
 def main() -> None:

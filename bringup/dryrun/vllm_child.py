@@ -115,12 +115,24 @@ def _install_platform(device: str) -> str:
     # Quantization modules ask compiled CUTLASS kernels at import whether they support this
     # capability (torch.ops._C.cutlass_scaled_mm_supports_*): absent on the CPU build. Answer "no
     # kernel" (a kernel choice, not a check); the methods' minimum capabilities stay vLLM's own.
+    # On a CUDA build (the H200's vLLM 0.24.0) the kernels are there and answer for themselves.
     import vllm._custom_ops as ops
 
-    for attr in dir(ops):
-        if attr.startswith("cutlass_") and "supports" in attr:
-            setattr(ops, attr, lambda *a, **k: False)
+    if not _kernels_built(ops):
+        for attr in dir(ops):
+            if attr.startswith("cutlass_") and "supports" in attr:
+                setattr(ops, attr, lambda *a, **k: False)
     return "FactsCudaPlatform"
+
+
+def _kernels_built(ops: Any) -> bool:
+    """vLLM's compiled CUDA kernels load here (a CUDA wheel, not the CPU build): their capability
+    queries are pure functions of the capability asked, no GPU needed."""
+    try:
+        ops.cutlass_scaled_mm_supports_fp8(90)
+    except Exception:
+        return False
+    return True
 
 
 def _flash_attn_as_built() -> None:
@@ -154,13 +166,42 @@ def _tb(e: BaseException) -> list[str]:
     return "".join(traceback.format_exception(type(e), e, e.__traceback__)).splitlines()
 
 
+# Where vLLM's server parser lives: 0.32.0 (vllm/entrypoints/launchers/cli_args.py), 0.24.0
+# (vllm/entrypoints/openai/cli_args.py). The child speaks for whichever version is installed.
+_CLI_ARGS = ("vllm.entrypoints.launchers.cli_args", "vllm.entrypoints.openai.cli_args")
+
+
+def _first_module(names: tuple[str, ...]) -> str:
+    """The first of ``names`` that this vLLM has (module paths move between versions)."""
+    import importlib.util
+
+    for name in names:
+        with contextlib.suppress(ImportError):
+            if importlib.util.find_spec(name) is not None:
+                return name
+    return names[0]
+
+
+def _selector(**fields: Any) -> Any:
+    """vLLM's AttentionSelectorConfig with the fields this version has (0.24.0 has no
+    has_sliding_window; a field a version lacks is one its selector does not check)."""
+    from vllm.v1.attention.selector import AttentionSelectorConfig
+
+    return AttentionSelectorConfig(
+        **{k: v for k, v in fields.items() if k in AttentionSelectorConfig._fields}
+    )
+
+
 def _parse(argv: list[str], model: str) -> Any:
     """vLLM's own argument parser on the candidate's flags; SystemExit carries argparse's message."""
+    import importlib
+
     from vllm.engine.arg_utils import AsyncEngineArgs
-    from vllm.entrypoints.launchers.cli_args import make_arg_parser
     from vllm.utils.argparse_utils import FlexibleArgumentParser
 
-    parser = make_arg_parser(FlexibleArgumentParser())
+    make_arg_parser = importlib.import_module(_first_module(_CLI_ARGS)).make_arg_parser
+
+    parser = make_arg_parser(FlexibleArgumentParser(prog="vllm serve"))
     err = io.StringIO()
     with contextlib.redirect_stderr(err):
         try:
@@ -173,11 +214,10 @@ def _parse(argv: list[str], model: str) -> Any:
 def _selector_config(ea: Any, facts: dict[str, Any], vcfg: Any) -> tuple[Any, str]:
     """The selector's inputs: from vLLM's own ModelConfig when there is one, else from the facts."""
     import torch
-    from vllm.v1.attention.selector import AttentionSelectorConfig
 
     if vcfg is not None:
         mc, cc = vcfg.model_config, vcfg.cache_config
-        return AttentionSelectorConfig(
+        return _selector(
             head_size=mc.get_head_size(),
             dtype=mc.dtype,
             kv_cache_dtype=cc.cache_dtype,
@@ -200,10 +240,10 @@ def _selector_config(ea: Any, facts: dict[str, Any], vcfg: Any) -> tuple[Any, st
         "float": torch.float32,
         "float32": torch.float32,
     }.get(str(dtype_name), torch.bfloat16)
-    return AttentionSelectorConfig(
+    return _selector(
         head_size=head,
         dtype=dtype,
-        kv_cache_dtype=_kv_dtype(ea, facts),  # type: ignore[arg-type]  # a CacheDType from the parser
+        kv_cache_dtype=_kv_dtype(ea, facts),  # a CacheDType from the parser
         block_size=ea.block_size,
         use_mla=mla,
         use_sparse=attention == "dsa",
@@ -421,7 +461,11 @@ def main() -> None:
 
         platform = _install_platform(device)
         version = vllm.__version__
-        _parse([], "model")  # import the parser and config modules now, not at the first candidate
+        # Import the parser and config modules now, not at the first candidate. Only a warm-up:
+        # with the hub offline (HF_HUB_OFFLINE=1, as on the H200) vLLM 0.24.0 looks the
+        # placeholder model up and fails, which says nothing about a candidate.
+        with contextlib.suppress(Exception):
+            _parse([], "model")
         hello = {"ready": True, "version": version, "platform": platform, "seconds": time.time() - t0}
     except Exception as e:
         hello = {"ready": False, "error": f"{type(e).__name__}: {e}", "seconds": time.time() - t0}

@@ -470,7 +470,7 @@ class Strategy:
             outside,
         )
         for o in self.observations[:-1]:
-            if o.source in ("launch", "screen") and o.outcome.status != "cancelled":
+            if o.source in ("launch", "screen", "dry-run") and o.outcome.status != "cancelled":
                 if o.source == "screen" and _screen_shows(b) == "masked":
                     continue  # a screen says nothing of memory or answers
                 shown = (

@@ -154,10 +154,12 @@ def run_reference(
 
 def dry_run(s: RunSettings, t: Target, facts: dict[str, Any], strategy: Strategy) -> DryRun | None:
     """The installed engine's own checks (bringup/dryrun/), started now: its import overlaps with
-    the run's own start. None: not asked for."""
-    if s.dry_run != "auto":
+    the run's own start. None: not asked for (bringup.dryrun.wanted: --dry-run auto asks on a GPU
+    target of a real engine)."""
+    from bringup.dryrun import for_target, wanted
+
+    if not wanted(s.dry_run, facts, imitation=t.engine.simulated):
         return None
-    from bringup.dryrun import for_target
 
     dry = for_target(t, facts)
     strategy.notes += dry.notes

@@ -73,9 +73,10 @@ class RunSettings(BaseModel):
     # (``bringup-hw-<hash>``; bringup/session/nodetypes.py runs one bring-up per type); None: this machine's.
     node_type: str | None = None
     # Before each launch, ask the installed engine's own checks with the target's facts
-    # (bringup/dryrun/): "auto" (where an adapter and the target's version are installed; a
-    # refused candidate is observed as its refusal and never launched) or "never".
-    dry_run: Literal["auto", "never"] = "never"
+    # (bringup/dryrun/; a refused candidate is observed as its refusal and never launched):
+    # "auto" (a GPU target of a real engine, where an adapter and the target's version are
+    # installed: bringup.dryrun.wanted), "always" (scenarios and CPU targets too) or "never".
+    dry_run: Literal["auto", "always", "never"] = "auto"
 
 
 class RunObserver(Protocol):

@@ -48,13 +48,16 @@ log "reference: $(tail -1 "$RES/reference.txt")"
 # failing launches (h200_corpus.sh: argument and import failures, no GPU memory) runs beside them.
 step() { timed "$@"; touch "$RES/$1.done"; }
 # (the corpus checks the deadline before each launch; the engines' corpora run one after the other)
-{
+[ -n "${NO_CORPUS:-}" ] || {
   bash "$here/h200_corpus.sh" vllm > "$RES/corpus-vllm.out" 2>&1
   [ -n "$sglpid" ] && while kill -0 "$sglpid" 2>/dev/null; do sleep 2; done
   sgl && bash "$here/h200_corpus.sh" sglang > "$RES/corpus-sglang.out" 2>&1
 } &
 # ORDER (a later session may put what is missing first): the steps by name, each with its usual cost.
 ORDER=${ORDER:-vllm-defaults sglang-defaults vllm-mistakes sglang-mistakes vllm-bench sglang-bench transformers-bench vllm-tune sglang-tune}
+# Usual seconds of the issue-25 steps (a dry run's cold start, then 1-4 launches of 30-110 s).
+declare -A COST=([vllm-dryrun]=60 [sglang-dryrun]=60 [vllm-dryrun-mistakes]=200 [sglang-dryrun-mistakes]=230
+  [vllm-nok-dryrun]=300 [sglang-nok-dryrun]=330 [vllm-nok]=330 [sglang-nok]=360)
 sglang_ready=
 for s in $ORDER; do
   case $s in
@@ -80,6 +83,9 @@ for s in $ORDER; do
         --out "$RES/transformers-bench" > "$RES/transformers-bench.out" 2>&1 ;;
     vllm-tune) step "$s" 420 bash "$here/h200_vllm.sh" tune ;;
     sglang-tune) step "$s" 420 bash "$here/h200_sglang.sh" tune ;;
+    vllm-dryrun | sglang-dryrun | vllm-dryrun-mistakes | sglang-dryrun-mistakes | vllm-nok-dryrun | \
+      sglang-nok-dryrun | vllm-nok | sglang-nok)  # issue 25 (h200_steps.sh): ENGINE-STEP
+      step "$s" "${COST[$s]:-200}" bash "$here/h200_${s%%-*}.sh" "${s#*-}" ;;
     *) log "ORDER: unknown step $s" ;;
   esac
 done

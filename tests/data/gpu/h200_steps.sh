@@ -47,6 +47,28 @@ step_mistakes() {
     "${RUN_FLAGS[@]}" --runs-dir "$(runs_for mistakes)" > "$RES/$E-mistakes.json" 2> "$RES/$E-mistakes.err"
 }
 
+# Issue 25: the installed engine's own checks (bringup/dryrun/) where the engine really is.
+#   dryrun            the dry run on each corpus candidate (h200_corpus.sh's flags, the tiny model):
+#                     verdicts only; benchmarks/dryrun_reality.py compare sets them beside the real logs
+#   dryrun-mistakes   `mistakes` with --dry-run auto (knowledge on): launches saved
+#   nok-dryrun, nok   `mistakes` on signatures alone (--no-knowledge), with and without the dry run:
+#                     what the engine's own checks do where no rule was written
+step_dryrun() {
+  python3 "$GPU_HOME/tests/data/gpu/dryrun_reality.py" verdicts --engine "$E" --model "$TINY" \
+    --json "$RES/$E-dryrun-verdicts.json" > "$RES/$E-dryrun-verdicts.out" 2>&1
+}
+
+step_dryrun_mistakes() { mistakes_with dryrun-mistakes --dry-run auto; }
+step_nok_dryrun() { mistakes_with nok-dryrun --no-knowledge --dry-run auto; }
+step_nok() { mistakes_with nok --no-knowledge --dry-run never; }
+
+mistakes_with() {  # mistakes_with NAME FLAGS...: the mistakes bring-up with FLAGS, its own runs folder
+  local name=$1
+  shift
+  python3 -m bringup run --engine "$E" --model "$M8B" --baseline "$BAD" --max-launches "$BAD_LAUNCHES" \
+    "${RUN_FLAGS[@]}" "$@" --runs-dir "$(runs_for "$name")" > "$RES/$E-$name.json" 2> "$RES/$E-$name.err"
+}
+
 validated_json() {  # the first run of this engine that validated: its json, then its runs folder
   local s
   for s in defaults mistakes; do
@@ -72,6 +94,6 @@ step_tune() {
 
 main_steps() {
   local s steps=${*:-install doctor defaults mistakes bench tune} rc=0
-  for s in $steps; do "step_$s" || { rc=$?; log "$E $s: rc $rc"; }; done
+  for s in $steps; do "step_${s//-/_}" || { rc=$?; log "$E $s: rc $rc"; }; done
   return $rc
 }

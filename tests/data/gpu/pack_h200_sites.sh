@@ -48,7 +48,9 @@ rm -rf "$carry/gpu" "$carry/p"
 mkdir -p "$carry/gpu/tests/data/gpu" "$carry/p"
 cp -r "$root/bringup" "$carry/gpu/"
 find "$carry/gpu" -name __pycache__ -prune -exec rm -rf {} +
-cp "$root"/tests/data/gpu/*.sh "$root"/tests/data/gpu/*.py "$carry/gpu/tests/data/gpu/"
+cp "$root"/tests/data/gpu/*.sh "$root"/tests/data/gpu/*.py "$root"/benchmarks/dryrun_reality.py "$carry/gpu/tests/data/gpu/"
+mkdir -p "$carry/gpu/tests/data/gpu/h200-2026-12-03"  # the corpus's flags, for dryrun_reality.py
+cp "$root"/tests/data/gpu/h200-2026-12-03/corpus-index.txt "$carry/gpu/tests/data/gpu/h200-2026-12-03/"
 tar czf "$carry/gpu/bsite.tgz" -C "$work" bsite
 # Fill one folder per call up to $part bytes, call 00 counting .carry/gpu: a stream's last part
 # and the next stream's first share a call.
