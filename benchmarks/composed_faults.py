@@ -53,6 +53,34 @@ def _quiet_reports() -> None:
     report.write_report = lambda *a, **k: None  # type: ignore[assignment]
 
 
+DRY_RUN = "never"  # --dry-run always: each case asks the installed engine's own checks (issue 25)
+_SHARED: list[Any] = []  # one dry-run child per worker process, the facts sent per run
+
+
+def _share_dry_run() -> None:
+    """Every Run of this process asks one child (its cold start paid once), as
+    benchmarks/dryrun_predict.py does: ``for_target`` hands out a copy with the run's facts."""
+    import dataclasses
+
+    import bringup.dryrun as pkg
+
+    real = pkg.for_target
+
+    def shared(target: Any, facts: dict[str, Any]) -> Any:
+        mine = real(target, facts)  # no child until started
+        if not mine.available:
+            return mine  # another engine or version: its own "cannot check"
+        if not _SHARED:
+            mine.start()  # started here, so that the copies share it (a copy never starts or closes one)
+            _SHARED.append(mine)
+        first = _SHARED[0]
+        if (mine.dialect, mine.installed_version) != (first.dialect, first.installed_version):
+            return mine
+        return dataclasses.replace(first, facts=dict(facts), _cache={}, notes=[], owns_child=False)
+
+    pkg.for_target = shared  # type: ignore[assignment]
+
+
 def run_case(case: Case, knowledge: bool, keep_detail: bool) -> CaseResult:
     settings = RunSettings(
         scenario=str(case.path),
@@ -61,6 +89,7 @@ def run_case(case: Case, knowledge: bool, keep_detail: bool) -> CaseResult:
         screen="never",
         minimize=False,
         max_launches=BUDGET,
+        dry_run=DRY_RUN,  # type: ignore[arg-type]
     )
     t0 = time.time()
     with tempfile.TemporaryDirectory(prefix="bringup-faults-run-") as root:
@@ -69,8 +98,12 @@ def run_case(case: Case, knowledge: bool, keep_detail: bool) -> CaseResult:
         return measure(case, res, oracle, time.time() - t0, keep_detail)
 
 
-def _work(args: tuple[str, int, int, str]) -> dict[str, Any]:
-    split, seed, index, folder = args
+def _work(args: tuple[str, int, int, str, str]) -> dict[str, Any]:
+    split, seed, index, folder, dry = args
+    global DRY_RUN
+    if dry != "never" and DRY_RUN == "never":
+        _share_dry_run()
+    DRY_RUN = dry
     _quiet_reports()
     case = compose_case(split, seed, index, Path(folder), dict(os.environ))
     keep = not is_sealed(split)
@@ -106,6 +139,7 @@ def summarize(rows: list[dict[str, Any]], column: str) -> dict[str, Any]:
             for k, v in sorted(by.items())
         },
         "wall_s": sum(r["wall_s"] for r in rs),
+        "refused": sum(r.get("refused", 0) for r in rs),
     }
 
 
@@ -123,9 +157,11 @@ def table(split: str, summary: dict[str, dict[str, Any]]) -> str:
     return "\n".join(out)
 
 
-def run_split(split: str, cases: int, seed: int, jobs: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def run_split(
+    split: str, cases: int, seed: int, jobs: int, dry: str = "never"
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     folder = tempfile.mkdtemp(prefix=f"bringup-faults-{split}-")
-    args = [(split, seed, i, folder) for i in range(cases)]
+    args = [(split, seed, i, folder, dry) for i in range(cases)]
     rows: list[dict[str, Any]] = []
     with ProcessPoolExecutor(max_workers=max(1, jobs)) as pool:
         for row in pool.map(_work, args, chunksize=2):
@@ -142,12 +178,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--split", choices=(*splits(), "both"), default="both")
     p.add_argument("--jobs", type=int, default=1)
     p.add_argument("--json", type=Path, default=None)
+    p.add_argument(
+        "--dry-run",
+        choices=("never", "always"),
+        default="never",
+        help="always: each case asks the installed engine's own checks before every launch "
+        "(vLLM 0.32.0 cases; others say cannot check)",
+    )
     a = p.parse_args(argv)
     chosen = ("dev", "heldout") if a.split == "both" else (a.split,)
     report: dict[str, Any] = {"cases": a.cases, "seed": a.seed, "budget": BUDGET}
     for split in chosen:
         t0 = time.time()
-        rows, summary = run_split(split, a.cases, a.seed, a.jobs)
+        rows, summary = run_split(split, a.cases, a.seed, a.jobs, a.dry_run)
         took = time.time() - t0
         print(table(split, summary))
         print(f"\n({split}: {a.cases} cases in {took:.0f} s)\n", flush=True)

@@ -62,6 +62,7 @@ class CaseResult:
     classified: int = 0  # of those, the failure class the atom says
     stop_reason: str = ""
     wall_s: float = 0.0
+    refused: int = 0  # candidates the installed engine's own checks refused (dry run), never launched
     detail: dict[str, Any] = field(default_factory=dict)  # dev only: atoms, attempts
 
 
@@ -167,6 +168,7 @@ def measure(case: Case, result: Any, oracle: Oracle, wall_s: float, keep_detail:
         **j,
         stop_reason=str(result.stop_reason)[:300] if keep_detail else "",
         wall_s=wall_s,
+        refused=sum(1 for a in result.attempts if a.purpose == "dry-run"),
     )
     if keep_detail:
         r.detail = {
