@@ -8,7 +8,7 @@ Provenance of each log: tests/data/logs/README.md.
 `--generic` matches no signature at all: only the generic layer (the traceback parser, the
 root-cause rules of bringup/data/rootcause.yaml, the phase markers) decides, which is what a log
 no signature foresaw gets. Either way the last line scores the table against the expected class,
-phase and root-cause line of tests/test_rootcause.py (CASES).
+phase and root-cause line of tests/observe/test_rootcause.py (CASES).
 
 Run:  .venv/bin/python benchmarks/classify_logs.py [--no-doc] [--generic]
 It prints the table and rewrites the generated part of docs/explain.md (not with --generic).
@@ -43,8 +43,10 @@ def _cell(text: str, width: int = 150) -> str:
 
 
 def expected() -> dict[str, tuple[str, str, str]]:
-    """log -> (class, phase, root-line fragment), from tests/test_rootcause.py's CASES."""
-    spec = importlib.util.spec_from_file_location("test_rootcause", ROOT / "tests" / "test_rootcause.py")
+    """log -> (class, phase, root-line fragment), from tests/observe/test_rootcause.py's CASES."""
+    spec = importlib.util.spec_from_file_location(
+        "test_rootcause", ROOT / "tests" / "observe" / "test_rootcause.py"
+    )
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)

@@ -10,7 +10,7 @@ into the scenario's trap):
   (d) random order: uniform draws from the space without repeats; median over seeds
 
 (c) and (d) ask the in-process oracle (bringup/oracle/trials.py), which answers from the same
-compute_config/decide/timing code as the server (tests/test_oracle.py checks it against real
+compute_config/decide/timing code as the server (tests/oracle/test_oracle.py checks it against real
 launches): they need up to 60 and 200 launches per scenario and seed, too many to launch for real.
 The methods are defined precisely in docs/search.md, "Launches to the first validated configuration".
 

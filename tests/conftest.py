@@ -14,9 +14,8 @@ import pytest
 
 from bringup.testmodel.tiny import TestModelSpec, write_test_model
 from bringup.trial.process import port_is_free
+from tests.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
-DATA = Path(__file__).parent / "data"
 # On the CPU build --gpu-memory-utilization is a fraction of host memory; 0.3 fits a 24 GiB box.
 MEM = os.environ.get("BRINGUP_TEST_MEM", "0.3")
 
@@ -72,7 +71,7 @@ def tiny_model_hd16(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def known_model(tmp_path_factory) -> Path:
     """The `known` preset: trained on CPU (a minute or more on 2 cores), so trained once a session
-    and only read by the tests that use it (tests/test_testmodel_presets.py, the real engines')."""
+    and only read by the tests that use it (tests/testmodel/test_testmodel_presets.py, the real engines')."""
     from bringup.testmodel.tiny import write_preset
 
     return write_preset(tmp_path_factory.mktemp("models") / "known", "known")
@@ -93,7 +92,7 @@ def overflow_model(known_model, tmp_path_factory) -> Path:
 
 
 # -- real vLLM CPU launches that several tests read (each launch is 30-60 s on 2 cores) ------------
-# A key that must be found nowhere, on screen or on disk (tests/test_hardening_vllm.py).
+# A key that must be found nowhere, on screen or on disk (tests/guard/test_hardening_vllm.py).
 VLLM_KEY = "sk-VllmEitherFormZq81Secret"
 
 
@@ -131,9 +130,9 @@ def vllm_served(overflow_model, tmp_path_factory) -> dict:
 @pytest.fixture(scope="session")
 def vllm_multifault(tiny_model, tmp_path_factory) -> dict:
     """One `bringup run` on the real vLLM CPU build from a baseline with four mistakes
-    (tests/test_multifault_vllm.py) and `--api-key=KEY`, which is none: five launches, read by the
+    (tests/session/test_multifault_vllm.py) and `--api-key=KEY`, which is none: five launches, read by the
     multi-fault tests and the key test. findings.json's fields, and _rc, _stdout, _stderr, _runs."""
-    from multifault_util import VLLM_MISTAKES, baseline_of, run_bringup
+    from tests.multifault_util import VLLM_MISTAKES, baseline_of, run_bringup
 
     runs = tmp_path_factory.mktemp("vllm-multifault")
     return run_bringup(

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from conftest import bringup
+from tests.conftest import bringup
 
 
 @dataclass(frozen=True)
@@ -146,7 +146,7 @@ def problems(d: dict, mistakes: list[Mistake]) -> list[str]:
     return out
 
 
-# The vLLM CPU build's four (tests/test_multifault_vllm.py), in onion order: the first one still in a command is the one whose failure shows.
+# The vLLM CPU build's four (tests/session/test_multifault_vllm.py), in onion order: the first one still in a command is the one whose failure shows.
 VLLM_MISTAKES = [
     Mistake(
         "--max-model-len",

@@ -25,9 +25,10 @@ def _marks(node: ast.AST) -> set[str]:
 
 
 def _tests() -> dict[str, set[str]]:
-    """Every test function (module::name) and the marks it carries, its module's pytestmark included."""
+    """Every test function (path under tests/::name, e.g. `search/test_strategy.py::test_x`) and the
+    marks it carries, its module's pytestmark included: the files at the root and in every folder."""
     found: dict[str, set[str]] = {}
-    for path in sorted(TESTS.glob("test_*.py")):
+    for path in sorted(p for p in TESTS.rglob("test_*.py") if "data" not in p.relative_to(TESTS).parts):
         tree = ast.parse(path.read_text())
         module_marks: set[str] = set()
         for node in tree.body:
@@ -40,7 +41,7 @@ def _tests() -> dict[str, set[str]]:
                 marks = (
                     set().union(*(_marks(d) for d in node.decorator_list)) if node.decorator_list else set()
                 )
-                found[f"{path.name}::{node.name}"] = marks | module_marks
+                found[f"{path.relative_to(TESTS).as_posix()}::{node.name}"] = marks | module_marks
     return found
 
 
@@ -57,8 +58,8 @@ def test_real_sglang_tests_are_in_neither_tier_of_make_test():
     them is marked `sglang` (a launch of it unmarked would fail `make test` on a machine without it)."""
     tests = _tests()
     sglang = [t for t, m in tests.items() if "sglang" in m]
-    assert sglang and all(t.startswith("test_sglang_real.py::") for t in sglang)
-    assert all("sglang" in m for t, m in tests.items() if t.startswith("test_sglang_real.py::"))
+    assert sglang and all(t.startswith("engines/test_sglang_real.py::") for t in sglang)
+    assert all("sglang" in m for t, m in tests.items() if t.startswith("engines/test_sglang_real.py::"))
     make = (ROOT / "Makefile").read_text()
     var = dict(ln.split(" = ", 1) for ln in make.splitlines() if ln.startswith(("FAST = ", "REST = ")))
     assert all(v.endswith("and not sglang") for v in var.values())

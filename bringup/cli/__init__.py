@@ -3,7 +3,7 @@
 Every command module is imported at start so Typer can list it, so each keeps its top level light
 (typer, rich, this package) and imports what it works with inside its command function: `bringup
 --help` then loads no Optuna, aiohttp, Jinja2, NumPy or pydantic, and `doctor`, `explain` and
-`report` run where the optional packages are missing (tests/test_cli_imports.py;
+`report` run where the optional packages are missing (tests/cli/test_cli_imports.py;
 benchmarks/cli_startup.py measures the time).
 """
 

@@ -10,7 +10,7 @@ trigger rule), and then hands those lines to the trial's own phase tracking, fat
 accounting as a real `bringup trial --scenario`. Nothing is classified here.
 
 Use it through `Run(settings, root, trial_factory=InProcessTrial)` (bringup/session/run.py): the run's
-loop, journal, executor and strategy are the real ones. tests/test_inprocess.py checks that it
+loop, journal, executor and strategy are the real ones. tests/oracle/test_inprocess.py checks that it
 agrees with real launches (class, phase, signature, root exception, first evidence line, status,
 simulated seconds).
 

@@ -15,7 +15,7 @@ oracle answers the same question from the same code the server runs, so it canno
   requests of the concurrent batch overlap, and a `fail` in `first-request`/`decode` strikes at
   the same token the server's would.
 
-`tests/test_oracle.py` checks it against real `bringup trial --scenario` launches. Two things are
+`tests/oracle/test_oracle.py` checks it against real `bringup trial --scenario` launches. Two things are
 approximations, not replays: a hang costs `hang_s` simulated seconds of waiting (the trial's hang
 deadline, in engine seconds: the trial scales it by the engine's clock and does not count repeated
 lines as progress, so a hang that keeps printing a watchdog line costs the same), and with a `performance:` section (tuning
@@ -444,7 +444,7 @@ class Oracle:
     def parse(self, argv: list[str]) -> Requested:
         """`parse_engine_argv` with its parser built once: building the parser from the help
         capture is most of a launch's cost here (~12 ms) and benchmarks ask for thousands. The
-        rest mirrors parse_engine_argv line for line; tests/test_oracle.py checks both agree."""
+        rest mirrors parse_engine_argv line for line; tests/oracle/test_oracle.py checks both agree."""
         if "-h" in argv or "--help" in argv:  # prints the help and exits: the engine's own way
             return parse_engine_argv(argv, self.spec, self.scenario.engine, self.help_text)
         if self.scenario.engine == "vllm":

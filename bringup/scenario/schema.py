@@ -360,11 +360,11 @@ class Scenario(_Strict):
     warnings: list[Warning_] = Field(default_factory=list)
     rules: list[ScenarioRule] = Field(default_factory=list)
     # What configurations no rule names do. None (test scenarios only): serve correctly; every
-    # shipped scenario says it explicitly (tests/test_scenario_shipped.py).
+    # shipped scenario says it explicitly (tests/scenario/test_scenario_shipped.py).
     otherwise: Otherwise | None = None
     answers: list[Answer] = Field(default_factory=list)
     # True: written from public bug reports for the blind search; no knowledge rule or signature names
-    # its trap on purpose (tests/test_search.py does not require the knowledge search to solve it).
+    # its trap on purpose (tests/session/test_search.py does not require the knowledge search to solve it).
     blind: bool = False
     # Machine-readable expectations for tests: launches (baseline plus changes) and their outcome.
     expect: list[Expectation] = Field(default_factory=list)

@@ -2,7 +2,7 @@
 # Real failures of the real engines on the H200 for the log corpus (issue 23, item 4): each
 # command below is the engine's own CLI (not bringup) with one mistake of the kinds users bring
 # from another box, run to its failure under a deadline, its log kept as $RES/corpus/E-NAME.log.
-# bringup classifies them here afterwards (tests/test_gpu_logs.py); nothing is decided on the device.
+# bringup classifies them here afterwards (tests/engines/test_gpu_logs.py); nothing is decided on the device.
 #
 #   h200_corpus.sh vllm|sglang
 #

@@ -1,0 +1,149 @@
+"""Classification: root cause over generic last lines, and the knowledge file's validation."""
+
+import pytest
+
+from bringup.core.datafiles import KnowledgeFileError, classes
+from bringup.observe.signatures import classify, default_signatures, load_signatures
+from tests.paths import DATA
+
+LOGS = DATA / "logs"
+
+
+def _lines(name: str) -> list[str]:
+    return (LOGS / name).read_text().splitlines()
+
+
+def test_nan_probability_beats_device_assert_in_decode():
+    c = classify(_lines("sglang-nan-decode.log"), "sglang", "decode")
+    assert c.failure_class == "nan-output" and c.phase == "decode"
+    assert "probability tensor contains either" in c.evidence[0]
+    assert any("device-side assert triggered" in e for e in c.evidence)
+    assert "--nsa-decode-backend" in c.implicates and "--kv-cache-dtype" in c.implicates
+    assert not any("Received sigquit" in e for e in c.evidence)  # a generic line is not evidence
+
+
+def test_nsa_fp8_store_assert_is_incompatible_options():
+    c = classify(_lines("sglang-nsa-fp8-assert.log"), "sglang", "graph-capture")
+    assert c.failure_class == "incompatible-options"
+    assert "nsa_kv_cache_store_fp8" in c.evidence[0]
+
+
+def test_graph_capture_oom_is_not_generic_oom():
+    c = classify(_lines("sglang-graph-oom.log"), "sglang", "graph-capture")
+    assert c.failure_class == "oom-graph-capture" and c.phase == "graph-capture"
+    # The root is the original OOM; SGLang's re-raise ("Capture cuda graph failed") follows it.
+    assert c.evidence[0].startswith("torch.OutOfMemoryError: CUDA out of memory")
+    assert any(e.startswith("Exception: Capture cuda graph failed") for e in c.evidence[1:])
+    assert c.signature_id == "sglang-graph-capture-failed"
+    assert "--mem-fraction-static" in c.hint
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # FlashInfer's JIT on a machine with the CUDA runtime but no toolkit (flashinfer/jit/cpp_ext.py)
+        "RuntimeError: Could not find nvcc and default cuda_home='/usr/local/cuda' doesn't exist",
+        # Triton building its launcher with no gcc or clang (triton/runtime/build.py)
+        "RuntimeError: Failed to find C compiler. Please specify via CC environment variable.",
+        "torch._inductor.exc.InductorError: RuntimeError: Failed to find C compiler. Please specify via CC "
+        "environment variable or set triton.knobs.build.impl.",
+    ],
+)
+def test_a_missing_compiler_toolchain_is_a_missing_dependency_not_a_bad_path(line):
+    """ "doesn't exist" names a path no flag gave: the tool is missing, the flags are not wrong."""
+    c = classify(
+        ["Traceback (most recent call last):", '  File "x.py", line 1, in f', line], "vllm", "kv-alloc"
+    )
+    assert c.failure_class == "missing-dependency" and c.signature_id == "jit-toolchain-missing"
+
+
+def test_fa3_requires_sm90():
+    c = classify(_lines("sglang-fa3-sm120.log"), "sglang", "kv-alloc")
+    assert c.failure_class == "unsupported-hardware"
+    assert "requires SM>=80 and SM<=90" in c.evidence[0]
+
+
+def test_generic_wrapper_is_evidence_only_when_alone():
+    generic = "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}"
+    alone = classify(["INFO starting", generic], "vllm", "load-weights")
+    assert alone.failure_class == "unknown" and alone.evidence == [generic]
+    withroot = classify(
+        [
+            "ValueError: Available memory on node 0 (7.13/8.46 GiB) on startup is less than desired "
+            "CPU memory utilization (0.99, 8.38 GiB).",
+            generic,
+        ],
+        "vllm",
+        "load-weights",
+    )
+    assert withroot.failure_class == "oom-kv-cache" and generic not in withroot.evidence
+
+
+def test_unknown_keeps_error_lines_as_evidence():
+    c = classify(
+        ["INFO ok", "Traceback (most recent call last):", "  File x", "ZeroDivisionError: boom"],
+        "vllm",
+        "warmup",
+    )
+    assert c.failure_class == "unknown" and "ZeroDivisionError: boom" in c.evidence
+
+
+def test_engine_scoping():
+    line = "Capture cuda graph failed: CUDA out of memory."
+    assert classify([line], "sglang", "graph-capture").failure_class == "oom-graph-capture"
+    assert classify([line], "vllm", "graph-capture").failure_class != "oom-graph-capture"
+
+
+def test_every_class_of_design_is_known_and_signatures_cover_failures():
+    design = {
+        "bad-flag",
+        "missing-dependency",
+        "unsupported-hardware",
+        "incompatible-options",
+        "oom-weights",
+        "oom-kv-cache",
+        "oom-graph-capture",
+        "device-assert",
+        "nan-output",
+        "wrong-output",
+        "hang",
+        "port-in-use",
+        "distributed-init",
+        "unknown",
+    }
+    assert design <= set(classes())
+    covered = {s.failure_class for s in default_signatures()}
+    # wrong-output and hang come from probes and the clock, not from log lines
+    assert design - {"wrong-output", "hang"} <= covered
+    assert all(s.source and s.hint for s in default_signatures())
+
+
+@pytest.mark.parametrize(
+    "entry, message",
+    [
+        (
+            "{id: a, pattern: 'x', class: nonsense-class, hint: h, source: s}",
+            "unknown class 'nonsense-class'",
+        ),
+        ("{id: a, pattern: '(', class: unknown, hint: h, source: s}", "pattern does not compile"),
+        ("{id: a, pattern: 'x', class: unknown, phase: lunch, hint: h, source: s}", "unknown phase 'lunch'"),
+        ("{id: a, pattern: 'x', class: unknown, hint: h}", "source"),
+        ("{id: a, pattern: 'x', class: unknown, hint: h, source: s, colour: red}", "colour"),
+    ],
+)
+def test_invalid_signature_files_name_file_and_field(tmp_path, entry, message):
+    f = tmp_path / "bad.yaml"
+    f.write_text(f"signatures:\n  - {entry}\n")
+    with pytest.raises(KnowledgeFileError) as e:
+        load_signatures([f])
+    assert str(f) in str(e.value) and "signatures[0]" in str(e.value) and message in str(e.value)
+
+
+def test_duplicate_ids_rejected(tmp_path):
+    f = tmp_path / "dup.yaml"
+    f.write_text(
+        "signatures:\n  - {id: a, pattern: x, class: unknown, hint: h, source: s}\n"
+        "  - {id: a, pattern: y, class: unknown, hint: h, source: s}\n"
+    )
+    with pytest.raises(KnowledgeFileError, match="duplicate id"):
+        load_signatures([f])
