@@ -40,6 +40,7 @@ class DryVerdict:
     engine: str = ""  # display name: vLLM, SGLang
     check: str = ""  # which of the engine's checks spoke (attention, quantization, engine-config, ...)
     flag: str | None = None  # the factor the check is about, when it names one
+    also: tuple[str, ...] = ()  # other flags whose values the refusal's reasons name (--block-size, ...)
     source: str = ""  # where in the engine's source the check lives
     traceback: tuple[str, ...] = ()
     seconds: float = 0.0
@@ -66,6 +67,7 @@ class DryVerdict:
             "engine_version": self.engine_version,
             "check": self.check,
             "flag": self.flag,
+            "also": list(self.also),
             "source": self.source,
             "label": self.label,
             "seconds": round(self.seconds, 4),
@@ -179,6 +181,7 @@ class DryRun:
             self.display,
             check=str(answer.get("check") or ""),
             flag=answer.get("flag"),
+            also=tuple(str(f) for f in answer.get("also") or ()),
             source=str(answer.get("source") or ""),
             traceback=tuple(answer.get("traceback") or ()),
             phase=answer.get("phase"),
@@ -256,11 +259,12 @@ def refusal_outcome(v: DryVerdict, cand: Candidate, dialect: str) -> Outcome:
     out.evidence = [f"{v.label} ({v.check}): {msg_line}", *evidence]
     out.failure_class = out.failure_class or "incompatible-options"
     out.phase = v.phase or "parse-args"
-    if v.flag and v.flag not in out.implicates:
-        out.implicates = [v.flag, *out.implicates]
-        level = cand.flag_dict.get(v.flag)
+    named = [f for f in (v.flag, *v.also) if f]  # the check's own flags first, the check's flag before all
+    out.implicates = [*named, *(f for f in out.implicates if f not in named)]
+    for flag in named:
+        level = cand.flag_dict.get(flag)
         if isinstance(level, str):
-            out.implicated_levels = {**out.implicated_levels, v.flag: [level]}
+            out.implicated_levels = {**out.implicated_levels, flag: [level]}
     out.hint = f"{v.label} ({v.check}; {v.source or 'the engine source'}). {out.hint or ''}".strip()
     out.timings = Timings(total=v.seconds, simulated=0.0, overhead=v.seconds)
     out.exit_code = None

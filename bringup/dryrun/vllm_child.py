@@ -316,6 +316,26 @@ def _reasons(msg: str) -> list[list[str]]:
     return [[x.strip() for x in body.split(", ")] for _name, body in re.findall(r"(\w+): \[([^\]]*)\]", msg)]
 
 
+# vLLM's own reasons (vllm/v1/attention/backend.py validate_configuration) that name a property a
+# flag sets: a backend refused for it is cured by another backend or by another value of that flag.
+_REASON_FLAGS = {
+    "block_size not supported": "--block-size",
+    "kv_cache_dtype not supported": "--kv-cache-dtype",
+    "dtype not supported": "--dtype",
+}
+
+
+def _reason_flags(own: list[list[str]]) -> list[str]:
+    """The flags whose values the refusal's reasons name, in the order first named."""
+    out: list[str] = []
+    for reasons in own:
+        for r in reasons:
+            flag = next((f for k, f in _REASON_FLAGS.items() if r.strip().startswith(k)), None)
+            if flag and flag not in out:
+                out.append(flag)
+    return out
+
+
 def _attention_refusal(e: ValueError, backend: str, sel: Any, inputs: str) -> dict[str, Any]:
     """A selector refusal is the engine's verdict only when it rests on vLLM's own checks; a backend
     ruled out only because this build cannot import its kernels says nothing about a CUDA build."""
@@ -334,6 +354,7 @@ def _attention_refusal(e: ValueError, backend: str, sel: Any, inputs: str) -> di
         "check": "attention",
         "phase": "load-weights",  # vLLM selects the backend while it builds the model's layers
         "flag": "--attention-backend" if backend != "auto" else None,
+        "also": _reason_flags(own),
         "traceback": _tb(e),
         "inputs": f"{sel!r} (from {inputs})",
         "source": "vllm/platforms/cuda.py get_attn_backend_cls; vllm/v1/attention/backend.py validate_configuration",

@@ -219,3 +219,37 @@ def test_auto_asks_a_real_engine_on_a_gpu_and_nothing_else() -> None:
     assert not wanted("auto", gpu, imitation=True)
     assert wanted("always", cpu, imitation=True) and wanted("always", gpu, imitation=True)
     assert not wanted("never", gpu, imitation=False)
+
+
+def test_a_backend_refused_for_its_block_size_implicates_the_block_size_too() -> None:
+    """vLLM's selector says why it refuses a backend ('block_size not supported'): the flag that
+    sets that property is implicated beside the backend, with its level, since changing either
+    cures it (composed faults: FLASH_ATTN, TRITON_ATTN and FLEX_ATTENTION all refused block 24)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("vllm_child", ROOT / "bringup" / "dryrun" / "vllm_child.py")
+    assert spec and spec.loader
+    child = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(child)  # no vLLM import at module level: the engine is imported in main()
+    assert child._reason_flags([["block_size not supported"]]) == ["--block-size"]
+    assert child._reason_flags([["compute capability not supported"], ["kv_cache_dtype not supported"]]) == [
+        "--kv-cache-dtype"
+    ]
+    assert child._reason_flags([["head_size not supported"]]) == []
+
+    cand = Candidate.make("vllm", "m", {"--attention-backend": "FLASH_ATTN", "--block-size": "24"})
+    v = DryVerdict(
+        "refused",
+        "ValueError: Selected backend AttentionBackendEnum.FLASH_ATTN is not valid for this configuration. "
+        "Reason: ['block_size not supported']",
+        "0.32.0",
+        "vLLM",
+        check="attention",
+        flag="--attention-backend",
+        also=("--block-size",),
+        phase="load-weights",
+    )
+    out = refusal_outcome(v, cand, "vllm")
+    assert out.implicates[:2] == ["--attention-backend", "--block-size"]
+    assert out.implicated_levels["--block-size"] == ["24"]
+    assert out.implicated_levels["--attention-backend"] == ["FLASH_ATTN"]
