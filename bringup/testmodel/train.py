@@ -41,7 +41,10 @@ def train_known(model_dir: Path, steps: int = 200, seed: int = 0, lr: float = 5e
 
     torch.manual_seed(seed)
     rng = random.Random(seed)
-    torch.set_num_threads(max(1, min(2, torch.get_num_threads())))
+    # One thread: the model is tiny, so a second buys nothing on a quiet machine (9.7 s against 10.1 s
+    # here), and beside a CPU-heavy load two threads that wait on each other collapse: 45 s against
+    # 17 s with two busy loops on 2 cores, and over 600 s inside the loaded `.ci/run` (issue 28).
+    torch.set_num_threads(1)
     tok = AutoTokenizer.from_pretrained(str(model_dir))
     model = LlamaForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32)
     model.train()
