@@ -60,8 +60,6 @@ _SHARED: list[Any] = []  # one dry-run child per worker process, the facts sent 
 def _share_dry_run() -> None:
     """Every Run of this process asks one child (its cold start paid once), as
     benchmarks/dryrun_predict.py does: ``for_target`` hands out a copy with the run's facts."""
-    import dataclasses
-
     import bringup.dryrun as pkg
 
     real = pkg.for_target
@@ -71,12 +69,11 @@ def _share_dry_run() -> None:
         if not mine.available:
             return mine  # another engine or version: its own "cannot check"
         if not _SHARED:
-            mine.start()  # started here, so that the copies share it (a copy never starts or closes one)
             _SHARED.append(mine)
         first = _SHARED[0]
         if (mine.dialect, mine.installed_version) != (first.dialect, first.installed_version):
             return mine
-        return dataclasses.replace(first, facts=dict(facts), _cache={}, notes=[], owns_child=False)
+        return first.sharing(facts)
 
     pkg.for_target = shared  # type: ignore[assignment]
 

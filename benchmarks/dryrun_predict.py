@@ -91,11 +91,7 @@ def search(path: Path, knowledge: bool, dry: str, shared: DryRun | None, scale: 
     import bringup.dryrun as pkg
 
     def share(target, facts):
-        return (
-            dataclasses.replace(shared, facts=dict(facts), _cache={}, notes=[], owns_child=False)
-            if shared
-            else for_target(target, facts)
-        )
+        return shared.sharing(facts) if shared else for_target(target, facts)
 
     saved = pkg.for_target
     pkg.for_target = share

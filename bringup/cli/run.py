@@ -351,7 +351,9 @@ def summary(r: RunResult) -> Group:
 
 def _check_choices(**given: str) -> None:
     """--screen and --dry-run take one of a few words; anything else is bad usage."""
-    allowed = {"screen": ("auto", "always", "never"), "dry_run": ("auto", "always", "never")}
+    from bringup.dryrun import MODES
+
+    allowed = {"screen": ("auto", "always", "never"), "dry_run": MODES}
     for name, value in given.items():
         if value not in allowed[name]:
             flag = "--" + name.replace("_", "-")

@@ -71,11 +71,11 @@ def _own(e: BaseException) -> bool:
     )
 
 
-def _model_checks(server_args: Any) -> str | None:
+def _model_checks(server_args: Any) -> None:
     """The scheduler's first steps for a model folder, before weights or GPU memory: SGLang's
-    ModelConfig, then the quantization config lookup. Returns the phase a launch would die in."""
+    ModelConfig, then the quantization config lookup (each raises what a launch would print)."""
     if not os.path.isfile(os.path.join(str(server_args.model_path), "config.json")):
-        return None
+        return
     from sglang.srt.configs.model_config import ModelConfig  # type: ignore[import-not-found]
 
     mc = ModelConfig.from_server_args(server_args)
@@ -84,7 +84,6 @@ def _model_checks(server_args: Any) -> str | None:
         from sglang.srt.model_loader.weight_utils import get_quant_config  # type: ignore[import-not-found]
 
         get_quant_config(mc, LoadConfig(load_format=server_args.load_format), {}, None)
-    return None
 
 
 def answer(req: dict[str, Any]) -> dict[str, Any]:

@@ -34,17 +34,29 @@ def train_known(model_dir: Path, steps: int = 200, seed: int = 0, lr: float = 5e
 
     Loss is on the answer tokens only (the prompt is given), which makes a few hundred steps
     enough. Raises RuntimeError if the trained model does not answer every known prompt.
+
+    On one torch thread, the process's own setting put back after: the model is tiny, so a second
+    thread buys nothing on a quiet machine (9.7 s against 10.1 s here), and beside a CPU-heavy load
+    two threads that wait on each other collapse (45 s against 17 s with two busy loops on 2 cores,
+    over 600 s inside the loaded `.ci/run`, issue 28).
     """
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return _train_known(model_dir, steps, seed, lr)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _train_known(model_dir: Path, steps: int, seed: int, lr: float) -> dict[str, str]:
     import torch
     from safetensors.torch import save_file
     from transformers import AutoTokenizer, LlamaForCausalLM
 
     torch.manual_seed(seed)
     rng = random.Random(seed)
-    # One thread: the model is tiny, so a second buys nothing on a quiet machine (9.7 s against 10.1 s
-    # here), and beside a CPU-heavy load two threads that wait on each other collapse: 45 s against
-    # 17 s with two busy loops on 2 cores, and over 600 s inside the loaded `.ci/run` (issue 28).
-    torch.set_num_threads(1)
     tok = AutoTokenizer.from_pretrained(str(model_dir))
     model = LlamaForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32)
     model.train()
