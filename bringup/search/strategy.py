@@ -24,7 +24,6 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Literal
 
 from bringup.core.candidate import Candidate, FlagValue
 from bringup.env.registry import names_absent_component, one_gpu_components
@@ -33,24 +32,16 @@ from bringup.knowledge.conditions import as_number
 from bringup.knowledge.rules import Knowledge
 from bringup.observe.effective import normalise
 from bringup.observe.outcome import Outcome
-from bringup.observe.signatures import eval_limit, signature_by_id
 from bringup.record.results import Attempt, Pinned, StrategyState
 from bringup.search import evidence as ev
 from bringup.search.beliefs import INERT, W_FAMILY, Blocker, Condition, new_blocker
 from bringup.search.envfactors import EnvFactors
+from bringup.search.lessons import Lessons
 from bringup.search.proposal import Proposal, propose
 from bringup.search.screening import ScreeningPolicy
 from bringup.search.space import Factor, Space, spec_for_flag
 
-_REFUSAL = re.compile(
-    r"not supported|unsupported|requires|not available|not valid|invalid|cannot|not compiled|"
-    r"no kernel|only supported",
-    re.IGNORECASE,
-)
 _GUARD = re.compile(r"(^|_)(ALLOW|SKIP|IGNORE|BYPASS|UNSAFE|DISABLE_\w*CHECK)(_|$)")
-_NONE_VALID = re.compile(
-    r"\bno (valid|suitable|compatible|available|supported) [\w -]{0,40}?(found|available|for)", re.IGNORECASE
-)
 # The chance that a level brings a failure of its own (before any launch ran it).
 P_INCOMPATIBLE, P_RISKY, P_PREFERRED = 0.97, 0.5, 0.02
 P_UNSET, P_OTHER, P_BASELINE = 0.05, 0.3, 0.05
@@ -60,7 +51,6 @@ P_NUM_STEP, P_NUM_FAR = (
 )  # a number moved away from the baseline's: a step, and per relative distance
 P_UNSET_ENV = 0.01
 P_ADVISED = 0.08  # a value the engine's own log advises
-P_MISSING_PACKAGE = 0.9  # a level that loads a package that did not import
 P_NEAR_BOUND = 0.45  # just past an out-of-memory value: probably still too much
 # Beyond a number the engine's message gives (free memory, a KV pool's floor): very likely to fail
 # again, but one reading of a machine whose memory others share, not the engine refusing the level,
@@ -78,24 +68,6 @@ P_PENDING = 0.6
 # the memory blockers still count whole (bringup/search/screening.py: what a screen can and cannot judge).
 SCREEN_BLIND = 0.3
 _SCREEN_BLIND_CLASSES = frozenset({"oom-weights", "oom-kv-cache", "oom-graph-capture", "wrong-output"})
-
-
-def adj_direction(action: str) -> Literal["lower", "raise"]:
-    """A remedy's action as a signature's adjust direction (lower or raise)."""
-    return "lower" if action == "lower" else "raise"
-
-
-def _refused_levels(line: str, f: Factor) -> dict[str, str]:
-    """The levels of a choice factor a line refuses ("FLASH_ATTN: [compute capability not
-    supported]"), each with its reason."""
-    refused: dict[str, str] = {}
-    for lv in f.levels:
-        m = re.search(
-            rf"(?<![\w-]){re.escape(str(lv))}(?![\w-])['\"]?\s*[:=]\s*\[?([^\]\}}]*)", line, re.IGNORECASE
-        )
-        if m and _REFUSAL.search(m.group(1)):
-            refused[normalise(lv)] = m.group(1).strip(" ,")[:120]
-    return refused
 
 
 @dataclass
@@ -134,8 +106,6 @@ class Strategy:
     env: EnvFactors | None = None
     frozen: dict[str, tuple[str, str]] = field(default_factory=dict)  # factor -> (value, why)
     default_eff: dict[str, tuple[str, str]] = field(default_factory=dict)
-    bounds: dict[str, list[float | None]] = field(default_factory=dict)  # factor -> [lo, hi] excluded
-    near: dict[str, tuple[float, str]] = field(default_factory=dict)
     observations: list[Observation] = field(default_factory=list)
     screens_passed: set[str] = field(default_factory=set)  # predicted keys whose screen passed
     # factor -> the machine's GPU count, for the flags whose product is a launch's GPU count
@@ -145,13 +115,10 @@ class Strategy:
     parallel: list[str] = field(default_factory=list)
     blockers: list[Blocker] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    blocked: tuple[str, str] | None = None  # a factor the engine refused every level of, and why
-    refused: dict[tuple[str, str], str] = field(default_factory=dict)  # (factor, level) -> the refusal
-    risk_floor: dict[tuple[str, str], float] = field(default_factory=dict)  # levels made riskier by evidence
     advised: dict[str, list[str]] = field(default_factory=dict)  # factor -> values the log advised
     passed: dict[tuple[str, str], int] = field(default_factory=dict)  # (factor, level) -> furthest reach
-    moved: dict[str, list[str]] = field(default_factory=dict)  # signature -> numeric factors it moved
-    refusals: dict[str, list[str]] = field(default_factory=dict)
+    # what failures said of single levels: refusals, risk floors, numeric bounds (lessons.py)
+    lessons: Lessons = field(default_factory=Lessons)
     env_weight: dict[str, float] = field(
         default_factory=dict
     )  # variable -> how directly the last failure named it
@@ -202,6 +169,17 @@ class Strategy:
         self._init_factor(f)
         for o in self.observations:
             o.key = self.predicted_key(o.candidate)
+
+    # -- what the lessons hold, for readers outside the search --------------------------------------
+    @property
+    def blocked(self) -> tuple[str, str] | None:
+        """A factor the engine refused every level of, and why (the proof of "impossible here")."""
+        return self.lessons.blocked
+
+    @property
+    def bounds(self) -> dict[str, list[float | None]]:
+        """Numeric bounds read from the engine's messages: factor -> [lo, hi] excluded."""
+        return self.lessons.bounds
 
     # -- effective values ------------------------------------------------------------------------
     def base_level(self, f: Factor) -> FlagValue | None:
@@ -267,7 +245,7 @@ class Strategy:
         self._one_gpu_inert = (len(self.space.factors), names)
         return names
 
-    def _factor_for(self, name: str) -> Factor | None:
+    def factor_for(self, name: str) -> Factor | None:
         f = self.space.get(name)
         if f is None and self.spec is not None and name.startswith("--"):
             opt = self.spec.resolve(name)
@@ -280,7 +258,7 @@ class Strategy:
         """The factor for a flag a remedy names; a flag the engine has but the space lacks joins it,
         by the built-in list's entry where it has one, unless the target rules it out (a MoE
         backend that a wrong answer implicates, on a dense model)."""
-        f = self._factor_for(name)
+        f = self.factor_for(name)
         if f is not None or self.spec is None or not name.startswith("--"):
             return f
         opt = self.spec.resolve(name)
@@ -320,24 +298,24 @@ class Strategy:
     def risk(self, f: Factor, level: FlagValue | None, others: dict[str, FlagValue] | None = None) -> float:
         """The chance that this level brings a failure of its own (not one already seen)."""
         e = self.eff(f, level)
-        if (f.name, e) in self.refused:
+        if (f.name, e) in self.lessons.refused:
             return 1.0
         num = as_number(e) if f.kind == "number" else None
         if num is not None:
-            lo, hi = self.bounds.get(f.name, [None, None])
+            lo, hi = self.lessons.bounds.get(f.name, [None, None])
             if (hi is not None and num >= hi - 1e-9) or (lo is not None and num <= lo + 1e-9):
-                return max(P_BEYOND_BOUND, self.risk_floor.get((f.name, e), 0.0))
+                return max(P_BEYOND_BOUND, self.lessons.risk_floor.get((f.name, e), 0.0))
         r = self._own_risk(f, level, e, num, others)
         reach = self.passed.get((f.name, e))
         if reach is not None:
             r *= 1 - ev.survived(reach)  # a level that got a launch this far brings no failure before it
-        return max(r, self.risk_floor.get((f.name, e), 0.0))
+        return max(r, self.lessons.risk_floor.get((f.name, e), 0.0))
 
     def _near_bound(self, f: Factor, num: float) -> bool:
         """Just past a number that ran out of memory: probably still too much (0.95 failed: 0.92)."""
-        if f.name not in self.near:
+        if f.name not in self.lessons.near:
             return False
-        v, direction = self.near[f.name]
+        v, direction = self.lessons.near[f.name]
         window = NEAR_FRACTION if v <= 1.0 else v * 0.4
         return (direction == "lower" and v - window <= num < v) or (
             direction == "raise" and v < num <= v + window
@@ -372,8 +350,8 @@ class Strategy:
             r = f.p_unset if f.p_unset is not None else P_UNSET
         else:
             r = P_OTHER
-        if num is not None and f.name in self.near:
-            v, direction = self.near[f.name]
+        if num is not None and f.name in self.lessons.near:
+            v, direction = self.lessons.near[f.name]
             window = NEAR_FRACTION if v <= 1.0 else v * 0.4
             if (direction == "lower" and v - window <= num < v) or (
                 direction == "raise" and v < num <= v + window
@@ -401,10 +379,7 @@ class Strategy:
                     b.update(self.levels_of(cand), "absent")
             return obs
         if outcome.status != "works":
-            self._refusals(outcome)
-            self._missing_package(outcome)
-            self._kv_floor(cand, outcome)
-            self._numeric_bounds(cand, outcome)
+            self.lessons.read(self, cand, outcome, obs.key, len(self.observations))
             self._grow_env(outcome)
         levels = self.levels_of(cand)
         for name, e in levels.items():
@@ -491,7 +466,7 @@ class Strategy:
         for f in self.space.factors:
             if f.name in self.frozen or levels[f.name] == INERT:
                 continue  # (an inert factor cannot have caused what this launch showed)
-            if f.name in self.adjusted:
+            if f.name in self.lessons.adjusted:
                 # a number the failure says must move one way (an out-of-memory: the memory
                 # fraction down) is a culprit at this value *and beyond* it (_thresholds): the
                 # value alone would let a larger one look like an escape from too much memory
@@ -504,7 +479,7 @@ class Strategy:
             family = self._family(f, levels[f.name])
             if family:  # kernels of one family tend to fail together (flashmla_kv, flashmla_sparse)
                 weights[Condition(f.name, "|".join(sorted(family)), "in")] = w * W_FAMILY
-        for name, direction in self.adjusted.items():
+        for name, direction in self.lessons.adjusted.items():
             weights.update(self._thresholds(name, levels[name], direction))
         return weights
 
@@ -569,7 +544,7 @@ class Strategy:
         if not outcome.implicates:
             return False
         for i in outcome.implicates:
-            g = self._factor_for(i)
+            g = self.factor_for(i)
             if (
                 i.split(".")[0] not in ("model", "gpu", "host")
                 and g is not None
@@ -606,7 +581,7 @@ class Strategy:
         joining = {p.factor.name for p in props}
         # (an implicated variable that joins now is inside the space, not outside it)
         outside_only = bool(outcome.implicates) and all(
-            ((g := self._factor_for(i)) is None and i not in joining)
+            ((g := self.factor_for(i)) is None and i not in joining)
             or (g is not None and g.name in self.frozen)
             for i in outcome.implicates
         )
@@ -624,218 +599,6 @@ class Strategy:
             if not prop.known:
                 self.add_factor(prop.factor)
                 self.notes.append(f"{prop.factor.name} joined the search space: {prop.why}")
-
-    def _refusals(self, outcome: Outcome) -> None:
-        """An error that names levels of a factor with a reason each rules each named level out.
-        When the engine says no level is valid for reasons no setting in the space changes,
-        nothing in the space can work: the factor is blocked (the proof of "impossible here")."""
-        for line in outcome.evidence:
-            for f in self.space.factors:
-                if f.kind != "choice":
-                    continue
-                refused = _refused_levels(line, f)
-                if len(refused) < 2:
-                    self._refused_alone(line, f)
-                    continue
-                seen = self.refusals.setdefault(f.name, [])
-                seen.append(self.predicted_key(self.observations[-1].candidate) if self.observations else "")
-                final = []
-                for e, r in refused.items():
-                    if not self._names_other_factor(r, f):
-                        self.refused[(f.name, e)] = f"refused by the engine: {r}"
-                        final.append(e)
-                    else:
-                        self.risk_floor[(f.name, e)] = max(self.risk_floor.get((f.name, e), 0.0), 0.8)
-                every = all((f.name, e) in self.refused for e in refused)
-                if _NONE_VALID.search(line) and (every or len(set(seen)) >= 2):
-                    if self.blocked is None:
-                        self.blocked = (
-                            f.name,
-                            f"the engine refused every {f.name} it considered, for reasons no launch flag in "
-                            f"the space changes ({', '.join(sorted(refused))}): {line.strip()[:400]}",
-                        )
-                        self.notes.append(f"{f.name}: refused here: {', '.join(sorted(refused))}")
-
-    def _refused_alone(self, line: str, f: Factor) -> None:
-        """One level refused with its reasons ("Selected backend X is not valid for this
-        configuration. Reason: ['compute capability not supported']"): final when no reason names
-        another setting of the space."""
-        for lv in f.levels:
-            m = re.search(
-                rf"(?<![\w-]){re.escape(str(lv))}(?![\w-]).{{0,80}}?\bReasons?:\s*\[([^\]]*)\]",
-                line,
-                re.IGNORECASE,
-            )
-            if m is None:
-                continue
-            reasons = [r.strip(" '\"") for r in m.group(1).split(",")]
-            final = [r for r in reasons if _REFUSAL.search(r) and not self._names_other_factor(r, f)]
-            if final:
-                self.refused[(f.name, normalise(lv))] = f"refused by the engine: {final[0]}"
-                self.notes.append(f"{f.name} {lv}: refused here ({final[0]})")
-                self._refused_kind(f, str(lv), final)
-            return
-
-    def _refused_kind(self, f: Factor, lv: str, reasons: list[str]) -> None:
-        """A reason that names a kind some of the factor's levels carry in their names ("MLA not
-        supported" for FLASH_ATTN, while TRITON_MLA, FLASHMLA... carry it) refuses the levels of the
-        refused one's kind: every level without that word becomes as risky as a refusal is likely."""
-        names = [str(x) for x in f.levels]
-        for r in reasons:
-            for w in re.findall(r"[A-Za-z][A-Za-z0-9]{1,}", r):
-                wl = w.lower()
-                if wl in ("not", "supported", "compute", "capability", "unsupported", "for", "this", "is"):
-                    continue
-                carry = [n for n in names if wl in n.lower()]
-                if carry and wl not in lv.lower():
-                    for n in names:
-                        if wl not in n.lower() and n != lv:
-                            key = (f.name, normalise(n))
-                            self.risk_floor[key] = max(self.risk_floor.get(key, 0.0), 0.8)
-                    self.notes.append(
-                        f"{f.name}: levels without '{w}' in their name are likely refused as {lv} was"
-                    )
-
-    def _names_other_factor(self, reason: str, f: Factor) -> bool:
-        low = reason.lower()
-        return any(
-            g is not f and (g.dest.lower() in low or g.dest.lower().replace("_", " ") in low)
-            for g in self.space.factors
-        )
-
-    def _missing_package(self, outcome: Outcome) -> None:
-        """A package that does not import fails every level that loads it (bnb-4bit and bnb-8bit)."""
-        if outcome.failure_class != "missing-dependency":
-            return
-        for name, levels in outcome.implicated_levels.items():
-            f = self._factor_for(name)
-            if f is None or f.name in self.frozen:
-                continue
-            for lv in levels:
-                key = (f.name, normalise(lv))
-                self.risk_floor[key] = max(self.risk_floor.get(key, 0.0), P_MISSING_PACKAGE)
-
-    # -- numeric bounds ------------------------------------------------------------------------------
-    def _numbers(self) -> dict[str, str]:
-        out = {}
-        for k, v in self.knowledge.facts.items():
-            if isinstance(v, (int, float)) and not isinstance(v, bool):
-                out[k.replace(".", "_")] = str(v)
-        return out
-
-    def _limit(self, sig, expr: str | None, lines: list[str], level: float) -> tuple[float | None, str]:
-        if not expr:
-            return None, ""
-        for line in lines:
-            m = sig.regex.search(line)
-            if m is None:
-                continue
-            lim = eval_limit(expr, {**self._numbers(), **m.groupdict(), "level": str(level)})
-            if lim is not None:
-                return lim, line.strip()
-        return None, ""
-
-    def _room(self, f: Factor, cur: float, direction: str) -> bool:
-        lo, hi = self.bounds.get(f.name, [None, None])
-        for level in [None, *f.levels]:
-            num = as_number(self.eff(f, level))
-            if num is None or (num >= cur if direction == "lower" else num <= cur):
-                continue
-            if (lo is None or num > lo + 1e-9) and (hi is None or num < hi - 1e-9):
-                return True
-        return False
-
-    def _numeric_bounds(self, cand: Candidate, outcome: Outcome) -> None:
-        """The numeric flag a signature says must move (an out-of-memory: the memory fraction, then
-        the batch limit), bounded by the number its message gives. Read by the next blocker as a
-        threshold culprit ("at least 0.95")."""
-        self.adjusted = {}
-        sig = signature_by_id(outcome.signature)
-        if sig is None or not sig.adjust:
-            self._advised_direction(cand, outcome)
-            return
-        flags = cand.flag_dict
-        moved = self.moved.setdefault(sig.id, [])
-        order = sorted(
-            sig.adjust.items(), key=lambda kv: (g := self._factor_for(kv[0])) is None or g.name in moved
-        )
-        for flag, adj in order:
-            f = self._factor_for(flag)
-            if f is None or f.kind != "number":
-                continue
-            cur = as_number(self.eff(f, flags.get(f.name)))
-            if cur is None:
-                continue
-            if f.name not in moved:
-                moved.append(f.name)
-            if not self._room(f, cur, adj.direction):
-                self.notes.append(
-                    f"{f.name} cannot go {adj.direction} from {cur:g}: {sig.id} moves the next flag"
-                )
-                continue
-            # Only a number the engine's own message gives is a hard bound ("less than desired GPU
-            # memory utilization (0.999, 139.66 GiB)"); otherwise the next blocker holds thresholds
-            # ("at least 0.95", "at least 0.92"...) as culprits, lowered or kept by what follows.
-            lim, line = self._limit(sig, adj.limit, outcome.evidence, cur)
-            b = self.bounds.setdefault(f.name, [None, None])
-            if adj.direction == "lower":
-                if lim is not None:
-                    b[1] = (
-                        lim * 0.95 if b[1] is None else min(b[1], lim * 0.95)
-                    )  # a margin: free memory moves
-                    self.notes.append(f"{f.name} must stay below {lim:.2f} ({sig.id}: {line[:120]})")
-                self.near[f.name] = (cur, "lower")
-            else:
-                if lim is not None and lim > cur:
-                    b[0] = lim if b[0] is None else max(b[0], lim)
-                    self.notes.append(f"{f.name} must be above {lim:.3f} ({sig.id}: {line[:120]})")
-                self.near[f.name] = (cur, "raise")
-            self.adjusted[f.name] = adj.direction
-            break
-
-    def _advised_direction(self, cand: Candidate, outcome: Outcome) -> None:
-        """With no signature that says which way a number must move, the engine's own advice may
-        ("Decrease GPU memory utilization or reduce GPU memory used by other processes"): the first
-        number it tells to go down or up is a threshold culprit in that direction, as a signature's
-        would be (no hard bound: the advice gives no number)."""
-        for r in outcome.remedies or []:
-            if r.conditional or r.action not in ("lower", "raise"):
-                continue
-            f = self._factor_for(r.flag)
-            if f is None or f.kind != "number" or f.name in self.frozen:
-                continue
-            cur = as_number(self.eff(f, f.level_in(cand.flag_dict, cand.env_dict)))
-            if cur is None:
-                continue
-            direction = adj_direction(r.action)
-            self.adjusted[f.name] = direction
-            self.near[f.name] = (cur, direction)
-            return
-
-    def _kv_floor(self, cand: Candidate, outcome: Outcome) -> None:
-        """A launch that reported its KV pool and how many requests of the maximum length it holds
-        bounds the memory fraction from below (vllm/v1/core/kv_cache_utils.py)."""
-        rep = outcome.kv_report or {}
-        conc, pool = rep.get("max_concurrency"), rep.get("kv_budget_gib") or rep.get("kv_gib")
-        gpu = as_number(self.knowledge.facts.get("gpu.memory_gib"))
-        if not conc or not pool or not gpu or conc < 1 or rep.get("device") == "cpu":
-            return
-        for f in self.space.factors:
-            cur = (
-                as_number(self.eff(f, f.level_in(cand.flag_dict, cand.env_dict)))
-                if f.sizes == "kv-pool"
-                else None
-            )
-            if cur is None or not 0 < cur <= 1:
-                continue
-            floor = cur - float(pool) * (1 - 1 / float(conc)) / float(gpu)
-            b = self.bounds.setdefault(f.name, [None, None])
-            if b[0] is None or floor > b[0]:
-                b[0] = floor
-                self.notes.append(
-                    f"{f.name} must stay above {floor:.3f}: at {cur:g} the KV pool of {float(pool):.2f} GiB "
-                    f"held {float(conc):g} requests of the maximum length (launch {len(self.observations)})"
-                )
 
     # -- deciding the next launch ------------------------------------------------------------------
     def limit_gpus(self, parallel_flags: list[str], gpus: int) -> None:
@@ -986,8 +749,8 @@ class Strategy:
         refusals and the hardware facts prove it: a factor whose every level the engine refused
         for reasons no setting changes, a factor knowledge rules out at every level, or a failure
         whose evidence names only the model or the machine, seen again after a change."""
-        if self.blocked is not None:
-            return f"no level of {self.blocked[0]} can work here: {self.blocked[1]}"
+        if self.lessons.blocked is not None:
+            return f"no level of {self.lessons.blocked[0]} can work here: {self.lessons.blocked[1]}"
         for f in self.space.factors:
             vs = [[v for v in self.verdicts(f, lv) if v.kind == "incompatible"] for lv in [None, *f.levels]]
             if vs and all(vs):
@@ -1049,7 +812,7 @@ class Strategy:
         return StrategyState(
             frozen={k: Pinned(value=v, why=w) for k, (v, w) in self.frozen.items()},
             defaults={k: Pinned(value=v, why=w) for k, (v, w) in self.default_eff.items()},
-            bounds=self.bounds,
+            bounds=self.lessons.bounds,
             suspects=dict(sorted(suspects.items(), key=lambda kv: -kv[1])[:12]),
             notes=self.notes,
         )
