@@ -94,6 +94,13 @@ def hang_implicates() -> dict[str, list[str]]:
     return dict(load_yaml(DATA / "classes.yaml").get("hang_implicates") or {})
 
 
+@lru_cache(maxsize=1)
+def disguises() -> dict[str, frozenset[str]]:
+    """Class -> the classes it may show as under other settings (classes.yaml ``disguises``)."""
+    raw = load_yaml(DATA / "classes.yaml").get("disguises") or {}
+    return {k: frozenset(v) for k, v in raw.items()}
+
+
 KNOWLEDGE_TEXT_KEYS = ("hint", "source", "reason", "note", "why", "description")
 
 

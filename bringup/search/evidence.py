@@ -225,7 +225,10 @@ def named_in_line(line: str, f: Factor, level: str, aliases: tuple[str, ...] = (
     # a value of three letters ("ray", "fp8") counts as a whole word; shorter ones and numbers never
     if lv in _GENERIC or len(lv) < 3 or re.fullmatch(r"[\d.e+-]+", lv):
         return False
-    if re.search(rf"(?<![\w-]){re.escape(lv)}(?![\w-])", low):
+    # a path component is a source location, not the failure naming the level: torch's own
+    # "/pytorch/aten/src/ATen/native/cuda/MultinomialKernel.cu" names no `pytorch` sampler (which
+    # code failed is the root-cause modules' frames, rootcause.yaml)
+    if re.search(rf"(?<![\w/-]){re.escape(lv)}(?![\w/-])", low):
         return True
     # a value the line quotes that is part of the level ("Invalid repository ID or local directory
     # specified: '/tmp/no-such-draft'" inside --speculative-config's JSON)

@@ -26,6 +26,7 @@ import re
 from dataclasses import dataclass, field
 
 from bringup.core.candidate import Candidate, FlagValue
+from bringup.core.datafiles import disguises
 from bringup.env.registry import names_absent_component, one_gpu_components
 from bringup.help.text import HelpSpec
 from bringup.knowledge.conditions import as_number
@@ -418,6 +419,8 @@ class Strategy:
                 return "absent"
             return "same-phase" if checks & failed else "masked"
         if reach > b.phase_rank:
+            if outcome is not None and outcome.failure_class in disguises().get(b.failure_class, ()):
+                return "same-phase"  # it may have been this failure in another dress (classes.yaml)
             return "absent"
         if reach == b.phase_rank and key != b.key:
             return "same-phase"

@@ -622,3 +622,59 @@ def test_a_flag_and_a_variable_the_evidence_cannot_tell_apart_change_the_flag_fi
     s.observe(s.baseline, outcome(status="wrong-output", cls="wrong-output", phase="decode"))
     changed = {c.flag for c in s.propose().candidate.diff(s.baseline)}
     assert changed and not any(c.startswith("env:") for c in changed)
+
+
+def _nan_in_sampling() -> Outcome:
+    """SGLang's NaN crash in decode as the classifier reads it: torch's multinomial assert (its own
+    source path names `pytorch`), the signature's suspects."""
+    from bringup.observe.signatures import signature_by_id
+
+    sig = signature_by_id("nan-probability")
+    assert sig is not None
+    lines = [
+        "/pytorch/aten/src/ATen/native/cuda/MultinomialKernel.cu:112: binarySearchForMultinomial: block: "
+        "[0,0,0], thread: [0,0,0] Assertion `probability tensor contains either `inf`, `nan` or element < 0` failed.",
+        "torch.AcceleratorError: CUDA error: device-side assert triggered",
+    ]
+    out = outcome(
+        cls="nan-output", phase="decode", implicates=sig.implicates, signature=sig.id, evidence=lines
+    )
+    out.root_exception = lines[1]
+    return out
+
+
+def test_a_nan_that_follows_a_sampler_change_is_not_pinned_on_the_new_sampler():
+    """Wrong sampled answers, then the sampler changed and decode died of NaN: the NaN may have been
+    the wrong answers in another dress (a sampler that does not check NaN samples garbage;
+    classes.yaml disguises), so the sampler change is kept and the user's float16, which the NaN
+    signature implicates, goes. Before: torch's source path named the `pytorch` sampler and the
+    served launch counted as past the NaN's cause, so the new sampler held 96% of the NaN and the
+    search went back to the broken sampler for the rest of its budget (dev2, 4 of its misses)."""
+    from bringup.core.datafiles import probe_implicates_by_probe
+    from bringup.observe.outcome import ProbeResult
+    from bringup.search.space import Target, add_baseline_flags, drop_inapplicable, drop_levels
+
+    facts = {**SM120, "gpu.count": 2, "model.attention": "gqa", "model.moe": False}
+    base = Candidate.make("sglang", "m", parse_flags("--tp-size 2 --dtype float16", SG))
+    space = build_space("sglang", SG, base)
+    drop_levels(space, base, Target.of(facts).unwanted_level)  # as the run does (no NPU sampler)
+    drop_inapplicable(space, facts)
+    add_baseline_flags(space, base, SG)
+    s = Strategy(space, base, Knowledge(facts, "sglang", "0.5.10.post1", enabled=False), SG)
+    wrong = outcome(
+        status="wrong-output",
+        cls="wrong-output",
+        phase="decode",
+        implicates=probe_implicates_by_probe()["sampled"],
+        effective={"sampling_backend": "flashinfer"},  # what SGLang's server_args line says it chose
+    )
+    wrong.probes = [ProbeResult(name="greedy", passed=True), ProbeResult(name="sampled", passed=False)]
+    s.observe(s.baseline, wrong)
+    second = s.baseline.with_changes({"--sampling-backend": "pytorch"})
+    s.observe(second, _nan_in_sampling())
+    nan = next(b for b in s.blockers if b.failure_class == "nan-output")
+    top = nan.top(1)[0][0]
+    assert top.describe() == "--dtype=float16", nan.top(3)
+    nxt = s.propose().candidate
+    assert nxt.flag_dict.get("--sampling-backend") == "pytorch"
+    assert nxt.flag_dict.get("--dtype") != "float16"
