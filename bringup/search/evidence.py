@@ -225,10 +225,11 @@ def named_in_line(line: str, f: Factor, level: str, aliases: tuple[str, ...] = (
     # a value of three letters ("ray", "fp8") counts as a whole word; shorter ones and numbers never
     if lv in _GENERIC or len(lv) < 3 or re.fullmatch(r"[\d.e+-]+", lv):
         return False
-    # a path component is a source location, not the failure naming the level: torch's own
+    # a folder in a path is a source tree, not the failure naming the level: torch's own
     # "/pytorch/aten/src/ATen/native/cuda/MultinomialKernel.cu" names no `pytorch` sampler (which
-    # code failed is the root-cause modules' frames, rootcause.yaml)
-    if re.search(rf"(?<![\w/-]){re.escape(lv)}(?![\w/-])", low):
+    # package failed is the root-cause modules' frames, rootcause.yaml); a file named for the
+    # level (".../token_dispatcher/deepep.py") is its code, and does name it
+    if re.search(rf"(?<![\w-]){re.escape(lv)}(?![\w/-])", low):
         return True
     # a value the line quotes that is part of the level ("Invalid repository ID or local directory
     # specified: '/tmp/no-such-draft'" inside --speculative-config's JSON)

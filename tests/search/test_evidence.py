@@ -16,6 +16,9 @@ def test_a_level_in_the_message_names_it_but_a_path_component_does_not():
     )
     assert not named_in_line(torch_assert, SAMPLER, "pytorch")  # torch's own source tree
     assert not named_in_line('File "/usr/lib/python3/site-packages/pytorch/x.py", line 3', SAMPLER, "pytorch")
+    a2a = Factor("--moe-a2a-backend", "choice", ["deepep", "none"], "moe_a2a_backend")
+    frame = 'File "/usr/local/lib/python3.12/dist-packages/sglang/srt/layers/moe/token_dispatcher/deepep.py", line 9'
+    assert named_in_line(frame, a2a, "deepep")  # a file named for the level is its code
     assert named_in_line("the pytorch sampler does not support top-k here", SAMPLER, "pytorch")
     assert named_in_line("ValueError: Cannot find the config file for awq", QUANT, "awq")
     assert named_in_line("sampling_backend='pytorch' is not supported", SAMPLER, "pytorch")
