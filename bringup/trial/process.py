@@ -286,8 +286,11 @@ def teardown_all(grace: float = 2.0) -> None:
             s.terminate(grace=grace, port_wait=0)
 
 
-class Interrupted(BaseException):
-    """bringup itself got SIGTERM/SIGINT; raised so that `finally` blocks tear servers down."""
+class Interrupted(KeyboardInterrupt):
+    """bringup itself got SIGTERM/SIGINT/SIGHUP; raised so that `finally` blocks tear servers down.
+    A KeyboardInterrupt, so that a host process that ran a trial in-process (a test session, a
+    library user) stops on it as on Ctrl-C: as a plain BaseException pytest counted it as the
+    running test's failure and went on to the next test."""
 
     def __init__(self, signum: int):
         super().__init__(signal.Signals(signum).name)
