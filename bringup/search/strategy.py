@@ -351,13 +351,8 @@ class Strategy:
             r = f.p_unset if f.p_unset is not None else P_UNSET
         else:
             r = P_OTHER
-        if num is not None and f.name in self.lessons.near:
-            v, direction = self.lessons.near[f.name]
-            window = NEAR_FRACTION if v <= 1.0 else v * 0.4
-            if (direction == "lower" and v - window <= num < v) or (
-                direction == "raise" and v < num <= v + window
-            ):
-                r = max(r, P_NEAR_BOUND)
+        if num is not None and self._near_bound(f, num):
+            r = max(r, P_NEAR_BOUND)
         # a variable that overrides one of the engine's own checks hides a failure, it does not fix
         # it (VLLM_ALLOW_LONG_MAX_MODEL_LEN past the model's length): a last resort
         guard = f.is_env and e != self.eff(f, base) and bool(_GUARD.search(f.dest))
