@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -12,6 +12,10 @@ from rich.table import Table
 
 from bringup.cli import app
 from bringup.cli._common import fraction, options, positive, positive_int, refuse_damaged_model
+
+if TYPE_CHECKING:  # the command imports them inside: `bringup --help` stays light
+    from bringup.facts.memplan import Plan
+    from bringup.facts.modelinfo import Fingerprint
 
 console = Console()
 
@@ -262,7 +266,7 @@ def plan_cmd(o: PlanOptions) -> None:
     _print_plan(p)
 
 
-def _plan(o: PlanOptions, fp: Any) -> Any:
+def _plan(o: PlanOptions, fp: Fingerprint | None) -> Plan:
     """The plan, on this machine's GPUs (or its host memory, for the vLLM CPU build) unless the
     options name another machine."""
     from bringup.facts import memplan

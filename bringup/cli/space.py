@@ -192,7 +192,11 @@ def _origins_and_engine_checks(r: Any, rows: list[dict[str, Any]], dry_run: str)
     for row in rows:
         for v in row["verdicts"]:
             v["from"] = _origin(v)
-    return _engine_checks(r, rows) if wanted(dry_run, r.facts, r.target.engine.simulated) else []
+    return (
+        _engine_checks(r, rows)
+        if wanted(dry_run, r.facts, not r.target.world.installed_engine_launches)
+        else []
+    )
 
 
 def _origin(v: dict[str, Any]) -> str:

@@ -186,7 +186,7 @@ def _reference(target: Target, reference: str, runs_dir: Path | None, json_out: 
     """The reference for the reference probe (None: none, or a scenario's model), said on stderr."""
     from bringup.verify.reference import ReferenceError, reference_for
 
-    if target.engine.simulated:
+    if not target.world.weights_here:
         return None
     try:
         ref, why = reference_for(target.model, reference, cache_dir=runs_root(runs_dir) / "references")

@@ -6,7 +6,7 @@ those seconds instead: a trial starts at the clock's time when it was submitted 
 simulated seconds later, trials that overlap in real time overlap on this clock too, and the
 clock moves on only when the next trial to end on it is known.
 
-The engine hands its session a fresh clock (`Engine.clock()`), and the executors, the tuner and
+The engine's world hands its session a fresh clock (`Engine.world().clock()`), and the executors, the tuner and
 the reports read time through it, so that no core module asks whether it drives a double: each
 difference between the two kinds of time is a method here, written once for each.
 """

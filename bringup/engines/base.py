@@ -15,13 +15,13 @@ import sys
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from bringup.core.candidate import Candidate, FlagValue
-from bringup.core.clock import Clock, WallClock
 from bringup.core.datafiles import DATA, KnowledgeFileError, load_yaml, phase_index
+from bringup.engines.world import HERE, World
 from bringup.facts.installed import distribution_version
 from bringup.help.text import HelpSpec, parse_help
 from bringup.observe.effective import (
@@ -310,63 +310,17 @@ class Engine:
         text = self.help_text(version)
         return parse_help(text) if text else None
 
-    # -- what the engine knows about its own machine and clock ---------------------------
-    # A real engine knows nothing beyond its version and --help: the machine is read by doctor,
-    # the model from its folder, and a launch costs the seconds it took. A test double that
-    # replays another machine overrides these (bringup/engines/scenario.py), so that no core
-    # module needs to know whether it drives a real engine or a double.
-    # Launch costs are a double's simulated seconds, not wall time (a double's GPUs, too, are not
-    # real ones). Time itself comes through `clock()`.
-    simulated: ClassVar[bool] = False
-    tokenizer_kind: ClassVar[str] = "auto"  # the load generator's token counting for its answers
-
-    def machine_facts(self) -> dict[str, Any] | None:
-        """Facts about the machine and model that replace doctor's, or None: read the real ones."""
-        return None
-
-    def identity_scope(self) -> str | None:
-        """A name that keeps journal priors of a replayed machine apart from real ones."""
-        return None
-
-    def model_identity(self, model: str) -> str | None:
-        """The model's identity for the journal, where the engine knows better than its folder."""
-        return None
-
-    def default_model(self) -> str | None:
-        """The model a double replays when none is named (a real engine has none)."""
-        return None
-
-    def known_answers(self) -> list[tuple[str, str]]:
-        """(prompt, expected) pairs the engine's model is known to answer."""
-        return []
-
-    def default_baseline(self) -> str:
-        """The flags a user of this engine starts from when none are given."""
-        return ""
+    # -- where its launches happen --------------------------------------------------------
+    def world(self) -> World:
+        """This machine in wall time (bringup/engines/world.py). A test double that replays
+        another machine hands out its own, so that no core module asks which it drives."""
+        return HERE
 
     def env_registry(self, version: str | None):
         """The environment variables this engine version reads (bringup.env.registry.Registry)."""
         from bringup.env.registry import load_registry
 
         return load_registry(self.log_dialect, self.python, version)
-
-    def clock(self) -> Clock:
-        """A fresh clock for a session of launches on this engine: wall time."""
-        return WallClock()
-
-    def clock_scale(self) -> float:
-        """Real seconds per engine second: the trial's deadlines (launch timeout, hang timeout) are
-        in engine seconds and run this much faster or slower in real time. 1.0 for a real engine."""
-        return 1.0
-
-    def launch_seconds(self, lines: list[str]) -> float | None:
-        """Seconds a launch stands for, when the engine's own clock says (None: wall time)."""
-        return None
-
-    def bookkeeping(self, line: str) -> bool:
-        """A line the engine prints for bringup's accounting, not about its work (a double's clock):
-        never evidence of what the server was doing."""
-        return False
 
     # -- reading the log -------------------------------------------------------------------
     def phase_of(self, line: str) -> str | None:

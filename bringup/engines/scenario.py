@@ -3,9 +3,9 @@
 A scenario imitates SGLang or vLLM (its `engine` field), so its log is read with that engine's
 phase markers, effective-config parser and signatures: the pipeline runs unchanged. What a
 double knows that a real engine does not (the machine it replays, its simulated clock, its
-model's known answers, the baseline its user starts from) it says through the Engine methods,
-so the core never asks whether it drives a double. This is the only module outside
-``bringup/scenario/`` that imports the double.
+model's known answers, the baseline its user starts from) it says through the world it hands
+out (`Replayed`, bringup/engines/world.py), so the core never asks whether it drives a
+double. This is the only module outside ``bringup/scenario/`` that imports the double.
 """
 
 from __future__ import annotations
@@ -14,11 +14,12 @@ import sys
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 from bringup.core.candidate import Candidate
 from bringup.core.clock import Clock, SimulatedClock
 from bringup.engines.base import Engine, EngineInfo, engine_info
+from bringup.engines.world import World
 from bringup.help.text import HelpSpec
 
 
@@ -33,9 +34,6 @@ class ScenarioEngine(Engine):
     time_scale: float = 0.01
     extra_args: list[str] = field(default_factory=list)
     scenario: Any = None  # bringup.scenario.schema.Scenario
-
-    simulated: ClassVar[bool] = True
-    tokenizer_kind: ClassVar[str] = "words"
 
     @property
     def info(self) -> EngineInfo:
@@ -66,6 +64,49 @@ class ScenarioEngine(Engine):
 
         return help_for(self.dialect, v)[0]  # the double's own parse, once per process
 
+    def world(self) -> World:
+        return Replayed(self.scenario, self.time_scale)
+
+    def env_registry(self, version: str | None):
+        """The imitated version's registry, from bringup's snapshot (never an installed engine's)."""
+        return snapshot_registry(self.dialect, version or self.version())
+
+
+@dataclass(frozen=True)
+class Replayed(World):
+    """The machine a scenario replays: its facts, its model, its clock of simulated seconds.
+
+    Its GPUs are the double's stand-ins (Ray's ``bringup-gpu`` resource), its model has no weights
+    to run a reference on, and the installed engine is not what launches, so its own checks speak
+    for nothing here."""
+
+    scenario: Any  # bringup.scenario.schema.Scenario
+    time_scale: float
+
+    tokenizer_kind = "words"
+    gpus_here = False
+    weights_here = False
+    installed_engine_launches = False
+
+    def clock_scale(self) -> float:
+        """The scenario server sleeps each simulated second x time_scale: so do the deadlines."""
+        return self.time_scale
+
+    def clock(self) -> Clock:
+        """The simulated seconds the scenario's launches stand for (its server prints them)."""
+        return SimulatedClock(self.time_scale)
+
+    def launch_seconds(self, lines: list[str]) -> float | None:
+        from bringup.scenario import parse_clock
+
+        clocks = [c for line in lines if (c := parse_clock(line)) is not None]
+        return max(clocks) if clocks else None
+
+    def bookkeeping(self, line: str) -> bool:
+        from bringup.scenario import parse_clock
+
+        return parse_clock(line) is not None
+
     def machine_facts(self) -> dict[str, Any] | None:
         facts = dict(self.scenario.facts())
         facts.setdefault("model.replicated_gib", getattr(self.scenario.model, "replicated_gib", None) or 0.0)
@@ -85,29 +126,6 @@ class ScenarioEngine(Engine):
 
     def default_baseline(self) -> str:
         return getattr(self.scenario, "baseline", None) or ""
-
-    def env_registry(self, version: str | None):
-        """The imitated version's registry, from bringup's snapshot (never an installed engine's)."""
-        return snapshot_registry(self.dialect, version or self.version())
-
-    def clock(self) -> Clock:
-        """The simulated seconds the scenario's launches stand for (its server prints them)."""
-        return SimulatedClock(self.time_scale)
-
-    def clock_scale(self) -> float:
-        """The scenario server sleeps each simulated second x time_scale: so do the deadlines."""
-        return self.time_scale
-
-    def launch_seconds(self, lines: list[str]) -> float | None:
-        from bringup.scenario import parse_clock
-
-        clocks = [c for line in lines if (c := parse_clock(line)) is not None]
-        return max(clocks) if clocks else None
-
-    def bookkeeping(self, line: str) -> bool:
-        from bringup.scenario import parse_clock
-
-        return parse_clock(line) is not None
 
 
 @lru_cache(maxsize=8)

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bringup.engines.base import Engine, engine_info, engine_names, get_engine
+from bringup.engines.world import World
 from bringup.help.text import HelpSpec
 from bringup.verify.probes import KnownAnswer
 
@@ -29,6 +30,11 @@ class Target:
     spec: HelpSpec | None
     version: str | None
     answers: list[KnownAnswer] = field(default_factory=list)
+
+    @property
+    def world(self) -> World:
+        """Where its launches happen (this machine, or the one a double replays)."""
+        return self.engine.world()
 
 
 def resolve_target(
@@ -59,9 +65,11 @@ def resolve_target(
                 f"--engine {engine} contradicts the scenario's engine {eng.log_dialect}; drop --engine"
             )
         eng.gpus = gpus
-        answers = [KnownAnswer(p, e) for p, e in eng.known_answers()]
+        answers = [KnownAnswer(p, e) for p, e in eng.world().known_answers()]
         version = eng.version()
-        return Target(eng, model or eng.default_model() or "", eng.help_spec(version), version, answers)
+        return Target(
+            eng, model or eng.world().default_model() or "", eng.help_spec(version), version, answers
+        )
     if not engine:
         raise TargetError(f"say which engine: --engine {' | '.join(ENGINES)} (or --scenario FILE)")
     if engine not in ENGINES:

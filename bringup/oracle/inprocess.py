@@ -42,6 +42,7 @@ from bringup.oracle.trials import (
     completion_req,
     expected_in,
     parts_at_tie,
+    replayed,
     user_ladder,
 )
 from bringup.scenario.config import ScenarioConfig, compute_config, decide, template_values
@@ -54,7 +55,9 @@ from bringup.trial.process import ServerProcess, TimedLine
 from bringup.verify.probes import (
     BATCH_PROMPTS,
     REFERENCE_PROMPT,
+    USER_STEPS,
     ProbeConfig,
+    ladder_steps,
     show_tokens,
 )
 
@@ -256,14 +259,17 @@ class _ProbeWalk:
 
     # -- the ladder -----------------------------------------------------------------------------
     def run(self) -> list[ProbeResult]:
-        steps = [
-            ("health", self._health),
-            ("completion", self.completion_req),
-            ("chat", self.chat_req),
-        ]
-        if self.probe.answers:
-            steps.append(("known-answers", self._known))
-        steps += [("long-decode", self._long), ("batch", self._batch), ("batch-invariance", self._invariance)]
+        replay = {
+            "health": self._health,
+            "completion": self.completion_req,
+            "chat": self.chat_req,
+            "known-answers": self._known,
+            "long-decode": self._long,
+            "batch": self._batch,
+            "batch-invariance": self._invariance,
+        }
+        names = ladder_steps(self.probe)
+        steps = [(name, replayed(replay, name)) for name in names if name not in USER_STEPS]
         for name, fn in steps:
             before = self.phase
             try:
@@ -281,7 +287,7 @@ class _ProbeWalk:
                 break
             except _Disagree as e:
                 self.results.append(ProbeResult(name=name, passed=False, detail=str(e), phase=self.phase))
-        if self.hung is None and self.probe.user_probes:
+        if self.hung is None and any(name in USER_STEPS for name in names):
             self._user_probes()
         return self.results
 
@@ -305,7 +311,7 @@ class _ProbeWalk:
                 ProbeResult(name="sampled", passed=False, detail="server error", kind="server-error")
             )
             return
-        for name in ("sampled", "sampled-reference", "long-prompt", "concurrency"):
+        for name in USER_STEPS:
             if name in failed:
                 self.results.append(
                     ProbeResult(name=name, passed=False, detail=f"probe {name} disagrees", phase=failed[name])

@@ -31,11 +31,11 @@ import io
 import json
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from bringup.core.candidate import Candidate, FlagError, FlagValue, parse_flags, render_flags
 from bringup.core.datafiles import phase_index
@@ -58,7 +58,14 @@ from bringup.scenario.schema import BATCH_MODES, Fail, Hang, Scenario, ScenarioR
 from bringup.scenario.sizing import compute_sizing
 from bringup.verify import probes_user as u
 from bringup.verify.probe_http import TIE_LOGPROBS, parting
-from bringup.verify.probes import BATCH_PROMPTS, REFERENCE_PROMPT, KnownAnswer, ProbeConfig
+from bringup.verify.probes import (
+    BATCH_PROMPTS,
+    REFERENCE_PROMPT,
+    USER_STEPS,
+    KnownAnswer,
+    ProbeConfig,
+    ladder_steps,
+)
 
 # NUMBER, vllm_dashes and chat_prompt are the server's own helpers, shared on purpose:
 # the oracle must parse flags and build prompts exactly as the server does, not as a copy would.
@@ -340,66 +347,107 @@ def expected_in(expected: str, text: str) -> bool:
     return re.search(r"(?<![\w])" + re.escape(expected) + r"(?![\w])", text, re.I) is not None
 
 
-def _ladder(srv: Serving, probe: ProbeConfig) -> tuple[str | None, str]:
-    """Walk ProbeRunner.ladder; return (phase of the first disagreeing probe or None, its name).
+def replayed(replay: Mapping[str, Callable[[], Any]], name: str) -> Callable[[], Any]:
+    """The oracle's replay of the ladder's probe ``name`` (bringup.verify.probes.ladder_steps)."""
+    if name not in replay:
+        raise NotImplementedError(
+            f"the scenario oracle does not replay probe {name!r} of the ladder: add its replay to "
+            "bringup/oracle/trials.py (Oracle.outcome) and bringup/oracle/inprocess.py (_ProbeWalk)"
+        )
+    return replay[name]
 
-    A disagreeing probe does not stop the ladder (only health would), as in ProbeRunner.run.
-    """
-    phase = "ready"
-    failed: tuple[str | None, str] = (None, "")
 
-    def disagree(name: str, at: str | None = None) -> None:
-        nonlocal failed
-        if failed[0] is None:
-            failed = (at or phase, name)
+class _Walk:
+    """ProbeRunner's ladder (bringup.verify.probes.ladder_steps) against the serving model: the
+    phase and name of the first probe that disagrees. A disagreeing probe does not stop the ladder
+    (only health would), as in ProbeRunner.run."""
 
-    # completion (streamed): the first request; from its first token on, the phase is decode.
-    phase = "first-request"
-    first = completion_req(REFERENCE_PROMPT, probe.short_tokens)
-    ref: TokenPlan | None = None
-    if srv.fits(first):
-        ref = srv.run([first])[0]
-    else:
-        disagree("completion")
-    phase = "decode"
-    chat = chat_req(CHAT_PROMPT, probe.short_tokens)
-    if srv.fits(chat):
-        srv.run([chat])
-    else:
-        disagree("chat")
-    if probe.answers:
+    def __init__(self, srv: Serving, probe: ProbeConfig):
+        self.srv, self.probe = srv, probe
+        self.phase = "ready"
+        self.failed: tuple[str | None, str] = (None, "")
+        self.first = completion_req(REFERENCE_PROMPT, probe.short_tokens)
+        self.ref: TokenPlan | None = None
+        self.batch_ref: TokenPlan | None = None  # the batch's first answer (None: it did not fit)
+
+    def disagree(self, name: str, at: str | None = None) -> None:
+        if self.failed[0] is None:
+            self.failed = (at or self.phase, name)
+
+    def run(self) -> tuple[str | None, str]:
+        replay = {
+            "health": lambda: None,
+            "completion": self.completion,
+            "chat": self.chat,
+            "known-answers": self.known_answers,
+            "long-decode": self.long_decode,
+            "batch": self.batch,
+            "batch-invariance": self.batch_invariance,
+        }
+        names = ladder_steps(self.probe)
+        for name in names:
+            if name not in USER_STEPS:
+                replayed(replay, name)()
+        if any(name in USER_STEPS for name in names):
+            user_ladder(self.srv, self.probe, self.ref, self.disagree)
+        return self.failed
+
+    def completion(self) -> None:
+        """Streamed: the first request; from its first token on, the phase is decode."""
+        self.phase = "first-request"
+        if self.srv.fits(self.first):
+            self.ref = self.srv.run([self.first])[0]
+        else:
+            self.disagree("completion")
+        self.phase = "decode"
+
+    def chat(self) -> None:
+        chat = chat_req(CHAT_PROMPT, self.probe.short_tokens)
+        if self.srv.fits(chat):
+            self.srv.run([chat])
+        else:
+            self.disagree("chat")
+
+    def known_answers(self) -> None:
         wrong = False
-        for qa in probe.answers:
+        for qa in self.probe.answers:
             req = chat_req(qa.prompt, KNOWN_ANSWER_TOKENS)
-            if not srv.fits(req):
+            if not self.srv.fits(req):
                 wrong = True
                 break
-            wrong |= not expected_in(qa.expected, srv.run([req])[0].text)
+            wrong |= not expected_in(qa.expected, self.srv.run([req])[0].text)
         if wrong:
-            disagree("known-answers")
-    long = completion_req(LONG_PROMPT, probe.long_tokens, ignore_eos=True)
-    if srv.fits(long):
-        srv.run([long])
-    else:
-        disagree("long-decode")
-    phase = "load"
-    prompts = [REFERENCE_PROMPT] + [
-        BATCH_PROMPTS[i % len(BATCH_PROMPTS)] for i in range(probe.batch_size - 1)
-    ]
-    batch = [completion_req(p, probe.short_tokens) for p in prompts]
-    if all(srv.fits(r) for r in batch):
-        batch_ref = srv.run(batch)[0]
-        # probe_batch_invariance compares before it sends its own request.
-        if ref is None or (batch_ref.tokens != ref.tokens and not parts_at_tie(ref, batch_ref, probe)):
-            disagree("batch-invariance")
+            self.disagree("known-answers")
+
+    def long_decode(self) -> None:
+        long = completion_req(LONG_PROMPT, self.probe.long_tokens, ignore_eos=True)
+        if self.srv.fits(long):
+            self.srv.run([long])
         else:
-            again = srv.run([first])[0].tokens
-            if again != ref.tokens:
-                disagree("batch-invariance")
-    else:
-        disagree("batch")
-    user_ladder(srv, probe, ref, disagree)
-    return failed
+            self.disagree("long-decode")
+
+    def batch(self) -> None:
+        self.phase = "load"
+        probe = self.probe
+        prompts = [REFERENCE_PROMPT] + [
+            BATCH_PROMPTS[i % len(BATCH_PROMPTS)] for i in range(probe.batch_size - 1)
+        ]
+        batch = [completion_req(p, probe.short_tokens) for p in prompts]
+        if all(self.srv.fits(r) for r in batch):
+            self.batch_ref = self.srv.run(batch)[0]
+        else:
+            self.disagree("batch")
+
+    def batch_invariance(self) -> None:
+        """Compared before its own request (as probe_batch_invariance does); not at all when the
+        batch did not fit (the batch's disagreement is the first already)."""
+        probe, ref, batch_ref = self.probe, self.ref, self.batch_ref
+        if batch_ref is None:
+            return
+        if ref is None or (batch_ref.tokens != ref.tokens and not parts_at_tie(ref, batch_ref, probe)):
+            self.disagree("batch-invariance")
+        elif self.srv.run([self.first])[0].tokens != ref.tokens:
+            self.disagree("batch-invariance")
 
 
 @lru_cache(maxsize=8)
@@ -526,7 +574,7 @@ class Oracle:
         probe = _engine_probe(self.probe if not screen else replace(self.probe, answers=[]), sc, flags)
         srv = Serving(sc, cfg, rule, clock, size.context_len)
         try:
-            phase, probe_name = _ladder(srv, probe)
+            phase, probe_name = _Walk(srv, probe).run()
         except Death as d:
             assert srv.action is not None
             if d.hang:

@@ -27,7 +27,7 @@ def hardware_fingerprint(facts: dict, scope: str | None) -> str:
 
 
 def model_identity(target: Target) -> str:
-    own = target.engine.model_identity(target.model)
+    own = target.world.model_identity(target.model)
     if own is not None:
         return own
     p = Path(target.model)
@@ -41,7 +41,7 @@ def model_identity(target: Target) -> str:
 
 def gather_facts(target: Target) -> tuple[dict[str, Any], Fingerprint | None]:
     """Facts for knowledge rules: the engine's own (a double's), or doctor's and the model fingerprint's."""
-    own = target.engine.machine_facts()
+    own = target.world.machine_facts()
     if own is not None:
         return own, None
     from bringup.facts import hardware, modelinfo

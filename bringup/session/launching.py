@@ -121,7 +121,7 @@ class Launcher:
             settings_for_node(settings),
             t.spec,
             t.version,
-            real_gpus=not t.engine.simulated,
+            real_gpus=t.world.gpus_here,
         ), tdir
 
     def executor(
@@ -141,7 +141,7 @@ class Launcher:
             return watch.is_back(idx) if idx is not None else True
 
         return LocalExecutor(
-            run_job, self.gpu_slots, self.width, gpu_free=back, clock=self.target.engine.clock()
+            run_job, self.gpu_slots, self.width, gpu_free=back, clock=self.target.world.clock()
         )
 
     def _ray_executor(self, remote_job: Callable[[Job], tuple[Any, Path]], hw_fp: str) -> Executor:
@@ -155,10 +155,10 @@ class Launcher:
                 s.ray or "auto",
                 s.parallel,
                 self.gpu_slots.total,
-                self.target.engine.simulated,
+                not self.target.world.gpus_here,
                 on_event=self.on_event,
                 resource=s.node_type,
-                clock=self.target.engine.clock(),
+                clock=self.target.world.clock(),
             )
         except (RayMissing, RayClusterError) as e:
             raise RunError(str(e)) from None

@@ -161,7 +161,7 @@ def node_facts(settings: dict[str, Any]) -> dict[str, Any]:
     )
     target = settings_target(s)
     facts, model_fp = gather_facts(target)
-    hw = hardware_fingerprint(facts, target.engine.identity_scope())
+    hw = hardware_fingerprint(facts, target.world.identity_scope())
     return {
         "facts": facts,
         "model_fp": model_fp,

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
 def starting_point(s: RunSettings, t: Target) -> tuple[Candidate, Any]:
     """The baseline candidate (the user's starting command), and the engine's variable registry."""
-    baseline = s.baseline or t.engine.default_baseline()  # a scenario's user starts from its command
+    baseline = s.baseline or t.world.default_baseline()  # a scenario's user starts from its command
     try:
         flags, env = parse_command(baseline, t.spec)
     except FlagError as e:
@@ -106,7 +106,7 @@ def screening_policy(s: RunSettings, t: Target, facts: dict[str, Any]) -> Screen
     """When to screen a candidate cheaply (dummy weights, fewer layers) before its full launch."""
     w = facts.get("model.weights_gib")
     return ScreeningPolicy(
-        s.screen, screen_flags(t.spec, s.screen_layers), float(w) if w else 0.0, t.engine.simulated
+        s.screen, screen_flags(t.spec, s.screen_layers), float(w) if w else 0.0, t.world.clock().simulated
     )
 
 
@@ -137,7 +137,7 @@ def run_reference(
     """The model's own output for the reference probe (None: not on the ladder), and why."""
     from bringup.verify.reference import ReferenceError, reference_for
 
-    if t.engine.simulated or not journal:
+    if not t.world.weights_here or not journal:
         return None, "no reference for a scenario or an offline plan"
     try:
         mem = facts.get("gpu.memory_gib")
@@ -158,7 +158,7 @@ def dry_run(s: RunSettings, t: Target, facts: dict[str, Any], strategy: Strategy
     target of a real engine)."""
     from bringup.dryrun import for_target, wanted
 
-    if not wanted(s.dry_run, facts, imitation=t.engine.simulated):
+    if not wanted(s.dry_run, facts, imitation=not t.world.installed_engine_launches):
         return None
 
     dry = for_target(t, facts)
@@ -214,7 +214,7 @@ class PreparedRun:
         self.facts, self.fingerprint = (
             (dict(self.node_facts[0]), self.node_facts[1]) if self.node_facts else gather_facts(t)
         )
-        self.hw_fp = hardware_fingerprint(self.facts, t.engine.identity_scope())
+        self.hw_fp = hardware_fingerprint(self.facts, t.world.identity_scope())
         self.model_id = model_identity(t)
         self.journal = Journal(self.root / "journal.sqlite") if journal else None
         self.knowledge = run_knowledge(s, t, self.facts, self.fingerprint, self.journal, self.hw_fp)

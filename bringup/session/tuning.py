@@ -218,7 +218,7 @@ class Tuning:
         from bringup.verify.reference import ReferenceError, reference_for
 
         s, self.reference_why = self.settings, "no reference for a scenario"
-        if self.target.engine.simulated:
+        if not self.target.world.weights_here:
             return
         choice = (
             s.reference
@@ -235,7 +235,7 @@ class Tuning:
     def _open(self, facts: dict[str, Any]) -> None:
         """The tuning's id and folder, under the run's (a tuning without a run gets a run of its own)."""
         t, s = self.target, self.settings
-        self.hw_fp = hardware_fingerprint(facts, t.engine.identity_scope())
+        self.hw_fp = hardware_fingerprint(facts, t.world.identity_scope())
         self.model_id = model_identity(t)
         self.tune_id = time.strftime("tune-%Y%m%d-%H%M%S")
         if self.row is not None:
@@ -262,7 +262,7 @@ class Tuning:
             seed=s.seed,
             slos=slos,
             warmup=1,
-            tokenizer=self.target.engine.tokenizer_kind,
+            tokenizer=self.target.world.tokenizer_kind,
         )
 
     def _evaluator(self) -> LaunchEvaluator:
@@ -276,18 +276,18 @@ class Tuning:
             self.run_id,
             self.hw_fp,
             self.model_id,
-            time_scale=t.engine.clock_scale(),  # real seconds per engine second (a scenario's time scale)
+            time_scale=t.world.clock_scale(),  # real seconds per engine second (a scenario's time scale)
             timeout=s.timeout,
             objective=s.objective if s.objective != "pareto" else "throughput",
             reference=self.reference,
             machine_gpus=len(self.gpus),
-            clock=t.engine.clock(),
+            clock=t.world.clock(),
         )
 
     def _executor(self, width: int, parallel: str) -> Executor | None:
         """Where points run: on a Ray cluster (``ray``), several at once on this machine (disjoint
         GPUs and ports, the GPU hygiene of a run), or None: one after another, in this process."""
-        ev, engine, ray = self.evaluator, self.target.engine, self.settings.ray
+        ev, world, ray = self.evaluator, self.target.world, self.settings.ray
         if ray:
             from bringup.trial.rayexec import RayClusterError, RayMissing, cluster_executor
 
@@ -298,9 +298,9 @@ class Tuning:
                     ray,
                     parallel,
                     len(self.gpus),
-                    engine.simulated,
+                    not world.gpus_here,
                     finish=ev.finish_job,
-                    clock=engine.clock(),
+                    clock=world.clock(),
                 )
             except (RayMissing, RayClusterError) as e:
                 raise TuneError(str(e)) from None
@@ -316,7 +316,7 @@ class Tuning:
             idx = visible_indices(",".join(held))
             return watch.is_back(idx) if idx is not None else True
 
-        return LocalExecutor(ev.run_job, GpuSlots(self.gpus), width, gpu_free=back, clock=engine.clock())
+        return LocalExecutor(ev.run_job, GpuSlots(self.gpus), width, gpu_free=back, clock=world.clock())
 
     def _tuner(self, facts: dict[str, Any]) -> Tuner:
         s = self.settings
@@ -332,7 +332,7 @@ class Tuning:
             start=start_point(self.knobs, self.base.flag_dict),
             storage=self._storage(),
             study_name=self.tune_id,
-            clock=self.target.engine.clock(),
+            clock=self.target.world.clock(),
         )
 
     def _storage(self) -> optuna.storages.BaseStorage | None:

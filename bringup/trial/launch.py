@@ -91,6 +91,7 @@ class Trial:
         workload: Callable[[str], dict] | None = None,
     ):
         self.engine = engine
+        self.world = engine.world()  # this machine, or the one a double replays (its clock, its lines)
         self.cand = candidate
         self.dir = Path(trial_dir)
         self.s = settings or TrialSettings()
@@ -177,7 +178,7 @@ class Trial:
         """A double's launch cost on its own clock. A hang costs the wait until bringup gave up (the
         last line's time plus the no-progress deadline), and a launch that never got ready the launch
         deadline, as on a real machine: not the time of the last line the double printed."""
-        sim = self.engine.launch_seconds(texts)  # None on a real engine: its launch took wall time
+        sim = self.world.launch_seconds(texts)  # None on a real engine: its launch took wall time
         if sim is None or self._cancelled():
             return sim
         if status == "hang" and phase_index(self.phase) <= phase_index("ready"):
@@ -190,7 +191,7 @@ class Trial:
         """(hang, launch) deadlines in real seconds: the settings are engine seconds, scaled by the
         engine's clock; a scaled deadline never drops below a real floor (or the setting, if less),
         because the interpreter start and imports before the first line are real time, not engine time."""
-        scale = self.engine.clock_scale()
+        scale = self.world.clock_scale()
         hang = max(self.s.hang_timeout * scale, min(self.s.hang_timeout, HANG_FLOOR_S))
         launch = max(self.s.timeout * scale, min(self.s.timeout, TIMEOUT_FLOOR_S))
         return hang, launch
@@ -548,7 +549,7 @@ class Trial:
             silent = (time.monotonic() - self.lines[-1].t) if self.lines else None
             if status == "hang":
                 out.failure_class = "hang"
-                said = [t for t in texts if not self.engine.bookkeeping(t) and not config_dump(t)]
+                said = [t for t in texts if not self.world.bookkeeping(t) and not config_dump(t)]
                 out.evidence = hang_evidence(said) or ["(the server printed nothing)"]
                 out.implicates = list(hang_implicates().get(reached, []))
                 out.hint = (

@@ -218,7 +218,7 @@ class LaunchEvaluator:
             settings_for_node(self._settings()),
             t.spec,
             t.version,
-            real_gpus=not t.engine.simulated,
+            real_gpus=t.world.gpus_here,
             workload=self._workload(job.extra.get("best")),
         )
         return rt, tdir

@@ -122,6 +122,26 @@ def _head(r: httpx.Response, n: int = 300) -> bytes:
     return got[:n]
 
 
+# The user's probes (bringup/verify/probes_user.py): sampling, the reference's draws, a long prompt,
+# the full batch. Last, the costliest.
+USER_STEPS = ("sampled", "sampled-reference", "long-prompt", "concurrency")
+
+
+def ladder_steps(cfg: ProbeConfig) -> list[str]:
+    """The ladder's probes, in order, for this configuration: the one list that `ProbeRunner`
+    runs and the scenario oracle replays (bringup/oracle/), so that a probe added here and not
+    replayed there fails the oracle loudly instead of drifting from it."""
+    steps = ["health", "completion", "chat"]
+    if cfg.answers:
+        steps.append("known-answers")
+    if cfg.reference is not None:
+        steps.append("reference")
+    steps += ["long-decode", "batch", "batch-invariance"]
+    if cfg.user_probes:
+        steps += USER_STEPS
+    return steps
+
+
 class ProbeRunner:
     """Runs the ladder against base_url; `phase` tells the trial where a death would strike."""
 
@@ -386,34 +406,24 @@ class ProbeRunner:
         return "same greedy tokens alone, in a batch, and repeated"
 
     def ladder(self) -> list[tuple[str, Callable[[httpx.Client], str]]]:
-        steps: list[tuple[str, Callable[[httpx.Client], str]]] = [
-            ("health", self.probe_health),
-            ("completion", self.probe_completion),
-            ("chat", self.probe_chat),
-        ]
-        if self.cfg.answers:
-            steps.append(("known-answers", self.probe_known_answers))
-        if self.cfg.reference is not None:
-            steps.append(("reference", self.probe_reference))
-        steps += [
-            ("long-decode", self.probe_long_decode),
-            ("batch", self.probe_batch),
-            ("batch-invariance", self.probe_batch_invariance),
-        ]
-        if self.cfg.user_probes:
-            steps += self._user_probes()
-        return steps
-
-    def _user_probes(self) -> list[tuple[str, Callable[[httpx.Client], str]]]:
-        """Sampling, the reference's draws, a long prompt, the full batch: last, the costliest."""
+        """The probes of `ladder_steps`, each with the method that runs it."""
         from bringup.verify import probes_user as u
 
-        return [
-            ("sampled", lambda c: u.probe_sampled(self, c)),
-            ("sampled-reference", lambda c: u.probe_sampled_reference(self, c)),
-            ("long-prompt", lambda c: u.probe_long_prompt(self, c)),
-            ("concurrency", lambda c: u.probe_concurrency(self, c)),
-        ]
+        run: dict[str, Callable[[httpx.Client], str]] = {
+            "health": self.probe_health,
+            "completion": self.probe_completion,
+            "chat": self.probe_chat,
+            "known-answers": self.probe_known_answers,
+            "reference": self.probe_reference,
+            "long-decode": self.probe_long_decode,
+            "batch": self.probe_batch,
+            "batch-invariance": self.probe_batch_invariance,
+            "sampled": lambda c: u.probe_sampled(self, c),
+            "sampled-reference": lambda c: u.probe_sampled_reference(self, c),
+            "long-prompt": lambda c: u.probe_long_prompt(self, c),
+            "concurrency": lambda c: u.probe_concurrency(self, c),
+        }
+        return [(name, run[name]) for name in ladder_steps(self.cfg)]
 
     def run(self) -> list[ProbeResult]:
         timeout = httpx.Timeout(self.cfg.request_timeout, connect=10.0)

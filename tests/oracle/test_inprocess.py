@@ -86,8 +86,8 @@ def _in_process(name: str, command: str, tdir: Path):
     spec = engine.help_spec()
     flags, env = parse_command(command, spec)
     env = {**launch_environment(engine.env_registry(engine.version())), **env}
-    cand = Candidate.make(engine.log_dialect, engine.default_model() or "", flags, env)
-    answers = [KnownAnswer(p, e) for p, e in engine.known_answers()]
+    cand = Candidate.make(engine.log_dialect, engine.world().default_model() or "", flags, env)
+    answers = [KnownAnswer(p, e) for p, e in engine.world().known_answers()]
     settings = TrialSettings(probe=ProbeConfig(answers=answers))
     return InProcessTrial(engine, cand, tdir, settings, spec=spec, version=engine.version()).run()
 

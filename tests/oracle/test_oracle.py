@@ -244,3 +244,44 @@ def test_hang_costs_the_wait(tmp_path):
     assert (out.status, out.phase, out.rule) == ("timeout", "kv-alloc", "stuck")
     assert out.simulated_s == pytest.approx(t.start + t.load_weights + 0.35 * t.kv_alloc + 100.0)
     assert json.dumps(out.__dict__)  # plain data, for benchmark output
+
+
+def test_the_oracle_walks_the_probe_ladders_own_steps(monkeypatch):
+    """One list of probes (bringup.verify.probes.ladder_steps): a probe added to the ladder and not
+    replayed by the oracle stops the oracle with what to do, instead of drifting from the ladder."""
+    import bringup.oracle.trials as trials
+    from bringup.verify.probes import ProbeConfig, ProbeRunner, ladder_steps
+
+    cfg = ProbeConfig(answers=[])
+    assert [n for n, _ in ProbeRunner("http://x", cfg).ladder()] == ladder_steps(cfg)
+    oracle = Oracle.load(scenario_path(QWEN))
+    base = parse_flags("--max-model-len 32768 --moe-backend triton", oracle.spec)
+    assert oracle.outcome(base).status == "works"
+    monkeypatch.setattr(trials, "ladder_steps", lambda c: [*ladder_steps(c), "a-new-probe"])
+    with pytest.raises(NotImplementedError, match="does not replay probe 'a-new-probe'"):
+        Oracle.load(scenario_path(QWEN)).outcome(base)  # a fresh oracle: outcomes are cached
+
+
+def test_the_in_process_trial_walks_the_probe_ladders_own_steps(monkeypatch, tmp_path):
+    import bringup.oracle.inprocess as inprocess
+    from bringup.core.candidate import Candidate
+    from bringup.engines.scenario import scenario_engine
+    from bringup.oracle.inprocess import InProcessTrial
+    from bringup.trial.launch import TrialSettings
+    from bringup.verify.probes import ProbeConfig, ladder_steps
+
+    engine = scenario_engine(scenario_path(QWEN), 0.01)
+    spec = engine.help_spec()
+    flags = parse_flags("--max-model-len 32768 --moe-backend triton", spec)
+    cand = Candidate.make(engine.log_dialect, engine.world().default_model() or "", flags, {})
+
+    def trial(d: str) -> InProcessTrial:
+        settings = TrialSettings(probe=ProbeConfig(answers=[]))
+        return InProcessTrial(engine, cand, tmp_path / d, settings, spec=spec, version=engine.version())
+
+    out = trial("a").run()
+    assert out.status == "works"
+    assert [p.name for p in out.probes] == ladder_steps(ProbeConfig(answers=[]))
+    monkeypatch.setattr(inprocess, "ladder_steps", lambda c: [*ladder_steps(c), "a-new-probe"])
+    with pytest.raises(NotImplementedError, match="does not replay probe 'a-new-probe'"):
+        trial("b").run()

@@ -10,6 +10,7 @@ import pytest
 from bringup.core.candidate import Candidate
 from bringup.core.datafiles import phase_index
 from bringup.engines.base import Engine
+from bringup.engines.world import World
 from bringup.oracle.trials import Oracle
 from bringup.scenario import ScenarioError, bundled_scenarios, load_scenario
 from bringup.scenario.config import compute_config, decide
@@ -205,14 +206,19 @@ def test_repeated_lines_are_not_progress():
     assert progress_key("Capturing batches: 10%") != progress_key("Capturing batches: 20%")  # tqdm moves on
 
 
-class _Scaled(Engine):
+class _FastWorld(World):
     def clock_scale(self) -> float:
         return 0.01
 
 
+class _Scaled(Engine):
+    def world(self) -> World:
+        return _FastWorld()
+
+
 def test_deadlines_are_in_engine_seconds_with_a_real_floor(tmp_path):
     real = Engine(name="vllm")
-    assert real.clock_scale() == 1.0
+    assert real.world().clock_scale() == 1.0
     cand = Candidate.make("vllm", "m", {})
     t = Trial(_Scaled(name="vllm"), cand, tmp_path, TrialSettings())
     assert t._deadlines() == (6.0, 30.0)  # 600 s and 1800 s at 0.01: 6 s, and the 30 s floor

@@ -43,7 +43,7 @@ def hw_resource(scenario: Path) -> str:
 
     t = resolve_target(engine=None, model=None, scenario=scenario, python=None, time_scale=0.05, gpus=None)
     facts, _ = gather_facts(t)
-    return resource_name(hardware_fingerprint(facts, t.engine.identity_scope()))
+    return resource_name(hardware_fingerprint(facts, t.world.identity_scope()))
 
 
 @pytest.fixture(scope="module")
