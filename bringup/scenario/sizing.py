@@ -65,6 +65,18 @@ def _context(cfg: ScenarioConfig, sc: Scenario) -> int:
     return int(n) if n else sc.model.context_length
 
 
+def free_before_weights(total_gib: float) -> float:
+    """GiB free on one GPU before the weights load (the CUDA context and the engine's own take the
+    rest): what the log's first memory line shows, and what weights must fit in."""
+    return round(total_gib * 0.985 - 0.55, 2)
+
+
+def weights_per_gpu(weights_gib: float, replicated_gib: float, split: int) -> float:
+    """GiB of weights on one GPU when they are split ``split`` ways (tensor x pipeline parallel);
+    the replicated part (embeddings, norms) is on every GPU."""
+    return (weights_gib - replicated_gib) / split + replicated_gib
+
+
 def compute_sizing(sc: Scenario, cfg: ScenarioConfig) -> Sizing:
     m, hw = sc.model, sc.hardware
     override = cfg.layer_override()
@@ -72,8 +84,8 @@ def compute_sizing(sc: Scenario, cfg: ScenarioConfig) -> Sizing:
     frac_layers = layers / m.layers
     tp = cfg.tp
     total = hw.memory_gib
-    avail_start = round(total * 0.985 - 0.55, 2)
-    weights = ((m.weights_gib - m.replicated_gib) / tp + m.replicated_gib) * frac_layers
+    avail_start = free_before_weights(total)
+    weights = weights_per_gpu(m.weights_gib, m.replicated_gib, tp) * frac_layers
     kv_dtype = str(cfg.value("kv_cache_dtype") or "auto")
     per = _kv_dtype_bytes(kv_dtype, m.dtype)
     if m.attention in ("mla", "dsa"):

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from bringup.core.candidate import Candidate
+from bringup.core.candidate import Candidate, parse_flags
 from bringup.oracle.faults.atoms import fix_tokens, is_sealed, load_atoms, load_bases, splits
 from bringup.oracle.faults.compose import (
     apply_fix,
@@ -243,3 +243,36 @@ def test_a_one_atom_bring_up_runs_in_process_and_fails_as_the_atom_says(tmp_path
     a = case.atoms[0]
     assert (first.failure_class, first.phase) == (a.expect_class, a.phase)
     assert res.validated and res.launches <= 4
+
+
+@pytest.mark.parametrize("base_name", ["vllm-sm120x4-llama31-70b", "sglang0523-sm120x4-llama31-70b"])
+def test_weights_that_do_not_fit_the_gpus_they_are_split_over_fail_to_load(tmp_path, base_name):
+    """The one law a composed case keeps besides its atoms: 131 GiB of bf16 weights do not load on
+    one 95 GiB card (and do on two), read by the trial's own classifier as the OOM it is."""
+    import yaml
+
+    from bringup.engines.scenario import scenario_engine
+    from bringup.oracle.faults.compose import scenario_doc, weights_rule
+    from bringup.trial.launch import TrialSettings
+    from bringup.verify.probes import ProbeConfig
+
+    base = next(b for b in load_bases() if b["name"] == base_name)
+    path = tmp_path / "physics.yaml"
+    path.write_text(yaml.safe_dump(scenario_doc(base, [], "physics", base["baseline"]), sort_keys=False))
+    engine = scenario_engine(path, 0.01)
+    spec = engine.help_spec()
+    tp = spec.resolve(engine.info.gpus.product[0]).name
+    oracle = Oracle.load(path)
+    flags = parse_flags(base["baseline"], spec)
+    assert oracle.outcome(flags).validated  # the user's split fits
+    assert oracle.outcome({**flags, tp: "2"}).validated  # 65.7 + 2 GiB on a 95 GiB card
+    alone = {k: v for k, v in flags.items() if k != tp}
+    out = oracle.outcome(alone)
+    assert (out.rule, out.phase) == ("weights-do-not-fit", "load-weights")
+    cand = Candidate.make(engine.log_dialect, engine.world().default_model() or "", alone, {})
+    settings = TrialSettings(probe=ProbeConfig(answers=[]))
+    read = InProcessTrial(engine, cand, tmp_path / "t", settings, spec=spec, version=engine.version()).run()
+    assert (read.failure_class, read.phase) == ("oom-weights", "load-weights")
+    # A model that fits on one card of its machine keeps no such rule: dropping the split is free there.
+    roomy = next(b for b in load_bases() if b["name"] == "vllm-h200x8-llama33-70b")
+    assert weights_rule(roomy) is None

@@ -30,7 +30,15 @@ import yaml
 from bringup.core.candidate import Candidate, FlagError, FlagValue, parse_command, parse_flags, render_flags
 from bringup.core.datafiles import phase_index
 from bringup.knowledge.conditions import compile_condition
-from bringup.oracle.faults.atoms import Atom, Split, fix_tokens, is_sealed, load_atoms, load_bases
+from bringup.oracle.faults.atoms import (
+    Atom,
+    Split,
+    fix_tokens,
+    is_sealed,
+    load_atoms,
+    load_bases,
+    weights_oom_lines,
+)
 from bringup.oracle.trials import Oracle
 from bringup.scenario.loader import load_scenario
 from bringup.scenario.schema import Scenario
@@ -153,7 +161,12 @@ def scenario_doc(base: dict[str, Any], atoms: list[Atom], name: str, baseline: s
     doc["description"] = f"{base['description']}; composed faults: {len(atoms)}"
     doc["baseline"] = baseline
     order = sorted(range(len(atoms)), key=lambda i: (phase_index(atoms[i].phase), i))
-    doc["rules"] = [atoms[i].rule() for i in order]
+    rules = [atoms[i].rule() for i in order]
+    oom = weights_rule(base)
+    if oom is not None:  # in phase order, after the atoms of its phase (the injected faults)
+        at = sum(phase_index(a.phase) <= phase_index("load-weights") for a in atoms)
+        rules.insert(at, oom)
+    doc["rules"] = rules
     doc["warnings"] = [
         *(base.get("warnings") or []),
         *(w.model_dump(exclude_none=True) for a in atoms for w in a.warnings),
@@ -162,6 +175,35 @@ def scenario_doc(base: dict[str, Any], atoms: list[Atom], name: str, baseline: s
     if forced:
         doc["force"] = [*(base.get("force") or []), *forced]
     return doc
+
+
+SPLITS = (1, 2, 4, 8, 16)  # tensor x pipeline parallel sizes a launch may ask for
+
+
+def weights_rule(base: dict[str, Any]) -> dict[str, Any] | None:
+    """The base's weights fail to load where they do not fit on the GPUs they are split over: a
+    CUDA OOM at load-weights for each tensor-parallel size below the one that fits (pipeline
+    parallel 1; a pipeline split is taken to fit, a kindness the doc names). None: the weights fit
+    on one GPU, or bases.yaml gives no lines for this engine."""
+    from bringup.engines.base import engine_info
+    from bringup.scenario.sizing import free_before_weights, weights_per_gpu
+
+    lines = weights_oom_lines(base["engine"])
+    m, hw = base["model"], base["hardware"]
+    room = free_before_weights(float(hw["memory_gib"]))
+    w, rep = float(m["weights_gib"]), float(m.get("replicated_gib") or 0.0)
+    small = [n for n in SPLITS if weights_per_gpu(w, rep, n) > room]
+    product = engine_info(base["engine"]).gpus.product  # tensor, pipeline, data parallel (engines.yaml)
+    if not small or not lines or len(product) < 2:
+        return None
+    tp, pp = (name.lstrip("-") for name in product[:2])
+    total = f"{float(hw['memory_gib']):.2f}"
+    return {
+        "id": "weights-do-not-fit",
+        "why": f"{w:g} GiB of weights over {small[-1]} GPU(s) of {hw['memory_gib']} GiB (bases.yaml weights_oom)",
+        "when": {tp: [*small, None], pp: [1, None]},
+        "fail": {"phase": "load-weights", "lines": [ln.replace("{total_gib}", total) for ln in lines]},
+    }
 
 
 # -- the proof ------------------------------------------------------------------------------------
