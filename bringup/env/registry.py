@@ -867,6 +867,13 @@ _NOT_A_FIX = re.compile(
 )
 
 
+def names_class_component(name: str, failure_class: str) -> bool:
+    """A variable's name names a component the failure class implicates (relevance.yaml
+    ``classes``: NCCL_SOCKET_IFNAME names nccl, which a distributed-init failure implicates)."""
+    cls = _relevance()[1].get(failure_class, {})
+    return bool(_components_in(name) & set(cls.get("components", ())))
+
+
 def names_absent_component(name: str, absent: Iterable[str]) -> bool:
     """A level or flag whose name names a component the target lacks (TRITON_MLA, --nsa-decode-backend
     on a GQA model): it changes nothing there, or is refused."""

@@ -35,6 +35,12 @@ W_BASE_FLAG = 0.01
 # ranks with the first of them: an engine's defaults run on every machine it supports, a choice
 # brought from another box has run on none here (the mistakes of a bring-up are in its baseline).
 W_USER_SET = 0.6
+# The user's own variable for a component the failure's class implicates (NCCL_SOCKET_IFNAME=eth0
+# for an NCCL failure), though no line names it: a variable is silent in logs, unlike a flag the
+# engine prints with its configuration, and what the user set by hand for that component is the
+# first thing an engineer undoes (NCCL's troubleshooting guide: a wrong NCCL_SOCKET_IFNAME fails
+# the bootstrap; docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html).
+W_USER_COMPONENT = 0.3
 W_BASE_ENV = 0.002
 OUTSIDE_PRIOR = 0.03
 OUTSIDE_MACHINE = 0.6  # the failure implicates only the model or the machine
@@ -54,6 +60,7 @@ _ADVICE = re.compile(
     r"\b(try|please|use|set|change|choose|leave|disable|enable|consider|increase|decrease|reduce|lower|raise|pass|add)\b",
     re.I,
 )
+_SWITCH_VERB = re.compile(r"^(disable|enable|no|use|skip)_")
 _QUOTED = re.compile(r"'([^'\s]{6,200})'|\"([^\"\s]{6,200})\"")
 _REMEDY_FLAG = re.compile(r"(--[a-z][\w-]*)(?:[= ]+)([\w.:/-]+)?")
 
@@ -220,6 +227,12 @@ def named_in_line(line: str, f: Factor, level: str, aliases: tuple[str, ...] = (
     ):
         return True
     if len(dest) > 6 and dest.replace("_", " ") in low:
+        return True
+    # a switch is named by what it switches: --disable-custom-all-reduce by a line about
+    # custom_all_reduce ("Cuda error /workspace/csrc/custom_all_reduce.cuh:164 'an illegal memory
+    # access'", vllm #52457), --enable-symm-mem by one about symm_mem
+    subject = _SWITCH_VERB.sub("", dest) if f.kind == "switch" else ""
+    if len(subject) >= 8 and subject != dest and re.search(rf"(?<![a-z]){re.escape(subject)}(?![a-z])", low):
         return True
     lv = level.lower()
     # a value of three letters ("ray", "fp8") counts as a whole word; shorter ones and numbers never

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from bringup.core.candidate import Candidate, FlagValue
 from bringup.core.datafiles import disguises
-from bringup.env.registry import names_absent_component, one_gpu_components
+from bringup.env.registry import names_absent_component, names_class_component, one_gpu_components
 from bringup.help.text import HelpSpec
 from bringup.knowledge.conditions import as_number
 from bringup.knowledge.rules import Knowledge
@@ -431,7 +431,7 @@ class Strategy:
             ev.phase_weights(named, outcome, self._flag_factor)  # nothing named: the phase's settings
         levels = self.levels_of(cand)  # a remedy may have added a factor
         self._take_advice(named)
-        weights = self._culprit_weights(levels, named)
+        weights = self._culprit_weights(levels, named, outcome.failure_class or "")
         outside = ev.OUTSIDE_MACHINE if self._machine_only(outcome, named) else ev.OUTSIDE_PRIOR
         b = new_blocker(
             key,
@@ -457,9 +457,10 @@ class Strategy:
             + "; ".join(f"{c.describe()} ({p:.0%})" for c, p in top)
         )
 
-    def _culprit_weights(self, levels: dict[str, str], named: ev.Named) -> dict[Condition, float]:
+    def _culprit_weights(self, levels: dict[str, str], named: ev.Named, cls: str) -> dict[Condition, float]:
         """A new failure's single culprits, each weighed by how directly the failure names its
-        factor (evidence.relevance), the user's own choices among them raised (W_USER_SET)."""
+        factor (evidence.relevance), the user's own choices among them raised (W_USER_SET), and
+        the user's own variables for a component the failure's class implicates (W_USER_COMPONENT)."""
         weights: dict[Condition, float] = {}
         for f in self.space.factors:
             if f.name in self.frozen or levels[f.name] == INERT:
@@ -472,6 +473,8 @@ class Strategy:
             w = named.weights.get(f.name, 0.0) + (ev.W_BASE_ENV if f.is_env else ev.W_BASE_FLAG)
             if named.weights.get(f.name, 0.0) > 0 and self._user_set(f, levels[f.name]):
                 w = max(w, ev.W_USER_SET)
+            elif f.is_env and self._user_set(f, levels[f.name]) and names_class_component(f.dest, cls):
+                w = max(w, ev.W_USER_COMPONENT)
             w = max(w, self.env_weight.get(f.name, 0.0))
             weights[Condition(f.name, levels[f.name])] = w
             family = self._family(f, levels[f.name])

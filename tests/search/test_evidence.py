@@ -22,3 +22,17 @@ def test_a_level_in_the_message_names_it_but_a_path_component_does_not():
     assert named_in_line("the pytorch sampler does not support top-k here", SAMPLER, "pytorch")
     assert named_in_line("ValueError: Cannot find the config file for awq", QUANT, "awq")
     assert named_in_line("sampling_backend='pytorch' is not supported", SAMPLER, "pytorch")
+
+
+def test_a_switch_is_named_by_what_it_switches():
+    custom_ar = Factor("--disable-custom-all-reduce", "switch", [], "disable_custom_all_reduce")
+    crash = "Failed: Cuda error /workspace/csrc/custom_all_reduce.cuh:164 'an illegal memory access was encountered'"
+    assert named_in_line(crash, custom_ar, "false")  # vllm #52457: the kernel the switch turns off
+    assert not named_in_line(
+        "torch.AcceleratorError: CUDA error: an illegal memory access", custom_ar, "false"
+    )
+    # a choice is not a switch: its dest's words are not a subject (and a short subject names nothing)
+    assert not named_in_line(
+        crash, Factor("--use-custom-all-reduce", "choice", ["a", "b"], "use_custom_all_reduce"), "a"
+    )
+    assert not named_in_line("no such graph", Factor("--no-graph", "switch", [], "no_graph"), "false")

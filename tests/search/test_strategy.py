@@ -678,3 +678,40 @@ def test_a_nan_that_follows_a_sampler_change_is_not_pinned_on_the_new_sampler():
     nxt = s.propose().candidate
     assert nxt.flag_dict.get("--sampling-backend") == "pytorch"
     assert nxt.flag_dict.get("--dtype") != "float16"
+
+
+def test_the_users_own_variable_for_the_failing_component_is_a_suspect_though_no_line_names_it():
+    """NCCL's bootstrap fails ("ncclInternalError ... please report this issue"): no line names the
+    NCCL_SOCKET_IFNAME=eth0 the user's launch script set, but it is the user's own setting of the
+    component the failure's class implicates (relevance.yaml: distributed-init -> nccl), so it is a
+    suspect beside the variables the signature implicates. The user's sampler variable, another
+    component, stays a weak one."""
+    from bringup.env.registry import load_registry
+    from bringup.search.envfactors import EnvFactors
+
+    env = {"NCCL_SOCKET_IFNAME": "eth0", "VLLM_USE_FLASHINFER_SAMPLER": "1"}
+    base = Candidate.make("vllm", "m", parse_flags("--tensor-parallel-size 2", VL), env)
+    kn = Knowledge({"device": "cuda", "gpu.count": 2}, "vllm", "0.32.0", enabled=False)
+    reg = EnvFactors(load_registry("vllm", version="0.32.0", installed=False), device="cuda")
+    space = build_space("vllm", VL, base)
+    space.factors += reg.initial(env)  # the baseline's variables are factors (session/prepare.py)
+    s = Strategy(space, base, kn, VL, env=reg)
+    first = s.propose().candidate
+    s.observe(
+        first,
+        Outcome(
+            status="fails",
+            failure_class="distributed-init",
+            phase="distributed-init",
+            signature="nccl-error",
+            implicates=["--tensor-parallel-size", "env:NCCL_P2P_DISABLE", "env:NCCL_IB_DISABLE"],
+            evidence=[
+                "torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/"
+                "ProcessGroupNCCL.cpp:3356, internal error - please report this issue to the NCCL developers",
+                "ncclInternalError: Internal check failed.",
+            ],
+        ),
+    )
+    b = s.blockers[-1]
+    assert b.mass_of("env:NCCL_SOCKET_IFNAME") >= 0.1, b.top(6)
+    assert b.mass_of("env:VLLM_USE_FLASHINFER_SAMPLER") < 0.02, b.top(6)
