@@ -161,7 +161,15 @@ def normalise(v: Any) -> str:
     low = s.lower()
     if low in ("true", "false", "none"):
         return low
-    return low.removeprefix("torch.")
+    low = low.removeprefix("torch.")
+    return _DTYPE_SYNONYMS.get(low, low)
+
+
+# One dtype, two names: PyTorch's own aliases (docs.pytorch.org tensor_attributes: "torch.float16 or
+# torch.half", "torch.float32 or torch.float"), which vLLM's --dtype takes as choices ("'half' for
+# FP16 ... 'float16' is the same as 'half'", "'float' is shorthand for FP32") and its config line
+# prints by the canonical name (dtype=torch.float16 when half was asked): not an override.
+_DTYPE_SYNONYMS = {"half": "float16", "float": "float32"}
 
 
 @dataclass

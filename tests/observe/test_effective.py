@@ -96,3 +96,19 @@ def test_sglang_0_5_23_server_args_dict_from_a_real_log():
 def test_sglang_dict_with_non_literal_values_falls_back_to_pairs():
     v = parse_server_args("server_args={'dtype': torch.bfloat16, 'tp_size': 2, 'x': [1, 2]}")
     assert v == {"dtype": "torch.bfloat16", "tp_size": 2, "x": [1, 2]}
+
+
+def test_a_dtype_asked_by_its_other_name_is_no_override():
+    """vLLM's --dtype takes half and float, and its config line prints torch.float16 and
+    torch.float32: the same dtypes (PyTorch's aliases), not the engine overriding what was asked.
+    Read as an override, one launch froze --dtype at float16 for the rest of a search, so a later
+    bfloat16 counted as float16 (dev2 case 61)."""
+    from bringup.observe.effective import find_overrides, normalise
+
+    assert normalise("half") == normalise("torch.float16") == "float16"
+    assert normalise("float") == normalise("torch.float32") == "float32"
+    assert normalise("bfloat16") == "bfloat16" != normalise("half")
+    assert find_overrides({"--dtype": "half"}, {"dtype": "torch.float16"}, None, {}) == []
+    assert [
+        o.flag for o in find_overrides({"--dtype": "bfloat16"}, {"dtype": "torch.float16"}, None, {})
+    ] == ["--dtype"]
