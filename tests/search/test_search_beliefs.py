@@ -526,4 +526,3 @@ def test_a_switch_left_off_is_the_level_whose_code_failed() -> None:
     s.observe(s.baseline, first)
     nxt = s.next_launch([], [], set()).candidate
     assert nxt is not None and nxt.flag_dict.get("--enforce-eager") is True, nxt.flag_dict
-
