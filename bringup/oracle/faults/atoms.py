@@ -181,18 +181,19 @@ def load_atoms(split: Split, root: Path = FAULTS) -> tuple[Atom, ...]:
     return tuple(atoms)
 
 
-@lru_cache(maxsize=2)
 @lru_cache(maxsize=4)
 def weights_oom_lines(engine: str, root: Path = FAULTS) -> tuple[str, ...]:
     """The engine's lines for weights that do not fit (bases.yaml ``weights_oom``); none for an
     engine the file does not give (then no such rule is composed)."""
-    doc = load_yaml(root / "bases.yaml") or {}
+    path = root / BASES_FILE
+    doc = load_yaml(path) or {}
     entry = (doc.get("weights_oom") or {}).get(engine) or {}
     if entry and not entry.get("source"):
-        raise KnowledgeFileError(f"{root / 'bases.yaml'}: weights_oom.{engine}: give its source")
+        raise KnowledgeFileError(f"{path}: weights_oom.{engine}: give its source")
     return tuple(entry.get("lines") or ())
 
 
+@lru_cache(maxsize=2)
 def load_bases(root: Path = FAULTS) -> tuple[dict[str, Any], ...]:
     """The base scenarios (bases.yaml): scenario mappings without rules."""
     path = root / "bases.yaml"
