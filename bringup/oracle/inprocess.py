@@ -42,7 +42,7 @@ from bringup.oracle.trials import (
     completion_req,
     expected_in,
     parts_at_tie,
-    replayed,
+    replay_plan,
     user_ladder,
 )
 from bringup.scenario.config import ScenarioConfig, compute_config, decide, template_values
@@ -57,7 +57,6 @@ from bringup.verify.probes import (
     REFERENCE_PROMPT,
     USER_STEPS,
     ProbeConfig,
-    ladder_steps,
     show_tokens,
 )
 
@@ -268,8 +267,7 @@ class _ProbeWalk:
             "batch": self._batch,
             "batch-invariance": self._invariance,
         }
-        names = ladder_steps(self.probe)
-        steps = [(name, replayed(replay, name)) for name in names if name not in USER_STEPS]
+        steps, user = replay_plan(replay, self.probe)
         for name, fn in steps:
             before = self.phase
             try:
@@ -287,7 +285,7 @@ class _ProbeWalk:
                 break
             except _Disagree as e:
                 self.results.append(ProbeResult(name=name, passed=False, detail=str(e), phase=self.phase))
-        if self.hung is None and any(name in USER_STEPS for name in names):
+        if self.hung is None and user:
             self._user_probes()
         return self.results
 

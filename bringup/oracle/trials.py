@@ -347,14 +347,21 @@ def expected_in(expected: str, text: str) -> bool:
     return re.search(r"(?<![\w])" + re.escape(expected) + r"(?![\w])", text, re.I) is not None
 
 
-def replayed(replay: Mapping[str, Callable[[], Any]], name: str) -> Callable[[], Any]:
-    """The oracle's replay of the ladder's probe ``name`` (bringup.verify.probes.ladder_steps)."""
-    if name not in replay:
+def replay_plan(
+    replay: Mapping[str, Callable[[], Any]], probe: ProbeConfig
+) -> tuple[list[tuple[str, Callable[[], Any]]], bool]:
+    """The ladder's steps for this probe configuration (bringup.verify.probes.ladder_steps), each
+    with the oracle's replay of it, and whether the user's probes (replayed together, by
+    user_ladder) follow them."""
+    names = ladder_steps(probe)
+    missing = [n for n in names if n not in USER_STEPS and n not in replay]
+    if missing:
         raise NotImplementedError(
-            f"the scenario oracle does not replay probe {name!r} of the ladder: add its replay to "
+            f"the scenario oracle does not replay probe {missing[0]!r} of the ladder: add its replay to "
             "bringup/oracle/trials.py (Oracle.outcome) and bringup/oracle/inprocess.py (_ProbeWalk)"
         )
-    return replay[name]
+    steps = [(n, replay[n]) for n in names if n not in USER_STEPS]
+    return steps, any(n in USER_STEPS for n in names)
 
 
 class _Walk:
@@ -384,11 +391,10 @@ class _Walk:
             "batch": self.batch,
             "batch-invariance": self.batch_invariance,
         }
-        names = ladder_steps(self.probe)
-        for name in names:
-            if name not in USER_STEPS:
-                replayed(replay, name)()
-        if any(name in USER_STEPS for name in names):
+        steps, user = replay_plan(replay, self.probe)
+        for _, step in steps:
+            step()
+        if user:
             user_ladder(self.srv, self.probe, self.ref, self.disagree)
         return self.failed
 

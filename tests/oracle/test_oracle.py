@@ -263,7 +263,7 @@ def test_the_oracle_walks_the_probe_ladders_own_steps(monkeypatch):
 
 
 def test_the_in_process_trial_walks_the_probe_ladders_own_steps(monkeypatch, tmp_path):
-    import bringup.oracle.inprocess as inprocess
+    import bringup.oracle.trials as trials
     from bringup.core.candidate import Candidate
     from bringup.engines.scenario import scenario_engine
     from bringup.oracle.inprocess import InProcessTrial
@@ -282,6 +282,6 @@ def test_the_in_process_trial_walks_the_probe_ladders_own_steps(monkeypatch, tmp
     out = trial("a").run()
     assert out.status == "works"
     assert [p.name for p in out.probes] == ladder_steps(ProbeConfig(answers=[]))
-    monkeypatch.setattr(inprocess, "ladder_steps", lambda c: [*ladder_steps(c), "a-new-probe"])
+    monkeypatch.setattr(trials, "ladder_steps", lambda c: [*ladder_steps(c), "a-new-probe"])
     with pytest.raises(NotImplementedError, match="does not replay probe 'a-new-probe'"):
         trial("b").run()
