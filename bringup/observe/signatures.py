@@ -352,11 +352,15 @@ def _classify(
             implicated_levels=rm.implicated_levels,
             root_exception=describe(root),
         )
+    from bringup.observe.rootcause import where_class
+
+    where = where_class(root, engine, rm.phase or phase_reached, lines)
     return Classification(
-        failure_class="unknown",
+        failure_class=where[0] if where is not None else "unknown",
         phase=_phase(served, phase_reached, rm.phase, None),
         evidence=evidence[:max_evidence],
-        hint=(
+        hint=(f"Classed {where[0]} by where it was raised ({where[1]}). " if where is not None else "")
+        + (
             f"The engine raised {describe(root)}, which no signature or root-cause rule knows; the evidence "
             "starts with that exception (the first process that failed). Add a signature to "
             "bringup/data/signatures/ or a rule to bringup/data/rootcause.yaml once the cause is known."

@@ -516,6 +516,7 @@ class Trial:
             for o in out.overrides
         ]
         out.warnings = [*out.warnings, *_warnings(texts, self.matcher)]
+        out.selected = self.engine.implementation_lines(texts)
         out.gpu = self._gpu or None
         out.timings = Timings(
             to_ready=(t_ready - t_launch) if t_ready else None,
