@@ -42,7 +42,10 @@ _GENERIC = frozenset(
 )
 # Values that could be anything's: never evidence that the failure quotes the user.
 _PLAIN_VALUES = frozenset(
-    "true false none null auto default yes no on off 0 1 -1 [] {} '' \"\" cpu cuda gpu".split()
+    "true false none null auto default yes no on off 0 1 -1 [] {} '' \"\" cpu cuda gpu "
+    # words every engine error uses in prose ("incorrect model outputs", "the model's config"): a
+    # setting whose value is one of them is not quoted by a message that says it
+    "model models config value values input output outputs data text request server engine token tokens".split()
 )
 # Packages whose frames are the machinery under every failure, not a component a setting selects.
 _INFRASTRUCTURE = frozenset(
@@ -196,7 +199,9 @@ def imports_value(message: str, value: str) -> bool:
     """The message is an import of what the value names: "No module named 'my_plugins'" for
     ``my_plugins.workers.Worker``, "cannot import name 'Worker'" for the same."""
     v = value.strip().strip("'\"")
-    if not re.fullmatch(r"[A-Za-z_][\w.:]*", v):
+    # a qualified name the user wrote (a.b.C, a.b:f); a bare word is a method or backend whose
+    # package is missing (bitsandbytes): a missing dependency, not a wrong value
+    if not re.fullmatch(r"[A-Za-z_][\w.:]*", v) or not re.search(r"[.:]", v):
         return False
     parts = re.split(r"[.:]", v)
     for m in _NO_MODULE.finditer(message):

@@ -463,14 +463,19 @@ def _notes(
 
 
 def match_rules(
-    exc: PyException, engine: str | None, phase_reached: str | None, log_lines: list[str] | None = None
+    exc: PyException,
+    engine: str | None,
+    phase_reached: str | None,
+    log_lines: list[str] | None = None,
+    launched: dict[str, str] | None = None,
 ) -> RuleMatch:
-    """The first rule that fits the exception, with the factors it implicates."""
+    """The first rule that fits the exception, with the factors it implicates. ``launched``: the
+    launch's own settings, when known (else the log's dump of its arguments is read)."""
     engine = engine or engine_from_frames(exc)
     log_lines = log_lines or []
     fphase = frames_phase(exc)
     naming = naming_text(exc)
-    settings = launch_settings(log_lines, engine)
+    settings = {**launch_settings(log_lines, engine), **(launched or {})}
     flags = [*flags_named(naming, engine)]
     for f in [*flags_by_words(naming, engine), *flags_by_value(naming, settings)]:
         if f not in flags:
@@ -511,7 +516,11 @@ def match_rules(
 
 
 def where_class(
-    exc: PyException, engine: str | None, phase: str | None, log_lines: list[str]
+    exc: PyException,
+    engine: str | None,
+    phase: str | None,
+    log_lines: list[str],
+    launched: dict[str, str] | None = None,
 ) -> tuple[str, str] | None:
     """The class of an exception no signature or rule knows, from where it was raised (issue 36):
     a launch setting the failure links by its value or the module it selects makes it the setting's
@@ -528,7 +537,7 @@ def where_class(
         return None
     settings = [
         Setting(flag, value, flag.lstrip("-").replace("-", "_"), None, True)
-        for flag, value in launch_settings(log_lines, engine).items()
+        for flag, value in {**launch_settings(log_lines, engine), **(launched or {})}.items()
     ]
     message = [ln for ln in f"{exc.type}: {naming_text(exc)}".splitlines() if ln.strip()]
     for link in links(message, frames, settings, engine):

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import httpx
 
-from bringup.core.candidate import Candidate, FlagError, parse_flags
+from bringup.core.candidate import Candidate, FlagError, format_value, parse_flags
 from bringup.core.datafiles import hang_implicates, phase_index, probe_implicates, probe_implicates_by_probe
 from bringup.engines.base import Engine, later_phase
 from bringup.facts.gpus import GpuWatch, default_watch, visible_indices
@@ -369,6 +369,19 @@ class Trial:
     def _cancelled(self) -> bool:
         return self.s.cancel is not None and self.s.cancel.is_set()
 
+    def _settings(self) -> dict[str, str]:
+        """The launch's own flags and variables, for the classifier: a failure that quotes one of
+        their values, or is raised in the module one selects, is that setting's (issue 36). The
+        engine's secrets stay out (bringup.guard.secrets)."""
+        canon = self.cand.canonical()
+        out = {
+            k: " ".join(map(str, v)) if isinstance(v, list) else format_value(v)
+            for k, v in canon["flags"].items()
+            if v is not True
+        }
+        out.update({"env:" + k: str(v) for k, v in canon["env"].items()})
+        return out
+
     def _probe_class(
         self, cls: Classification, status: str, bad_probe: ProbeResult | None, texts: list[str], reached: str
     ) -> tuple[Classification, str]:
@@ -575,7 +588,9 @@ class Trial:
                 )
             return self._write(out)
 
-        cls = classify(self.engine.before_teardown(texts), self.engine.log_dialect, reached)
+        cls = classify(
+            self.engine.before_teardown(texts), self.engine.log_dialect, reached, settings=self._settings()
+        )
         cls, status = self._probe_class(cls, status, failed_probe, texts, reached)
         if (
             cls.failure_class == "unknown"
