@@ -179,6 +179,40 @@ def normalise(v: Any) -> str:
     return _DTYPE_SYNONYMS.get(low, low)
 
 
+def same_value(requested: Any, effective: Any) -> bool:
+    """Whether the engine used what was asked: the same value once normalised, or, for a setting
+    whose value is a mapping (a JSON flag), every key asked for holds its value in what the engine
+    printed (vLLM prints ``--kv-transfer-config '{"kv_connector": "X"}'`` back as
+    ``KVTransferConfig(kv_connector='X', engine_id=..., ...)``, its defaults filled in: no override)."""
+    if normalise(requested) == normalise(effective):
+        return True
+    if isinstance(effective, str) and effective.strip()[:1] in ("[", "("):
+        # a list printed as its repr ("['a:B']" for --logits-processors a:B)
+        parsed = _value(effective)
+        if isinstance(parsed, (list, tuple)) and normalise(requested) == normalise(parsed):
+            return True
+    asked, used = _as_mapping(requested), _as_mapping(effective)
+    if not asked or used is None:
+        return False
+    return all(k in used and normalise(v) == normalise(used[k]) for k, v in asked.items())
+
+
+def _as_mapping(v: Any) -> dict | None:
+    """A dict, a JSON object or dict literal, or a ``Name(k=v, ...)`` repr, as a dict; else None."""
+    if isinstance(v, dict):
+        return v
+    if not isinstance(v, str):
+        return None
+    text = v.strip()
+    if text.startswith("{"):
+        return _mapping(text)
+    m = re.match(r"^[A-Za-z_]\w*\(", text)
+    if m and text.endswith(")"):
+        body = _balanced(text, m.end() - 1)
+        return parse_kv_repr(body) if body is not None else None
+    return None
+
+
 def _mapping(text: str) -> dict | None:
     """A JSON object or a Python dict literal, parsed; None when the text is neither."""
     import json
@@ -236,6 +270,6 @@ def find_overrides(
         if dest not in values:
             continue
         eff = values[dest]
-        if normalise(req) != normalise(eff):
+        if not same_value(req, eff):
             out.append(Override(flag, req, eff, evidence.get(dest, "")))
     return out

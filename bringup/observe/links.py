@@ -25,6 +25,7 @@ path may be the model's, a component word may be shared by two settings.
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 from collections.abc import Iterable
@@ -156,12 +157,18 @@ def _distinctive(token: str) -> bool:
 
 
 def _json(v: str):
+    """A JSON value, or the Python literal an engine prints it back as ("{'model': '/tmp/x'}")."""
     if not v.startswith(("{", "[")):
         return None
     try:
         return json.loads(v)
     except ValueError:
+        pass
+    try:
+        out = ast.literal_eval(v)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
         return None
+    return out if isinstance(out, (dict, list, tuple)) else None
 
 
 def _json_pieces(node) -> Iterable[str]:
@@ -198,18 +205,19 @@ _NO_MODULE = re.compile(
 def imports_value(message: str, value: str) -> bool:
     """The message is an import of what the value names: "No module named 'my_plugins'" for
     ``my_plugins.workers.Worker``, "cannot import name 'Worker'" for the same."""
-    v = value.strip().strip("'\"")
-    # a qualified name the user wrote (a.b.C, a.b:f); a bare word is a method or backend whose
-    # package is missing (bitsandbytes): a missing dependency, not a wrong value
-    if not re.fullmatch(r"[A-Za-z_][\w.:]*", v) or not re.search(r"[.:]", v):
-        return False
-    parts = re.split(r"[.:]", v)
-    for m in _NO_MODULE.finditer(message):
-        mod, name = m.group("mod"), m.group("name")
-        if mod and (v == mod or v.startswith(mod + ".") or v.startswith(mod + ":")):
-            return True
-        if name and name in parts:
-            return True
+    for v in value.split():  # a list setting's items
+        v = v.strip("'\",[]")
+        # a qualified name the user wrote (a.b.C, a.b:f); a bare word is a method or backend whose
+        # package is missing (bitsandbytes): a missing dependency, not a wrong value
+        if not re.fullmatch(r"[A-Za-z_][\w.:]*", v) or not re.search(r"[.:]", v):
+            continue
+        parts = re.split(r"[.:]", v)
+        for m in _NO_MODULE.finditer(message):
+            mod, name = m.group("mod"), m.group("name")
+            if mod and (v == mod or v.startswith(mod + ".") or v.startswith(mod + ":")):
+                return True
+            if name and name in parts:
+                return True
     return False
 
 

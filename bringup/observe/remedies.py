@@ -208,6 +208,15 @@ def conditional_part(text: str) -> bool:
     return bool(_CONDITIONAL.search(text))
 
 
+_USAGE = re.compile(r"^\s*(usage:|\[-{1,2}[\w-]+[^\]]*\](\s+\[-{1,2}[\w-]+[^\]]*\])*\s*$)")
+
+
+def usage_line(text: str) -> bool:
+    """argparse's usage block ("usage: api_server.py [-h] ...", "[--enable-x | --no-enable-x]"):
+    every option the engine has, advice for none."""
+    return bool(_USAGE.match(text))
+
+
 def advising_lines(lines: list[str]) -> list[str]:
     """The lines that advise a change: an advice word, or an item of a "Possible solutions:" list."""
     from bringup.observe.effective import config_dump
@@ -226,7 +235,7 @@ def advising_lines(lines: list[str]) -> list[str]:
         if _ADVICE_HEADER.match(text):
             in_list = True
             continue
-        if frame or source or config_dump(raw) or _NOT_REMEDY.search(text):
+        if frame or source or config_dump(raw) or _NOT_REMEDY.search(text) or usage_line(text):
             continue
         if (in_list and _ITEM.match(text)) or _ADVICE.search(text):
             out.append(_PYDANTIC_TAIL.sub("", text).strip())

@@ -69,6 +69,9 @@ class RootRule(BaseModel):
     at_import: bool = False  # only when the process failed while importing its modules (at_import())
     phase: str | None = None  # the phase when neither the frames nor the log's markers tell
     min_flags: int = 0  # only when the message names at least this many of the engine's flags
+    # ... of which at least this many the launch set itself, when its settings are known (a message
+    # that compares the user's value with a default names two flags, but one setting is wrong)
+    min_set: int = 0
     # only when the message is the import of what a dotted value of this launch's settings names
     # ("No module named 'my_plugins'" for my_plugins.workers.MyWorker; links.imports_value)
     imports_setting: bool = False
@@ -297,10 +300,24 @@ def launch_settings(log_lines: list[str], engine: str | None) -> dict[str, str]:
     defaults = _defaults(engine)
     for ln in log_lines:
         if (args := parse_non_default_args(ln)) is not None:
-            return {"--" + k.replace("_", "-"): str(v) for k, v in args.items() if k not in _NOT_FACTORS}
+            return {"--" + k.replace("_", "-"): _as_text(v) for k, v in args.items() if k not in _NOT_FACTORS}
         if (args := parse_server_args(ln)) is not None:
             return _set_in_dump(args, defaults)
     return {}
+
+
+def _as_text(v: object) -> str:
+    """A dumped value as the user wrote it: a list as its items, a dict as JSON."""
+    import json
+
+    if isinstance(v, (list, tuple)):
+        return " ".join(str(x) for x in v)
+    if isinstance(v, dict):
+        try:
+            return json.dumps(v)
+        except (TypeError, ValueError):
+            return str(v)
+    return str(v)
 
 
 # A value that reads as an argument left alone, where the help prints no default (SGLang's help
@@ -317,7 +334,7 @@ def _set_in_dump(args: dict, defaults: dict[str, str]) -> dict[str, str]:
         known = defaults.get(flag)
         if str(v) == known or (known is None and str(v).strip("'\"").lower() in _DEFAULT_LOOKING):
             continue
-        out[flag] = str(v)
+        out[flag] = _as_text(v)
     return out
 
 
@@ -424,6 +441,7 @@ def _rule_fits(rule: RootRule, exc: PyException, facts: dict) -> re.Match[str] |
         not rule.requires_module
         or any(mod.named_in(f"{exc.type}: {facts['message']}") for mod in facts["mods"]),
         len(facts["flags"]) >= rule.min_flags,
+        not facts["launched"] or sum(1 for f in facts["flags"] if f in facts["launched"]) >= rule.min_set,
         not rule.at_import or at_import(exc),
         not rule.imports_setting or facts["imports_setting"],
     )
@@ -490,6 +508,7 @@ def match_rules(
         "mods": mods,
         # (a name the user wrote: a flag with choices picks a backend, whose missing package is a
         # missing dependency, not a wrong value)
+        "launched": settings,
         "imports_setting": any(
             imports_value(exc.full_message, v) for f, v in settings.items() if f not in choice_flags(engine)
         ),

@@ -260,10 +260,34 @@ def classify(
 
     analysis = parse_log(lines)
     cls = _classify(lines, engine, phase_reached, signatures, max_evidence, analysis, settings)
+    if cls.failure_class == "model-load":
+        _setting_not_model(cls, lines, engine, settings)
     cls.remedies = find_remedies(lines[failure_start(analysis) :], engine)
     if analysis.root is not None:
         cls.frames = [f"{f.module_path}:{f.func}" for f in analysis.root.frames[-MAX_FRAMES:]]
     return cls
+
+
+def _setting_not_model(
+    cls: Classification, lines: list[str], engine: str | None, settings: dict[str, str] | None
+) -> None:
+    """A "cannot read the model" failure whose words quote the value of another setting of the
+    launch (a draft model's path in a speculative config, a config or tokenizer path) is that
+    setting's: bad-flag, the setting first among the suspects (issue 36, a class from where the
+    path came from)."""
+    from bringup.observe.links import quoted, value_tokens
+    from bringup.observe.rootcause import launch_settings
+
+    words = [*cls.evidence, cls.root_exception or ""]
+    for flag, value in {**launch_settings(lines, engine), **(settings or {})}.items():
+        if any(quoted(words, tok) for tok in value_tokens(value) if "/" in tok or len(tok) >= 6):
+            cls.failure_class = "bad-flag"
+            cls.implicates = [flag, *(i for i in cls.implicates if i != flag)]
+            cls.hint = (
+                f"The engine could not read what {flag} names (its value is quoted in the error): fix "
+                "the path or name, or drop the setting."
+            )
+            return
 
 
 def _classify(

@@ -21,7 +21,7 @@ from bringup.core.datafiles import phase_index
 from bringup.observe import links as lk
 from bringup.observe.effective import config_dump, normalise
 from bringup.observe.outcome import Outcome
-from bringup.observe.remedies import under_condition
+from bringup.observe.remedies import under_condition, usage_line
 from bringup.search.space import Factor
 
 W_REMEDY = 3.0  # the engine printed this flag as the way out
@@ -152,7 +152,7 @@ def remedies(lines: list[str]) -> list[tuple[str, str | None, str]]:
     --cuda-graph-backend-prefill=tc_piecewise"; "Try increasing `gpu_memory_utilization`")."""
     out: list[tuple[str, str | None, str]] = []
     for line, conditional in zip(lines, under_condition(lines), strict=True):
-        if conditional or not _ADVICE.search(line) or line.count("--") > 4:
+        if conditional or not _ADVICE.search(line) or line.count("--") > 4 or usage_line(line):
             continue  # advice for another situation ("If this is intentional and you are using: ...")
         for m in _REMEDY_FLAG.finditer(line):
             value = m.group(2)

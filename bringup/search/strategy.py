@@ -32,7 +32,7 @@ from bringup.help.text import HelpSpec
 from bringup.knowledge.conditions import as_number
 from bringup.knowledge.rules import Knowledge
 from bringup.observe import links
-from bringup.observe.effective import normalise
+from bringup.observe.effective import normalise, same_value
 from bringup.observe.links import Setting
 from bringup.observe.outcome import Outcome
 from bringup.record.results import Attempt, Pinned, StrategyState
@@ -639,7 +639,7 @@ class Strategy:
             req = flags.get(f.name)
             if req is None or normalise(req) == "auto":
                 self.default_eff[f.name] = (eff, f"seen in launch {len(self.observations) + 1}")
-            elif normalise(req) != eff and f.name not in self.frozen:
+            elif not same_value(req, outcome.effective[f.dest]) and f.name not in self.frozen:
                 self.frozen[f.name] = (
                     eff,
                     f"engine used {eff} when {req} was asked (launch {len(self.observations) + 1})",

@@ -29,10 +29,13 @@ from tests.paths import ROOT
 
 # Today's measure (2026-12-04, benchmarks/user_setting_corpus.py), per split, in per cent: the bar.
 # 16 dev and 16 sealed cases. Raise these as the search gets better; never lower them.
-IMPLICATED_FLOOR = {"dev": 37.5, "sealed": 43.8}
-RESET_FLOOR = {"dev": 43.8, "sealed": 50.0}
-UNKNOWN_CEILING = {"dev": 12.5, "sealed": 37.5}
-CLASS_RIGHT_FLOOR = {"dev": 9, "sealed": 7}  # cases classed as their expect_class says (of 13 and 9)
+# raised by issue 36's search change (the measure before it: dev 37.5 / 43.8 / 12.5 / 9, sealed
+# 43.8 / 50.0 / 37.5 / 7, with the five imports of a user's qualified name labelled
+# missing-dependency then; the issue calls them bad-flag)
+IMPLICATED_FLOOR = {"dev": 100.0, "sealed": 81.2}
+RESET_FLOOR = {"dev": 100.0, "sealed": 81.2}
+UNKNOWN_CEILING = {"dev": 0.0, "sealed": 6.3}
+CLASS_RIGHT_FLOOR = {"dev": 13, "sealed": 8}  # cases classed as their expect_class says (of 13 and 9)
 WORKING = ["--gpu-memory-utilization", "0.3"]  # the corpus's working launch on this machine
 
 
