@@ -232,6 +232,19 @@ class Candidate:
             "env": secrets.redact_env(dict(sorted(self.env))),
         }
 
+    def settings(self) -> dict[str, str]:
+        """The launch's own flags and variables as text ("--flag" or "env:NAME" -> value), for the
+        classifier: a failure that quotes one of their values, or is raised in the module one
+        selects, is that setting's (issue 36). Switches (True) quote nothing and stay out."""
+        canon = self.canonical()
+        out = {
+            k: " ".join(map(str, v)) if isinstance(v, list) else format_value(v)
+            for k, v in canon["flags"].items()
+            if v is not True
+        }
+        out.update({"env:" + k: str(v) for k, v in canon["env"].items()})
+        return out
+
     def key(self) -> str:
         blob = json.dumps(self.canonical(), sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]

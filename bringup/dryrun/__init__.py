@@ -257,7 +257,7 @@ def refusal_outcome(v: DryVerdict, cand: Candidate, dialect: str) -> Outcome:
     from bringup.engines.explain import explain_lines
 
     lines = list(v.traceback) or [v.message]
-    out = explain_lines(lines, dialect)
+    out = explain_lines(lines, dialect, settings=cand.settings())
     msg_line = _message_line(v.message)
     evidence = [e for e in out.evidence if e] or [msg_line]
     if msg_line and not any(msg_line[:120] in e for e in evidence):

@@ -38,10 +38,14 @@ def _adapter(engine: str) -> Engine | None:
 
 
 def explain_lines(
-    lines: list[str], engine: str | None = None, signatures: tuple[Signature, ...] | None = None
+    lines: list[str],
+    engine: str | None = None,
+    signatures: tuple[Signature, ...] | None = None,
+    settings: dict[str, str] | None = None,
 ) -> Outcome:
     """What a trial would say about this log. ``signatures``: the signatures to match (None: the
-    shipped ones; an empty tuple measures the generic rules alone, benchmarks/classify_logs.py)."""
+    shipped ones; an empty tuple measures the generic rules alone, benchmarks/classify_logs.py).
+    ``settings``: the launch's own flags, when the caller knows them (Candidate.settings)."""
     engine = engine or detect_engine(lines)
     eng = _adapter(engine)
     lines = eng.before_teardown(lines) if eng else lines
@@ -68,7 +72,7 @@ def explain_lines(
         phase = later_phase(phase, "decode" if served_ok > 1 else "first-request")
     if phase == "spawn" and lines:
         phase = "parse-args"
-    cls = classify(lines, engine, phase, signatures)
+    cls = classify(lines, engine, phase, signatures, settings=settings)
     eff = eng.effective(lines, {}, None) if eng else None
     # vLLM's "non-default args" is what was requested: compare it with what the engine then used.
     requested: dict = {}

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import httpx
 
-from bringup.core.candidate import Candidate, FlagError, format_value, parse_flags
+from bringup.core.candidate import Candidate, FlagError, parse_flags
 from bringup.core.datafiles import hang_implicates, phase_index, probe_implicates, probe_implicates_by_probe
 from bringup.engines.base import Engine, later_phase
 from bringup.facts.gpus import GpuWatch, default_watch, visible_indices
@@ -370,17 +370,9 @@ class Trial:
         return self.s.cancel is not None and self.s.cancel.is_set()
 
     def _settings(self) -> dict[str, str]:
-        """The launch's own flags and variables, for the classifier: a failure that quotes one of
-        their values, or is raised in the module one selects, is that setting's (issue 36). The
-        engine's secrets stay out (bringup.guard.secrets)."""
-        canon = self.cand.canonical()
-        out = {
-            k: " ".join(map(str, v)) if isinstance(v, list) else format_value(v)
-            for k, v in canon["flags"].items()
-            if v is not True
-        }
-        out.update({"env:" + k: str(v) for k, v in canon["env"].items()})
-        return out
+        """The launch's own flags and variables, for the classifier; the engine's secrets stay
+        out (bringup.guard.secrets redacts what reaches a file, the classifier reads no file)."""
+        return self.cand.settings()
 
     def _probe_class(
         self, cls: Classification, status: str, bad_probe: ProbeResult | None, texts: list[str], reached: str
