@@ -137,6 +137,7 @@ def summarize(rows: list[dict[str, Any]], column: str) -> dict[str, Any]:
         },
         "wall_s": sum(r["wall_s"] for r in rs),
         "refused": sum(r.get("refused", 0) for r in rs),
+        "law": sum(r.get("law", 0) for r in rs) / max(1, sum(r["launches"] for r in rs)),
     }
 
 
@@ -151,6 +152,8 @@ def table(split: str, summary: dict[str, dict[str, Any]]) -> str:
             f"| {col} | {s['cases']} | {100 * s['validated']:.1f}% | {by} | {100 * s['gave_up']:.1f}% | "
             f"{100 * s['false_verdict']:.1f}% | {100 * s['unimplicated']:.1f}% | {100 * s['off_target']:.1f}% | {100 * s['classified']:.1f}% |"
         )
+    laws = ", ".join(f"{col} {100 * s.get('law', 0.0):.1f}%" for col, s in summary.items())
+    out += ["", f"Launches a law of the machine refused (weights, KV cache, attention selector): {laws}."]
     return "\n".join(out)
 
 

@@ -7,7 +7,9 @@ configurations run out of memory is decided by the scenario's rules, not by thes
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from bringup.knowledge.conditions import as_number
 from bringup.scenario.config import ScenarioConfig
@@ -34,12 +36,14 @@ class Sizing:
         """Placeholders a scenario's start-up lines may use, so that a quoted message agrees with
         the figures the double's own log printed before it (a real engine's do): ``{kv_gib}`` the
         KV pool, ``{kv_tokens}`` the tokens it holds (as vLLM's "estimated maximum model length"),
-        ``{kv_need_gib}`` what one request of the context length needs, ``{weights_gib}``."""
+        ``{kv_need_gib}`` what one request of the context length needs, ``{context_len}`` that
+        length (the model's own when none is asked), ``{weights_gib}``."""
         return {
             "kv_gib": f"{self.kv_gib:.2f}",
             "kv_tokens": str(self.kv_tokens),
             "kv_need_gib": f"{self.context_len * self.kv_bytes_per_token / (1 << 30):.2f}",
             "weights_gib": f"{self.weights:.2f}",
+            "context_len": str(self.context_len),
         }
 
 
@@ -77,6 +81,22 @@ def weights_per_gpu(weights_gib: float, replicated_gib: float, split: int) -> fl
     return (weights_gib - replicated_gib) / split + replicated_gib
 
 
+def kv_bytes_per_token(model: Mapping[str, Any], tp: int, kv_dtype: str, layers: int | None = None) -> int:
+    """Bytes one token of KV cache takes on one GPU: a scenario's ``model`` mapping (attention,
+    kv_heads, head_dim, layers, dtype; the schema's defaults where absent) at this tensor-parallel
+    size and KV-cache dtype. What the double's KV lines count, and what the composer's KV law
+    (bringup/oracle/faults/laws.py) asks of one request."""
+    per = _kv_dtype_bytes(kv_dtype, str(model.get("dtype") or "bfloat16"))
+    attention = model.get("attention")
+    if attention in ("mla", "dsa"):
+        # MLA caches one 512+64 latent per token and layer on every rank; DSA adds its indexer keys.
+        per_layer = (656 if per <= 1 else 1152) + (132 if attention == "dsa" else 0)
+    else:
+        heads, head_dim = int(model.get("kv_heads") or 8), int(model.get("head_dim") or 128)
+        per_layer = int(2 * max(heads // tp, 1) * head_dim * per)
+    return max(int(per_layer * (layers or int(model["layers"]))), 1)
+
+
 def compute_sizing(sc: Scenario, cfg: ScenarioConfig) -> Sizing:
     m, hw = sc.model, sc.hardware
     override = cfg.layer_override()
@@ -87,13 +107,7 @@ def compute_sizing(sc: Scenario, cfg: ScenarioConfig) -> Sizing:
     avail_start = free_before_weights(total)
     weights = weights_per_gpu(m.weights_gib, m.replicated_gib, tp) * frac_layers
     kv_dtype = str(cfg.value("kv_cache_dtype") or "auto")
-    per = _kv_dtype_bytes(kv_dtype, m.dtype)
-    if m.attention in ("mla", "dsa"):
-        # MLA caches one 512+64 latent per token and layer on every rank; DSA adds its indexer keys.
-        per_layer = (656 if per <= 1 else 1152) + (132 if m.attention == "dsa" else 0)
-    else:
-        per_layer = int(2 * max(m.kv_heads // tp, 1) * m.head_dim * per)
-    bpt = max(int(per_layer * layers), 1)
+    bpt = kv_bytes_per_token(m.model_dump(), tp, kv_dtype, layers)
     if sc.engine == "sglang":
         frac = as_number(cfg.value("mem_fraction_static")) or 0.85
         kv = frac * total - weights - 1.0

@@ -14,6 +14,8 @@ Definitions (docs/composed-faults.md says them in words):
   does (a kernel library in a frame's path: `flashinfer/sampling.py` names `FLASHINFER`).
 - A failed launch is *classified right* when its failure class is the class of the atom that
   decided it (`class:` in the atom file; a wrong-output atom also takes nan-output).
+- A failed launch no atom decided was refused by a *law* of the machine (compose.machine_rules:
+  weights that do not fit, a KV cache with no room, a backend the selector refuses).
 - A launch is *off-target* when it changed none of the flags or variables of the atom that
   decided the launch before it (the scenario's own rule, asked of the oracle): ground truth the
   search cannot see, for comparison with the evidence-based measure.
@@ -60,6 +62,7 @@ class CaseResult:
     judged: int = 0  # launches after a failure (the denominator of both shares)
     failed: int = 0  # failed launches decided by an atom (the denominator of classified)
     classified: int = 0  # of those, the failure class the atom says
+    law: int = 0  # failed launches a law of the machine decided (weights, KV cache, selector), no atom
     stop_reason: str = ""
     wall_s: float = 0.0
     refused: int = 0  # candidates the installed engine's own checks refused (dry run), never launched
@@ -121,7 +124,7 @@ def judge(case: Case, result: Any, oracle: Oracle) -> dict[str, Any]:
     spec = case.scenario.help_spec()
     atoms = {a.id: a for a in case.atoms}
     runs = [a for a in result.attempts if a.purpose in ("search", "screen")]
-    n = {"judged": 0, "unimplicated": 0, "off_target": 0, "failed": 0, "classified": 0}
+    n = {"judged": 0, "unimplicated": 0, "off_target": 0, "failed": 0, "classified": 0, "law": 0}
     rows: list[dict[str, Any]] = []
     prev: tuple[Candidate, Outcome, str | None] | None = None
     for a in sorted(runs, key=lambda x: x.number):
@@ -141,6 +144,8 @@ def judge(case: Case, result: Any, oracle: Oracle) -> dict[str, Any]:
         if out.status != "works" and rule in atoms:
             n["failed"] += 1
             n["classified"] += int(_class_right(out, atoms[rule].expect_class))
+        elif out.status != "works" and rule is not None:
+            n["law"] += 1  # a law of the machine (compose.machine_rules) refused it, no atom
         if prev is not None and prev[1].status != "works":
             pcand, pout, prule = prev
             changed = _changes(pcand, cand)
