@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Union
 
+from bringup.core import reserved
 from bringup.guard import secrets
 from bringup.help.text import HelpSpec
 
@@ -182,6 +183,12 @@ class Candidate:
     flags: tuple[tuple[str, FlagValue], ...] = ()
     env: tuple[tuple[str, str], ...] = ()
     label: str = field(default="", compare=False)
+
+    def __post_init__(self) -> None:
+        # The one place every candidate passes, whatever made it (a baseline, a fix, a space file,
+        # a tuning knob, a lesson, a journal row): a flag that sets the host, port, socket, model
+        # or served name never becomes a launch (bringup/core/reserved.py).
+        reserved.check_flags(self.engine, [k for k, _ in self.flags], self.label or "a candidate")
 
     @classmethod
     def make(

@@ -261,20 +261,6 @@ def restore(flags: Mapping[str, _V], env: Mapping[str, str]) -> tuple[dict[str, 
     return ({k: back(k, v) for k, v in flags.items()}, {k: str(back(k, v)) for k, v in env.items()})
 
 
-def api_key_of(flags: Mapping[str, object], env: Mapping[str, str]) -> str | None:
-    """The key an OpenAI-compatible server launched with these flags/variables expects from
-    clients (vLLM and SGLang: --api-key, or VLLM_API_KEY in its environment)."""
-    v = flags.get("--api-key")
-    if isinstance(v, (list, tuple)):
-        v = v[0] if v else None
-    if isinstance(v, str) and v:
-        return v
-    for name in ("VLLM_API_KEY", "SGLANG_API_KEY"):
-        if env.get(name):
-            return env[name]
-    return None
-
-
 def write_text(path: Any, text: str, **kw: Any) -> None:
     """The one way bringup writes a record or report: secrets replaced first."""
     from pathlib import Path

@@ -21,8 +21,9 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pydantic import BaseModel, Field
 
-from bringup.core.candidate import Candidate, FlagError, parse_flags
+from bringup.core.candidate import Candidate, FlagError, parse_flags, split_env
 from bringup.core.datafiles import KnowledgeFileError
+from bringup.core.reserved import ReservedFlag, refuse
 from bringup.engines.targets import Target, TargetError, resolve_target
 from bringup.guard import secrets
 from bringup.loadgen import BenchConfig
@@ -169,7 +170,7 @@ class Tuning:
             )
             self.gpus = parse_gpus(s.gpus, int(facts.get("gpu.count") or 0))
             self.width = parallel_width(s.parallel, len(self.gpus))
-        except (TargetError, KnowledgeFileError, KnobError, SlotError) as e:
+        except (TargetError, KnowledgeFileError, KnobError, SlotError, ReservedFlag) as e:
             raise TuneError(str(e)) from None
         except FlagError as e:
             raise TuneError(f"--config: {e}") from None
@@ -195,7 +196,9 @@ class Tuning:
                 time_scale=s.time_scale,
                 gpus=s.gpus,
             )
-            return t, Candidate.make(t.engine.log_dialect, t.model, parse_flags(s.config, t.spec))
+            tokens = split_env(s.config)[1]
+            refuse(tokens, "tune --config", t.engine.log_dialect, t.spec, t.engine.info.model_flag)
+            return t, Candidate.make(t.engine.log_dialect, t.model, parse_flags(tokens, t.spec))
         self.row = row = self.journal.run(s.run)
         if row is None:
             raise TuneError(f"no run {s.run!r} in {self.root / 'journal.sqlite'}")

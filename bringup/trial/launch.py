@@ -113,6 +113,7 @@ class Trial:
         self._jit_t = 0.0  # the last look under the server
         self._jit_silent = 0.0  # seconds of silence a busy compiler accounted for
         self._t_launch = 0.0
+        self._env: dict[str, str] = {}  # the server's environment, as launched
 
     # -- helpers -------------------------------------------------------------------------------
     def _base_outcome(self, argv: list[str]) -> Outcome:
@@ -263,7 +264,7 @@ class Trial:
             out.timings = Timings(total=time.monotonic() - t_start)
             return self._write(out)
 
-        env = self.engine.launch_env(self.cand)
+        env = self._env = self.engine.launch_env(self.cand)
         gpus = visible_indices(env.get("CUDA_VISIBLE_DEVICES"))
         watch = self.s.gpu_watch or default_watch()
         msgs, held, self._gpu = watch.before_launch(gpus)
@@ -416,7 +417,9 @@ class Trial:
 
     def _probe(self, server: ServerProcess, base_url: str):
         stop = threading.Event()
-        key = secrets.api_key_of(self.cand.flag_dict, self.cand.env_dict)  # the server wants it (401 else)
+        key = self.engine.api_key(
+            self.cand, self._env
+        )  # the server wants it (401 else), wherever it reads it
         # One hang deadline for every phase: a request waits a little longer than the deadline, so
         # a server stuck on its first request or in decode is called a hang here, not an HTTP timeout.
         probe_cfg = dataclasses.replace(
