@@ -160,7 +160,7 @@ def scrub_text(text: str, extra: Iterable[str] = ()) -> str:
         text = _FLAG_VALUE.sub(_sub_flag, text)
     if "=" in text:
         text = _ENV_VALUE.sub(_sub_env, text)
-    if " " in text:
+    if " " in text and "bearer" in text.lower():  # (a plain find first: a server log is long)
         text = _BEARER.sub(lambda m: m.group(1) + REDACTED, text)
     return text
 
@@ -261,11 +261,13 @@ def restore(flags: Mapping[str, _V], env: Mapping[str, str]) -> tuple[dict[str, 
     return ({k: back(k, v) for k, v in flags.items()}, {k: str(back(k, v)) for k, v in env.items()})
 
 
-def write_text(path: Any, text: str, **kw: Any) -> None:
-    """The one way bringup writes a record or report: secrets replaced first."""
-    from pathlib import Path
+def write_text(path: Any, text: str, encoding: str = "utf-8") -> None:
+    """The one way bringup writes a record or report: secrets replaced first, then written as a
+    fresh file renamed over the name (bringup/guard/files.py: a link planted there is replaced,
+    never written through; a reader never sees half a file)."""
+    from bringup.guard import files
 
-    Path(path).write_text(scrub_text(text), **kw)
+    files.write_text(path, scrub_text(text), atomic=True, encoding=encoding)
 
 
 def auth_headers(api_key: str | None) -> dict[str, str]:

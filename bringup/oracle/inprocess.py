@@ -452,13 +452,8 @@ class InProcessTrial(Trial):
 
     def _read(self, texts: list[str], start: int = 0) -> str | None:
         """The lines into the trial's own reader (phase, fatal check); "fails" when one is fatal."""
-        fatal = None
         now = time.monotonic()
-        for text in texts[start:]:
-            self.lines.append(TimedLine(now, text))
-            self._set_phase(self.engine.phase_of(text))
-            if fatal is None and any(sig.fatal for sig in self.matcher.match(text)):
-                fatal = text
+        fatal = self._take([TimedLine(now, text) for text in texts[start:]])  # as Trial reads a real server
         return "fails" if fatal is not None else None
 
     def _serve(self, launch: Launch) -> tuple[str, list[ProbeResult]]:

@@ -139,7 +139,7 @@ def test_a_key_from_the_environment_is_sent_by_the_probes_and_written_nowhere(ti
         str(tmp_path),
         "--json",
         "--timeout",
-        "300",
+        "600",
         "--hang-timeout",
         "120",
         "--",
