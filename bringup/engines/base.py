@@ -24,6 +24,7 @@ from bringup.core.candidate import Candidate, FlagValue
 from bringup.core.datafiles import DATA, KnowledgeFileError, load_yaml, phase_index
 from bringup.engines.world import HERE, World
 from bringup.facts.installed import distribution_version
+from bringup.guard import files
 from bringup.help.text import HelpSpec, parse_help
 from bringup.observe.effective import (
     EffectiveConfig,
@@ -340,7 +341,7 @@ class Engine:
         if out.returncode != 0 or "usage:" not in text.lower():  # argparse "usage:", click "Usage:"
             return None
         cache.parent.mkdir(parents=True, exist_ok=True)
-        cache.write_text(text)
+        files.write_text(cache, text)
         return text
 
     def help_spec(self, version: str | None = None) -> HelpSpec | None:

@@ -382,7 +382,7 @@ class Scenario(_Strict):
         engine, version = info.data.get("engine"), info.data.get("engine_version")
         if v is None or engine is None or version is None:
             return v
-        from bringup.core.candidate import FlagError, parse_command
+        from bringup.core.candidate import FlagError, bad_text, parse_command
         from bringup.help.text import bundled_versions
 
         if version not in bundled_versions(engine):
@@ -391,6 +391,8 @@ class Scenario(_Strict):
         from bringup.scenario.engine_args import help_for
 
         spec = help_for(engine, version)[0]
+        if bad := bad_text(v):  # a NUL reaches no process: refused here, not after a launch
+            raise ValueError(f"the baseline {bad}")
         try:
             flags, _env = parse_command(v, spec)
         except FlagError as e:

@@ -13,6 +13,7 @@ import json
 import random
 from pathlib import Path
 
+from bringup.guard import files
 from bringup.verify.reference import ANSWERS_FILE
 
 LETTERS = "abcdefgh"
@@ -90,7 +91,7 @@ def _train_known(model_dir: Path, steps: int, seed: int, lr: float) -> dict[str,
         raise RuntimeError(f"the trained model answers {wrong} (final loss {loss.item():.3f}); train longer")
     state = {k: v.detach().contiguous() for k, v in model.state_dict().items()}
     save_file(state, str(model_dir / "model.safetensors"), metadata={"format": "pt"})
-    (model_dir / ANSWERS_FILE).write_text(json.dumps(answers, indent=2))
+    files.write_text(model_dir / ANSWERS_FILE, json.dumps(answers, indent=2))
     return answers
 
 
