@@ -28,6 +28,7 @@ from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Any, TextIO, cast
 
+from bringup.guard import files
 from bringup.observe.outcome import Outcome, ProbeResult
 from bringup.oracle.trials import (
     CHAT_PROMPT,
@@ -443,7 +444,7 @@ class InProcessTrial(Trial):
             status, probes = self._serve(launch)
         code = launch.code if launch.ended == "died" else -15
         self.dir.mkdir(parents=True, exist_ok=True)
-        (self.dir / "server.log").write_text("".join(f"{ln}\n" for ln in launch.lines))
+        files.write_text(self.dir / "server.log", "".join(f"{ln}\n" for ln in launch.lines))
         t_end = time.monotonic()
         server = cast(ServerProcess, _Exited(_Proc(code)))  # _finish reads its return code only
         return self._finish(
@@ -489,5 +490,5 @@ def _rejected(trial: Trial, out: Outcome, bad: str, t_start: float) -> Outcome:
     out.signature = "prelaunch-validation"
     out.timings = Timings(total=time.monotonic() - t_start)
     trial.dir.mkdir(parents=True, exist_ok=True)
-    (trial.dir / "server.log").write_text(bad + "\n")
+    files.write_text(trial.dir / "server.log", bad + "\n")
     return trial._write(out)

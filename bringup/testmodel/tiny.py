@@ -96,7 +96,7 @@ def _weights(spec: TestModelSpec, vocab: int) -> dict[str, np.ndarray]:
 
 def write_test_model(out_dir: Path, spec: TestModelSpec = TestModelSpec()) -> Path:
     """Write config, weights, tokenizer and chat template into out_dir; return it."""
-    from safetensors.numpy import save_file
+    from safetensors.numpy import save
 
     if spec.head_dim <= 0 or spec.layers <= 0 or spec.heads <= 0:
         raise ValueError("head_dim, layers and heads must be positive")
@@ -134,8 +134,9 @@ def write_test_model(out_dir: Path, spec: TestModelSpec = TestModelSpec()) -> Pa
         out_dir / "generation_config.json",
         json.dumps({"bos_token_id": bos, "eos_token_id": eos, "do_sample": False}, indent=2),
     )
-    save_file(_weights(spec, vocab), str(out_dir / "model.safetensors"), metadata={"format": "pt"})
-    tok.save(str(out_dir / "tokenizer.json"))
+    # (bytes written by bringup's own writer: never through a link left in a --force'd folder)
+    files.write_bytes(out_dir / "model.safetensors", save(_weights(spec, vocab), metadata={"format": "pt"}))
+    files.write_text(out_dir / "tokenizer.json", tok.to_str())
     files.write_text(
         out_dir / "tokenizer_config.json",
         json.dumps(

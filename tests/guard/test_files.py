@@ -26,12 +26,18 @@ def _outside(tmp_path: Path) -> Path:
     return target
 
 
-# ---- writing ---------------------------------------------------------------------------------------
-def test_a_link_at_a_written_name_is_refused_or_replaced_never_followed(tmp_path):
+def _planted(tmp_path: Path, name: str) -> tuple[Path, Path]:
+    """A run folder whose `name` is a link to a precious file outside it: (the run, the file)."""
     target = _outside(tmp_path)
     run = tmp_path / "run"
     run.mkdir()
-    (run / "FINDINGS.md").symlink_to(target)
+    (run / name).symlink_to(target)
+    return run, target
+
+
+# ---- writing ---------------------------------------------------------------------------------------
+def test_a_link_at_a_written_name_is_refused_or_replaced_never_followed(tmp_path):
+    run, target = _planted(tmp_path, "FINDINGS.md")
     with pytest.raises(files.UnsafeFile, match="symbolic link"):
         files.write_text(run / "FINDINGS.md", "new")  # in place: refused
     files.write_text(run / "FINDINGS.md", "new", atomic=True)  # renamed over: the link is replaced
@@ -53,10 +59,7 @@ def test_a_hard_link_a_fifo_or_a_folder_at_a_written_name_is_refused_at_once(tmp
 
 def test_a_planted_lock_file_link_truncates_nothing(tmp_path):
     """Round three: `.writer.lock` linked to a file outside made `run --resume` truncate it."""
-    target = _outside(tmp_path)
-    run = tmp_path / "run"
-    run.mkdir()
-    (run / ".writer.lock").symlink_to(target)
+    run, target = _planted(tmp_path, ".writer.lock")
     with pytest.raises(files.UnsafeFile, match="symbolic link"):
         RunLock(run, "r1").acquire()
     assert target.read_text() == "precious"

@@ -129,24 +129,9 @@ def test_a_key_from_the_environment_is_sent_by_the_probes_and_written_nowhere(ti
     a candidate) makes the server require it; the probes read it where vLLM does and send it, so the
     trial works (before: failing in `ready` with HTTP 401), and the key reaches no file or screen."""
     key = "sk-VllmFromTheShellZq81Secret"
-    rc, o, out, err = bringup(
-        "trial",
-        "--engine",
-        "vllm",
-        "--model",
-        str(tiny_model),
-        "--runs-dir",
-        str(tmp_path),
-        "--json",
-        "--timeout",
-        "600",
-        "--hang-timeout",
-        "120",
-        "--",
-        "--gpu-memory-utilization",
-        MEM,
-        env={"VLLM_API_KEY": key},
-    )
+    where = ["--model", str(tiny_model), "--runs-dir", str(tmp_path), "--timeout", "600"]
+    args = ["trial", "--engine", "vllm", *where, "--json", "--", "--gpu-memory-utilization", MEM]
+    rc, o, out, err = bringup(*args, env={"VLLM_API_KEY": key})
     assert rc == 0 and o["status"] == "works", (o or {}).get("evidence") or err[-2000:]
     assert not any("401" in p["detail"] for p in o["probes"])
     for p in tmp_path.rglob("*"):
