@@ -160,6 +160,12 @@ class Trial:
             "jit_tools": sorted(self._jit.seen) if self._jit else [],
         }
 
+    def _warm_classifier(self) -> None:
+        """The classifier loads while a real engine starts (its first verdict is then not its cold
+        start); not beside a double, whose scaled deadlines leave it no time to share."""
+        if not self.world.clock().simulated:
+            warm_up(self.engine.log_dialect)
+
     def _set_phase(self, new: str | None) -> None:
         p = later_phase(self.phase, new)
         if p != self.phase:
@@ -340,8 +346,7 @@ class Trial:
         server = ServerProcess(argv, self.dir / "server.log", env=env, redactor=Redactor(env), queued=True)
         files.write_text(self.dir / "server.pid", f"{server.pid}\n{port}\n")
         self.emit("status", f"launched pid {server.pid} on port {port}")
-        if not self.world.clock().simulated:  # (a double's scaled deadlines leave no time to share)
-            warm_up(self.engine.log_dialect)  # the classifier loads while the server starts
+        self._warm_classifier()
         self._jit, self._t_launch = JitWatch(server.pid), t_launch
         self._set_phase("parse-args")
         base_url = f"http://{host}:{port}"
