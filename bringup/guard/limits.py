@@ -49,23 +49,30 @@ _YAML_SKIP = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\']|\'\')*\'|(?:^|(?<=\s))#[^
 _BRACKETS = re.compile(r"[^\[\]{}]+")
 
 
-def nesting(text: str, yaml: bool = False) -> int:
+def nesting(text: str, yaml: bool = False, cap: int | None = None) -> int:
     """How deep brackets nest in a JSON (or flow-style YAML) text, outside strings and comments,
     without parsing it: a parser recurses once per level, and 100,000 levels of `[` in 100 kB end
-    in a RecursionError (or worse) before any limit could be checked on the value."""
+    in a RecursionError (or worse) before any limit could be checked on the value. With `cap`, only
+    whether it passes `cap` is exact (a number above it, or at most it): the count stops there, so a
+    100,000-deep text is read to its 101st bracket."""
     bare = _BRACKETS.sub("", (_YAML_SKIP if yaml else _JSON_STRING).sub("", text))
+    if cap is not None and bare.count("[") + bare.count("{") <= cap:
+        return 0  # fewer opening brackets than the cap: it cannot nest deeper
     depth = deepest = 0
     for c in bare:
         depth = depth + 1 if c in "[{" else max(depth - 1, 0)
-        deepest = max(deepest, depth)
+        if depth > deepest:
+            deepest = depth
+            if cap is not None and deepest > cap:
+                break
     return deepest
 
 
 def check_nesting(text: str, where: str, what: str, yaml: bool = False, limit: int = MAX_DEPTH) -> None:
     """InputError when the text nests deeper than `limit` (checked before it is parsed)."""
-    if (n := nesting(text, yaml)) > limit:
+    if nesting(text, yaml, cap=limit) > limit:
         raise InputError(
-            f"{where}: values nested {n} deep, over the limit of {limit} for a {what}; is this the right file?"
+            f"{where}: values nested more than {limit} deep, over the limit for a {what}; is this the right file?"
         )
 
 
