@@ -99,7 +99,9 @@ def role_of(
 ) -> str | None:
     """The reserved setting an option string sets (host, port, socket, model, served-name), or None."""
     table = _table(engine)
-    roles = table.roles if not model_flag or model_flag in table.roles else {**table.roles, model_flag: "model"}
+    roles = (
+        table.roles if not model_flag or model_flag in table.roles else {**table.roles, model_flag: "model"}
+    )
     for n in _spellings(name):
         if n in roles:
             return roles[n]

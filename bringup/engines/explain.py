@@ -109,6 +109,7 @@ def explain_lines(
             for k, v in eff_values.items()
         },
         overrides=overrides,
+        selected=eng.implementation_lines(lines) if eng else [],
         engine=engine,
         launched=True,
         warnings=[survived] if survived and not failed else [],

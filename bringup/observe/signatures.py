@@ -282,16 +282,19 @@ def classify(
     phase_reached: str | None,
     signatures: tuple[Signature, ...] | list[Signature] | None = None,
     max_evidence: int = 6,
+    settings: dict[str, str] | None = None,
     matcher: Matcher | None = None,
 ) -> Classification:
     """Find the root cause of a failed launch in its log, and the remedies the engine printed.
-    `matcher`: one that already read these lines (a trial's), whose memory of them is reused."""
+    ``settings``: the launch's own flags and variables ("--flag" or "env:NAME" -> value), when the
+    caller launched it (a trial); else what the log's dump of its arguments says. ``matcher``: one
+    that already read these lines (a trial's), whose memory of them is reused."""
     from bringup.observe.tracebacks import parse_log
 
     analysis = parse_log(lines)
     if matcher is None or signatures is not None or matcher.engine != engine:
         matcher = Matcher(engine, signatures)
-    cls = _classify(lines, matcher, phase_reached, max_evidence, analysis)
+    cls = _classify(lines, matcher, phase_reached, max_evidence, analysis, settings)
     cls.remedies = find_remedies(lines[failure_start(analysis) :], engine)
     if analysis.root is not None:
         cls.frames = [f"{f.module_path}:{f.func}" for f in analysis.root.frames[-MAX_FRAMES:]]
@@ -304,6 +307,7 @@ def _classify(
     phase_reached: str | None,
     max_evidence: int,
     analysis: LogAnalysis,
+    settings: dict[str, str] | None = None,
 ) -> Classification:
     """Find the root cause of a failed launch in its log.
 
@@ -329,7 +333,7 @@ def _classify(
     other_exc_idx = {i for e in analysis.exceptions for i in e.span} - chain_idx
     root_idx = set(root.span)
     candidates = [h for h in hits if not h.signature.generic and h.index not in other_exc_idx]
-    rm = match_rules(root, engine, phase_reached, lines)
+    rm = match_rules(root, engine, phase_reached, lines, settings)
     best = max(candidates, key=lambda h: (h.signature.priority, h.index in root_idx, -h.index), default=None)
     key = root.key_line
     evidence: list[str] = []
@@ -387,11 +391,15 @@ def _classify(
             implicated_levels=rm.implicated_levels,
             root_exception=describe(root),
         )
+    from bringup.observe.rootcause import where_class
+
+    where = where_class(root, engine, rm.phase or phase_reached, lines, settings)
     return Classification(
-        failure_class="unknown",
+        failure_class=where[0] if where is not None else "unknown",
         phase=_phase(served, phase_reached, rm.phase, None),
         evidence=evidence[:max_evidence],
-        hint=(
+        hint=(f"Classed {where[0]} by where it was raised ({where[1]}). " if where is not None else "")
+        + (
             f"The engine raised {describe(root)}, which no signature or root-cause rule knows; the evidence "
             "starts with that exception (the first process that failed). Add a signature to "
             "bringup/data/signatures/ or a rule to bringup/data/rootcause.yaml once the cause is known."

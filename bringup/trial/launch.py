@@ -21,7 +21,7 @@ from pathlib import Path
 
 import httpx
 
-from bringup.core.candidate import Candidate, FlagError, parse_flags
+from bringup.core.candidate import Candidate, FlagError, format_value, parse_flags
 from bringup.core.datafiles import hang_implicates, phase_index, probe_implicates, probe_implicates_by_probe
 from bringup.engines.base import Engine, later_phase
 from bringup.facts.gpus import GpuWatch, default_watch, visible_indices
@@ -429,6 +429,19 @@ class Trial:
     def _cancelled(self) -> bool:
         return self.s.cancel is not None and self.s.cancel.is_set()
 
+    def _settings(self) -> dict[str, str]:
+        """The launch's own flags and variables, for the classifier: a failure that quotes one of
+        their values, or is raised in the module one selects, is that setting's (issue 36). The
+        engine's secrets stay out (bringup.guard.secrets)."""
+        canon = self.cand.canonical()
+        out = {
+            k: " ".join(map(str, v)) if isinstance(v, list) else format_value(v)
+            for k, v in canon["flags"].items()
+            if v is not True
+        }
+        out.update({"env:" + k: str(v) for k, v in canon["env"].items()})
+        return out
+
     def _probe_class(
         self, cls: Classification, status: str, bad_probe: ProbeResult | None, texts: list[str], reached: str
     ) -> tuple[Classification, str]:
@@ -578,6 +591,7 @@ class Trial:
             for o in out.overrides
         ]
         out.warnings = [*out.warnings, *self._warned]
+        out.selected = self.engine.implementation_lines(texts)
         out.gpu = self._gpu or None
         out.timings = Timings(
             to_ready=(t_ready - t_launch) if t_ready else None,
@@ -637,7 +651,11 @@ class Trial:
             return self._write(out)
 
         cls = classify(
-            self.engine.before_teardown(texts), self.engine.log_dialect, reached, matcher=self.matcher
+            self.engine.before_teardown(texts),
+            self.engine.log_dialect,
+            reached,
+            settings=self._settings(),
+            matcher=self.matcher,
         )
         cls, status = self._probe_class(cls, status, failed_probe, texts, reached)
         if (
