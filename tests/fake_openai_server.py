@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import re
 import sys
 import time
@@ -191,6 +192,9 @@ class Server:
 
 
 async def main(args: argparse.Namespace) -> None:
+    args.api_key = (
+        args.api_key or os.environ.get("VLLM_API_KEY") or None
+    )  # the flag first, as vLLM reads them
     srv = Server(args)
     server = await asyncio.start_server(srv.handle, args.host, args.port, backlog=4096)
     port = server.sockets[0].getsockname()[1]
@@ -211,7 +215,11 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--no-tokenize", action="store_true", help="no /tokenize or /detokenize")
     p.add_argument("--no-log", action="store_true", help="do not keep request bodies")
     p.add_argument("--uvloop", action="store_true")
-    p.add_argument("--api-key", default=None, help="answer 401 on /v1/* without 'Authorization: Bearer KEY'")
+    p.add_argument(
+        "--api-key",
+        default=None,
+        help="answer 401 on /v1/* without 'Authorization: Bearer KEY' (else VLLM_API_KEY)",
+    )
     return p.parse_args(argv)
 
 

@@ -25,11 +25,12 @@ from bringup.core.datafiles import KnowledgeFileError, load_yaml
 from bringup.engines.explain import explain_file
 from bringup.facts.preflight import model_problems
 from bringup.guard import secrets
+from bringup.guard.limits import read_json_object
 from bringup.guard.safetext import safe_line
 from bringup.help.text import bundled_help, bundled_versions
 from bringup.observe.logread import select_lines
 from bringup.observe.signatures import default_signatures
-from bringup.record.journal import Journal, JournalDamaged
+from bringup.record.journal import Journal, JournalDamaged, JournalForeign
 from bringup.scenario.loader import ScenarioError, load_scenario
 
 FAST = settings(
@@ -240,6 +241,9 @@ def test_a_damaged_journal_is_moved_aside_untouched(data, magic):
         j.write_bytes(body)
         try:
             Journal(j)
+        except JournalForeign as e:  # emptied, or another program's tables: left exactly as it was
+            assert j.read_bytes() == body and not list(d.glob("*.damaged-*")) and str(j) in str(e)
+            return
         except JournalDamaged as e:
             aside = [p for p in d.glob("journal.sqlite.damaged-*") if not p.name.endswith(("-wal", "-shm"))]
             assert len(aside) == 1 and aside[0].read_bytes() == body and str(aside[0]) in str(e)
@@ -264,6 +268,8 @@ def test_a_good_journal_cut_anywhere_is_detected_or_still_reads():
             try:
                 row = Journal(c).run("r1")
                 assert row is None or row.id == "r1"
+            except JournalForeign:
+                assert c.read_bytes() == good[:cut]  # emptied: left as it is, never recreated
             except JournalDamaged:
                 assert any(p.read_bytes() == good[:cut] for p in (d / "c").glob("journal.sqlite.damaged-*"))
             shutil.rmtree(d / "c")
@@ -334,3 +340,160 @@ def test_server_bytes_are_read_in_bounded_lines(chunks):
 
 def test_signatures_all_have_sources():
     assert all(s.source for s in default_signatures())
+
+
+# ---- round three (issue 40): each kind of attack, generated -----------------------------------------
+_RESERVED_LONG = ["--host", "--port", "--uds", "--model", "--served-model-name"]
+
+
+@FAST
+@given(st.sampled_from(_RESERVED_LONG), st.integers(min_value=3, max_value=20), st.booleans(), st.booleans())
+def test_a_reserved_flag_in_any_spelling_never_becomes_a_candidate(name, cut, underscores, as_fix):
+    """Item 1: a prefix argparse would expand, a dest spelled with underscores, a fix's bare name:
+    whenever vLLM's parser would read it as a reserved flag, no candidate holds it."""
+    from bringup.core.candidate import Candidate
+    from bringup.core.reserved import ReservedFlag, refuse
+
+    spelled = name[: max(cut, 3)]
+    if underscores:
+        spelled = "--" + spelled[2:].replace("-", "_")
+    dashed = "--" + spelled[2:].replace("_", "-")
+    opt = SPEC.resolve(dashed)
+    means_reserved = opt is not None and opt.name in _RESERVED_LONG
+    try:
+        if as_fix:
+            refuse([spelled], "--fix", "vllm", SPEC)
+        else:
+            Candidate.make("vllm", "m", {spelled: "1"}, label="fuzz")
+    except ReservedFlag as e:
+        assert ("--fix" if as_fix else "fuzz") in str(e)
+        return
+    assert not means_reserved, spelled
+
+
+@FAST
+@given(
+    st.one_of(st.none(), _SECRET_TEXT, st.lists(_SECRET_TEXT, min_size=1, max_size=3)),
+    st.dictionaries(st.sampled_from(["VLLM_API_KEY", "SGLANG_API_KEY", "OPENAI_API_KEY"]), _SECRET_TEXT),
+)
+def test_the_key_sent_is_the_one_the_engine_reads(flag, env):
+    """Item 2: vLLM reads its --api-key (the first of many) before VLLM_API_KEY; no other variable."""
+    from bringup.core.candidate import Candidate
+    from bringup.engines.base import Engine
+
+    flags = {} if flag is None else {"--api-key": tuple(flag) if isinstance(flag, list) else flag}
+    key = Engine("vllm").api_key(Candidate.make("vllm", "m", flags), env)
+    want = (flag[0] if isinstance(flag, list) else flag) if flag else env.get("VLLM_API_KEY") or None
+    assert key == want
+
+
+_LOG_LINE = st.one_of(
+    st.from_regex(
+        r"INFO 12-0[1-9] 1[0-9]:[0-5][0-9]:[0-5][0-9] \[core\.py:[0-9]{1,4}\] step [0-9]{1,6} ok",
+        fullmatch=True,
+    ),
+    st.sampled_from(
+        [
+            "RuntimeError: CUDA error: an illegal memory access was encountered",
+            "worker exit code -9",
+            "worker exit code -1",
+            "OSError: [Errno 98] Address already in use",
+            "OSError: [Errno 99] Cannot assign requested address",
+            "Traceback (most recent call last):",
+        ]
+    ),
+    st.text(max_size=40),
+)
+
+
+@FAST
+@given(st.lists(_LOG_LINE, max_size=300))
+def test_the_trials_reader_keeps_a_bounded_selection_and_the_matchers_memory_never_lies(lines):
+    """Item 3: the keeper's selection is bounded and ends with the stream's tail; a matcher's
+    memory of lines with numbers ignored gives the answer a fresh look would."""
+    from bringup.observe.logread import LineKeeper
+    from bringup.observe.signatures import Matcher
+    from bringup.observe.tracebacks import strip_prefix
+
+    keeper = LineKeeper(head=20, max_distinct=30, max_notable=10, tail=50)
+    for ln in lines:
+        keeper.add(ln, lambda t: "Error" in t)
+    kept = keeper.lines()
+    assert len(kept) <= 20 + 30 + 10 + 50
+    assert kept[len(kept) - min(50, len(lines)) :] == lines[-50:] if lines else kept == []
+    m = Matcher("vllm")
+    for ln in lines:
+        bare = strip_prefix(ln)[0]
+        assert m.match(ln) == [s for s in m.signatures if s.regex.search(ln) or s.regex.search(bare)], ln
+
+
+@FAST
+@given(
+    st.sampled_from(["absent", "regular", "link", "dangling", "hardlink", "fifo", "folder"]),
+    st.booleans(),
+)
+def test_a_write_never_goes_through_what_is_planted_at_its_name(kind, atomic):
+    """Item 4: a written file is a plain file of its own when the write ends, or UnsafeFile; what
+    the name pointed to outside is never changed, and nothing blocks."""
+    from bringup.guard import files
+
+    d = _tmp()
+    try:
+        outside = d / "outside"
+        outside.write_text("precious")
+        name = d / "run" / "FINDINGS.md"
+        name.parent.mkdir()
+        {
+            "regular": lambda: name.write_text("old"),
+            "link": lambda: name.symlink_to(outside),
+            "dangling": lambda: name.symlink_to(d / "nowhere"),
+            "hardlink": lambda: os.link(outside, name),
+            "fifo": lambda: os.mkfifo(name),
+            "folder": lambda: name.mkdir(),
+        }.get(kind, lambda: None)()
+        try:
+            files.write_text(name, "new", atomic=atomic)
+        except files.UnsafeFile:
+            assert not atomic or kind == "folder"
+        else:
+            assert name.is_file() and not name.is_symlink() and name.read_text() == "new"
+        assert outside.read_text() == "precious" and not (d / "nowhere").exists()
+    finally:
+        shutil.rmtree(d)
+
+
+@FAST
+@given(st.integers(min_value=0, max_value=400), st.sampled_from(["[", '{"a":']))
+def test_a_nested_value_is_parsed_or_refused_never_a_recursion_error(depth, opener):
+    """Item 4: a JSON value nested `depth` deep is read when at most 100 deep, else InputError."""
+    from bringup.guard.limits import InputError
+
+    closer = "]" if opener == "[" else "}"
+    d = _tmp()
+    try:
+        (d / "config.json").write_text('{"x": ' + opener * depth + "1" + closer * depth + "}")
+        try:
+            read_json_object(d / "config.json", "model config")
+        except InputError as e:
+            assert depth + 1 > 100 and "nested" in str(e)
+            return
+        assert depth + 1 <= 100
+    finally:
+        shutil.rmtree(d)
+
+
+@FAST
+@given(st.text(max_size=12), st.sampled_from(["", "\x00", "\udcff", "\udc80x"]), st.booleans())
+def test_a_flag_or_variable_no_process_or_record_can_hold_is_refused(text, bad, in_env):
+    """Item 4: a NUL byte or bytes that are not UTF-8 (surrogates) anywhere in a candidate: FlagError."""
+    from bringup.core.candidate import Candidate, bad_text
+
+    value = text + bad
+    try:
+        Candidate.make(
+            "vllm", "m", {} if in_env else {"--chat-template": value}, {"VLLM_X": value} if in_env else {}
+        )
+    except FlagError as e:
+        assert bad_text(value) is not None and ("NUL" in str(e) or "UTF-8" in str(e))
+        return
+    assert bad_text(value) is None

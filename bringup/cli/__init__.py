@@ -74,12 +74,24 @@ def _refused(e: Exception) -> None:
     import sys
 
     # the classes load only when something went wrong: `bringup --help` stays light
+    from bringup.core.candidate import FlagError
     from bringup.core.datafiles import KnowledgeFileError
+    from bringup.core.reserved import ReservedFlag
     from bringup.facts.preflight import PreflightError
+    from bringup.guard.files import UnsafeFile
     from bringup.guard.limits import InputError
     from bringup.record.journal import JournalDamaged
 
-    if isinstance(e, (JournalDamaged, PreflightError, InputError, KnowledgeFileError)):
+    refused = (
+        JournalDamaged,
+        PreflightError,
+        InputError,
+        KnowledgeFileError,
+        UnsafeFile,
+        ReservedFlag,
+        FlagError,
+    )
+    if isinstance(e, refused):
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
     if isinstance(e, OSError) and e.errno in (

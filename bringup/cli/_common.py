@@ -147,13 +147,20 @@ def writable_runs_root(runs_dir: Path | None) -> Path:
 
 
 def new_trial_dir(root: Path, engine: str, key: str) -> Path:
+    """A fresh trial folder under the runs folder, made (a name taken by anything, a dangling link
+    included, is stepped over; a link on the way is refused, exit 2: bringup/guard/files.py)."""
+    from bringup.guard import files
+
     stamp = time.strftime("%Y%m%d-%H%M%S")
     d = root / "trials" / f"{stamp}-{engine}-{key[:8]}"
     n = 1
-    while d.exists():
+    while files.is_taken(d):
         n += 1
         d = root / "trials" / f"{stamp}-{engine}-{key[:8]}-{n}"
-    return d
+    try:
+        return files.make_dirs(d, inside=root)
+    except files.UnsafeFile as e:
+        raise usage_error(str(e)) from None
 
 
 def print_json(obj: object) -> None:

@@ -271,6 +271,7 @@ def _settings(o: RunOptions) -> RunSettings:
 def _execute(settings: RunSettings, root: Path, rid: str | None, json_out: bool) -> RunResult:
     """The run, with its live table on stderr (not with --json); bad input and a stop end it with a message."""
     from bringup.core.datafiles import KnowledgeFileError
+    from bringup.core.reserved import ReservedFlag
     from bringup.engines.targets import TargetError
     from bringup.search.space import SpaceError
     from bringup.session.run import QuietObserver, Run, RunError
@@ -287,7 +288,7 @@ def _execute(settings: RunSettings, root: Path, rid: str | None, json_out: bool)
             with live:
                 return r.execute()
         return r.execute()
-    except (TargetError, RunError, SpaceError, KnowledgeFileError, RayClusterError) as e:
+    except (TargetError, RunError, SpaceError, KnowledgeFileError, RayClusterError, ReservedFlag) as e:
         raise usage_error(str(e)) from None
     except Interrupted as e:
         err_console.print(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated
 
@@ -12,14 +13,22 @@ from bringup.cli._common import finite, options, usage_error
 
 
 def _refuse_to_overwrite(out_dir: Path, force: bool) -> None:
-    """A user's folder is never replaced silently: its config.json and weights were overwritten."""
-    if out_dir.exists() and not out_dir.is_dir():
-        raise usage_error(f"{out_dir} is a file, not a folder: give a new folder for the test model")
+    """A user's folder is never replaced silently: its config.json and weights were overwritten;
+    and a folder that cannot be made (under /proc, under a file) is said so before any work."""
+    if os.path.lexists(out_dir) and not out_dir.is_dir():
+        raise usage_error(
+            f"{out_dir} is a file (or a link), not a folder: give a new folder for the test model"
+        )
     if out_dir.is_dir() and not force and (held := sorted(p.name for p in out_dir.iterdir())):
         raise usage_error(
             f"{out_dir} is not empty ({', '.join(held[:5])}{' …' if len(held) > 5 else ''}): give a new "
             "folder, or --force to replace its files"
         )
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        why = "a part of the path is a file" if isinstance(e, NotADirectoryError) else (e.strerror or str(e))
+        raise usage_error(f"cannot make the folder {out_dir}: {why}; give a folder you can write") from None
 
 
 class TestmodelOptions:

@@ -163,11 +163,15 @@ def _candidate(target: Target, tokens: list[str], env: list[str]) -> Candidate:
     """The candidate the engine flags after `--` and the --env variables make (with the user's own
     engine variables); bad usage ends here."""
     from bringup.core.candidate import Candidate, FlagError, parse_env, parse_flags
-    from bringup.core.reserved import reserved_flag
+    from bringup.core.reserved import ReservedFlag, refuse
     from bringup.env.registry import launch_environment
 
-    if why := reserved_flag(tokens, target.spec, target.engine.info.model_flag):
-        raise usage_error(why)
+    try:
+        refuse(
+            tokens, "the engine flags", target.engine.log_dialect, target.spec, target.engine.info.model_flag
+        )
+    except ReservedFlag as e:
+        raise usage_error(str(e)) from None
     try:
         flags = parse_flags(tokens, target.spec)
     except FlagError:

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Union
 
+from bringup.core import reserved
 from bringup.guard import secrets
 from bringup.help.text import HelpSpec
 
@@ -29,6 +30,20 @@ class FlagError(ValueError):
     def __init__(self, message: str, flag: str | None = None):
         super().__init__(message)
         self.flag = flag
+
+
+def bad_text(text: str) -> str | None:
+    """What makes a flag or variable unusable, or None: a NUL byte (no program can be given one),
+    bytes that are not UTF-8 (Python keeps them as surrogates; no record can hold them)."""
+    if "\x00" in text:
+        return "holds a NUL byte"
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            raw = text.encode("utf-8", "surrogateescape")[:60]
+            return f"holds bytes that are not UTF-8 ({raw!r})"
+    return None
 
 
 def _split(text: str) -> list[str]:
@@ -182,6 +197,24 @@ class Candidate:
     flags: tuple[tuple[str, FlagValue], ...] = ()
     env: tuple[tuple[str, str], ...] = ()
     label: str = field(default="", compare=False)
+
+    def __post_init__(self) -> None:
+        # The one place every candidate passes, whatever made it (a baseline, a fix, a space file,
+        # a tuning knob, a lesson, a journal row): a flag that sets the host, port, socket, model
+        # or served name never becomes a launch (bringup/core/reserved.py), and no flag or variable
+        # holds what no process can be given or no record can hold (a NUL byte, bytes that are not
+        # UTF-8: a traceback after the launch, with nothing recorded).
+        origin = self.label or "a candidate"
+        reserved.check_flags(self.engine, [k for k, _ in self.flags], origin)
+        for k, v in self.flags:
+            for text in (k, *(v if isinstance(v, tuple) else (v,) if isinstance(v, str) else ())):
+                if bad := bad_text(text):
+                    raise FlagError(f"{origin}: {k} {bad}", k)
+        for name, value in self.env:
+            if bad := bad_text(name) or bad_text(value):
+                raise FlagError(
+                    f"{origin}: the variable {name} {bad}; set it as UTF-8 text, or unset it", name
+                )
 
     @classmethod
     def make(

@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from bringup.guard.limits import KNOWLEDGE_MAX, InputError, read_text_limited
+from bringup.guard.limits import KNOWLEDGE_MAX, InputError, check_depth, check_nesting, read_text_limited
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -26,7 +26,11 @@ def load_yaml(path: Path) -> Any:
     try:
         # libyaml's loader where it is built in: the same documents, ~10x faster (a run reads the
         # variable registry and the knowledge files each time it is prepared).
-        return yaml.load(read_text_limited(Path(path), KNOWLEDGE_MAX, "knowledge file"), Loader=_LOADER)
+        text = read_text_limited(Path(path), KNOWLEDGE_MAX, "knowledge file")
+        check_nesting(text, str(path), "knowledge file", yaml=True)
+        doc = yaml.load(text, Loader=_LOADER)
+        check_depth(doc, str(path), "knowledge file")
+        return doc
     except InputError as e:
         raise KnowledgeFileError(str(e)) from None
     except (yaml.YAMLError, RecursionError) as e:

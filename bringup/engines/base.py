@@ -12,10 +12,11 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -23,6 +24,7 @@ from bringup.core.candidate import Candidate, FlagValue
 from bringup.core.datafiles import DATA, KnowledgeFileError, load_yaml, phase_index
 from bringup.engines.world import HERE, World
 from bringup.facts.installed import distribution_version
+from bringup.guard import files
 from bringup.help.text import HelpSpec, parse_help
 from bringup.observe.effective import (
     EffectiveConfig,
@@ -114,6 +116,26 @@ class GpuNeed(BaseModel):
     source: str = ""
 
 
+class ReservedFlags(BaseModel):
+    """Flags that choose where the server listens and what it serves, which bringup sets itself:
+    refused from every origin (bringup/core/reserved.py reads them, with their aliases from the help
+    captures)."""
+
+    model_config = ConfigDict(extra="forbid")
+    flags: dict[str, Literal["host", "port", "socket", "model", "served-name"]] = Field(default_factory=dict)
+    source: str = ""
+
+
+class ApiKeySource(BaseModel):
+    """Where the server reads the key its clients must send (its flag first, then its variables,
+    in the engine's own order): the probes and the load generator send it as a Bearer token."""
+
+    model_config = ConfigDict(extra="forbid")
+    flags: list[str] = Field(default_factory=list)
+    env: list[str] = Field(default_factory=list)
+    source: str = ""
+
+
 class EngineInfo(BaseModel):
     model_config = ConfigDict(extra="forbid")
     module: str
@@ -148,6 +170,8 @@ class EngineInfo(BaseModel):
     )
     log_marker: str | None = None  # a regex that tells this engine's log apart (bringup explain)
     gpus: GpuNeed = Field(default_factory=GpuNeed)
+    reserved: ReservedFlags = Field(default_factory=ReservedFlags)
+    api_key: ApiKeySource = Field(default_factory=ApiKeySource)
 
 
 @lru_cache(maxsize=1)
@@ -229,6 +253,20 @@ class Engine:
         env.setdefault("PYTHONUNBUFFERED", "1")  # log lines must stream, not sit in a buffer
         return env
 
+    def api_key(self, cand: Candidate, env: Mapping[str, str]) -> str | None:
+        """The key the server launched with these flags and this environment wants from its
+        clients, read where the engine reads it (engines.yaml `api_key:`, the flag before the
+        variables): VLLM_API_KEY inherited from the user's shell is never in the candidate (a
+        secret), yet the server requires it (round three: a working server reported failing in
+        `ready` with HTTP 401). None: the server wants none."""
+        flags = cand.flag_dict
+        for name in self.info.api_key.flags:
+            v = flags.get(name)
+            v = v[0] if isinstance(v, tuple) and v else v
+            if isinstance(v, str) and v:
+                return v
+        return next((env[n] for n in self.info.api_key.env if env.get(n)), None)
+
     def parallel_flags(self, spec: HelpSpec | None) -> list[str]:
         """The flags whose product is a launch's GPU count, by their canonical names."""
         out = []
@@ -306,7 +344,7 @@ class Engine:
         if out.returncode != 0 or "usage:" not in text.lower():  # argparse "usage:", click "Usage:"
             return None
         cache.parent.mkdir(parents=True, exist_ok=True)
-        cache.write_text(text)
+        files.write_text(cache, text)
         return text
 
     def help_spec(self, version: str | None = None) -> HelpSpec | None:

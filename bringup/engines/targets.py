@@ -109,15 +109,15 @@ def resolve_target(
 def model_answers(folder: Path) -> list[KnownAnswer]:
     """Known answers written next to a model (`bringup testmodel --preset known` writes them):
     a JSON object {prompt: expected}. A model without the file has none."""
-    import json
+    from bringup.guard.limits import JSON_CONFIG_MAX, loads_json, read_text_limited
 
     f = folder / "bringup_answers.json"
     if not f.is_file():
         return []
     try:
-        data = json.loads(f.read_text())
-    except ValueError as e:
-        raise TargetError(f"{f} is not JSON ({e}): fix or delete it") from None
+        data = loads_json(read_text_limited(f, JSON_CONFIG_MAX, "answers file"), str(f), "answers file")
+    except ValueError as e:  # InputError too: not a file, too big, nested too deep
+        raise TargetError(f"{f} is not a JSON file of answers ({e}): fix or delete it") from None
     if not isinstance(data, dict) or not all(
         isinstance(k, str) and isinstance(v, str) for k, v in data.items()
     ):

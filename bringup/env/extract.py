@@ -36,6 +36,7 @@ from typing import Any
 import yaml
 
 from bringup.core.datafiles import DATA, KnowledgeFileError, load_yaml
+from bringup.guard import files
 
 _UNKNOWN = object()  # a default that cannot be worked out statically
 _SEPARATOR = re.compile(r"^\s*(?:[=\-#*~]{3,})(?:\s*(?P<title>.*?)\s*[=\-#*~]{3,})?\s*$")
@@ -751,7 +752,7 @@ def main(argv: list[str] | None = None) -> int:
         f"# {args.engine} {args.version}: environment-variable registry, generated from the engine's own\n"
         f"# {spec['file']} by `python -m bringup.env.extract` (do not edit; regenerate). Schema: docs/knowledge.md.\n"
     )
-    out.write_text(header + yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=120))
+    files.write_text(out, header + yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=120))
     print(f"{out}: {doc['counts']}")
     return 0
 

@@ -34,6 +34,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bringup.guard import files
+from bringup.guard.limits import read_json_object
+
 SCHEMA = 1
 GIB = 1024**3
 MIB = 1024**2
@@ -635,7 +638,7 @@ def from_dict(d: dict[str, Any]) -> Snapshot:
 
 
 def load_snapshot(path: str | Path) -> Snapshot:
-    return from_dict(json.loads(Path(path).read_text()))
+    return from_dict(read_json_object(Path(path), "facts snapshot"))
 
 
 def from_recorded(folder: str | Path) -> Snapshot:
@@ -691,7 +694,7 @@ def record(folder: str | Path, nvml: Any = None) -> list[str]:
 
     def put(name: str, content: str | None) -> None:
         if content is not None:
-            (folder / name).write_text(content)
+            files.write_text(folder / name, content)
             written.append(name)
 
     raw = read_nvml(nvml)

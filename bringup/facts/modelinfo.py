@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bringup.guard import files
 from bringup.guard.limits import read_json_object
 
 GIB = 1024**3
@@ -157,7 +158,7 @@ def write_safetensors_header_only(
     blob = json.dumps(header, separators=(",", ":")).encode()
     blob += b" " * (-len(blob) % 8)  # safetensors pads the header to 8 bytes
     path = Path(path)
-    with path.open("wb") as f:
+    with files.open_write(path, text=False) as f:
         f.write(struct.pack("<Q", len(blob)))
         f.write(blob)
         f.truncate(8 + len(blob) + offset)
@@ -255,7 +256,7 @@ def write_header_only_model(
     """A model folder with config.json and sharded header-only safetensors (with an index)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "config.json").write_text(json.dumps(config, indent=1))
+    files.write_text(out / "config.json", json.dumps(config, indent=1))
     fp = from_config(config)
     tensors = synthetic_tensors(fp, quant=quant, layers=layers)
     names = list(tensors)
@@ -268,8 +269,9 @@ def write_header_only_model(
         total += write_safetensors_header_only(out / fname, {n: tensors[n] for n in chunk}, {"format": "pt"})
         weight_map.update(dict.fromkeys(chunk, fname))
     if shards > 1:
-        (out / "model.safetensors.index.json").write_text(
-            json.dumps({"metadata": {"total_size": total}, "weight_map": weight_map}, indent=1)
+        files.write_text(
+            out / "model.safetensors.index.json",
+            json.dumps({"metadata": {"total_size": total}, "weight_map": weight_map}, indent=1),
         )
     return out
 

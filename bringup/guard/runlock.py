@@ -14,6 +14,8 @@ import fcntl
 import os
 from pathlib import Path
 
+from bringup.guard import files
+
 LOCK_NAME = ".writer.lock"
 
 
@@ -28,7 +30,7 @@ class RunLock:
         self.fd: int | None = None
 
     def acquire(self) -> RunLock:
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        fd = files.open_fd(self.path)  # never through a link planted in a killed run's folder
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -167,6 +167,22 @@ def parse_argparse_help(text: str) -> HelpSpec:
 
 
 DATA_HELP = Path(__file__).resolve().parents[1] / "data" / "help"
+_OPTION_LINE = re.compile(r"^  -{1,2}[A-Za-z0-9]")
+
+
+def option_name_groups(text: str) -> list[list[str]]:
+    """The option strings of each option a help text lists (`['--model-path', '--model']`), without
+    the rest of a full parse: what knows a flag by all its names (bringup/core/reserved.py) reads
+    every capture at the first candidate a process makes, so it is a scan of option lines only."""
+    if is_click_help(text):
+        from bringup.help.click_text import parse_click_help
+
+        return [o.all_names for o in parse_click_help(text).options]
+    out: list[list[str]] = []
+    for line in text.splitlines():
+        if _OPTION_LINE.match(line):
+            out.append(_parse_option_strings(_split_option_line(line)[0])[0])
+    return out
 
 
 def bundled_help(engine: str, version: str) -> HelpSpec:

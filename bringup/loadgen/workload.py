@@ -20,7 +20,10 @@ from typing import Protocol
 import httpx
 import numpy as np
 
+from bringup.guard.limits import InputError, loads_json, read_text_limited
 from bringup.loadgen.config import BenchConfig, BenchError
+
+PROMPTS_MAX = 256 << 20  # a prompts file (JSON lines) read whole
 
 # Text whose tokens seed the id pool when only the server can tokenize (it has no vocab listing).
 _CORPUS = (
@@ -229,18 +232,18 @@ def load_jsonl(path: Path, default_output_len: int) -> list[tuple[str, int]]:
     """(prompt, max_tokens) per line. Each line: {"prompt": str, "max_tokens": int (optional)}."""
     rows: list[tuple[str, int]] = []
     try:
-        lines = path.read_text().splitlines()
-    except OSError as e:
-        raise BenchError(f"cannot read prompts file {path}: {e.strerror}") from e
+        lines = read_text_limited(path, PROMPTS_MAX, "prompts file").splitlines()
+    except InputError as e:  # missing, a FIFO or a device (refused at once, never a hang), too big, not UTF-8
+        raise BenchError(f"cannot read prompts file: {e}") from None
     for n, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
-            obj = json.loads(line)
+            obj = loads_json(line, f"{path}:{n}", "prompts file")
             prompt = obj["prompt"]
             max_tokens = int(obj.get("max_tokens") or default_output_len)
-        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
-            raise BenchError(f"{path}:{n}: expected a JSON object with a 'prompt' string ({e})") from e
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as e:  # InputError: nested too deep
+            raise BenchError(f"{path}:{n}: expected a JSON object with a 'prompt' string ({e})") from None
         if not isinstance(prompt, str) or max_tokens < 1:
             raise BenchError(f"{path}:{n}: 'prompt' must be a string and 'max_tokens' >= 1")
         rows.append((prompt, max_tokens))

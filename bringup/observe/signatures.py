@@ -8,7 +8,9 @@ root cause above." carry a low one, so they are evidence only when nothing bette
 
 from __future__ import annotations
 
+import contextlib
 import re
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -24,6 +26,7 @@ from bringup.core.datafiles import (
     phases,
     validated_entries,
 )
+from bringup.observe.digitblind import digit_blind
 from bringup.observe.remedies import Remedy, find_remedies
 from bringup.observe.tracebacks import LogAnalysis, strip_prefix
 
@@ -185,6 +188,10 @@ class Classification:
     frames: list[str] = field(default_factory=list)
 
 
+MEMO_LINES = 8192  # distinct lines (numbers ignored) a matcher remembers
+_ZEROS = bytes.maketrans(b"123456789", b"000000000")  # a digit read as 0 (cheap: bytes.translate)
+
+
 class Matcher:
     """Matches log lines against the signatures of one engine.
 
@@ -196,11 +203,35 @@ class Matcher:
         sigs = signatures if signatures is not None else default_signatures()
         self.engine = engine
         self.signatures = [s for s in sigs if s.applies_to(engine)]
+        # Signatures that cannot tell one digit from another (bringup/observe/digitblind.py) give
+        # one answer for every line of a flood that differs only in its numbers: remembered by the
+        # line with its digits read as 0 (the decorations stripped are read the same way). The
+        # others are asked every time.
+        self._blind = [(s, s.regex.search) for s in self.signatures if digit_blind(s.regex)]
+        self._sensitive = [(s, s.regex.search) for s in self.signatures if not digit_blind(s.regex)]
+        self._order = {id(s): i for i, s in enumerate(self.signatures)}
+        self._memo: dict[bytes, list[Signature]] = {}
+
+    @staticmethod
+    def _hits(line: str, bare: str, searches: list) -> list[Signature]:
+        if bare == line:
+            return [s for s, search in searches if search(line)]
+        return [s for s, search in searches if search(line) or search(bare)]
 
     def match(self, line: str) -> list[Signature]:
-        bare = strip_prefix(line)[0]
-        texts = (line,) if bare == line else (line, bare)
-        return [s for s in self.signatures if any(s.regex.search(t) for t in texts)]
+        key = line.encode("utf-8", "surrogatepass").translate(_ZEROS)
+        blind = self._memo.get(key)
+        bare = None
+        if blind is None:
+            bare = strip_prefix(line)[0]
+            blind = self._hits(line, bare, self._blind)
+            if len(self._memo) >= MEMO_LINES:
+                self._memo.clear()
+            self._memo[key] = blind
+        if not self._sensitive:
+            return list(blind)
+        sens = self._hits(line, bare if bare is not None else strip_prefix(line)[0], self._sensitive)
+        return sorted([*blind, *sens], key=lambda s: self._order[id(s)]) if sens else list(blind)
 
     def scan(self, lines: list[str]) -> list[Hit]:
         return [Hit(i, ln, s) for i, ln in enumerate(lines) for s in self.match(ln)]
@@ -252,14 +283,18 @@ def classify(
     signatures: tuple[Signature, ...] | list[Signature] | None = None,
     max_evidence: int = 6,
     settings: dict[str, str] | None = None,
+    matcher: Matcher | None = None,
 ) -> Classification:
     """Find the root cause of a failed launch in its log, and the remedies the engine printed.
     ``settings``: the launch's own flags and variables ("--flag" or "env:NAME" -> value), when the
-    caller launched it (a trial); else what the log's dump of its arguments says."""
+    caller launched it (a trial); else what the log's dump of its arguments says. ``matcher``: one
+    that already read these lines (a trial's), whose memory of them is reused."""
     from bringup.observe.tracebacks import parse_log
 
     analysis = parse_log(lines)
-    cls = _classify(lines, engine, phase_reached, signatures, max_evidence, analysis, settings)
+    if matcher is None or signatures is not None or matcher.engine != engine:
+        matcher = Matcher(engine, signatures)
+    cls = _classify(lines, matcher, phase_reached, max_evidence, analysis, settings)
     if cls.failure_class == "model-load":
         _setting_not_model(cls, lines, engine, settings)
     cls.remedies = find_remedies(lines[failure_start(analysis) :], engine)
@@ -292,9 +327,8 @@ def _setting_not_model(
 
 def _classify(
     lines: list[str],
-    engine: str | None,
+    matcher: Matcher,
     phase_reached: str | None,
-    signatures: tuple[Signature, ...] | list[Signature] | None,
     max_evidence: int,
     analysis: LogAnalysis,
     settings: dict[str, str] | None = None,
@@ -311,7 +345,8 @@ def _classify(
     """
     from bringup.observe.rootcause import describe, match_rules
 
-    hits = [h for h in Matcher(engine, signatures).scan(lines) if h.signature.fatal]
+    engine = matcher.engine
+    hits = [h for h in matcher.scan(lines) if h.signature.fatal]
     root = analysis.root
     served = phase_index(phase_reached) >= phase_index("ready")
     if root is None:
@@ -453,3 +488,23 @@ def _rule_signature(rule_id: str):
 def signature_for_rule(rule: RootRule) -> Signature:
     """The rule as a Signature, so code that reads a signature's adjust reads a rule's too."""
     return _rule_signature(rule.id)
+
+
+_WARMED: set[str | None] = set()
+_WARM_LOCK = threading.Lock()
+
+
+def warm_up(engine: str | None) -> None:
+    """Load what the classifier reads on its first call (its modules, the rules, the engines' help
+    tables), in a thread, once per engine and process: a trial starts it with the server, so the
+    verdict after a fatal line is not the classifier's cold start (about half a second here)."""
+    with _WARM_LOCK:
+        if engine in _WARMED:
+            return
+        _WARMED.add(engine)
+
+    def work() -> None:
+        with contextlib.suppress(Exception):  # a warm-up that fails costs the verdict its speed only
+            classify(["Traceback (most recent call last):", "RuntimeError: warm-up"], engine, "spawn")
+
+    threading.Thread(target=work, name="classifier-warm-up", daemon=True).start()

@@ -28,6 +28,7 @@ from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Any, TextIO, cast
 
+from bringup.guard import files
 from bringup.observe.outcome import Outcome, ProbeResult
 from bringup.oracle.trials import (
     CHAT_PROMPT,
@@ -443,7 +444,7 @@ class InProcessTrial(Trial):
             status, probes = self._serve(launch)
         code = launch.code if launch.ended == "died" else -15
         self.dir.mkdir(parents=True, exist_ok=True)
-        (self.dir / "server.log").write_text("".join(f"{ln}\n" for ln in launch.lines))
+        files.write_text(self.dir / "server.log", "".join(f"{ln}\n" for ln in launch.lines))
         t_end = time.monotonic()
         server = cast(ServerProcess, _Exited(_Proc(code)))  # _finish reads its return code only
         return self._finish(
@@ -452,13 +453,8 @@ class InProcessTrial(Trial):
 
     def _read(self, texts: list[str], start: int = 0) -> str | None:
         """The lines into the trial's own reader (phase, fatal check); "fails" when one is fatal."""
-        fatal = None
         now = time.monotonic()
-        for text in texts[start:]:
-            self.lines.append(TimedLine(now, text))
-            self._set_phase(self.engine.phase_of(text))
-            if fatal is None and any(sig.fatal for sig in self.matcher.match(text)):
-                fatal = text
+        fatal = self._take([TimedLine(now, text) for text in texts[start:]])  # as Trial reads a real server
         return "fails" if fatal is not None else None
 
     def _serve(self, launch: Launch) -> tuple[str, list[ProbeResult]]:
@@ -494,5 +490,5 @@ def _rejected(trial: Trial, out: Outcome, bad: str, t_start: float) -> Outcome:
     out.signature = "prelaunch-validation"
     out.timings = Timings(total=time.monotonic() - t_start)
     trial.dir.mkdir(parents=True, exist_ok=True)
-    (trial.dir / "server.log").write_text(bad + "\n")
+    files.write_text(trial.dir / "server.log", bad + "\n")
     return trial._write(out)

@@ -9,7 +9,9 @@ identity, so a later run on the same machine, engine and model starts from what 
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
+import stat
 import time
 from contextlib import closing
 from dataclasses import dataclass, fields
@@ -18,6 +20,7 @@ from typing import Any
 
 from bringup.core.candidate import Candidate
 from bringup.guard import secrets
+from bringup.guard.files import kind_of
 from bringup.observe.outcome import Outcome
 
 # Delta debugging was called "explain" before it became "minimize": old journals still resume.
@@ -120,6 +123,12 @@ class JournalDamaged(RuntimeError):
     never edited) unless opened read-only; the message says where, and how to go on."""
 
 
+class JournalForeign(JournalDamaged):
+    """A file where the journal should be that is not one bringup can write: empty (emptied),
+    another program's database, tables of another schema, or not a plain file (a link, a FIFO).
+    Nothing is moved or changed; the message says what it is and how to go on."""
+
+
 class JournalRowDamaged(JournalDamaged):
     """A readable journal with a row bringup cannot read (edited by hand, another schema, another
     program's database): the table, the row and the fault are named; nothing is moved or changed."""
@@ -133,6 +142,68 @@ def _row_problem(table: str, row: sqlite3.Row, e: Exception) -> JournalRowDamage
         f"journal {table} {where} cannot be read ({type(e).__name__}: {msg}); the journal was not changed: "
         "restore a copy, or give another --runs-dir for a new journal"
     )
+
+
+_SIDES = ("", "-wal", "-shm", "-journal")  # the database and the files SQLite keeps beside it
+
+
+def _expected_columns() -> dict[str, list[str]]:
+    with closing(sqlite3.connect(":memory:")) as db:
+        db.executescript(SCHEMA)
+        tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+        return {
+            t: [r[1] for r in db.execute(f"PRAGMA table_info({t})")] for t in tables if t != "sqlite_sequence"
+        }
+
+
+def foreign_problem(path: Path) -> str | None:
+    """Why the file at `path` (or one SQLite keeps beside it) is no journal bringup may open,
+    though SQLite could read it: a link or a special file (SQLite would write through or block on
+    it), an empty file (a journal emptied: starting a new one over it would hide that), another
+    program's tables, or ours with other columns (an INSERT would fail half way). None: it is."""
+    return _file_problem(path) or (_schema_problem(path) if path.exists() else None)
+
+
+def _file_problem(path: Path) -> str | None:
+    for side in _SIDES:
+        p = path.with_name(path.name + side)
+        try:
+            st = os.lstat(p)
+        except FileNotFoundError:
+            continue
+        if stat.S_ISLNK(st.st_mode):
+            return f"{p.name} is a symbolic link (bringup never writes through a link)"
+        if not stat.S_ISREG(st.st_mode):
+            return f"{p.name} is {kind_of(st.st_mode)}, not a file"
+        if not side and st.st_size == 0:
+            return "it is empty (0 bytes): the runs it recorded are gone; bringup does not start a new journal over it"
+    return None
+
+
+def _schema_problem(path: Path) -> str | None:
+    try:
+        with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)) as db:
+            have = {
+                t: [r[1] for r in db.execute(f"PRAGMA table_info({t})")]
+                for (t,) in db.execute("SELECT name FROM sqlite_master WHERE type='table'")
+                if t != "sqlite_sequence"
+            }
+    except sqlite3.DatabaseError:
+        return None  # journal_problem says what SQLite cannot read
+    want = _expected_columns()
+    ours = [t for t in want if t in have]
+    if have and not ours:
+        return f"it is another program's database (tables {', '.join(sorted(have)[:6])}), not a journal"
+    for t in ours:
+        if t == "runs" and have[t] != want[t] or not set(want[t]) <= set(have[t]):
+            missing = [c for c in want[t] if c not in have[t]]
+            extra = [c for c in have[t] if c not in want[t]]
+            return (
+                f"its table {t} is not bringup's (missing columns: {', '.join(missing[:6]) or 'none'}"
+                f"{' ...' if len(missing) > 6 else ''}; others: {', '.join(extra[:6]) or 'none'}): "
+                "another program's database, or another schema"
+            )
+    return None
 
 
 def journal_problem(path: Path) -> str | None:
@@ -176,6 +247,11 @@ class Journal:
     def __init__(self, path: Path, readonly: bool = False):
         self.path = Path(path)
         self.readonly = readonly
+        if foreign := foreign_problem(self.path):
+            raise JournalForeign(
+                f"the journal {self.path} cannot be used: {foreign}. It was left as it is. Restore a copy "
+                "of the journal, or move this file away to start a new journal (or give another --runs-dir)."
+            )
         problem = journal_problem(self.path)
         if problem is not None:
             if readonly:

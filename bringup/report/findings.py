@@ -14,12 +14,15 @@ from typing import TYPE_CHECKING
 from bringup.core.datafiles import classes
 from bringup.engines.base import display_name
 from bringup.guard import secrets
+from bringup.guard.limits import InputError, loads_json, read_text_limited
 from bringup.guard.safetext import safe_text
 from bringup.observe.outcome import OverrideRecord
 from bringup.record.results import RunResult
 
 if TYPE_CHECKING:
     from bringup.tuning.result import TuneResult
+
+FINDINGS_MAX = 64 << 20  # a run of a thousand trials writes a few MB
 
 
 def _md(text: str) -> str:
@@ -287,8 +290,10 @@ class FindingsDamaged(ValueError):
 def load_result(run_dir: Path) -> RunResult:
     path = Path(run_dir) / "findings.json"
     try:
-        data = json.loads(path.read_bytes().decode("utf-8"))
+        data = loads_json(read_text_limited(path, FINDINGS_MAX, "findings.json"), str(path), "findings.json")
         return RunResult.model_validate(data)
+    except InputError as e:  # not a file, too big, not UTF-8, nested too deep
+        raise FindingsDamaged(f"{e}; run the run again to rewrite it") from None
     except UnicodeDecodeError as e:
         raise FindingsDamaged(
             f"{path}: not UTF-8 (byte {e.start}); run the run again to rewrite it"

@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from bringup.guard.limits import SCENARIO_MAX, InputError, read_text_limited
+from bringup.guard.limits import SCENARIO_MAX, InputError, check_depth, check_nesting, read_text_limited
 from bringup.help.text import HelpOption, HelpSpec, bundled_versions
 from bringup.knowledge.conditions import ConditionError, as_number, compile_condition
 from bringup.scenario.engine_args import help_for, type_for
@@ -110,7 +110,10 @@ def load_scenario(path: str | Path) -> Scenario:
     """Read, validate and compile a scenario (conditions resolved against the engine's help)."""
     path = Path(path)
     try:
-        raw = yaml.load(read_text_limited(path, SCENARIO_MAX, "scenario file"), Loader=_LOADER)
+        text = read_text_limited(path, SCENARIO_MAX, "scenario file")
+        check_nesting(text, str(path), "scenario file", yaml=True)
+        raw = yaml.load(text, Loader=_LOADER)
+        check_depth(raw, str(path), "scenario file")
     except InputError as e:
         raise ScenarioError(str(e)) from None
     except (yaml.YAMLError, RecursionError) as e:

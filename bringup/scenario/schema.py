@@ -382,21 +382,24 @@ class Scenario(_Strict):
         engine, version = info.data.get("engine"), info.data.get("engine_version")
         if v is None or engine is None or version is None:
             return v
-        from bringup.core.candidate import FlagError, parse_command
+        from bringup.core.candidate import FlagError, bad_text, parse_command
         from bringup.help.text import bundled_versions
 
         if version not in bundled_versions(engine):
             return v  # the loader reports the unknown version
+        from bringup.core.reserved import role_of
         from bringup.scenario.engine_args import help_for
 
+        spec = help_for(engine, version)[0]
+        if bad := bad_text(v):  # a NUL reaches no process: refused here, not after a launch
+            raise ValueError(f"the baseline {bad}")
         try:
-            flags, _env = parse_command(v, help_for(engine, version)[0])
+            flags, _env = parse_command(v, spec)
         except FlagError as e:
             raise ValueError(f"{e} ({engine} {version})") from None
-        model_flag = "--model-path" if engine == "sglang" else "--model"
-        for reserved in (model_flag, "--host", "--port"):
-            if reserved in flags:
-                raise ValueError(f"leave out {reserved}: the trial sets the model, host and port")
+        for name in flags:
+            if role_of(name, engine, spec) is not None:
+                raise ValueError(f"leave out {name}: the trial sets the model, host, port and served name")
         return v
 
     @property

@@ -15,6 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from bringup.core import reserved
 from bringup.core.candidate import Candidate, FlagValue, format_value
 from bringup.core.datafiles import DATA, KnowledgeFileError, describe_validation, load_yaml
 from bringup.env.registry import absent_components, names_absent_component, other_platform
@@ -271,9 +272,18 @@ def build_space(
     """The factors a search may change, for this engine version, around a baseline."""
     specs = [s for s in _load_specs() if s.engines is None or engine in s.engines]
     origin = "builtin"
+    _refuse_reserved(
+        engine, helpspec, [(k, "--fix") for k in fix or {}] + [(v, "--vary") for v in vary or []]
+    )
     if space_file is not None:
         specs, file_fix = _read_space_file(space_file)
         origin = "space-file"
+        _refuse_reserved(
+            engine,
+            helpspec,
+            [(k, f"space file {space_file}: fix") for k in file_fix]
+            + [(s.flag, f"space file {space_file}: factors[{i}]") for i, s in enumerate(specs) if s.flag],
+        )
         fix = {**file_fix, **(fix or {})}
     factors: list[Factor] = []
     for i, s in enumerate(specs):
@@ -312,6 +322,17 @@ def build_space(
         if own is not None and not any(normalise(own) == normalise(lv) for lv in f.levels):
             f.levels.insert(0, own)
     return Space(engine, factors, fixed)
+
+
+def _refuse_reserved(engine: str, helpspec: HelpSpec | None, named: list[tuple[str, str]]) -> None:
+    """SpaceError naming where a flag bringup sets itself (host, port, socket, model, served name)
+    came from: a fix, a varied flag, a space file's entry (bringup/core/reserved.py)."""
+    for name, origin in named:
+        flag = name if name.startswith(("-", "env:")) else "--" + name
+        try:
+            reserved.refuse([flag], origin, engine, helpspec)
+        except reserved.ReservedFlag as e:
+            raise SpaceError(str(e)) from None
 
 
 def _canonical(name: str, helpspec: HelpSpec | None) -> str:

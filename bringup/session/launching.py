@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from bringup.core.candidate import Candidate
 from bringup.engines.targets import Target
 from bringup.facts.gpus import default_watch, visible_indices
+from bringup.guard import files
 from bringup.observe.outcome import Outcome
 from bringup.record.results import Attempt, Purpose
 from bringup.search.screening import ScreeningPolicy
@@ -82,7 +83,7 @@ class Launcher:
         )
         tdir = self.run_dir / "trials" / f"{job.seq:02d}-{job.purpose}-{job.cand.key()[:8]}"
         n = 1
-        while tdir.exists():  # a trial killed before it finished leaves its folder: keep it
+        while files.is_taken(tdir):  # a trial killed before it finished leaves its folder: keep it
             n += 1
             tdir = self.run_dir / "trials" / f"{job.seq:02d}-{job.purpose}-{job.cand.key()[:8]}-retry{n}"
         settings = TrialSettings(
@@ -181,10 +182,11 @@ class Launcher:
         from bringup.dryrun import refusal_outcome
 
         out = refusal_outcome(v, cand, self.target.engine.log_dialect)
-        tdir = self.run_dir / "trials" / f"{seq:02d}-dry-run-{cand.key()[:8]}"
-        tdir.mkdir(parents=True, exist_ok=True)
-        (tdir / "dryrun.json").write_text(json.dumps(v.to_json(), indent=2))
-        (tdir / "outcome.json").write_text(out.model_dump_json(indent=2))
+        tdir = files.make_dirs(
+            self.run_dir / "trials" / f"{seq:02d}-dry-run-{cand.key()[:8]}", inside=self.run_dir
+        )
+        files.write_text(tdir / "dryrun.json", json.dumps(v.to_json(), indent=2))
+        files.write_text(tdir / "outcome.json", out.model_dump_json(indent=2))
         now = time.time()
         return out, tdir, now - v.seconds, now, {"dry_run": v.to_json()}
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from bringup.core.candidate import Candidate
 from bringup.core.clock import Clock
+from bringup.guard import files
 from bringup.record.results import Attempt
 from bringup.search.screening import ScreeningPolicy
 from bringup.search.strategy import Strategy
@@ -126,5 +127,5 @@ def preempted(d: Done, clock: Clock) -> Done:
         "Cancelled to free its GPUs for a full launch judged likelier to work; not evidence "
         "about this candidate (it may be screened again)."
     )
-    (r.tdir / "outcome.json").write_text(out.model_dump_json(indent=2))
+    files.write_text(r.tdir / "outcome.json", out.model_dump_json(indent=2))
     return dataclasses.replace(d, run=dataclasses.replace(r, outcome=out))

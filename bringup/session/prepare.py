@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bringup.core.candidate import Candidate, FlagError, parse_command
-from bringup.core.reserved import reserved_flag
+from bringup.core.candidate import Candidate, FlagError, parse_flags, split_env
+from bringup.core.reserved import ReservedFlag, refuse
 from bringup.engines.targets import Target
 from bringup.env.registry import absent_components, launch_environment
 from bringup.knowledge.rules import Knowledge, memory_model_for
@@ -39,15 +39,17 @@ if TYPE_CHECKING:
 def starting_point(s: RunSettings, t: Target) -> tuple[Candidate, Any]:
     """The baseline candidate (the user's starting command), and the engine's variable registry."""
     baseline = s.baseline or t.world.default_baseline()  # a scenario's user starts from its command
+    origin = "--baseline" if s.baseline else "the scenario's baseline"
     try:
-        flags, env = parse_command(baseline, t.spec)
+        env, tokens = split_env(baseline)
+        refuse(tokens, origin, t.engine.log_dialect, t.spec, t.engine.info.model_flag)
+        flags = parse_flags(tokens, t.spec)
+    except ReservedFlag as e:
+        raise RunError(str(e)) from None
     except FlagError as e:
         raise RunError(
-            f"--baseline: {e}; check the flag against the engine's --help "
-            f"({t.engine.log_dialect} {t.version})"
+            f"{origin}: {e}; check the flag against the engine's --help ({t.engine.log_dialect} {t.version})"
         ) from None
-    if why := reserved_flag(list(flags), t.spec, t.engine.info.model_flag):
-        raise RunError(f"--baseline: {why}")
     # The user's own engine-relevant variables reach every launch: they are part of the
     # candidate, so a fix is never credited to a flag when a variable did it.
     registry = t.engine.env_registry(t.version)

@@ -19,6 +19,7 @@ from typing import cast
 
 from bringup.core.candidate import Candidate
 from bringup.engines.targets import Target
+from bringup.guard import files
 from bringup.guard.runlock import RunLock, RunLocked
 from bringup.observe.outcome import Outcome
 from bringup.record.journal import Journal, TrialRecord
@@ -33,7 +34,7 @@ def new_run_id(root: Path, target: Target) -> str:
     name = Path(target.model).name or "model"
     base = f"{stamp}-{target.engine.log_dialect}-{name}"[:80]
     rid, n = base, 1
-    while (root / "runs" / rid).exists():
+    while files.is_taken(root / "runs" / rid):  # a dangling link at the name is taken too
         n += 1
         rid = f"{base}-{n}"
     return rid
@@ -43,16 +44,30 @@ def lock_writer(run_dir: Path, run_id: str) -> RunLock:
     """One writer per run: a second resume of a run in progress is refused, not run twice."""
     try:
         return RunLock(run_dir, run_id).acquire()
-    except (RunLocked, OSError) as e:
+    except (RunLocked, OSError, files.UnsafeFile) as e:
         raise RunError(str(e)) from None
+
+
+def run_folder(root: Path, run_id: str) -> Path:
+    """A run's folder, `<runs folder>/runs/<id>`, made or checked so that nothing in it leads out
+    of the runs folder: every folder on the way a real one (no link), its `trials` folder too
+    (round three: links planted in a killed run's folder made a resume write outside it). The
+    journal's recorded path is not followed: an id is one name, and the folder is where the runs
+    folder keeps it."""
+    if not run_id or run_id in (".", "..") or "/" in run_id or "\0" in run_id:
+        raise RunError(f"run id {run_id!r} is not a folder name; the journal may have been edited")
+    try:
+        files.make_dirs(root / "runs" / run_id / "trials", inside=root)
+    except files.UnsafeFile as e:
+        raise RunError(str(e)) from None
+    return root / "runs" / run_id
 
 
 def reopen(journal: Journal, root: Path, run_id: str) -> Path:
     """A run to resume: its folder (RunError when the journal has no such run)."""
-    row = journal.run(run_id)
-    if row is None:
+    if journal.run(run_id) is None:
         raise RunError(f"no run {run_id} in {root / 'journal.sqlite'}")
-    return Path(row.run_dir)
+    return run_folder(root, run_id)
 
 
 def mark_interrupted(journal: Journal, run_id: str) -> None:

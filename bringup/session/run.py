@@ -29,7 +29,15 @@ from bringup.session.preempt import Preemption, preempted
 from bringup.session.prepare import PreparedRun
 from bringup.session.recording import Recorder
 from bringup.session.result import keep_result, resume_hint, run_result
-from bringup.session.resume import learn_priors, lock_writer, mark_interrupted, new_run_id, reopen, replay
+from bringup.session.resume import (
+    learn_priors,
+    lock_writer,
+    mark_interrupted,
+    new_run_id,
+    reopen,
+    replay,
+    run_folder,
+)
 from bringup.session.settings import QuietObserver, RunError, RunObserver, RunSettings, settings_target
 from bringup.trial.executor import Done, Executor, Job, TrialRun
 
@@ -73,11 +81,7 @@ class Run(PreparedRun):
         assert self.journal is not None
         fresh, t = self.run_id is None, self.target
         self.run_id = rid = self.run_id or new_run_id(self.root, t)
-        if fresh:
-            self.run_dir = self.root / "runs" / rid
-            self.run_dir.mkdir(parents=True, exist_ok=True)
-        else:
-            self.run_dir = reopen(self.journal, self.root, rid)
+        self.run_dir = run_folder(self.root, rid) if fresh else reopen(self.journal, self.root, rid)
         self._writer = lock_writer(self.run_dir, rid)
         self.launcher.run_dir = self.run_dir
         if not fresh:

@@ -21,14 +21,17 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pydantic import BaseModel, Field
 
-from bringup.core.candidate import Candidate, FlagError, parse_flags
+from bringup.core.candidate import Candidate, FlagError, parse_flags, split_env
 from bringup.core.datafiles import KnowledgeFileError
+from bringup.core.reserved import ReservedFlag, refuse
 from bringup.engines.targets import Target, TargetError, resolve_target
-from bringup.guard import secrets
+from bringup.guard import files, secrets
 from bringup.loadgen import BenchConfig
 from bringup.loadgen.config import parse_slos
 from bringup.record.journal import Journal, RunRecord
 from bringup.session.identity import gather_facts, hardware_fingerprint, model_identity
+from bringup.session.resume import run_folder
+from bringup.session.settings import RunError
 from bringup.trial.executor import Executor
 from bringup.trial.slots import SlotError, parallel_width, parse_gpus
 from bringup.tuning.evaluator import LaunchEvaluator, alone, beside
@@ -169,7 +172,7 @@ class Tuning:
             )
             self.gpus = parse_gpus(s.gpus, int(facts.get("gpu.count") or 0))
             self.width = parallel_width(s.parallel, len(self.gpus))
-        except (TargetError, KnowledgeFileError, KnobError, SlotError) as e:
+        except (TargetError, KnowledgeFileError, KnobError, SlotError, ReservedFlag) as e:
             raise TuneError(str(e)) from None
         except FlagError as e:
             raise TuneError(f"--config: {e}") from None
@@ -195,7 +198,9 @@ class Tuning:
                 time_scale=s.time_scale,
                 gpus=s.gpus,
             )
-            return t, Candidate.make(t.engine.log_dialect, t.model, parse_flags(s.config, t.spec))
+            tokens = split_env(s.config)[1]
+            refuse(tokens, "tune --config", t.engine.log_dialect, t.spec, t.engine.info.model_flag)
+            return t, Candidate.make(t.engine.log_dialect, t.model, parse_flags(tokens, t.spec))
         self.row = row = self.journal.run(s.run)
         if row is None:
             raise TuneError(f"no run {s.run!r} in {self.root / 'journal.sqlite'}")
@@ -239,17 +244,23 @@ class Tuning:
         self.model_id = model_identity(t)
         self.tune_id = time.strftime("tune-%Y%m%d-%H%M%S")
         if self.row is not None:
-            self.run_id, self.run_dir = self.row.id, Path(self.row.run_dir)
+            self.run_id = self.row.id
         else:
             self.run_id = f"{self.tune_id}-{t.engine.log_dialect}"
-            self.run_dir = self.root / "runs" / self.run_id
+        try:
+            self.run_dir = run_folder(self.root, self.run_id)
+        except RunError as e:
+            raise TuneError(str(e)) from None
+        if self.row is None:
             only = {"tune_only": True, "engine": t.engine.log_dialect, "model": t.model}
             only |= {"scenario": s.scenario, "config": s.config}
             self.journal.create_run(
                 self.run_id, t.engine.log_dialect, t.version, self.model_id, self.hw_fp, only, self.run_dir
             )
-        self.tune_dir = self.run_dir / "tune" / self.tune_id
-        self.tune_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self.tune_dir = files.make_dirs(self.run_dir / "tune" / self.tune_id, inside=self.root)
+        except files.UnsafeFile as e:
+            raise TuneError(str(e)) from None
 
     def _bench_cfg(self, slos: list[Any]) -> BenchConfig:
         s = self.settings

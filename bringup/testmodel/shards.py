@@ -15,6 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
+from bringup.guard import files
+
 PRESETS: dict[str, dict[str, int]] = {
     # Llama-3-8B shapes (meta-llama/Meta-Llama-3-8B config.json). The tokenizer stays the small
     # byte-level BPE of bringup testmodel (its trainer cannot reach 128k tokens on a small corpus):
@@ -111,12 +113,14 @@ def write_sharded_weights(out_dir: Path, cfg: dict, shard_gib: float = 4.0, seed
             weight_map[name] = fname
         hb = json.dumps(header, separators=(",", ":")).encode()
         hb += b" " * (-len(hb) % 8)  # the data starts 8-aligned
-        with open(out_dir / fname, "wb") as f:
+        with files.open_write(out_dir / fname, text=False) as f:
             f.write(struct.pack("<Q", len(hb)))
             f.write(hb)
             for name, shape in group:
                 f.write(_bf16_bytes(name, shape, seed * 100003 + order[name]))
         total += off
     index = out_dir / "model.safetensors.index.json"
-    index.write_text(json.dumps({"metadata": {"total_size": total}, "weight_map": weight_map}, indent=1))
+    files.write_text(
+        index, json.dumps({"metadata": {"total_size": total}, "weight_map": weight_map}, indent=1)
+    )
     return index

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
+from bringup.guard import files
+
 # Text the tokenizer is trained on: enough variety for a 512-token byte-level BPE.
 _CORPUS = """
 The quick brown fox jumps over the lazy dog. What is two plus two? Two plus two is four.
@@ -94,7 +96,7 @@ def _weights(spec: TestModelSpec, vocab: int) -> dict[str, np.ndarray]:
 
 def write_test_model(out_dir: Path, spec: TestModelSpec = TestModelSpec()) -> Path:
     """Write config, weights, tokenizer and chat template into out_dir; return it."""
-    from safetensors.numpy import save_file
+    from safetensors.numpy import save
 
     if spec.head_dim <= 0 or spec.layers <= 0 or spec.heads <= 0:
         raise ValueError("head_dim, layers and heads must be positive")
@@ -127,13 +129,16 @@ def write_test_model(out_dir: Path, spec: TestModelSpec = TestModelSpec()) -> Pa
         "attention_bias": False,
         "mlp_bias": False,
     }
-    (out_dir / "config.json").write_text(json.dumps(config, indent=2))
-    (out_dir / "generation_config.json").write_text(
-        json.dumps({"bos_token_id": bos, "eos_token_id": eos, "do_sample": False}, indent=2)
+    files.write_text(out_dir / "config.json", json.dumps(config, indent=2))
+    files.write_text(
+        out_dir / "generation_config.json",
+        json.dumps({"bos_token_id": bos, "eos_token_id": eos, "do_sample": False}, indent=2),
     )
-    save_file(_weights(spec, vocab), str(out_dir / "model.safetensors"), metadata={"format": "pt"})
-    tok.save(str(out_dir / "tokenizer.json"))
-    (out_dir / "tokenizer_config.json").write_text(
+    # (bytes written by bringup's own writer: never through a link left in a --force'd folder)
+    files.write_bytes(out_dir / "model.safetensors", save(_weights(spec, vocab), metadata={"format": "pt"}))
+    files.write_text(out_dir / "tokenizer.json", tok.to_str())
+    files.write_text(
+        out_dir / "tokenizer_config.json",
         json.dumps(
             {
                 "tokenizer_class": "PreTrainedTokenizerFast",
@@ -147,10 +152,11 @@ def write_test_model(out_dir: Path, spec: TestModelSpec = TestModelSpec()) -> Pa
                 "chat_template": CHAT_TEMPLATE,
             },
             indent=2,
-        )
+        ),
     )
-    (out_dir / "special_tokens_map.json").write_text(
-        json.dumps({"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>", "pad_token": "</s>"})
+    files.write_text(
+        out_dir / "special_tokens_map.json",
+        json.dumps({"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>", "pad_token": "</s>"}),
     )
     return out_dir
 
@@ -204,6 +210,6 @@ def write_preset(
     config.update(cfg_over)
     config["head_dim"] = cfg_over["hidden_size"] // heads
     config["torch_dtype"] = "bfloat16"
-    (out / "config.json").write_text(json.dumps(config, indent=2))
+    files.write_text(out / "config.json", json.dumps(config, indent=2))
     write_sharded_weights(out, config, shard_gib=shard_gib, seed=spec.seed)
     return out

@@ -13,6 +13,7 @@ import json
 import random
 from pathlib import Path
 
+from bringup.guard import files
 from bringup.verify.reference import ANSWERS_FILE
 
 LETTERS = "abcdefgh"
@@ -52,7 +53,7 @@ def train_known(model_dir: Path, steps: int = 200, seed: int = 0, lr: float = 5e
 
 def _train_known(model_dir: Path, steps: int, seed: int, lr: float) -> dict[str, str]:
     import torch
-    from safetensors.torch import save_file
+    from safetensors.torch import save
     from transformers import AutoTokenizer, LlamaForCausalLM
 
     torch.manual_seed(seed)
@@ -89,8 +90,8 @@ def _train_known(model_dir: Path, steps: int, seed: int, lr: float) -> dict[str,
     if wrong:
         raise RuntimeError(f"the trained model answers {wrong} (final loss {loss.item():.3f}); train longer")
     state = {k: v.detach().contiguous() for k, v in model.state_dict().items()}
-    save_file(state, str(model_dir / "model.safetensors"), metadata={"format": "pt"})
-    (model_dir / ANSWERS_FILE).write_text(json.dumps(answers, indent=2))
+    files.write_bytes(model_dir / "model.safetensors", save(state, metadata={"format": "pt"}), atomic=True)
+    files.write_text(model_dir / ANSWERS_FILE, json.dumps(answers, indent=2))
     return answers
 
 
@@ -123,7 +124,7 @@ def scale_for_fp16_overflow(model_dir: Path) -> int:
     themselves finite in float16, so only activations overflow. Returns k.
     """
     import torch
-    from safetensors.torch import load_file, save_file
+    from safetensors.torch import load_file, save
 
     path = model_dir / "model.safetensors"
     state = load_file(str(path))
@@ -136,7 +137,6 @@ def scale_for_fp16_overflow(model_dir: Path) -> int:
         state[name] = state[name] * 2.0**k
         down = name.replace("up_proj", "down_proj")
         state[down] = state[down] * 2.0**-k
-    save_file(
-        {n: t.contiguous().to(torch.float32) for n, t in state.items()}, str(path), metadata={"format": "pt"}
-    )
+    weights = {n: t.contiguous().to(torch.float32) for n, t in state.items()}
+    files.write_bytes(path, save(weights, metadata={"format": "pt"}), atomic=True)
     return k

@@ -7,6 +7,7 @@ server that prints nothing new and is not ready before the hang deadline is a ha
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import queue
@@ -24,13 +25,14 @@ from bringup.core.candidate import Candidate, FlagError, parse_flags
 from bringup.core.datafiles import hang_implicates, phase_index, probe_implicates, probe_implicates_by_probe
 from bringup.engines.base import Engine, later_phase
 from bringup.facts.gpus import GpuWatch, default_watch, visible_indices
-from bringup.guard import secrets
+from bringup.guard import files, secrets
 from bringup.guard.safetext import safe_line
 from bringup.guard.secrets import Redactor, redact_argv, redact_flags
 from bringup.help.text import HelpSpec
 from bringup.observe.effective import config_dump
+from bringup.observe.logread import LineKeeper, notable_line
 from bringup.observe.outcome import Outcome, OverrideRecord, ProbeResult, Timings
-from bringup.observe.signatures import Classification, Matcher, classify
+from bringup.observe.signatures import Classification, Matcher, classify, warm_up
 from bringup.trial.jitwatch import JitWatch
 from bringup.trial.process import ServerProcess, TimedLine, free_port, port_is_free
 from bringup.verify.probes import ProbeConfig, ProbeRunner
@@ -102,7 +104,13 @@ class Trial:
         self.bench: dict | None = None
         self.matcher = Matcher(engine.log_dialect)
         self.phase = "spawn"
-        self.lines: list[TimedLine] = []
+        # What the classifier reads of the log: head, distinct and notable lines, tail, in memory
+        # flat in the number of lines (bringup/observe/logread.py, as `explain` keeps them).
+        self.keeper = LineKeeper()
+        self._last_t: float | None = None  # when the last line arrived
+        self._prev_text = ""  # the last line read (an exact repeat needs no progress key)
+        self._seen_ready_line = False
+        self._warned: list[str] = []  # lines of non-fatal signatures, in log order (at most 20)
         self._progress_t: float | None = None  # when the last line that was not a repeat arrived
         self._recent: deque[str] = deque(maxlen=REPEAT_WINDOW)
         self._probe_thread: threading.Thread | None = None
@@ -113,6 +121,7 @@ class Trial:
         self._jit_t = 0.0  # the last look under the server
         self._jit_silent = 0.0  # seconds of silence a busy compiler accounted for
         self._t_launch = 0.0
+        self._env: dict[str, str] = {}  # the server's environment, as launched
 
     # -- helpers -------------------------------------------------------------------------------
     def _base_outcome(self, argv: list[str]) -> Outcome:
@@ -150,6 +159,12 @@ class Trial:
             "jit_silent": round(self._jit_silent, 1),
             "jit_tools": sorted(self._jit.seen) if self._jit else [],
         }
+
+    def _warm_classifier(self) -> None:
+        """The classifier loads while a real engine starts (its first verdict is then not its cold
+        start); not beside a double, whose scaled deadlines leave it no time to share."""
+        if not self.world.clock().simulated:
+            warm_up(self.engine.log_dialect)
 
     def _set_phase(self, new: str | None) -> None:
         p = later_phase(self.phase, new)
@@ -196,31 +211,79 @@ class Trial:
         launch = max(self.s.timeout * scale, min(self.s.timeout, TIMEOUT_FLOOR_S))
         return hang, launch
 
-    def _drain(self, server: ServerProcess, block: float = 0.0) -> TimedLine | None:
-        """Read the lines that arrived; return the first fatal one (or None)."""
-        fatal = None
-        deadline = time.monotonic() + block
+    def _drain(self, server: ServerProcess, block: float = 0.0, budget: float = 0.2) -> TimedLine | None:
+        """Read the lines that arrived (waiting up to `block` for the first); the first fatal one,
+        or None. Returns at a fatal line, or after `budget` seconds of reading: a server that prints
+        without pause never keeps the loop from its deadlines, readiness and cancel checks."""
+        now = time.monotonic()
+        deadline, stop = now + block, now + max(block, budget)
         while True:
             timeout = max(0.0, deadline - time.monotonic())
             try:
-                line = server.lines.get(timeout=timeout) if timeout > 0 else server.lines.get_nowait()
+                batch = server.lines.get(timeout=timeout) if timeout > 0 else server.lines.get_nowait()
             except queue.Empty:
+                return None
+            if batch is None:
+                with contextlib.suppress(queue.Full):
+                    server.lines.put_nowait(None)  # keep the end marker for later drains
+                return None
+            fatal = self._take(batch)
+            if fatal is not None or time.monotonic() > stop:
                 return fatal
-            if line is None:
-                server.lines.put(None)  # keep the end marker for later drains
-                return fatal
-            self.lines.append(line)
-            key = progress_key(line.text)
+
+    def _take(self, batch: list[TimedLine]) -> TimedLine | None:
+        """The trial's reading of lines that arrived together: progress, then for each line the
+        keeper calls new (the first few of its kind) its phase, signatures and readiness; the first
+        fatal line, or None. A line seen several times already is counted, not read again: a
+        million repeats cost a million hash lookups, not a million signature scans."""
+        if not batch:
+            return None
+        self._progress(batch)
+        fatal = None
+        for line in batch:
+            text = line.text
+            if not self.keeper.count(text):
+                continue
+            sigs = self.matcher.match(text)
+            phase = self.engine.phase_of(text)
+            self._set_phase(phase)
+            if fatal is None and any(sig.fatal for sig in sigs):
+                fatal = line
+            if (
+                any(not sig.fatal for sig in sigs)
+                and len(self._warned) < 20
+                and text.strip()[:300] not in self._warned
+            ):
+                self._warned.append(text.strip()[:300])
+            self._seen_ready_line = self._seen_ready_line or self.engine.is_ready_line(text)
+            self.keeper.keep(text, bool(sigs) or phase is not None or notable_line)
+        self._last_t = batch[-1].t
+        shown = next((ln.text for ln in reversed(batch) if ln.text.strip()), None)
+        if shown is not None:
+            self.emit("line", shown)  # the latest line (a status line), once per read
+        return fatal
+
+    def _progress(self, batch: list[TimedLine]) -> None:
+        """Progress is a line that is not a repeat (timestamps, pids stripped) of one among the last
+        REPEAT_WINDOW: lines of one read arrived at once, so the first such line is enough; the
+        window then moves on to the read's last lines."""
+        scanned = 0
+        for line in batch:
+            scanned += 1
+            text = line.text
+            if text == self._prev_text:
+                continue
+            self._prev_text = text
+            key = progress_key(text)
             if key not in self._recent:  # a watchdog repeating itself is output, not progress
                 self._progress_t = line.t
+                self._recent.append(key)
+                break
             self._recent.append(key)
-            self.emit("line", line.text)
-            self._set_phase(self.engine.phase_of(line.text))
-            if fatal is None:
-                for sig in self.matcher.match(line.text):
-                    if sig.fatal:
-                        fatal = line
-                        break
+        rest = batch[max(scanned, len(batch) - REPEAT_WINDOW) :]
+        self._recent.extend(progress_key(ln.text) for ln in rest)
+        if rest:
+            self._prev_text = rest[-1].text
 
     def _ready(self, client: httpx.Client, seen_ready_line: bool) -> bool:
         if self.engine.info.ready_log and not seen_ready_line:
@@ -240,7 +303,7 @@ class Trial:
         argv = self.engine.launch_argv(self.cand, host, port)
         out = self._base_outcome(argv)
         self.dir.mkdir(parents=True, exist_ok=True)
-        (self.dir / "server.log").touch()
+        files.write_text(self.dir / "server.log", "")
 
         bad = self._validate()
         if bad:
@@ -253,7 +316,7 @@ class Trial:
             )
             out.signature = "prelaunch-validation"
             out.timings = Timings(total=time.monotonic() - t_start)
-            (self.dir / "server.log").write_text(bad + "\n")
+            files.write_text(self.dir / "server.log", bad + "\n")
             return self._write(out)
         if not port_is_free(port, host):
             out.launched = False
@@ -263,7 +326,7 @@ class Trial:
             out.timings = Timings(total=time.monotonic() - t_start)
             return self._write(out)
 
-        env = self.engine.launch_env(self.cand)
+        env = self._env = self.engine.launch_env(self.cand)
         gpus = visible_indices(env.get("CUDA_VISIBLE_DEVICES"))
         watch = self.s.gpu_watch or default_watch()
         msgs, held, self._gpu = watch.before_launch(gpus)
@@ -280,9 +343,10 @@ class Trial:
             return self._write(out)
         secrets.write_text(self.dir / "argv.json", json.dumps(redact_argv(argv)))
         t_launch = time.monotonic()
-        server = ServerProcess(argv, self.dir / "server.log", env=env, redactor=Redactor(env))
-        (self.dir / "server.pid").write_text(f"{server.pid}\n{port}\n")
+        server = ServerProcess(argv, self.dir / "server.log", env=env, redactor=Redactor(env), queued=True)
+        files.write_text(self.dir / "server.pid", f"{server.pid}\n{port}\n")
         self.emit("status", f"launched pid {server.pid} on port {port}")
+        self._warm_classifier()
         self._jit, self._t_launch = JitWatch(server.pid), t_launch
         self._set_phase("parse-args")
         base_url = f"http://{host}:{port}"
@@ -295,13 +359,9 @@ class Trial:
         teardown = None
         try:
             with httpx.Client(base_url=base_url) as client:
-                seen_ready_line = False
                 last_check = 0.0
                 while True:
                     fatal = self._drain(server, block=self.s.poll)
-                    seen_ready_line = seen_ready_line or any(
-                        self.engine.is_ready_line(ln.text) for ln in self.lines[-50:]
-                    )
                     now = time.monotonic()
                     if fatal is not None:
                         t_event = fatal.t
@@ -313,9 +373,9 @@ class Trial:
                         break
                     if now - last_check > 0.25:
                         last_check = now
-                        if self._ready(client, seen_ready_line):
+                        if self._ready(client, self._seen_ready_line):
                             t_ready = time.monotonic()
-                            self._ready_lag = t_ready - (self.lines[-1].t if self.lines else t_launch)
+                            self._ready_lag = t_ready - (self._last_t or t_launch)
                             self._set_phase("ready")
                             break
                     # Deadlines are in the engine's seconds (a double's clock runs faster than real time).
@@ -421,7 +481,9 @@ class Trial:
 
     def _probe(self, server: ServerProcess, base_url: str):
         stop = threading.Event()
-        key = secrets.api_key_of(self.cand.flag_dict, self.cand.env_dict)  # the server wants it (401 else)
+        key = self.engine.api_key(
+            self.cand, self._env
+        )  # the server wants it (401 else), wherever it reads it
         # One hang deadline for every phase: a request waits a little longer than the deadline, so
         # a server stuck on its first request or in decode is called a hang here, not an HTTP timeout.
         probe_cfg = dataclasses.replace(
@@ -504,7 +566,7 @@ class Trial:
         probe_t: tuple[float, float] | None,
         teardown,
     ) -> Outcome:
-        texts = [ln.text for ln in self.lines]
+        texts = self.keeper.lines()
         out.exit_code = server.proc.returncode
         out.bench = self.bench
         out.probes = list(probe_results)
@@ -520,7 +582,7 @@ class Trial:
             )
             for o in out.overrides
         ]
-        out.warnings = [*out.warnings, *_warnings(texts, self.matcher)]
+        out.warnings = [*out.warnings, *self._warned]
         out.selected = self.engine.implementation_lines(texts)
         out.gpu = self._gpu or None
         out.timings = Timings(
@@ -552,7 +614,7 @@ class Trial:
         if status in ("hang", "timeout"):
             out.status = "timeout"
             out.phase = reached
-            silent = (time.monotonic() - self.lines[-1].t) if self.lines else None
+            silent = (time.monotonic() - self._last_t) if self._last_t is not None else None
             if status == "hang":
                 out.failure_class = "hang"
                 said = [t for t in texts if not self.world.bookkeeping(t) and not config_dump(t)]
@@ -581,7 +643,11 @@ class Trial:
             return self._write(out)
 
         cls = classify(
-            self.engine.before_teardown(texts), self.engine.log_dialect, reached, settings=self._settings()
+            self.engine.before_teardown(texts),
+            self.engine.log_dialect,
+            reached,
+            settings=self._settings(),
+            matcher=self.matcher,
         )
         cls, status = self._probe_class(cls, status, failed_probe, texts, reached)
         if (
@@ -648,12 +714,3 @@ def hang_evidence(texts: list[str], n: int = 4) -> list[str]:
         if len(out) >= n:
             break
     return out[::-1]
-
-
-def _warnings(texts: list[str], matcher: Matcher) -> list[str]:
-    """Lines of non-fatal signatures: worth knowing even when the trial works."""
-    out = []
-    for t in texts:
-        if any(not s.fatal for s in matcher.match(t)) and t.strip() not in out:
-            out.append(t.strip()[:300])
-    return out[:20]

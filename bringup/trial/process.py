@@ -12,6 +12,7 @@ exit, still tears it down.
 from __future__ import annotations
 
 import atexit
+import collections
 import contextlib
 import os
 import queue
@@ -25,6 +26,7 @@ from pathlib import Path
 
 import psutil
 
+from bringup.guard.files import open_write
 from bringup.guard.secrets import Redactor
 from bringup.trial import watchdog
 
@@ -93,6 +95,14 @@ def with_orphan_guard(env: dict[str, str]) -> dict[str, str]:
     return {**env, "PYTHONPATH": str(ORPHAN_GUARD) + (os.pathsep + rest if rest else "")}
 
 
+# The log reader's bounds (round three: an engine printing 10 million short lines grew the trial's
+# memory without end and left it with no verdict after 15 minutes).
+READ_BYTES = 1 << 16  # one read from the pipe; its lines travel to the trial as one batch
+MAX_LINE = 1 << 16  # one line kept (and logged) at most this long; the rest of a longer one is cut
+QUEUE_BATCHES = 4  # batches waiting for the trial: when full, the reader waits, and so does the engine
+RECENT_LINES = 10000  # `all_lines`: the last lines, for whoever watches a short-lived server
+
+
 class ServerProcess:
     def __init__(
         self,
@@ -101,15 +111,25 @@ class ServerProcess:
         env: dict[str, str] | None = None,
         cwd: str | None = None,
         redactor: Redactor | None = None,
+        queued: bool = False,
     ):
+        """`queued`: hand the lines on through `lines` to a reader that drains them (the trial);
+        without one, they go only to the log and `all_lines` (a queue no one drains would stop the
+        reader, and the server with it)."""
         self.argv = argv
+        self.queued = queued
         self.log_path = Path(log_path)
         self.redact = redactor or Redactor(env)
-        self.lines: queue.Queue[TimedLine | None] = queue.Queue()
-        self.all_lines: list[TimedLine] = []
+        # Batches of lines, as read: bounded, so a server that prints faster than the trial reads is
+        # held back by its own pipe (memory stays flat) instead of filling bringup's memory.
+        self.lines: queue.Queue[list[TimedLine] | None] = queue.Queue(maxsize=QUEUE_BATCHES)
+        self.all_lines: collections.deque[TimedLine] = collections.deque(maxlen=RECENT_LINES)
+        self.cut_lines = 0  # lines longer than MAX_LINE (cut)
+        self.dropped_lines = 0  # lines the trial never read: dropped from the queue during teardown
+        self._closing = False  # teardown started: the reader never waits on the queue again
         self.start_time = time.monotonic()
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        self._log = open(self.log_path, "w", encoding="utf-8", errors="replace")
+        self._log = open_write(self.log_path, text=True)
         # No orphans (bringup.trial.watchdog): leftovers of a dead bringup go before we launch; every
         # process of this server carries a tag that a watchdog outliving bringup kills by.
         watchdog.clean_leftovers()
@@ -142,35 +162,63 @@ class ServerProcess:
         return self.proc.pid
 
     def _read(self) -> None:
+        """The pipe in bounded reads, split into lines (a line cut at MAX_LINE, so one that never
+        ends is never held whole), each read handed on as one batch."""
         assert self.proc.stdout is not None
-        buf = b""
         stream = self.proc.stdout
+        pending = b""  # the start of a line not ended yet, at most MAX_LINE bytes
+        cut = False  # that line went over MAX_LINE: the rest of it is skipped
         while True:
             try:
-                chunk = stream.read(65536) if hasattr(stream, "read") else b""
+                chunk = stream.read(READ_BYTES) if hasattr(stream, "read") else b""
             except (OSError, ValueError):
                 break
             if not chunk:
                 break
-            buf += chunk
             # Progress bars end lines with \r; treat it as a line break so they stream too.
-            parts = buf.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")
-            buf = parts.pop()
-            now = time.monotonic()
-            for raw in parts:
-                self._emit(now, raw)
-        if buf:
-            self._emit(time.monotonic(), buf)
-        self.lines.put(None)
+            parts = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")
+            done = []
+            for part in parts[:-1]:
+                done.append(self._whole(pending + part if not cut else pending, cut))
+                pending, cut = b"", False
+            if not cut:
+                pending += parts[-1]
+                if len(pending) > MAX_LINE:
+                    pending, cut = pending[:MAX_LINE], True
+            if done:
+                self._emit(time.monotonic(), done)
+        if pending:
+            self._emit(time.monotonic(), [self._whole(pending, cut)])
+        self._put(None)
 
-    def _emit(self, now: float, raw: bytes) -> None:
-        text = self.redact(raw.decode("utf-8", errors="replace"))
-        line = TimedLine(now, text)
-        self.all_lines.append(line)
-        with contextlib.suppress(ValueError):
+    def _whole(self, raw: bytes, cut: bool) -> bytes:
+        if not cut and len(raw) <= MAX_LINE:
+            return raw
+        self.cut_lines += 1
+        return raw[:MAX_LINE] + b" [bringup: line cut at %d bytes]" % MAX_LINE
+
+    def _emit(self, now: float, raws: list[bytes]) -> None:
+        # Secrets are replaced in the read as a whole (one pass, not one per line).
+        text = self.redact(b"\n".join(raws).decode("utf-8", errors="replace"))
+        with contextlib.suppress(ValueError, OSError):
             self._log.write(text + "\n")
             self._log.flush()
-        self.lines.put(line)
+        batch = [TimedLine(now, t) for t in text.split("\n")]
+        self.all_lines.extend(batch)
+        self._put(batch)
+
+    def _put(self, item: list[TimedLine] | None) -> None:
+        """Hand a batch on; wait while the trial is behind (the engine waits on its pipe meanwhile),
+        but never once teardown started: then the oldest waiting batch makes room (counted)."""
+        while self.queued:
+            try:
+                self.lines.put(item, timeout=0.05)
+                return
+            except queue.Full:
+                if self._closing:
+                    with contextlib.suppress(queue.Empty):
+                        old = self.lines.get_nowait()
+                        self.dropped_lines += len(old or [])
 
     def poll(self) -> int | None:
         return self.proc.poll()
@@ -230,6 +278,7 @@ class ServerProcess:
         """SIGTERM the group, wait up to grace, SIGKILL what is left, wait, check the port."""
         t0 = time.monotonic()
         used = "none"
+        self._closing = True  # the reader stops waiting on the trial: a server that prints never blocks
         self.remember_children()
         members = self._group_members()
         if members or self.proc.poll() is None:

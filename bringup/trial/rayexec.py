@@ -42,6 +42,7 @@ from typing import Any
 from bringup.core.candidate import Candidate
 from bringup.core.clock import Clock, clock_for
 from bringup.engines.base import Engine
+from bringup.guard import files
 from bringup.help.text import HelpSpec
 from bringup.observe.outcome import Outcome
 from bringup.trial.executor import Done, FinishOrder, Job, TrialRun
@@ -405,10 +406,10 @@ class RayExecutor:
         for rel, data in got["files"].items():
             p = tdir / rel
             p.parent.mkdir(parents=True, exist_ok=True)
-            p.write_bytes(data)
+            files.write_bytes(p, data)
         text = got["outcome"].replace(got["dir"], str(tdir))
         out = Outcome.model_validate_json(text)
-        (tdir / "outcome.json").write_text(out.model_dump_json(indent=2))
+        files.write_text(tdir / "outcome.json", out.model_dump_json(indent=2))
         return TrialRun(out, tdir, got["started"], got["ended"])
 
     def _check_nodes(self) -> None:

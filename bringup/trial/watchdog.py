@@ -30,6 +30,8 @@ import sys
 import uuid
 from pathlib import Path
 
+from bringup.guard import files
+
 TAG_VAR = "BRINGUP_TRIAL_TAG"
 
 # Runs with no imports beyond the standard library and no bringup code: it must start fast and
@@ -180,7 +182,7 @@ def record(tag: str, pgid: int) -> Path | None:
     try:
         d.mkdir(parents=True, exist_ok=True)
         p = d / f"{tag}.json"
-        p.write_text(json.dumps({"tag": tag, "pgid": pgid, "owner": os.getpid()}))
+        files.write_text(p, json.dumps({"tag": tag, "pgid": pgid, "owner": os.getpid()}))
         return p
     except OSError:
         return None

@@ -22,7 +22,6 @@ from typing import Any
 from bringup.core.candidate import Candidate
 from bringup.core.clock import Clock, WallClock
 from bringup.engines.targets import Target
-from bringup.guard.secrets import api_key_of
 from bringup.loadgen import BenchConfig, bench
 from bringup.loadgen.config import SLO
 from bringup.observe.outcome import Outcome
@@ -113,8 +112,9 @@ class LaunchEvaluator:
             for x in self.bench_cfg.slos
         ]
         sup = self.target.engine.info.probes  # what the engine's API offers (engines.yaml)
-        # The key the launched server expects (from the base's --api-key or VLLM_API_KEY).
-        key = self.bench_cfg.api_key or api_key_of(self.base.flag_dict, self.base.env_dict)
+        # The key the launched server expects (its --api-key, or the variable it reads: engines.yaml).
+        engine = self.target.engine
+        key = self.bench_cfg.api_key or engine.api_key(self.base, engine.launch_env(self.base))
         update: dict = {
             "url": url,
             "slos": slos,

@@ -9,6 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from bringup.core import reserved
 from bringup.core.datafiles import DATA, KnowledgeFileError, describe_validation, load_yaml
 from bringup.help.text import HelpSpec
 from bringup.knowledge.conditions import compile_condition
@@ -69,17 +70,7 @@ def load_knobs(
         if len(levels) < 2:
             continue
         out.append(Knob(opt.name if opt else ks.flag, levels, ks.monotone_memory))
-    overrides = overrides or {}
-    for flag, levels in overrides.items():
-        opt = spec.resolve(flag) if spec else None
-        if spec is not None and opt is None:
-            raise KnobError(f"--knob {flag}: this engine version has no such flag")
-        name = opt.name if opt else flag
-        existing = next((k for k in out if k.flag == name), None)
-        if existing:
-            existing.levels = levels
-        else:
-            out.append(Knob(name, levels))
+    _override(out, overrides or {}, engine, spec)
     if only:
         names = []
         for f in only:
@@ -152,6 +143,25 @@ def parallel_check(facts: Mapping[str, Any], base_flags: Mapping[str, Any]):
         return None
 
     return check
+
+
+def _override(out: list[Knob], overrides: dict[str, list[str]], engine: str, spec: HelpSpec | None) -> None:
+    """The user's --knob levels, in place of the data's (a new knob where the data has none); a flag
+    bringup sets itself (host, port, model: bringup/core/reserved.py) is refused."""
+    for flag, levels in overrides.items():
+        try:
+            reserved.refuse([flag], "--knob", engine, spec)
+        except reserved.ReservedFlag as e:
+            raise KnobError(str(e)) from None
+        opt = spec.resolve(flag) if spec else None
+        if spec is not None and opt is None:
+            raise KnobError(f"--knob {flag}: this engine version has no such flag")
+        name = opt.name if opt else flag
+        existing = next((k for k in out if k.flag == name), None)
+        if existing:
+            existing.levels = levels
+        else:
+            out.append(Knob(name, levels))
 
 
 def parse_knob_overrides(items: list[str]) -> dict[str, list[str]]:

@@ -21,6 +21,8 @@ from typing import Any
 import yaml
 
 from bringup.core.datafiles import DATA
+from bringup.guard import files
+from bringup.guard.limits import InputError, read_json_object
 
 REFERENCE_PROMPTS = [
     "The quick brown fox",
@@ -69,7 +71,11 @@ def identity_of(folder: Path) -> ModelIdentity:
     cfg_path = folder / "config.json"
     if not cfg_path.is_file():
         raise ReferenceError(f"{folder} has no config.json: not a model folder")
-    cfg = {k: v for k, v in json.loads(cfg_path.read_text()).items() if k not in _VOLATILE_CONFIG}
+    try:
+        raw = read_json_object(cfg_path, "model config")  # a regular file, bounded, nested at most 100 deep
+    except InputError as e:
+        raise ReferenceError(str(e)) from None
+    cfg = {k: v for k, v in raw.items() if k not in _VOLATILE_CONFIG}
     ch = hashlib.sha256(json.dumps(cfg, sort_keys=True).encode()).hexdigest()
     th = hashlib.sha256()
     found = False
@@ -157,9 +163,7 @@ class Reference:
     def save(self, path: Path) -> Path:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(path.suffix + ".tmp")
-        tmp.write_text(self.to_json())
-        tmp.replace(path)
+        files.write_text(path, self.to_json(), atomic=True)
         return path
 
 
@@ -346,6 +350,11 @@ def reference_for(
         if gpu is not None and gpu_memory_gib and fp32_gib <= 0.5 * gpu_memory_gib and cached is not None:
             return _on_gpu(folder, model, cached, gpu, why)
         return None, f"no in-process reference: {why} (record one elsewhere with `bringup reference`)"
+    return _computed(folder, cached, why)
+
+
+def _computed(folder: Path, cached: Path | None, why: str) -> tuple[Reference | None, str]:
+    """The reference computed here (and cached); ReferenceError when transformers cannot read the model."""
     try:
         ref = compute_reference(str(folder))
     except ImportError as e:
@@ -353,9 +362,24 @@ def reference_for(
             None,
             f"no in-process reference: {e} (install torch and transformers, or pass --reference FILE)",
         )
+    except Exception as e:  # transformers could not read the model: say so before any launch
+        raise ReferenceError(unreadable_model(folder, e)) from None
     if cached is not None:
         ref.save(cached)
     return ref, f"in-process reference ({why})"
+
+
+def unreadable_model(folder: Path, e: BaseException) -> str:
+    """What to say when transformers cannot load a model folder (an unknown `model_type`, a
+    config it cannot parse): the engines read the folder through transformers too, so no launch
+    would get further (round three: a traceback from the reference step, before any launch)."""
+    msg = " ".join(str(e).split()) or type(e).__name__
+    msg = msg[: msg.find(". ", 0, 300) + 1 or 300]  # its first sentence
+    return (
+        f"transformers cannot read the model in {folder} ({type(e).__name__}: {msg}); the engines load "
+        "it through transformers too. Check its config.json (model_type, architectures), or give "
+        "--reference none to launch without the reference probe"
+    )
 
 
 def _on_gpu(folder: Path, model: str, out: Path, gpu: str, why_not_cpu: str) -> tuple[Reference | None, str]:

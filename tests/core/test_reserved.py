@@ -7,6 +7,7 @@ user's port and a working server was reported as a hang; `-- --model=X` validate
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -60,3 +61,167 @@ def test_ordinary_flags_that_start_alike_pass() -> None:
     t = resolve_target(engine=None, model=None, scenario=SEED, python=None, time_scale=0.002, gpus=None)
     for tokens in (["--model-impl", "auto"], ["--tp", "8"], ["--model-loader-extra-config={}"]):
         assert reserved_flag(tokens, t.spec, t.engine.info.model_flag) is None, tokens
+
+
+# ---- round three (issue 40, item 1): every origin, every spelling, from data ---------------------
+import yaml  # noqa: E402
+
+from bringup.core.candidate import Candidate  # noqa: E402
+from bringup.core.reserved import ReservedFlag, refuse, role_of  # noqa: E402
+from bringup.help.text import DATA_HELP, option_name_groups, parse_help  # noqa: E402
+
+ENGINES = yaml.safe_load((ROOT / "bringup" / "data" / "engines.yaml").read_text())
+
+
+@pytest.mark.parametrize(
+    "engine, name, role",
+    [
+        ("vllm", "--port", "port"),
+        ("vllm", "--po", "port"),  # a prefix argparse expands
+        ("vllm", "--host", "host"),
+        ("vllm", "--uds", "socket"),  # vLLM: "If set, host and port arguments are ignored"
+        ("vllm", "--served-model-name", "served-name"),
+        ("vllm", "--served_model_name", "served-name"),  # a dest spelling: vLLM's parser takes it
+        ("vllm", "--serv", "served-name"),
+        ("vllm", "--model", "model"),
+        ("sglang", "--model", "model"),  # SGLang's alias of --model-path, from its help capture
+        ("sglang", "--model-path", "model"),
+        ("sglang", "--model_path", "model"),
+        ("transformers", "--port", "port"),
+    ],
+)
+def test_every_spelling_of_a_reserved_flag_is_known_by_its_role(engine, name, role):
+    assert role_of(name, engine) == role
+
+
+def test_every_flag_the_data_reserves_is_in_the_engines_own_help():
+    """engines.yaml's `reserved:` names real flags (a typo would guard nothing), each with a source."""
+    for engine, info in ENGINES.items():
+        res = info["reserved"]
+        assert res["source"], engine
+        names = {
+            n for p in DATA_HELP.glob(f"{engine}-*.txt") for g in option_name_groups(p.read_text()) for n in g
+        }
+        assert set(res["flags"]) <= names, (engine, set(res["flags"]) - names)
+
+
+@pytest.mark.parametrize("capture", sorted(p.name for p in DATA_HELP.glob("*.txt")))
+def test_no_other_flag_of_an_engine_is_refused(capture):
+    """Every option of every help capture that the data does not reserve passes the candidate check
+    (the guard is no wider than the data: `--model-impl`, `--port-range`-like names, `--host-ip`)."""
+    engine = capture.split("-")[0]
+    reserved = set(ENGINES[engine]["reserved"]["flags"])
+    spec = parse_help((DATA_HELP / capture).read_text())
+    for opt in spec.options:
+        if reserved & set(opt.all_names):
+            continue
+        assert role_of(opt.name, engine) is None, opt.name
+        assert role_of(opt.name, engine, spec) is None, opt.name
+
+
+@pytest.mark.parametrize("flag", ["--port", "--host", "--uds", "--model", "--served-model-name", "--po"])
+def test_no_candidate_can_hold_a_reserved_flag_whatever_made_it(flag):
+    """The one place every candidate passes: made, changed (a fix, a knob, a lesson's cure), or read
+    back from a journal, a candidate with a reserved flag is refused, naming what made it."""
+    base = Candidate.make("vllm", "m", {"--max-num-seqs": "4"}, label="baseline")
+    with pytest.raises(ReservedFlag, match="lesson L-1"):
+        base.with_changes({flag: "1"}, label="lesson L-1")
+    with pytest.raises(ReservedFlag, match="journal"):
+        Candidate.from_json({"engine": "vllm", "model": "m", "flags": {flag: "1"}, "label": "journal run r1"})
+    with pytest.raises(ReservedFlag):
+        Candidate("vllm", "m", ((flag, "1"),))
+
+
+def test_the_function_for_other_origins_names_its_origin():
+    """What a lessons file (or any new origin) calls: ReservedFlag naming the origin and the flag."""
+    with pytest.raises(ReservedFlag, match=r"^lessons\.yaml lessons\[3\]: .*--host") as e:
+        refuse(["--host"], "lessons.yaml lessons[3]", None)
+    assert e.value.flag == "--host" and e.value.origin == "lessons.yaml lessons[3]"
+    refuse(["--max-num-seqs", "env:VLLM_X", "--tp"], "x", None)  # ordinary flags and variables pass
+
+
+def _target():
+    from bringup.engines.targets import resolve_target
+
+    return resolve_target(engine=None, model=None, scenario=SEED, python=None, time_scale=0.002, gpus=None)
+
+
+@pytest.mark.parametrize(
+    "fix, vary, says",
+    [
+        ({"--port": "8123"}, None, "--fix: give the port"),
+        ({"--host": "0.0.0.0"}, None, "--fix: bringup sets the host"),
+        ({"--served_model_name": "x"}, None, "--fix: bringup asks the server"),
+        ({"--model-path": "other/model"}, None, "--fix: give the model"),
+        (None, ["--port"], "--vary: give the port"),
+    ],
+)
+def test_a_fix_or_a_varied_flag_that_is_reserved_is_refused(fix, vary, says):
+    from bringup.search.space import SpaceError, build_space, parse_fix
+
+    t = _target()
+    base = Candidate.make(t.engine.log_dialect, t.model, {})
+    if fix:  # as `--fix port=8123` is read
+        fix = parse_fix([f"{k.removeprefix('--')}={v}" for k, v in fix.items()])
+    with pytest.raises(SpaceError, match=re.escape(says)):
+        build_space(t.engine.log_dialect, t.spec, base, vary=vary, fix=fix)
+
+
+@pytest.mark.parametrize(
+    "text, says",
+    [
+        (
+            "factors:\n  - {flag: --host, kind: choice, levels: ['0.0.0.0']}\n",
+            "factors[0]: bringup sets the host",
+        ),
+        ("factors: []\nfix: {--port: 9000}\n", ": fix: give the port"),
+        ("factors: []\nfix: {--model-path: x}\n", ": fix: give the model"),
+    ],
+)
+def test_a_space_file_that_sets_a_reserved_flag_is_refused(tmp_path, text, says):
+    from bringup.search.space import SpaceError, build_space
+
+    t = _target()
+    f = tmp_path / "space.yaml"
+    f.write_text(text)
+    base = Candidate.make(t.engine.log_dialect, t.model, {})
+    with pytest.raises(SpaceError, match=f"space file {re.escape(str(f))}.*{re.escape(says)}"):
+        build_space(t.engine.log_dialect, t.spec, base, space_file=f)
+
+
+def test_a_knob_override_that_is_reserved_is_refused():
+    from bringup.tuning.knobs import KnobError, load_knobs
+
+    t = _target()
+    with pytest.raises(KnobError, match="--knob: give the port"):
+        load_knobs(t.engine.log_dialect, t.spec, {}, overrides={"--port": ["1", "2"]})
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (["run", "--fix", "port=8123"], "--fix: give the port"),
+        (["run", "--fix", "host=0.0.0.0"], "--fix: bringup sets the host"),
+        (["run", "--fix", "model-path=other/model"], "--fix: give the model"),
+        (["tune", "--config", "--tp 8 --served-model-name x"], "tune --config: bringup asks the server"),
+        (["run", "--baseline", "--tp 8 --port 9000"], "--baseline: give the port"),
+    ],
+)
+def test_the_cli_refuses_a_reserved_flag_from_every_origin(
+    tmp_path: Path, args: list[str], says: str
+) -> None:
+    rc, out = _invoke([*args, *SCENARIO, "--runs-dir", str(tmp_path)])
+    assert rc == 2, out
+    assert says in " ".join(out.split())
+    assert not list(tmp_path.rglob("server.log"))  # refused before any launch
+
+
+@pytest.mark.slow
+def test_the_cli_refuses_a_space_file_with_a_reserved_flag(tmp_path: Path) -> None:
+    space = tmp_path / "space.yaml"
+    space.write_text("factors:\n  - {flag: --tp, kind: choice, levels: ['8']}\nfix: {--port: 9000}\n")
+    rc, out = _invoke(["run", *SCENARIO, "--runs-dir", str(tmp_path / "runs"), "--space", str(space)])
+    assert rc == 2, out
+    assert "fix: give the port" in " ".join(out.split())
+    assert not list(tmp_path.rglob("server.log"))

@@ -14,7 +14,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.conftest import MEM, VLLM_KEY, group_alive
+from tests.conftest import MEM, VLLM_KEY, bringup, group_alive
 from tests.paths import ROOT
 
 pytestmark = pytest.mark.engine
@@ -122,3 +122,19 @@ def test_api_key_in_either_form_leaves_it_nowhere_trial_and_run(vllm_served, vll
                 assert low not in p.read_bytes().lower(), p
     texts = [vllm_served["stdout"], vllm_served["stderr"], d["_stdout"], d["_stderr"]]
     assert all(VLLM_KEY.lower() not in t.lower() for t in texts)
+
+
+def test_a_key_from_the_environment_is_sent_by_the_probes_and_written_nowhere(tiny_model, tmp_path):
+    """Issue 40, item 2: VLLM_API_KEY in the user's shell (vLLM's documented variable, never part of
+    a candidate) makes the server require it; the probes read it where vLLM does and send it, so the
+    trial works (before: failing in `ready` with HTTP 401), and the key reaches no file or screen."""
+    key = "sk-VllmFromTheShellZq81Secret"
+    where = ["--model", str(tiny_model), "--runs-dir", str(tmp_path), "--timeout", "600"]
+    args = ["trial", "--engine", "vllm", *where, "--json", "--", "--gpu-memory-utilization", MEM]
+    rc, o, out, err = bringup(*args, env={"VLLM_API_KEY": key})
+    assert rc == 0 and o["status"] == "works", (o or {}).get("evidence") or err[-2000:]
+    assert not any("401" in p["detail"] for p in o["probes"])
+    for p in tmp_path.rglob("*"):
+        if p.is_file():
+            assert key.lower().encode() not in p.read_bytes().lower(), p
+    assert key.lower() not in (out + err).lower()

@@ -148,7 +148,7 @@ def test_control_characters_of_a_baseline_reach_no_report(tmp_path: Path) -> Non
         "--max-launches",
         "2",
         "--baseline",
-        " ".join([*WORKS, "--served-model-name", "[/dev/shm]\x1b]0;pwn\x07"]),
+        " ".join([*WORKS, "--chat-template", "[/dev/shm]\x1b]0;pwn\x07"]),
     )
     assert rc == 0, err
     assert "\x1b]0;" not in out and "\x1b]0;" not in err

