@@ -32,6 +32,7 @@ from bringup.session.result import keep_result, resume_hint, run_result
 from bringup.session.resume import learn_priors, lock_writer, mark_interrupted, new_run_id, reopen, replay
 from bringup.session.settings import QuietObserver, RunError, RunObserver, RunSettings, settings_target
 from bringup.trial.executor import Done, Executor, Job, TrialRun
+from bringup.trial.process import library_call
 
 __all__ = ["QuietObserver", "Run", "RunError", "RunObserver", "RunSettings", "settings_target"]
 
@@ -93,6 +94,7 @@ class Run(PreparedRun):
         return learn_priors(self.journal, self.strategy, t, self.hw_fp, self.model_id, self.run_id, retry)
 
     # -- the run ----------------------------------------------------------------------------------
+    @library_call
     def execute(self) -> RunResult:
         try:
             return self._execute()

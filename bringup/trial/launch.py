@@ -32,7 +32,7 @@ from bringup.observe.effective import config_dump
 from bringup.observe.outcome import Outcome, OverrideRecord, ProbeResult, Timings
 from bringup.observe.signatures import Classification, Matcher, classify
 from bringup.trial.jitwatch import JitWatch
-from bringup.trial.process import ServerProcess, TimedLine, free_port, port_is_free
+from bringup.trial.process import ServerProcess, TimedLine, free_port, library_call, port_is_free
 from bringup.verify.probes import ProbeConfig, ProbeRunner
 
 JIT_LOOK_S = 5.0  # how often a silent server is looked under for a busy compiler (bringup/trial/jitwatch.py)
@@ -233,6 +233,7 @@ class Trial:
             return False
 
     # -- the trial -------------------------------------------------------------------------------
+    @library_call
     def run(self) -> Outcome:
         t_start = time.monotonic()
         host = self.s.host

@@ -187,10 +187,10 @@ def test_the_guard_is_first_on_the_server_pythonpath() -> None:
 
 
 def test_an_interrupt_in_a_host_process_stops_it_as_ctrl_c_does(monkeypatch):
-    """Once an in-process trial installed bringup's handlers, a host's SIGINT is still a
+    """While an in-process trial's handlers are in place, a host's SIGINT is still a
     KeyboardInterrupt to the host (pytest stops the session on it, as on Ctrl-C), carrying the
-    shell's exit code; the host's own handlers are put back after. (Before, `Interrupted` was a
-    plain BaseException: pytest counted it as the running test's failure and went on.)"""
+    shell's exit code; the host's own handlers are back once the scope ends. (Before, `Interrupted`
+    was a plain BaseException: pytest counted it as the running test's failure and went on.)"""
     import os
 
     from bringup.trial import process
@@ -198,14 +198,8 @@ def test_an_interrupt_in_a_host_process_stops_it_as_ctrl_c_does(monkeypatch):
     torn: list[bool] = []
     monkeypatch.setattr(process, "teardown_all", lambda: torn.append(True))  # no live server of others
     saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
-    was = process._signals_installed
-    process._signals_installed = False
-    try:
-        assert process.install_signal_handlers()
-        with pytest.raises(KeyboardInterrupt) as e:
-            os.kill(os.getpid(), signal.SIGINT)
-        assert isinstance(e.value, process.Interrupted) and e.value.exit_code == 130 and torn
-    finally:
-        for s, h in saved.items():
-            signal.signal(s, h)
-        process._signals_installed = was
+    with pytest.raises(KeyboardInterrupt) as e, process.handling_signals() as installed:
+        assert installed
+        os.kill(os.getpid(), signal.SIGINT)
+    assert isinstance(e.value, process.Interrupted) and e.value.exit_code == 130 and torn
+    assert {s: signal.getsignal(s) for s in saved} == saved
