@@ -77,10 +77,11 @@ def _refused(e: Exception) -> None:
     from bringup.core.datafiles import KnowledgeFileError
     from bringup.facts.preflight import PreflightError
     from bringup.guard.limits import InputError
+    from bringup.guard.safetext import safe_line
     from bringup.record.journal import JournalDamaged
 
     if isinstance(e, (JournalDamaged, PreflightError, InputError, KnowledgeFileError)):
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {safe_line(str(e))}", file=sys.stderr)  # it may quote a file's bytes
         sys.exit(2)
     if isinstance(e, OSError) and e.errno in (
         errno.EROFS,

@@ -8,20 +8,45 @@ import json
 import sys
 import time
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
 from rich.console import Console
+from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
+
+from bringup.guard.safetext import safe_text
 
 if TYPE_CHECKING:  # every command module imports this one: keep `bringup --help` free of pydantic
     from bringup.observe.outcome import Outcome
 
-out_console = Console(highlight=False, soft_wrap=True)
-err_console = Console(stderr=True, highlight=False)
+
+def _safe_segments(buffer: Iterable[Segment]) -> Iterator[Segment]:
+    for seg in buffer:
+        if seg.control or seg.text.isascii() and seg.text.isprintable():
+            yield seg  # the console's own cursor moves, or plain text (the common case, kept fast)
+        else:
+            yield Segment(safe_text(seg.text), seg.style, seg.control)
+
+
+class SafeConsole(Console):
+    """A console that writes no escape sequence, control character, bidi control or invisible
+    character it did not make itself: every segment of text it is about to write goes through
+    `safe_text` (bringup/guard/safetext.py), shown as ``\\x1b`` or ``\\u202e``. The one place every
+    terminal line of bringup passes (tables, status lines, progress bars, the live run table), so a
+    string from outside that a command forgot to pass through `shown` still cannot retitle the
+    terminal or reorder a line (issue 40). Rich's own styles and cursor moves are added after this
+    pass (styles) or are control segments (moves), so they are kept."""
+
+    def _render_buffer(self, buffer: Iterable[Segment]) -> str:
+        return super()._render_buffer(_safe_segments(buffer))
+
+
+out_console = SafeConsole(highlight=False, soft_wrap=True)
+err_console = SafeConsole(stderr=True, highlight=False)
 
 STATUS_STYLE = {
     "works": "bold green",

@@ -14,7 +14,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from bringup.cli import app
-from bringup.cli._common import options, refusal, shown
+from bringup.cli._common import SafeConsole, options, refusal, shown
 from bringup.guard import ranges
 
 if TYPE_CHECKING:
@@ -27,7 +27,9 @@ def _ms(v: float | None) -> str:
 
 def _point_table(res: BenchResult) -> Table:
     s = res.summary
-    t = Table(title=f"{s.point}  ({res.model})", title_justify="left")
+    t = Table(
+        title=escape(shown(f"{s.point}  ({res.model})")), title_justify="left"
+    )  # the server names the model
     t.add_column("latency (ms)")
     for col in ("mean", "p50", "p90", "p99"):
         t.add_column(col, justify="right")
@@ -62,9 +64,9 @@ def _summary_lines(res: BenchResult) -> list[str]:
             )
         lines.append(f"SLOs met: {'[green]yes[/]' if s.slos_met else '[red]no[/]'}")
     if s.stopped_early:
-        lines.append(f"[yellow]stopped early[/]: {s.stop_reason}")
-    for err, n in s.errors.items():
-        lines.append(f"[red]error[/] x{n}: {err}")
+        lines.append(f"[yellow]stopped early[/]: {escape(shown(s.stop_reason))}")
+    for err, n in s.errors.items():  # the server's own words: text, never markup
+        lines.append(f"[red]error[/] x{n}: {escape(shown(err))}")
     return lines
 
 
@@ -214,11 +216,11 @@ def bench_cmd(o: BenchOptions) -> None:
     from bringup.loadgen import BenchError, run_sweep, write_results
     from bringup.loadgen.runner import run_loop
 
-    err = Console(stderr=True)
+    err = SafeConsole(stderr=True)
     cfg = _config(o, err)
-    console = Console()
+    console = SafeConsole()
     if not console.is_terminal:
-        console = Console(width=160)  # piped output: do not squeeze the sweep table to 80 columns
+        console = SafeConsole(width=160)  # piped output: do not squeeze the sweep table to 80 columns
     bar = _Bar(cfg, err, show=o.progress and not o.json_out and sys.stderr.isatty())
     try:
         with bar.bar:
@@ -336,6 +338,6 @@ def _print_results(results: list[BenchResult], console: Console) -> None:
             console.print(line, highlight=False)
     if len(results) > 1:
         # never squeeze the sweep table into ellipses: a narrow terminal wraps it instead
-        Console(width=max(console.width, 130), force_terminal=console.is_terminal).print(
+        SafeConsole(width=max(console.width, 130), force_terminal=console.is_terminal).print(
             _sweep_table(results)
         )

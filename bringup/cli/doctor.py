@@ -7,18 +7,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from bringup.cli import app
-from bringup.cli._common import options, refuse_damaged_model
+from bringup.cli._common import SafeConsole, options, refuse_damaged_model
 from bringup.guard import ranges
 
 if TYPE_CHECKING:  # the command imports them inside: `bringup --help` stays light
     from bringup.facts.memplan import Plan
     from bringup.facts.modelinfo import Fingerprint
 
-console = Console()
+console = SafeConsole()
 
 
 class DoctorOptions:

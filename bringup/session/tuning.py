@@ -25,6 +25,7 @@ from bringup.core.candidate import Candidate, FlagError, parse_flags
 from bringup.core.datafiles import KnowledgeFileError
 from bringup.engines.targets import Target, TargetError, resolve_target
 from bringup.guard import ranges, secrets
+from bringup.guard.safetext import safe_text
 from bringup.loadgen import BenchConfig
 from bringup.loadgen.config import parse_slos
 from bringup.record.journal import Journal, RunRecord
@@ -504,7 +505,7 @@ def _write_findings(run_dir: Path, tune_dir: Path, result: TuneResult) -> None:
     from bringup.tuning.findings import tune_markdown
     from bringup.tuning.result import load_tunes
 
-    secrets.write_text(tune_dir / "FINDINGS.md", "\n".join(tune_markdown(result)) + "\n")
+    secrets.write_text(tune_dir / "FINDINGS.md", safe_text("\n".join(tune_markdown(result)) + "\n"))
     if (run_dir / "findings.json").is_file():
         secrets.write_text(
             run_dir / "FINDINGS.md", render_markdown(load_result(run_dir), load_tunes(run_dir))
