@@ -22,7 +22,7 @@ def reference_cmd(
 ) -> None:
     """Compute greedy tokens and top logprobs on the reference prompts with transformers in float32,
     and write them with the model's identity (config and tokenizer hashes). `bringup run/trial
-    --reference FILE` compares a server's output with it (docs/probes.md)."""
+    --reference FILE` compares a server's output with it."""
     from bringup.verify.reference import ReferenceError, compute_reference, model_folder  # lazy: fast --help
 
     if model_folder(model) is None and not Path(model).exists() and "/" not in model:

@@ -134,7 +134,7 @@ class RunOptions:
             "--dry-run",
             help="Before each launch, ask the installed engine's own checks with this target's facts "
             "(a refused candidate is never launched): auto (on a GPU target of a real engine), always "
-            "(scenarios and CPU targets too) or never (docs/dryrun.md).",
+            "(scenarios and CPU targets too) or never.",
         ),
     ] = "auto"
     max_hours: Annotated[
@@ -193,7 +193,7 @@ class RunOptions:
             help="With --ray: bring the model up on several node types of the cluster at once, one run "
             "each (all: every bringup-hw-* type its alive nodes declare; or TYPE[,TYPE...], each a "
             "bringup-hw-<hash> or a doctor fingerprint); per-type runs under RUNS_DIR/<type>/, "
-            "a summary in RUNS_DIR/NODE-TYPES.md (docs/parallel.md).",
+            "a summary in RUNS_DIR/NODE-TYPES.md.",
         ),
     ] = None
     runs_dir: Annotated[

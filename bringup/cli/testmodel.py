@@ -48,7 +48,7 @@ class TestmodelOptions:
         typer.Option(
             help="What to write: random (tiny random weights), known (trained: known "
             "answers), fp16-overflow (wrong in float16, right in bf16/fp32), llama-8b (8 B random "
-            "weights for a GPU). docs/probes.md says more."
+            "weights for a GPU)."
         ),
     ] = "random"
     shard_gib: Annotated[

@@ -50,7 +50,7 @@ class TrialOptions:
 
     ctx: typer.Context
     engine: Annotated[
-        str | None, typer.Option(help="vllm, sglang or transformers (engines.yaml; not with --scenario).")
+        str | None, typer.Option(help="vllm, sglang or transformers (not with --scenario).")
     ] = None
     model: Annotated[
         str | None, typer.Option(help="Model folder or hub id (with --scenario: the scenario's model).")

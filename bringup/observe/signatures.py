@@ -25,7 +25,8 @@ from bringup.core.datafiles import (
     validated_entries,
 )
 from bringup.observe.remedies import Remedy, find_remedies
-from bringup.observe.tracebacks import LogAnalysis, strip_prefix
+from bringup.observe.tracebacks import LogAnalysis, PyException, strip_prefix
+from bringup.observe.unknown import unknown_hint
 
 if TYPE_CHECKING:
     from bringup.observe.rootcause import RootRule
@@ -207,10 +208,6 @@ class Matcher:
 
 
 _ERRORISH = re.compile(r"(Error|Exception|error:|FAILED|Traceback|Assertion|assert|fatal|Killed)", re.I)
-NO_EXCEPTION_HINT = (
-    "No Python exception and no known signature in the log: read the evidence lines and the log; "
-    "add a signature to bringup/data/signatures/ once the cause is known."
-)
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -245,6 +242,11 @@ def failure_start(analysis: LogAnalysis) -> int:
 MAX_FRAMES = 12
 
 
+def frame_names(exc: PyException) -> list[str]:
+    """The exception's innermost frames as "pkg/module.py:function", innermost last."""
+    return [f"{f.module_path}:{f.func}" for f in exc.frames[-MAX_FRAMES:]]
+
+
 def classify(
     lines: list[str],
     engine: str | None,
@@ -259,7 +261,7 @@ def classify(
     cls = _classify(lines, engine, phase_reached, signatures, max_evidence, analysis)
     cls.remedies = find_remedies(lines[failure_start(analysis) :], engine)
     if analysis.root is not None:
-        cls.frames = [f"{f.module_path}:{f.func}" for f in analysis.root.frames[-MAX_FRAMES:]]
+        cls.frames = frame_names(analysis.root)
     return cls
 
 
@@ -356,11 +358,8 @@ def _classify(
         failure_class="unknown",
         phase=_phase(served, phase_reached, rm.phase, None),
         evidence=evidence[:max_evidence],
-        hint=(
-            f"The engine raised {describe(root)}, which no signature or root-cause rule knows; the evidence "
-            "starts with that exception (the first process that failed). Add a signature to "
-            "bringup/data/signatures/ or a rule to bringup/data/rootcause.yaml once the cause is known."
-        ),
+        # The user's settings are not known here: the trial and `explain` say which touch it.
+        hint=unknown_hint(describe(root), frame_names(root), {}),
         implicates=rm.implicates,
         hits=hits,
         implicated_levels=rm.implicated_levels,
@@ -376,7 +375,7 @@ def _classify_hits(
         tail = [ln for ln in lines if _ERRORISH.search(ln)][-max_evidence:]
         if not tail:
             tail = [ln for ln in lines if ln.strip()][-3:]
-        return Classification("unknown", phase_reached, [_clean(t) for t in tail], NO_EXCEPTION_HINT)
+        return Classification("unknown", phase_reached, [_clean(t) for t in tail], unknown_hint(None, [], {}))
     best = max(hits, key=lambda h: (h.signature.priority, -h.index))
     specific = [h for h in hits if not h.signature.generic]
     chosen = specific if specific else hits

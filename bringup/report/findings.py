@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bringup.core.datafiles import classes
+from bringup.core.datafiles import classes, public_source
 from bringup.engines.base import display_name
 from bringup.guard import secrets
 from bringup.guard.safetext import md_block, md_code, md_text, safe_text
@@ -214,7 +214,8 @@ def render_markdown(r: RunResult, tunes: Sequence[TuneResult] = ()) -> str:
             facts = ", ".join(f"{k}={v}" for k, v in p.facts.items())
             L.append(
                 f"- {_code(f'{p.flag} {p.level}')}: **{p.verdict}**: {_md(p.reason)} "
-                f"(facts: {facts or 'none'}; source: {p.source})"
+                f"(facts: {facts or 'none'}"
+                + (f"; source: {_md(src)})" if (src := public_source(p.source)) else ")")
             )
     if r.warnings:
         L.append("")

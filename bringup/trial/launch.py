@@ -31,6 +31,7 @@ from bringup.help.text import HelpSpec
 from bringup.observe.effective import config_dump
 from bringup.observe.outcome import Outcome, OverrideRecord, ProbeResult, Timings
 from bringup.observe.signatures import Classification, Matcher, classify
+from bringup.observe.unknown import unknown_hint, user_settings
 from bringup.trial.jitwatch import JitWatch
 from bringup.trial.process import ServerProcess, TimedLine, free_port, library_call, port_is_free
 from bringup.verify.probes import ProbeConfig, ProbeRunner
@@ -588,6 +589,8 @@ class Trial:
         out.phase = cls.phase
         out.evidence = cls.evidence
         out.hint = cls.hint
+        if cls.failure_class == "unknown":  # say which of the user's own settings touch where it failed
+            out.hint = unknown_hint(cls.root_exception, cls.frames, user_settings(self.cand))
         out.implicates = cls.implicates
         out.signature = cls.signature_id
         out.implicated_levels = cls.implicated_levels

@@ -71,6 +71,7 @@ def _outside(r: ranges.Range) -> list[str]:
     return bad
 
 
+@pytest.mark.slow  # every numeric option of every command, invoked: 60-odd CLI calls, about 12 s
 @pytest.mark.parametrize("cmd, flag, r, listed", numeric_options(), ids=lambda v: str(v)[:30])
 def test_a_number_outside_its_range_is_refused_before_anything_starts(
     tmp_path: Path, cmd: str, flag: str, r: ranges.Range, listed: bool
@@ -145,7 +146,11 @@ class NegativeCounts(Server):
 def test_a_server_reporting_negative_token_counts_fails_the_bench_as_it_fails_the_trial() -> None:
     with serving(NegativeCounts) as (url, _):
         res = CliRunner().invoke(app, ["bench", "--url", url, "--num-prompts", "4", "--json"])
-        probes = by_name(ProbeRunner(url, ProbeConfig(request_timeout=10, batch_size=2, long_tokens=8)).run())
+        probes = by_name(
+            ProbeRunner(
+                url, ProbeConfig(request_timeout=10, batch_size=2, long_tokens=8, user_probes=False)
+            ).run()
+        )
     assert res.exit_code == 1, res.output
     summary = json.loads(res.stdout)[0]["summary"]
     assert summary["completed"] == 0 and summary["output_throughput"] >= 0
@@ -188,12 +193,16 @@ class ShortContextUnlisted(ShortContext):
 def test_a_long_decode_beyond_the_servers_maximum_length_is_not_wrong_output() -> None:
     with serving(ShortContext) as (url, srv):
         clipped = by_name(
-            ProbeRunner(url, ProbeConfig(request_timeout=10, batch_size=2, long_tokens=200)).run()
+            ProbeRunner(
+                url, ProbeConfig(request_timeout=10, batch_size=2, long_tokens=200, user_probes=False)
+            ).run()
         )
         asked = max(r.get("max_tokens", 0) for r in srv.log)
     with serving(ShortContextUnlisted) as (url, _):
         refused = by_name(
-            ProbeRunner(url, ProbeConfig(request_timeout=10, batch_size=2, long_tokens=200)).run()
+            ProbeRunner(
+                url, ProbeConfig(request_timeout=10, batch_size=2, long_tokens=200, user_probes=False)
+            ).run()
         )
     long = clipped["long-decode"]
     assert long.passed and long.detail.startswith("92 tokens") and "asked 200" in long.detail, long.detail
