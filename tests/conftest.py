@@ -210,6 +210,20 @@ def assert_nothing_left(trial_dir: Path) -> None:
     assert port_is_free(int(port)), f"port {port} is still held"
 
 
+def finish(p: subprocess.Popen, timeout: float, before=None) -> str:
+    """Run `before` (a signal to send, a wait), then let the process end within `timeout`; its
+    stderr. Killed (by pid: ours) if it does not, or if `before` fails."""
+    try:
+        if before is not None:
+            before()
+        _, err = p.communicate(timeout=timeout)
+        return err or ""
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
 def wait_until(cond, limit: float) -> bool:
     """Poll `cond` every 0.1 s for up to `limit` seconds; its last answer."""
     import time

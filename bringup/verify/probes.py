@@ -505,31 +505,27 @@ class ProbeRunner:
 
         t0 = time.monotonic()
         phase_before = self.phase
-        try:
-            detail = fn(client)
-            return ProbeResult(
-                name=name, passed=True, detail=detail, seconds=time.monotonic() - t0, phase=phase_before
-            )
-        except Skip as e:  # cannot apply here: passed, and says why
+
+        def passed(detail: str, kind: str = "ok") -> ProbeResult:
             return ProbeResult(
                 name=name,
                 passed=True,
-                detail=f"skipped: {e}",
+                detail=detail,
                 seconds=time.monotonic() - t0,
                 phase=phase_before,
-                kind="skipped",
+                kind=kind,
             )
+
+        try:
+            return passed(fn(client))
+        except Skip as e:  # cannot apply here: passed, and says why
+            return passed(f"skipped: {e}", "skipped")
         except ServerBroke as e:
             kind, detail = "server-error", str(e)
         except Disagree as e:
             if e.kind == "too-long":  # the probe asked more than the server serves: not wrong output
-                return ProbeResult(
-                    name=name,
-                    passed=True,
-                    detail=f"skipped: {e}; shorten the probe or raise the engine's maximum length",
-                    seconds=time.monotonic() - t0,
-                    phase=phase_before,
-                    kind="skipped",
+                return passed(
+                    f"skipped: {e}; shorten the probe or raise the engine's maximum length", "skipped"
                 )
             kind, detail = e.kind, str(e)
         except Exception as e:  # a probe's own bug must not read as "all passed"

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import TUNE_SCENARIO, group_alive, wait_until
+from tests.conftest import TUNE_SCENARIO, finish, group_alive, wait_until
 from tests.paths import ROOT
 
 SEED = ROOT / "bringup" / "data" / "scenarios" / "glm5-nvfp4-sm120.yaml"
@@ -166,12 +166,7 @@ def _host(tmp_path: Path, mode: str) -> subprocess.Popen:
 @pytest.mark.slow
 def test_trial_run_tune_and_reference_leave_the_host_as_they_found_it(tmp_path: Path) -> None:
     p = _host(tmp_path, "state")
-    try:
-        _, err = p.communicate(timeout=500)
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
+    err = finish(p, 500)
     assert p.returncode == 0, err[-3000:]
     report = json.loads((tmp_path / "out.json").read_text())
     assert report == {"trial": {}, "run": {}, "tune": {}, "reference": {}}, report
@@ -180,16 +175,14 @@ def test_trial_run_tune_and_reference_leave_the_host_as_they_found_it(tmp_path: 
 @pytest.mark.slow
 def test_a_host_calling_trials_and_runs_in_a_loop_is_interrupted_as_its_own(tmp_path: Path) -> None:
     p = _host(tmp_path, "loop")
-    try:
-        # mid-trial of the second round: its server is up (a server.pid in the loop's trial folder)
-        assert wait_until(lambda: (tmp_path / "runs" / "loop-1" / "trial" / "server.pid").exists(), 180)
-        pgid = int((tmp_path / "runs" / "loop-1" / "trial" / "server.pid").read_text().split()[0])
+    pid_file = tmp_path / "runs" / "loop-1" / "trial" / "server.pid"
+
+    def mid_trial() -> None:  # of the second round: its server is up (a server.pid in its folder)
+        assert wait_until(pid_file.exists, 180)
         os.kill(p.pid, signal.SIGINT)
-        _, err = p.communicate(timeout=120)
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
+
+    err = finish(p, 120, mid_trial)
+    pgid = int(pid_file.read_text().split()[0])
     assert p.returncode == 0, err[-3000:]
     r = json.loads((tmp_path / "out.json").read_text())
     assert r["got"] == [signal.SIGINT, signal.SIGINT], r  # mid-trial, then between calls: the host's own

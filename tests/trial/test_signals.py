@@ -22,7 +22,7 @@ import psutil
 import pytest
 
 from bringup.trial import watchdog
-from tests.conftest import TUNE_SCENARIO, group_alive, tune_args, wait_until
+from tests.conftest import TUNE_SCENARIO, finish, group_alive, tune_args, wait_until
 from tests.paths import ROOT
 from tests.trial.test_orphans import HOLDER, SERVER
 
@@ -59,17 +59,14 @@ def _run_status(runs: Path) -> str:
 
 
 def _signal_mid_trial(p: subprocess.Popen, runs: Path, sig: signal.Signals) -> tuple[int, str, int]:
-    try:
+    def mid_trial() -> None:
         assert wait_until(lambda: _server_group(runs) is not None, 60), "no trial launched"
         pgid = _server_group(runs)
         assert pgid is not None and wait_until(lambda: bool(group_alive(pgid)), 10)
         os.kill(p.pid, sig)
-        _, err = p.communicate(timeout=60)
-        return p.returncode, err, pgid
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
+
+    err = finish(p, 60, mid_trial)
+    return p.returncode, err, _server_group(runs) or 0
 
 
 @pytest.mark.slow
@@ -123,14 +120,12 @@ def test_a_signal_before_any_launch_exits_with_its_code(tmp_path: Path) -> None:
     """At the very start (the target resolving, nothing launched yet): no traceback either."""
     runs = tmp_path / "runs"
     p = _start(tmp_path, "run", "--scenario", str(SEED), "--time-scale", "0.5", "--runs-dir", str(runs))
-    try:
+
+    def at_start() -> None:
         assert wait_until(lambda: (runs / "journal.sqlite").exists() or p.poll() is not None, 60)
         os.kill(p.pid, signal.SIGTERM)
-        _, err = p.communicate(timeout=60)
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
+
+    err = finish(p, 60, at_start)
     assert p.returncode == 143, err
     assert "Traceback" not in err
 
