@@ -18,13 +18,13 @@ from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 
-from bringup.guard.safetext import safe_text
-
 if TYPE_CHECKING:  # every command module imports this one: keep `bringup --help` free of pydantic
     from bringup.observe.outcome import Outcome
 
 
 def _safe_segments(buffer: Iterable[Segment]) -> Iterator[Segment]:
+    from bringup.guard.safetext import safe_text
+
     for seg in buffer:
         if seg.control or seg.text.isascii() and seg.text.isprintable():
             yield seg  # the console's own cursor moves, or plain text (the common case, kept fast)

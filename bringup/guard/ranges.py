@@ -142,10 +142,11 @@ def usage_problem(usage: Mapping[str, Any], max_tokens: int | None = None) -> st
 
 
 def check_fields(obj: object, kinds: dict[str, Range]) -> None:
-    """Each named attribute of `obj` in its kind's range (a dataclass's `__post_init__`); a
-    ValueError naming the first that is not."""
+    """Each named attribute of `obj` in its kind's range (a dataclass's `__post_init__`; None is
+    "not given"); a ValueError naming the first that is not."""
     for name, kind in kinds.items():
-        kind.check(getattr(obj, name), name)
+        if (value := getattr(obj, name)) is not None:
+            kind.check(value, name)
 
 
 DAY = 86_400.0

@@ -24,7 +24,7 @@ from bringup.core.candidate import Candidate, FlagError, parse_flags
 from bringup.core.datafiles import hang_implicates, phase_index, probe_implicates, probe_implicates_by_probe
 from bringup.engines.base import Engine, later_phase
 from bringup.facts.gpus import GpuWatch, default_watch, visible_indices
-from bringup.guard import secrets
+from bringup.guard import ranges, secrets
 from bringup.guard.safetext import safe_line
 from bringup.guard.secrets import Redactor, redact_argv, redact_flags
 from bringup.help.text import HelpSpec
@@ -70,6 +70,13 @@ class TrialSettings:
     # Set by whoever runs trials at once (bringup/trial/executor.py) to stop this one: the server is torn
     # down as on any other end, and the trial's outcome says it was cancelled.
     cancel: threading.Event | None = None
+
+    def __post_init__(self) -> None:
+        # A library user's numbers meet the CLI's ranges (bringup/guard/ranges.py): a nan deadline
+        # never passes, a port of 0 or 70000 fails after the launch.
+        ranges.check_fields(
+            self, {"timeout": ranges.SECONDS, "hang_timeout": ranges.SECONDS, "port": ranges.PORT}
+        )
 
 
 Event = Callable[[str, str], None]  # (kind, text): kind in phase | line | status | gpu

@@ -130,6 +130,12 @@ def test_a_library_user_meets_the_same_ranges() -> None:
         ProbeConfig(batch_size=100_000_000)
     with pytest.raises(SlotError, match="must be at most"):
         parallel_width("100000", 1)
+    from bringup.trial.launch import TrialSettings
+
+    with pytest.raises(ValueError, match="hang_timeout: nan is not a finite number"):
+        TrialSettings(hang_timeout=float("nan"))
+    with pytest.raises(ValueError, match="port: 70000 must be at most 65535"):
+        TrialSettings(port=70000)
 
 
 class NegativeCounts(Server):
