@@ -227,3 +227,26 @@ def test_long_tokens_beyond_the_models_context_are_refused_before_the_launch(tmp
     out = " ".join(res.output.split())
     assert res.exit_code == 2 and "beyond the model's context of 202752 tokens" in out, out
     assert not (tmp_path / "trials").exists()
+
+
+@pytest.mark.parametrize(
+    "value, says",
+    [
+        ("Infinity", "not a finite number"),
+        ("1e30", "must be at most"),
+        ("2.7", "not a whole number"),
+        ("0", "must be at least 1"),
+    ],
+)
+def test_a_prompts_files_max_tokens_is_in_range(tmp_path: Path, value: str, says: str) -> None:
+    """`bench --prompts FILE`: a number in the file is one the user gives too (Infinity was an
+    OverflowError traceback, 2.7 silently 2)."""
+    from bringup.loadgen.config import BenchError
+    from bringup.loadgen.workload import load_jsonl
+
+    f = tmp_path / "p.jsonl"
+    f.write_text('{"prompt": "hi", "max_tokens": 4}\n{"prompt": "x", "max_tokens": ' + value + "}\n")
+    with pytest.raises(BenchError, match=f"p.jsonl:2: 'max_tokens' .*{says}"):
+        load_jsonl(f, 16)
+    f.write_text('{"prompt": "hi", "max_tokens": "8"}\n{"prompt": "x"}\n')
+    assert load_jsonl(f, 16) == [("hi", 8), ("x", 16)]
