@@ -250,3 +250,35 @@ def test_a_prompts_files_max_tokens_is_in_range(tmp_path: Path, value: str, says
         load_jsonl(f, 16)
     f.write_text('{"prompt": "hi", "max_tokens": "8"}\n{"prompt": "x"}\n')
     assert load_jsonl(f, 16) == [("hi", 8), ("x", 16)]
+
+
+@pytest.mark.slow
+def test_a_long_decode_past_the_servers_maximum_length_is_no_wrong_output_on_the_scenario_engine(
+    tmp_path: Path,
+) -> None:
+    """The whole trial on the scenario engine (which answers vLLM's HTTP 400 past its context): a
+    launch with `--max-model-len 200` and `--long-tokens 300` works, its long decode as long as the
+    server serves. Before: wrong-output, its hint suspecting the attention/GEMM kernels."""
+    from tests.conftest import bringup
+
+    rc, d, _, err = bringup(
+        "trial",
+        "--scenario",
+        str(ROOT / "bringup" / "data" / "scenarios" / "qwen25-32b-graph-oom-sm120-vllm.yaml"),
+        "--time-scale",
+        "0.002",
+        "--runs-dir",
+        str(tmp_path),
+        "--long-tokens",
+        "300",
+        "--json",
+        "--",
+        "--max-model-len",
+        "200",
+        "--gpu-memory-utilization",
+        "0.9",
+        "--enforce-eager",
+    )
+    assert d is not None and rc == 0 and d["status"] == "works", err[-2000:]
+    long = next(p for p in d["probes"] if p["name"] == "long-decode")
+    assert long["passed"] and long["detail"].startswith("192 tokens") and "asked 300" in long["detail"]
