@@ -55,9 +55,19 @@ def baseline_of(mistakes: list[Mistake], *good: str) -> str:
     return shlex.join(words)
 
 
-def run_bringup(engine: str, model: Path, baseline: str, runs: Path, max_launches: int) -> dict:
+def run_bringup(
+    engine: str,
+    model: Path,
+    baseline: str,
+    runs: Path,
+    max_launches: int,
+    minimize_launches: int = 0,
+    deadlines: tuple[str, str] = ("300", "120"),
+) -> dict:
     """`bringup run --json` from this baseline, as a user would, capped at `max_launches` search
-    launches, without delta debugging (its launches are not what is measured here)."""
+    launches, without delta debugging (its launches are not what is measured here) unless
+    `minimize_launches` allows it that many; `deadlines`: --timeout and --hang-timeout."""
+    minimize = ["--max-minimize-launches", str(minimize_launches)] if minimize_launches else ["--no-minimize"]
     rc, d, out, err = bringup(
         "run",
         "--engine",
@@ -70,12 +80,12 @@ def run_bringup(engine: str, model: Path, baseline: str, runs: Path, max_launche
         str(runs),
         "--max-launches",
         str(max_launches),
-        "--no-minimize",
+        *minimize,
         "--json",
         "--timeout",
-        "300",
+        deadlines[0],
         "--hang-timeout",
-        "120",
+        deadlines[1],
         timeout=3000,
     )
     assert d is not None, err[-3000:]

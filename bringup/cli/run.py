@@ -116,6 +116,13 @@ class RunOptions:
     ] = []
     vary: Annotated[str | None, typer.Option(help="Only vary these flags (comma-separated).")] = None
     fix: Annotated[list[str], typer.Option(help="Pin a flag: FLAG=VALUE (repeatable).")] = []
+    keep: Annotated[
+        list[str],
+        typer.Option(
+            help="Keep a setting of the starting command as given (FLAG or env:NAME, repeatable); "
+            "every other one is a suspect the search may undo."
+        ),
+    ] = []
     space: Annotated[
         Path | None, typer.Option(help="A space file (YAML: factors and levels, fixed flags).")
     ] = None
@@ -243,6 +250,7 @@ def _settings(o: RunOptions) -> RunSettings:
         env=env_vars,
         vary=[v.strip() for v in o.vary.split(",") if v.strip()] if o.vary else [],
         fix=fixed,
+        keep=list(o.keep),
         space_file=str(o.space) if o.space else None,
         knowledge=o.knowledge,
         screen=o.screen,

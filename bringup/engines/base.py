@@ -140,7 +140,10 @@ class EngineInfo(BaseModel):
     # top-k sampling."): evidence that names a component when output is silently wrong.
     implementation_log: list[str] = Field(
         default_factory=lambda: [
-            r"\bUsing\b.{1,80}?\b(backend|kernel|sampler|sampling|GEMM|attention|MoE|all-?reduce)\b"
+            r"\bUsing\b.{1,80}?\b(backend|kernel|sampler|sampling|GEMM|attention|MoE|all-?reduce)\b",
+            # "Selected CutlassFP8ScaledMMLinearKernel for Fp8LinearMethod" (vllm
+            # model_executor/layers/quantization/kernels: the kernel a quantized layer runs)
+            r"\bSelected\s+\S*(Kernel|Backend|kernel|backend)\b",
         ]
     )
     log_marker: str | None = None  # a regex that tells this engine's log apart (bringup explain)

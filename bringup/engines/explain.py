@@ -9,8 +9,7 @@ from bringup.core.datafiles import KnowledgeFileError
 from bringup.engines.base import Engine, engine_info, engine_names, get_engine, later_phase
 from bringup.observe.logread import select_lines
 from bringup.observe.outcome import Outcome, OverrideRecord
-from bringup.observe.signatures import Classification, Matcher, Signature, classify
-from bringup.observe.unknown import unknown_hint
+from bringup.observe.signatures import Matcher, Signature, classify
 
 _HTTP_500 = re.compile(r'"(POST|GET) \S+ HTTP/[\d.]+" 5\d\d')
 _REQUEST = re.compile(r'"POST /v1/(chat/)?completions HTTP/[\d.]+" (\d{3})')
@@ -36,15 +35,6 @@ def _adapter(engine: str) -> Engine | None:
         return get_engine(engine)
     except KnowledgeFileError:
         return None
-
-
-def _hint(cls: Classification, requested: dict) -> str:
-    """The classification's hint; for a failure nothing knows, with the settings the log says were
-    asked for (vLLM's "non-default args") that touch where it failed (bringup/observe/unknown.py)."""
-    if cls.failure_class != "unknown" or not requested:
-        return cls.hint
-    asked = {"--" + k.replace("_", "-"): str(v) for k, v in requested.items()}
-    return unknown_hint(cls.root_exception, cls.frames, asked)
 
 
 def explain_lines(
@@ -106,7 +96,7 @@ def explain_lines(
         failure_class=cls.failure_class if failed else None,
         phase=cls.phase if failed else None,
         evidence=cls.evidence if failed else [],
-        hint=_hint(cls, requested) if failed else None,
+        hint=cls.hint if failed else None,
         implicates=cls.implicates,
         signature=cls.signature_id,
         implicated_levels=cls.implicated_levels if failed else {},
@@ -119,6 +109,7 @@ def explain_lines(
             for k, v in eff_values.items()
         },
         overrides=overrides,
+        selected=eng.implementation_lines(lines) if eng else [],
         engine=engine,
         launched=True,
         warnings=[survived] if survived and not failed else [],

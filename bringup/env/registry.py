@@ -33,7 +33,6 @@ import os
 import re
 import subprocess
 import sys
-from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -702,21 +701,9 @@ def check_value(var: EnvVar, value: str) -> str | None:
 W_NAMED_BY_LOG, W_ADVISED, W_IMPLICATED_ENV, W_NAMED_IN_LOG = 1000, 100, 500, 200
 W_CLASS_VARIABLE, W_EVIDENCE, W_IMPLICATED_FLAG, W_CLASS = 40, 10, 3, 1
 W_IN_NAME, W_IN_TEXT = 3, 1
-# A distinctive word of a variable's name that the failure's own prose uses (same stem) counts as a
-# component the evidence names, matched in the name (W_EVIDENCE x W_IN_NAME): "unbalanced" names the
-# idea behind ..._INBALANCE_CHECK as "sampler" names the one behind ..._FLASHINFER_SAMPLER. With a
-# component besides, the variable is a first suspect (envfactors: two such matches).
-W_WORD_IN_NAME = W_EVIDENCE * W_IN_NAME
-MAX_SHARED_WORD_NAMES = 2  # a shared word names at most this many variables of the pool
-_ERROR_LINE = re.compile(r"\b\w*(?:Error|Exception|Exit|Interrupt|Failure)\b:|\berror\b:", re.IGNORECASE)
-
-# Words of variable names that say nothing about what the variable controls: they never count as
-# a shared word (every engine has ENABLE_/DISABLE_/USE_/..._SIZE variables).
-_GENERIC_NAME_WORDS = frozenset(
-    "enable enabled disable disabled use using allow skip force set get num max min size mode level "
-    "default path dir file debug log logging test ci gpu gpus cuda device devices backend kernel "
-    "kernels impl version env var value values per all and the for with not no of on off".split()
-)
+# A variable read by the function the failure was raised in (bringup/env/readers.py): as strong as a
+# line of the log naming it, short of the failure's own lines naming it.
+W_READ_IN_FRAME = W_NAMED_IN_LOG
 
 
 @lru_cache(maxsize=1)
@@ -761,60 +748,6 @@ def _components_in(text: str) -> set[str]:
     return {c for c, spellings in comps.items() if any(f" {s} " in t for s in spellings for t in texts)}
 
 
-def _stem(word: str) -> str:
-    """A crude stem that lets the two spellings of one idea meet: a negating prefix (un-, in-, im-,
-    dis-, non-) and an inflection (-ed, -ing, -es, -s, -e) are cut, so the error's "unbalanced" and
-    the variable's "INBALANCE" (or "IMBALANCE") are both "balanc". Only words long enough to stay
-    distinctive are cut."""
-    w = word.lower()
-    for prefix in ("dis", "non", "un", "in", "im"):
-        if w.startswith(prefix) and len(w) - len(prefix) >= 6:
-            w = w[len(prefix) :]
-            break
-    for suffix in ("ing", "ed", "es", "s", "e"):
-        if w.endswith(suffix) and len(w) - len(suffix) >= 4:
-            return w[: -len(suffix)]
-    return w
-
-
-@lru_cache(maxsize=1)
-def _component_words() -> frozenset[str]:
-    """Every word of a component spelling: those are matched (and weighed) as components already."""
-    return frozenset(_stem(w) for spellings in _relevance()[0].values() for s in spellings for w in s.split())
-
-
-def message_words(text: str) -> set[str]:
-    """The stems of the prose words (three letters or more) of ``text``. Process tags
-    (``[Rank 0]``, ``[TP1]``), code identifiers and their values (``local_gpu_memory=138.5``,
-    ``a.b``, ``WorkNCCL(SeqNum=1``) and CamelCase names (``RuntimeError``) are left out: they are the
-    engine's internal names, not what the message says went wrong."""
-    prose = re.sub(r"\[[^\]]*\]", " ", text)
-    # A file path is code too (``/usr/local/lib/python3.12/dist-packages/sglang/...``): its
-    # directory names ("local", "dist", "packages") say where the engine is installed, not what
-    # went wrong.
-    prose = re.sub(r"\S*/\S*", " ", prose)
-    words = re.findall(r"(?<![\w.=])[A-Za-z][a-z]{2,}(?![\w=(]|\.\w)", prose)
-    return {_stem(w) for w in words}
-
-
-def shared_name_words(name: str, lines_words: set[str]) -> list[str]:
-    """The distinctive words of a variable's name that the failure's lines also use (by stem):
-    not the engine's prefix, not a generic word (ENABLE, SIZE, GPU...), not a component word (those
-    count as components). A failure that says what went wrong in its own words ("The memory capacity
-    is unbalanced") thus implicates the variable named after that idea
-    (SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK) above others that only share the component."""
-    prefixes = {p.lower().strip("_") for p in _known_prefixes()}
-    out = []
-    for raw in name.lower().split("_"):
-        if len(raw) < 3 or raw in prefixes or raw in _GENERIC_NAME_WORDS:
-            continue
-        stem = _stem(raw)
-        if stem in _component_words() or stem not in lines_words or stem in out:
-            continue
-        out.append(stem)
-    return out
-
-
 def other_platform(name: str, device: str | None) -> bool:
     """Whether a name (a variable's, a kernel backend's) marks another platform than ``device``
     (relevance.yaml other_platforms: SGLANG_AITER_*, the aiter attention backend on CUDA)."""
@@ -827,6 +760,11 @@ def absent_components(facts: Mapping[str, Any]) -> frozenset[str]:
     dense model), read from known facts only: an unknown fact leaves the component in."""
     doc = load_yaml(ENV_DATA / "relevance.yaml") or {}
     out = set()
+    facts = dict(facts)
+    if facts.get("model.quantization") is None and facts.get("model.architecture"):
+        # a model that was read and has no quantization config has unquantized weights: no FP8 or
+        # FP4 GEMM runs on it (an unread model, no architecture, stays unknown)
+        facts["model.quantization"] = "none"
     for comp, needs in (doc.get("needs") or {}).items():
         for k, v in (needs or {}).items():
             have = facts.get(k)
@@ -851,6 +789,8 @@ def _lacks(have: Any, need: Any) -> bool:
     """A known fact contradicts a need: {in: [mla, dsa]} one of these, {min: 2} at least this, else equal."""
     if isinstance(need, Mapping) and "in" in need:
         return _norm(str(have)).strip() not in {_norm(str(x)).strip() for x in need["in"]}
+    if isinstance(need, Mapping) and "ne" in need:
+        return _norm(str(have)) == _norm(str(need["ne"]))
     if isinstance(need, Mapping) and "min" in need:
         try:
             return float(have) < float(need["min"])
@@ -900,6 +840,12 @@ def of_absent_family(name: str, absent: Iterable[str]) -> bool:
     )
 
 
+def _read_where(sites: Iterable[str], frames: list[str], package: str | None) -> str | None:
+    from bringup.env.readers import read_here
+
+    return read_here(sites, frames[-6:], package)
+
+
 def _field(failure: Any, name: str, default: Any) -> Any:
     if isinstance(failure, Mapping):
         return failure.get(name, default)
@@ -937,6 +883,8 @@ def rank(
     device: str | None = None,
     log_lines: Iterable[str] = (),
     absent: Iterable[str] = (),
+    read_in: Mapping[str, Iterable[str]] | None = None,
+    package: str | None = None,
 ) -> list[Ranked]:
     """The variables a failure implicates, most implicated first (only those with a reason).
 
@@ -957,6 +905,13 @@ def rank(
     line names them; ``absent`` (components the target lacks, ``absent_components``: ``moe`` for a
     dense model) weighs nothing, and a variable whose name names one is left out the same way. ``known`` adds names a line may mention without a known prefix. Ties break
     by name, so the order is deterministic.
+
+    5. a variable read by the very function a failing frame is in (``read_in``: name -> the
+       "path:function" sites of the engine's source that read it, bringup/env/readers.py; the
+       failure's ``frames``): the code it switches is the code that failed.
+
+    A word the variable's name shares with the failure's prose is no reason (issue 36: a variable
+    named ...ERROR... joined on a line that said "error", ...VALIDATION on a validation error).
     """
     failure_class = _field(failure, "failure_class", None) or ""
     implicates = list(_field(failure, "implicates", None) or [])
@@ -977,18 +932,7 @@ def rank(
         pool.setdefault(name, common_vars().get(name) or EnvVar(name, owner="knowledge"))
     first_for_class = cls.get("variables", ())
     by_name = {m.name: m for m in found}
-    # Shared words: from the lines that state an error (an exception's message), not from progress
-    # or watchdog lines that list what could be slow ("compilation, weight/kv cache quantization"),
-    # and only words at most two variables of the pool are named after (a word many names share,
-    # WEIGHT, SHARED, EXPERT, says little about which one to change).
-    name_df = Counter(w for n in pool for w in {_stem(x) for x in n.lower().split("_") if len(x) >= 3})
-    # The engine's lines only: the hint is bringup's own prose (for an unknown failure, a template
-    # that says "the first process that failed ... once the cause is known"), not the failure's.
-    line_words = {
-        w
-        for w in message_words(" ".join(x for x in evidence if _ERROR_LINE.search(x)))
-        if name_df[w] <= MAX_SHARED_WORD_NAMES
-    }
+    frames = [str(f) for f in (_field(failure, "frames", None) or [])]
     out: list[Ranked] = []
     for name, var in pool.items():
         score = 0.0
@@ -1023,9 +967,9 @@ def rank(
             elif c in text_comps:
                 score += W_IN_TEXT * weight[c]
                 reasons.append(f"{c} (description)")
-        for word in shared_name_words(name, line_words):
-            score += W_WORD_IN_NAME
-            reasons.append(f"'{word}' (name, as the failure's lines say)")
+        if read_in and frames and (site := _read_where(read_in.get(name, ()), frames, package)):
+            score += W_READ_IN_FRAME
+            reasons.append(f"read by the code that failed ({site})")
         if score > 0:
             out.append(Ranked(var, score, tuple(reasons)))
     out.sort(key=lambda r: (-r.score, r.var.name))

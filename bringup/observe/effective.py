@@ -178,14 +178,39 @@ def normalise(v: Any) -> str:
         return "none"
     if isinstance(v, (tuple, list)):
         return ",".join(normalise(x) for x in v)
+    if isinstance(v, dict):
+        # a JSON-valued setting as the user wrote it and as the engine prints it back (a Python
+        # dict repr, other quotes, other key order) is one value, not an override
+        return (
+            "{"
+            + ",".join(
+                f"{normalise(k)}:{normalise(x)}" for k, x in sorted(v.items(), key=lambda kv: str(kv[0]))
+            )
+            + "}"
+        )
     if (n := canonical_number(v)) is not None:
         return n
     s = str(v).strip()
+    if s.startswith("{") and s.endswith("}"):
+        parsed = _mapping(s)
+        if parsed is not None:
+            return normalise(parsed)
     low = s.lower()
     if low in ("true", "false", "none"):
         return low
     low = low.removeprefix("torch.")
     return _DTYPE_SYNONYMS.get(low, low)
+
+
+def _mapping(text: str) -> dict | None:
+    """A JSON object or a Python dict literal, parsed; None when the text is neither."""
+    import json
+
+    try:
+        out = json.loads(text)
+    except ValueError:
+        out = _value(text)
+    return out if isinstance(out, dict) else None
 
 
 # One dtype, two names: PyTorch's own aliases (docs.pytorch.org tensor_attributes: "torch.float16 or

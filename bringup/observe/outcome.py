@@ -72,6 +72,10 @@ class Outcome(BaseModel):
     remedies: list[Remedy] = Field(default_factory=list)
     # The root exception's frames, innermost last, as "module/path.py:function" (Classification.frames).
     frames: list[str] = Field(default_factory=list)
+    # The engine's own words about the implementations it picked ("Using FLASH_ATTN attention
+    # backend", "Selected CutlassFP8ScaledMMLinearKernel for Fp8LinearMethod"), first seen first: a
+    # kernel family a failure may belong to though its lines do not name it (Engine.implementation_lines).
+    selected: list[str] = Field(default_factory=list)
     requested: dict[str, Any] = Field(default_factory=dict)
     effective: dict[str, Any] = Field(default_factory=dict)
     overrides: list[OverrideRecord] = Field(default_factory=list)

@@ -17,6 +17,7 @@ from functools import lru_cache
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from bringup.core.datafiles import DATA, KnowledgeFileError, classes, load_yaml, phases
+from bringup.observe.links import imports_value
 from bringup.observe.tracebacks import PyException, frame_text
 
 ROOTCAUSE_FILE = DATA / "rootcause.yaml"
@@ -68,6 +69,9 @@ class RootRule(BaseModel):
     at_import: bool = False  # only when the process failed while importing its modules (at_import())
     phase: str | None = None  # the phase when neither the frames nor the log's markers tell
     min_flags: int = 0  # only when the message names at least this many of the engine's flags
+    # only when the message is the import of what a dotted value of this launch's settings names
+    # ("No module named 'my_plugins'" for my_plugins.workers.MyWorker; links.imports_value)
+    imports_setting: bool = False
     engines: list[str] | None = None
     priority: int = 50
     implicates: list[str] = Field(default_factory=list)
@@ -99,11 +103,31 @@ class RootRule(BaseModel):
         return v
 
 
+class Component(BaseModel):
+    """Where in the engine an exception no rule knows was raised, and the class that gives it."""
+
+    model_config = ConfigDict(populate_by_name=True, extra="forbid")
+    id: str
+    frames: str  # regex over "path:function" of the innermost frames
+    failure_class: str = Field(alias="class")
+    source: str
+
+    @field_validator("failure_class")
+    @classmethod
+    def _known_class(cls, v: str) -> str:
+        if v not in classes():
+            raise ValueError(f"unknown class {v!r}")
+        return v
+
+
 class RootCauseFile(BaseModel):
     model_config = ConfigDict(extra="forbid")
     modules: list[ModuleEntry]
     frame_phases: list[FramePhase]
     rules: list[RootRule]
+    components: list[Component] = Field(default_factory=list)
+    # the class of an exception no rule knows, raised in the engine, by the phase it struck in
+    by_phase: dict[str, str] = Field(default_factory=dict)
 
 
 @lru_cache(maxsize=1)
@@ -168,6 +192,18 @@ def known_flags(engine: str | None) -> frozenset[str]:
             for o in parse_help(p.read_text()).options:
                 names.add(o.name)
                 names.update(a for a in o.aliases if a.startswith("--"))
+    return frozenset(names)
+
+
+@lru_cache(maxsize=8)
+def choice_flags(engine: str | None) -> frozenset[str]:
+    """The engine's flags whose values are argparse choices (any bundled version)."""
+    from bringup.help.text import DATA_HELP, parse_help
+
+    names: set[str] = set()
+    if engine:
+        for p in sorted(DATA_HELP.glob(f"{engine}-*.txt")):
+            names.update(o.name for o in parse_help(p.read_text()).options if o.choices)
     return frozenset(names)
 
 
@@ -299,15 +335,17 @@ def _defaults(engine: str | None) -> dict[str, str]:
 
 
 def flags_by_value(message: str, settings: dict[str, str]) -> list[str]:
-    """Flags whose value this launch set is named in the message ("Cannot find the config file for
-    modelopt_fp4" names --quantization modelopt_fp4). Only values that are words (numbers and
-    yes/no would match anything)."""
+    """Flags whose value this launch set is quoted in the message ("Cannot find the config file for
+    modelopt_fp4" names --quantization modelopt_fp4; "'/tmp/no-such-draft'" names the speculative
+    config that holds that path; "No module named 'my_plugins'" the worker class
+    my_plugins.Worker). The distinctive pieces of a value only (bringup/observe/links.py): numbers
+    with their unit, never yes/no."""
+    from bringup.observe.links import quoted, value_tokens
+
     out: list[str] = []
+    lines = message.splitlines()
     for flag, value in settings.items():
-        v = value.strip("'\"")
-        if len(v) < 3 or v.lower() in _NO_VALUE or not re.search(r"[A-Za-z]", v):
-            continue
-        if re.search(r"(?<![\w./-])" + re.escape(v) + r"(?![\w-])", message):
+        if any(quoted(lines, tok) for tok in value_tokens(value)) or imports_value(message, value):
             out.append(flag)
     return out
 
@@ -387,6 +425,7 @@ def _rule_fits(rule: RootRule, exc: PyException, facts: dict) -> re.Match[str] |
         or any(mod.named_in(f"{exc.type}: {facts['message']}") for mod in facts["mods"]),
         len(facts["flags"]) >= rule.min_flags,
         not rule.at_import or at_import(exc),
+        not rule.imports_setting or facts["imports_setting"],
     )
     if not all(checks):
         return False
@@ -424,14 +463,19 @@ def _notes(
 
 
 def match_rules(
-    exc: PyException, engine: str | None, phase_reached: str | None, log_lines: list[str] | None = None
+    exc: PyException,
+    engine: str | None,
+    phase_reached: str | None,
+    log_lines: list[str] | None = None,
+    launched: dict[str, str] | None = None,
 ) -> RuleMatch:
-    """The first rule that fits the exception, with the factors it implicates."""
+    """The first rule that fits the exception, with the factors it implicates. ``launched``: the
+    launch's own settings, when known (else the log's dump of its arguments is read)."""
     engine = engine or engine_from_frames(exc)
     log_lines = log_lines or []
     fphase = frames_phase(exc)
     naming = naming_text(exc)
-    settings = launch_settings(log_lines, engine)
+    settings = {**launch_settings(log_lines, engine), **(launched or {})}
     flags = [*flags_named(naming, engine)]
     for f in [*flags_by_words(naming, engine), *flags_by_value(naming, settings)]:
         if f not in flags:
@@ -444,6 +488,11 @@ def match_rules(
         "phase": fphase or phase_reached,
         "flags": flags,
         "mods": mods,
+        # (a name the user wrote: a flag with choices picks a backend, whose missing package is a
+        # missing dependency, not a wrong value)
+        "imports_setting": any(
+            imports_value(exc.full_message, v) for f, v in settings.items() if f not in choice_flags(engine)
+        ),
     }
     chosen, groups = _first_rule(exc, facts)
     levels = module_levels(mods, engine)
@@ -464,6 +513,40 @@ def match_rules(
     implicates.sort(key=lambda f: f not in settings)
     notes = _notes(chosen, groups, asked, mods, exc, engine)
     return RuleMatch(chosen, exc, fphase, implicates, {f: v for f, v in levels.items() if v}, notes)
+
+
+def where_class(
+    exc: PyException,
+    engine: str | None,
+    phase: str | None,
+    log_lines: list[str],
+    launched: dict[str, str] | None = None,
+) -> tuple[str, str] | None:
+    """The class of an exception no signature or rule knows, from where it was raised (issue 36):
+    a launch setting the failure links by its value or the module it selects makes it the setting's
+    (bad-flag); else the component of its innermost frames (rootcause.yaml ``components``: tokenizer
+    and config loading is model-load, ...); else the phase it struck in (``by_phase``). None when no
+    frame is in the engine or a library it loads: then it is unknown, and says so."""
+    from bringup.observe.links import Setting, links, package_path
+
+    engine = engine or engine_from_frames(exc)
+    frames = [f"{f.module_path}:{f.func}" for f in exc.frames]
+    ours = any(package_path(f, engine) for f in frames) or bool(modules_of(exc))
+    comp = next((c for c in knowledge().components if any(re.search(c.frames, f) for f in frames[-4:])), None)
+    if not ours and comp is None:
+        return None
+    settings = [
+        Setting(flag, value, flag.lstrip("-").replace("-", "_"), None, True)
+        for flag, value in {**launch_settings(log_lines, engine), **(launched or {})}.items()
+    ]
+    message = [ln for ln in f"{exc.type}: {naming_text(exc)}".splitlines() if ln.strip()]
+    for link in links(message, frames, settings, engine):
+        if link.kind in ("value", "module"):
+            return "bad-flag", f"{link.name}: {link.why}"
+    if comp is not None:
+        return comp.failure_class, f"raised in {comp.id}"
+    cls = knowledge().by_phase.get(phase or "")
+    return (cls, f"raised in the engine while in {phase}") if cls else None
 
 
 def describe(exc: PyException) -> str:

@@ -253,12 +253,15 @@ def classify(
     phase_reached: str | None,
     signatures: tuple[Signature, ...] | list[Signature] | None = None,
     max_evidence: int = 6,
+    settings: dict[str, str] | None = None,
 ) -> Classification:
-    """Find the root cause of a failed launch in its log, and the remedies the engine printed."""
+    """Find the root cause of a failed launch in its log, and the remedies the engine printed.
+    ``settings``: the launch's own flags and variables ("--flag" or "env:NAME" -> value), when the
+    caller launched it (a trial); else what the log's dump of its arguments says."""
     from bringup.observe.tracebacks import parse_log
 
     analysis = parse_log(lines)
-    cls = _classify(lines, engine, phase_reached, signatures, max_evidence, analysis)
+    cls = _classify(lines, engine, phase_reached, signatures, max_evidence, analysis, settings)
     cls.remedies = find_remedies(lines[failure_start(analysis) :], engine)
     if analysis.root is not None:
         cls.frames = frame_names(analysis.root)
@@ -272,6 +275,7 @@ def _classify(
     signatures: tuple[Signature, ...] | list[Signature] | None,
     max_evidence: int,
     analysis: LogAnalysis,
+    settings: dict[str, str] | None = None,
 ) -> Classification:
     """Find the root cause of a failed launch in its log.
 
@@ -296,7 +300,7 @@ def _classify(
     other_exc_idx = {i for e in analysis.exceptions for i in e.span} - chain_idx
     root_idx = set(root.span)
     candidates = [h for h in hits if not h.signature.generic and h.index not in other_exc_idx]
-    rm = match_rules(root, engine, phase_reached, lines)
+    rm = match_rules(root, engine, phase_reached, lines, settings)
     best = max(candidates, key=lambda h: (h.signature.priority, h.index in root_idx, -h.index), default=None)
     key = root.key_line
     evidence: list[str] = []
@@ -354,12 +358,17 @@ def _classify(
             implicated_levels=rm.implicated_levels,
             root_exception=describe(root),
         )
+    from bringup.observe.rootcause import launch_settings, where_class
+
+    where = where_class(root, engine, rm.phase or phase_reached, lines, settings)
     return Classification(
-        failure_class="unknown",
+        failure_class=where[0] if where is not None else "unknown",
         phase=_phase(served, phase_reached, rm.phase, None),
         evidence=evidence[:max_evidence],
-        # The user's settings are not known here: the trial and `explain` say which touch it.
-        hint=unknown_hint(describe(root), frame_names(root), {}),
+        hint=(f"Classed {where[0]} by where it was raised ({where[1]}). " if where is not None else "")
+        + unknown_hint(
+            describe(root), frame_names(root), {**launch_settings(lines, engine), **(settings or {})}
+        ),
         implicates=rm.implicates,
         hits=hits,
         implicated_levels=rm.implicated_levels,

@@ -10,6 +10,8 @@ module of the innermost frame in the engine's own code (`ModuleNames`); which se
 those whose name or value shares a word with the failing frames' modules. A better map of the
 engine's components to the settings that configure them (issue 36) plugs in through one seam: the
 `components` argument of `unknown_hint`, any object with the two methods of `ComponentMap`.
+The settings are the launch's own (a trial's candidate, secrets out) or the log's dump of them
+(`explain`), as `classify` is given them.
 """
 
 from __future__ import annotations
@@ -17,10 +19,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Protocol
-
-if TYPE_CHECKING:
-    from bringup.core.candidate import Candidate
+from typing import Protocol
 
 log = logging.getLogger(__name__)
 
@@ -83,21 +82,6 @@ class ModuleNames:
 
 
 BY_MODULE = ModuleNames()
-
-
-def user_settings(cand: Candidate) -> dict[str, str]:
-    """A candidate's flags and variables as settings (the ones it sets: the engine's defaults are
-    not given), secrets out of it: what a hint may name back to the user."""
-    from bringup.guard import secrets
-
-    out = {}
-    for flag, value in cand.flag_dict.items():
-        if value is not False and not secrets.is_secret_flag(flag):
-            out[flag] = "" if value is True else " ".join(value) if isinstance(value, tuple) else str(value)
-    for name, value in cand.env_dict.items():
-        if not secrets.is_secret_name(name):
-            out[f"env:{name}"] = value
-    return out
 
 
 def _shown(name: str, value: str) -> str:

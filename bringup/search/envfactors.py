@@ -74,6 +74,24 @@ class EnvFactors:
     def var(self, name: str) -> EnvVar:
         return self.registry.get(name) or EnvVar(name, owner="log")
 
+    def read_in(self) -> Mapping[str, tuple[str, ...]]:
+        """Where this engine version reads each variable (bringup/env/readers.py): the bundled
+        scan of its source, else the installed package's own."""
+        from pathlib import Path
+
+        from bringup.core.datafiles import KnowledgeFileError
+        from bringup.env.extract import registry_spec
+        from bringup.env.readers import readers
+
+        reg = self.registry
+        pkg = None
+        if reg.origin == "installed" and reg.location:
+            try:
+                pkg = Path(reg.location).parents[len(Path(registry_spec(reg.engine)["file"]).parts) - 1]
+            except (KeyError, IndexError, KnowledgeFileError):
+                pkg = None
+        return readers(reg.engine, reg.version, reg.variables, pkg)
+
     def default(self, name: str) -> str | None:
         v = self.registry.get(name)
         d = v.default_level() if v is not None else None
@@ -131,7 +149,15 @@ class EnvFactors:
                 *(f.replace("/", " ").replace("_", " ") for f in (outcome.frames or [])[-6:]),
             ],
         }
-        ranked = rank(pool.values(), failure, device=self.device, absent=self.absent)
+        failure["frames"] = list(outcome.frames or [])
+        ranked = rank(
+            pool.values(),
+            failure,
+            device=self.device,
+            absent=self.absent,
+            read_in=self.read_in(),
+            package=self.registry.engine,
+        )
         added = 0
         for r in ranked:
             if added >= RANKED_PER_FAILURE or r.score < MIN_RANK_SCORE:

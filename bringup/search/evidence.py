@@ -18,12 +18,14 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from bringup.core.datafiles import phase_index
-from bringup.observe.effective import normalise
+from bringup.observe import links as lk
+from bringup.observe.effective import config_dump, normalise
 from bringup.observe.outcome import Outcome
 from bringup.observe.remedies import under_condition
 from bringup.search.space import Factor
 
 W_REMEDY = 3.0  # the engine printed this flag as the way out
+W_CHECKLIST = 0.3  # one of several settings a line asks to check, with no value for any
 W_LINE = 1.0  # the root line names the flag or its value
 W_FRAMES = 0.8  # the failing code belongs to this level (its package, its module)
 W_SIGNATURE = 0.6  # the signature's first suspect (the k-th gets 1/k)
@@ -42,6 +44,17 @@ W_USER_SET = 0.6
 # the bootstrap; docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html).
 W_USER_COMPONENT = 0.3
 W_BASE_ENV = 0.002
+# What links a failure to a setting when no line spells its flag (bringup/observe/links.py): the
+# value the launch gave, quoted back; the config object that holds it; the module its value
+# selects, or the component it configures, in the failing frames. Likelihoods a person weighs the
+# same way: a quoted value of theirs is near proof, a component word is a lead.
+W_LINK = {"value": 0.9, "field": W_LINE, "module": 0.8, "config": 0.35, "component": 0.35}
+# A setting the engine chose by itself (not the launch's own) linked by its component: a lead for
+# another level, weaker than the launch's own choice.
+W_LINK_DEFAULT = 0.5
+# When nothing names any setting, what the user changed from the engine's defaults is likelier
+# than what they never touched: a person undoes their own settings first.
+W_USER_PRIOR = 0.12
 OUTSIDE_PRIOR = 0.03
 OUTSIDE_MACHINE = 0.6  # the failure implicates only the model or the machine
 UNSET_DEFAULT = "<engine default>"  # the level of a factor left to the engine (Strategy.eff)
@@ -62,6 +75,7 @@ _ADVICE = re.compile(
 )
 _SWITCH_VERB = re.compile(r"^(disable|enable|no|use|skip)_")
 _QUOTED = re.compile(r"'([^'\s]{6,200})'|\"([^\"\s]{6,200})\"")
+_NAMES_IN_LINE = re.compile(r"`[A-Za-z_][\w.-]*`|(?<![\w-])--[a-z][\w-]+")
 _REMEDY_FLAG = re.compile(r"(--[a-z][\w-]*)(?:[= ]+)([\w.:/-]+)?")
 
 
@@ -121,6 +135,7 @@ class Named:
     weights: dict[str, float] = field(default_factory=dict)  # factor name -> weight
     advised: dict[str, list[str]] = field(default_factory=dict)  # flag -> values the log advises
     why: dict[str, str] = field(default_factory=dict)
+    checklists: set[str] = field(default_factory=set)  # lines that list settings to check (no way out)
 
     def add(self, factor: str, w: float, why: str) -> None:
         if w > self.weights.get(factor, 0.0):
@@ -256,9 +271,13 @@ def relevance(
     changed: set[str],
     resolve,
     aliases: Mapping[str, tuple[str, ...]] | None = None,
+    settings: list[lk.Setting] | None = None,
+    package: str | None = None,
 ) -> Named:
     """Weigh the factors this failure names. ``levels``: each factor's effective level in the launch;
-    ``changed``: factors it changed from the baseline; ``resolve``: flag name -> Factor or None."""
+    ``changed``: factors it changed from the baseline; ``resolve``: flag name -> Factor or None;
+    ``settings``: the launch's settings as the links read them (bringup/observe/links.py), with the
+    engine's own ``package`` for its frames."""
     named = Named()
     plain = [
         ln
@@ -266,9 +285,10 @@ def relevance(
         if sum(1 for f in factors if not f.is_env and f.dest + "=" in ln) <= 2
     ]
     _remedy_weights(named, outcome, plain, resolve)
+    lines = [ln for ln in plain[:6] if not any(c in ln for c in named.checklists)]
     for f in factors:
         lv = levels.get(f.name, "")
-        if any(named_in_line(ln, f, lv, (aliases or {}).get(f.name, ())) for ln in plain[:6]):
+        if any(named_in_line(ln, f, lv, (aliases or {}).get(f.name, ())) for ln in lines):
             named.add(
                 f.name, W_LINE if not f.is_env else W_ENV_NAMED, f"named by the failure: {plain[0][:160]}"
             )
@@ -278,10 +298,36 @@ def relevance(
             if f.kind == "number":
                 named.weights[f.name] = min(named.weights.get(f.name, 0.0), 0.0)
     _code_weights(named, outcome, levels, resolve)
+    if settings:
+        link_weights(named, outcome, settings, package)
     if not named.weights:
         for n in changed:
             named.add(n, W_CHANGED, "changed by this launch, and nothing else is named")
     return named
+
+
+def failure_words(outcome: Outcome) -> list[str]:
+    """The lines in which a failure says what went wrong: its message lines without the engine's
+    dump of its whole configuration (which quotes every value, so it links none) and without
+    bringup's own notes beside the evidence ("this launch asked for: ...")."""
+    return [
+        ln
+        for ln in message_lines(outcome)
+        if not config_dump(ln)
+        and not ln.startswith(("this launch asked for:", "notes:"))
+        and " is used by: " not in ln
+    ]
+
+
+def link_weights(named: Named, outcome: Outcome, settings: list[lk.Setting], package: str | None) -> None:
+    """What links the failure to a setting beyond its flag's name (bringup/observe/links.py)."""
+    own = {s.name: s for s in settings}
+    for link in lk.links(failure_words(outcome), list(outcome.frames or []), settings, package):
+        w = W_LINK.get(link.kind, 0.0)
+        s = own.get(link.name)
+        if s is not None and not s.user and not s.value and link.kind in ("component", "config"):
+            w *= W_LINK_DEFAULT
+        named.add(link.name, w, link.why)
 
 
 def _remedy_weights(named: Named, outcome: Outcome, plain: list[str], resolve) -> None:
@@ -291,12 +337,19 @@ def _remedy_weights(named: Named, outcome: Outcome, plain: list[str], resolve) -
         for r in _outcome_remedies(outcome)
     ]
     own = [(*r, False) for r in remedies([*plain, *([outcome.hint] if outcome.hint else [])])]
+    # a line that names several settings with no value for any ("Please ensure your
+    # `model_name_or_path`, `repo_type`, `token` and `revision` arguments are correctly set") is a
+    # checklist of what to look at, not the way out: each is named, none prescribed
     for flag, value, line, conditional in printed + own:
         f = resolve(flag)
         if f is None:
             continue
-        if conditional:  # advice for another setup: the flag is named, not prescribed
-            named.add(f.name, W_LINE, f"the log names it, as advice if another setup was meant: {line[:160]}")
+        if value is None and len(_NAMES_IN_LINE.findall(line)) >= 3:
+            named.checklists.add(line)
+            named.add(f.name, W_CHECKLIST, f"the log lists it among settings to check: {line[:160]}")
+            continue
+        if conditional:  # advice for another setup, or a checklist: the flag is named, not prescribed
+            named.add(f.name, W_LINE, f"the log names it, not as the way out: {line[:160]}")
             continue
         named.add(f.name, W_REMEDY, f"the log advises it: {line[:160]}")
         value = _as_level(f, value)
@@ -338,7 +391,7 @@ def phase_weights(named: Named, outcome: Outcome, resolve) -> None:
         outcome.implicates
         or outcome.status == "timeout"
         or (outcome.failure_class or "") in _NOT_BY_PHASE
-        or any(w >= W_LINE for w in named.weights.values())
+        or any(w >= W_LINK["module"] for w in named.weights.values())
     ):
         return
     from bringup.core.datafiles import hang_implicates

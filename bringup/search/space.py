@@ -376,7 +376,10 @@ def add_baseline_flags(space: Space, baseline: Candidate, helpspec: HelpSpec | N
             f = Factor(name, "switch", [True], dest, {}, None, "baseline", 0.02)
         else:
             levels: list[FlagValue] = [value] if not isinstance(value, list) else [format_value(value)]
-            if opt is not None and opt.choices and not opt.open_choices:
+            # a flag of a component this target lacks (an FP8 GEMM backend on an unquantized model)
+            # is undone, never varied: its other levels change nothing here either
+            lacks = space.target.why_not(Factor(name, "choice", [], dest, origin="log")) is not None
+            if opt is not None and opt.choices and not opt.open_choices and not lacks:
                 levels += [c for c in opt.choices if normalise(c) != normalise(levels[0])]
             f = Factor(name, "choice", levels, dest, {}, None, "baseline", 0.02)
         space.factors.append(f)

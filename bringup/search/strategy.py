@@ -25,13 +25,15 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from bringup.core.candidate import Candidate, FlagValue
+from bringup.core.candidate import Candidate, FlagValue, format_value
 from bringup.core.datafiles import disguises
 from bringup.env.registry import names_absent_component, names_class_component, one_gpu_components
 from bringup.help.text import HelpSpec
 from bringup.knowledge.conditions import as_number
 from bringup.knowledge.rules import Knowledge
+from bringup.observe import links
 from bringup.observe.effective import normalise
+from bringup.observe.links import Setting
 from bringup.observe.outcome import Outcome
 from bringup.record.results import Attempt, Pinned, StrategyState
 from bringup.search import evidence as ev
@@ -426,12 +428,22 @@ class Strategy:
     ) -> None:
         base_levels = self.levels_of(self.baseline)
         changed = {n for n, e in levels.items() if base_levels.get(n) != e}
-        named = ev.relevance(outcome, self.space.factors, levels, changed, self._flag_factor, self._aliases())
+        named = ev.relevance(
+            outcome,
+            self.space.factors,
+            levels,
+            changed,
+            self._flag_factor,
+            self._aliases(),
+            self._settings(cand, levels),
+            self.space.engine,
+        )
         if not any(w >= ev.W_ENV_NAMED for w in self.env_weight.values()):
             ev.phase_weights(named, outcome, self._flag_factor)  # nothing named: the phase's settings
         levels = self.levels_of(cand)  # a remedy may have added a factor
         self._take_advice(named)
         weights = self._culprit_weights(levels, named, outcome.failure_class or "")
+        weights.update(self._named_families(levels, outcome))
         outside = ev.OUTSIDE_MACHINE if self._machine_only(outcome, named) else ev.OUTSIDE_PRIOR
         b = new_blocker(
             key,
@@ -462,6 +474,10 @@ class Strategy:
         factor (evidence.relevance), the user's own choices among them raised (W_USER_SET), and
         the user's own variables for a component the failure's class implicates (W_USER_COMPONENT)."""
         weights: dict[Condition, float] = {}
+        # the user's own settings are the first suspects of a failure that names nothing; beside
+        # a failure that names its settings, they stay weak ones (ev.W_USER_PRIOR)
+        named_any = any(w >= ev.W_SIGNATURE / 2 for w in named.weights.values())
+        user_prior = 3 * ev.W_BASE_FLAG if named_any else ev.W_USER_PRIOR
         for f in self.space.factors:
             if f.name in self.frozen or levels[f.name] == INERT:
                 continue  # (an inert factor cannot have caused what this launch showed)
@@ -470,10 +486,12 @@ class Strategy:
                 # fraction down) is a culprit at this value *and beyond* it (_thresholds): the
                 # value alone would let a larger one look like an escape from too much memory
                 continue
-            w = named.weights.get(f.name, 0.0) + (ev.W_BASE_ENV if f.is_env else ev.W_BASE_FLAG)
-            if named.weights.get(f.name, 0.0) > 0 and self._user_set(f, levels[f.name]):
+            mine = self._user_set(f, levels[f.name])
+            base = user_prior if mine else (ev.W_BASE_ENV if f.is_env else ev.W_BASE_FLAG)
+            w = named.weights.get(f.name, 0.0) + base
+            if named.weights.get(f.name, 0.0) > 0 and mine:
                 w = max(w, ev.W_USER_SET)
-            elif f.is_env and self._user_set(f, levels[f.name]) and names_class_component(f.dest, cls):
+            elif f.is_env and mine and names_class_component(f.dest, cls):
                 w = max(w, ev.W_USER_COMPONENT)
             w = max(w, self.env_weight.get(f.name, 0.0))
             weights[Condition(f.name, levels[f.name])] = w
@@ -484,6 +502,26 @@ class Strategy:
             weights.update(self._thresholds(name, levels[name], direction))
         return weights
 
+    def _settings(self, cand: Candidate, levels: dict[str, str]) -> list[Setting]:
+        """The launch's settings as the failure links read them (bringup/observe/links.py): each
+        factor's value in this launch as given, its destination and --help group, and whether it is
+        the user's own choice. A factor the engine overrides here (frozen) is left out: what ran
+        was not its value."""
+        flags, env = cand.flag_dict, cand.env_dict
+        out = []
+        for f in self.space.factors:
+            if f.name in self.frozen or levels.get(f.name) == INERT:
+                continue
+            lv = f.level_in(flags, env)
+            opt = None if f.is_env or self.spec is None else self.spec.get(f.name)
+            value = "" if lv is None or lv is False else format_value(lv)
+            out.append(
+                Setting(
+                    f.name, value, f.dest, opt.section if opt else None, self._user_set(f, levels[f.name])
+                )
+            )
+        return out
+
     def _user_set(self, f: Factor, level: str) -> bool:
         """The level is the user's own choice: the baseline sets it, to something other than what
         the engine would pick by itself."""
@@ -492,6 +530,43 @@ class Strategy:
             return False
         mine = self.eff(f, base)
         return level == mine and mine != self.eff(f, None)
+
+    def _named_families(self, levels: dict[str, str], outcome: Outcome) -> dict[Condition, float]:
+        """A kernel family the failure names (a library in a failing frame's path, the kernel a load
+        line says was selected): every level of a factor in that family is a suspect together, the
+        launch's own level with them when the engine chose it (a default, auto), so the way out is a
+        level outside the family, not a sibling of the one that failed (vLLM's flashinfer_cutlass
+        after flashinfer_trtllm). Weighed as a signature's first suspect: a lead, not a proof."""
+        named = links.library_tokens(outcome.frames or [], self.space.engine)
+        named |= links.selected_tokens([*(outcome.selected or []), *outcome.evidence])
+        named = {t for t in named if len(t) >= 5}
+        if not named:
+            return {}
+        # the factors the failure's own words are about ("...LinearKernel" for --linear-backend),
+        # when some are: a family word alone (cutlass) names kernels of several components
+        said = {
+            links.stem(w)
+            for text in [*(outcome.selected or []), *(outcome.frames or [])[-4:]]
+            for w in links.words(text)
+        }
+        about = {f.name for f in self.space.factors if links.subject_words(f.dest, 3) & said}
+        out: dict[Condition, float] = {}
+        for f in self.space.factors:
+            cur = levels.get(f.name)
+            if f.kind != "choice" or f.is_env or cur in (None, INERT) or f.name in self.frozen:
+                continue
+            if about and f.name not in about:
+                continue
+            fam = {e for lv in f.levels if set(links.words(e := self.eff(f, lv))) & named}
+            chose = cur == ev.UNSET_DEFAULT or cur == "auto" or self.eff(f, None) == cur
+            if not fam or not (cur in fam or chose):
+                continue
+            out[Condition(f.name, "|".join(sorted(fam | {cur})), "in")] = ev.W_SIGNATURE
+            self.notes.append(
+                f"launch {len(self.observations)}: the failure names the {'/'.join(sorted(named))} kernels; "
+                f"{f.name} {', '.join(sorted(fam))} suspected together"
+            )
+        return out
 
     def _family(self, f: Factor, level: str) -> set[str]:
         """The levels of a choice factor that share this one's family (the first word of the name),

@@ -194,6 +194,20 @@ class Launcher:
 GPU_WAIT_S = 120.0
 
 
+def fits_budget(decision: Any, left: int, flying: list[Any], follow: list[Any]) -> bool:
+    """Whether the next launch fits the launches left, keeping one for the confirmation of every
+    screen in flight or queued (a screen that passes is followed by its full launch: issue 36, a
+    passed screen once went unconfirmed when screens had spent the budget) and of this one if it
+    is a screen. Room for one launch only turns a screen into its full launch."""
+    room = left - sum(1 for j in flying if j.screen) - len(follow)
+    if room >= 2 or (room == 1 and not decision.screen):
+        return True
+    if room == 1:
+        decision.screen = False
+        return True
+    return False
+
+
 def held_gpus_stop(ex: Executor, attempts: list[Attempt]) -> str | None:
     """With nothing in flight, wait for GPUs a leftover or another program holds: None when none
     is held (nothing to wait for), "" when they came back (launch on), else why the run stops."""

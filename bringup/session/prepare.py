@@ -74,12 +74,13 @@ def search_space(
 ) -> tuple[Space, EnvFactors, list[str]]:
     """The factors the search may change, the environment variables among them, and what is not
     searched on this target (and why)."""
+    fix = {**kept(s.keep, baseline, t), **s.fix}
     space = build_space(
         t.engine.log_dialect,
         t.spec,
         baseline,
         vary=s.vary or None,
-        fix=s.fix or None,
+        fix=fix or None,
         space_file=Path(s.space_file) if s.space_file else None,
     )
     here = SearchTarget.of(facts)
@@ -97,9 +98,31 @@ def search_space(
             if env.registry.status(k) in ("known", "deprecated", "ignored", "common")
         }
     ):
-        if f.name not in space.names and f.name[4:] not in (s.fix or {}):
+        if f.name not in space.names and f.name[4:] not in (s.fix or {}) and f.name not in fix:
             space.factors.append(f)
     return space, env, not_here
+
+
+def kept(keep: list[str], baseline: Candidate, t: Target) -> dict[str, Any]:
+    """--keep FLAG: the starting command's own value of each, pinned (as --fix FLAG=VALUE would)."""
+    out: dict[str, Any] = {}
+    flags, env = baseline.flag_dict, baseline.env_dict
+    for k in keep:
+        if k.startswith("env:"):
+            if k[4:] not in env:
+                raise RunError(
+                    f"--keep {k}: the starting command does not set {k[4:]}; pin a value with --fix {k}=VALUE"
+                )
+            out[k] = env[k[4:]]
+            continue
+        opt = t.spec.resolve(k if k.startswith("-") else "--" + k) if t.spec is not None else None
+        name = opt.name if opt is not None else (k if k.startswith("-") else "--" + k)
+        if name not in flags:
+            raise RunError(
+                f"--keep {k}: the starting command does not set {name}; pin a value with --fix {name}=VALUE"
+            )
+        out[name] = flags[name]
+    return out
 
 
 def screening_policy(s: RunSettings, t: Target, facts: dict[str, Any]) -> ScreeningPolicy:

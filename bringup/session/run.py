@@ -23,7 +23,7 @@ from bringup.observe.outcome import Outcome
 from bringup.record.journal import TrialRecord
 from bringup.record.results import RunResult
 from bringup.search.minimize import MinimalFix
-from bringup.session.launching import held_gpus_stop
+from bringup.session.launching import fits_budget, held_gpus_stop
 from bringup.session.minimizing import minimize
 from bringup.session.preempt import Preemption, preempted
 from bringup.session.prepare import PreparedRun
@@ -186,10 +186,7 @@ class Run(PreparedRun):
             flying = ex.in_flight()
             launches = sum(1 for a in self.attempts if a.purpose in ("search", "screen")) + len(flying)
             if launches >= s.max_launches:
-                return (
-                    "budget",
-                    f"launch budget ({s.max_launches}) spent; {self.strategy.summary()}{self._resume_hint()}",
-                )
+                return self._spent()
             if self._follow:  # a screened candidate's full launch, or a trial lost with its node
                 if not self._follow_up(ex):
                     break  # it waits for its GPUs; no new trial takes them meanwhile
@@ -197,11 +194,11 @@ class Run(PreparedRun):
             if s.max_hours is not None and (self.replayed_s + ex.now()) / 3600 >= s.max_hours:
                 return "budget", f"time budget ({s.max_hours} h) spent"
             d = self._next_launch(flying)
-            if d.candidate is None:
-                if flying:
-                    break  # an answer in flight may open another way
-                why = self.strategy.explain_stop() + self._resume_hint()
-                return "impossible" if self.strategy.impossible() else "not-found", why
+            hold = self._hold(d, flying, s.max_launches - launches)
+            if hold == "wait":
+                break  # an answer in flight may open another way, or needs its confirmation
+            if isinstance(hold, tuple):
+                return hold
             extra = {"p_success": d.p_success, "reasons": d.reasons}
             job = self.launcher.job(
                 self._seq + 1, "screen" if d.screen else "search", d.candidate, extra, d.screen
@@ -217,6 +214,18 @@ class Run(PreparedRun):
             job.extra["round"] = self.preempt.round
             self._submit(ex, job)
         return None
+
+    def _hold(self, d: Any, flying: list[Job], left: int) -> tuple[str, str] | str | None:
+        """None: the next launch starts; "wait": for what is in flight; else why the search stops.
+        The launches left keep one for the confirmation of every screen (fits_budget)."""
+        if d.candidate is not None and fits_budget(d, left, flying, self._follow):
+            return None
+        if flying:
+            return "wait"
+        if d.candidate is not None:
+            return self._spent()
+        why = self.strategy.explain_stop() + self._resume_hint()
+        return "impossible" if self.strategy.impossible() else "not-found", why
 
     def _next_launch(self, flying: list[Job]) -> Any:
         """The strategy's next launch, past every candidate the installed engine's own checks
@@ -241,7 +250,11 @@ class Run(PreparedRun):
         """Start the first follow-up if its GPUs are free (or drop it: an answer that came back
         since its screen makes it unlikely); whether the loop may go on filling."""
         job = self._follow[0]
-        if job.seq == 0 and not self.strategy.still_worth(job.cand, job.extra.get("p_then", 0.0)):
+        # (a passed screen's full launch is never dropped: only a queued preemptor is reconsidered)
+        worth = job.extra.get("confirms_screen") or self.strategy.still_worth(
+            job.cand, job.extra.get("p_then", 0.0)
+        )
+        if job.seq == 0 and not worth:
             self._follow.pop(0)
             return True
         if not ex.fits(job):
@@ -293,10 +306,15 @@ class Run(PreparedRun):
         self.strategy.observe(job.cand, out, source="screen")
         extra = {k: v for k, v in job.extra.items() if k != "shrunk"}
         p_then = self.strategy.success_probability(job.cand)
-        self._follow.append(self.launcher.job(0, "search", job.cand, {**extra, "p_then": p_then}))
+        extra.update(p_then=p_then, confirms_screen=True)
+        self._follow.append(self.launcher.job(0, "search", job.cand, extra))
         # The most likely first (answers arrive in any order); lost trials (seq given) stay ahead.
         self._follow.sort(key=lambda j: (j.seq == 0, -j.extra.get("p_then", 0.0)))
         return None
+
+    def _spent(self) -> tuple[str, str]:
+        n = self.settings.max_launches
+        return "budget", f"launch budget ({n}) spent; {self.strategy.summary()}{self._resume_hint()}"
 
     def _resume_hint(self) -> str:
         return resume_hint(self.strategy.impossible() is not None, self.settings.max_launches, self.run_id)

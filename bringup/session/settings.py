@@ -45,6 +45,9 @@ class RunSettings(BaseModel):
     env: dict[str, str] = Field(default_factory=dict)  # more of the starting environment (--env)
     vary: list[str] = Field(default_factory=list)
     fix: dict[str, Any] = Field(default_factory=dict)
+    # flags (or env:NAME) of the starting command kept as given: every other setting of it is a
+    # suspect the search may undo (issue 36); the model is always kept
+    keep: list[str] = Field(default_factory=list)
     space_file: str | None = None
     knowledge: bool = True
     screen: Literal["auto", "always", "never"] = "auto"

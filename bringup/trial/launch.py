@@ -20,7 +20,7 @@ from pathlib import Path
 
 import httpx
 
-from bringup.core.candidate import Candidate, FlagError, parse_flags
+from bringup.core.candidate import Candidate, FlagError, format_value, parse_flags
 from bringup.core.datafiles import hang_implicates, phase_index, probe_implicates, probe_implicates_by_probe
 from bringup.engines.base import Engine, later_phase
 from bringup.facts.gpus import GpuWatch, default_watch, visible_indices
@@ -31,7 +31,6 @@ from bringup.help.text import HelpSpec
 from bringup.observe.effective import config_dump
 from bringup.observe.outcome import Outcome, OverrideRecord, ProbeResult, Timings
 from bringup.observe.signatures import Classification, Matcher, classify
-from bringup.observe.unknown import unknown_hint, user_settings
 from bringup.trial.jitwatch import JitWatch
 from bringup.trial.process import ServerProcess, TimedLine, free_port, library_call, port_is_free
 from bringup.verify.probes import ProbeConfig, ProbeRunner
@@ -378,6 +377,19 @@ class Trial:
     def _cancelled(self) -> bool:
         return self.s.cancel is not None and self.s.cancel.is_set()
 
+    def _settings(self) -> dict[str, str]:
+        """The launch's own flags and variables, for the classifier: a failure that quotes one of
+        their values, or is raised in the module one selects, is that setting's (issue 36). The
+        engine's secrets stay out (bringup.guard.secrets)."""
+        canon = self.cand.canonical()
+        out = {
+            k: " ".join(map(str, v)) if isinstance(v, list) else format_value(v)
+            for k, v in canon["flags"].items()
+            if v is not True
+        }
+        out.update({"env:" + k: str(v) for k, v in canon["env"].items()})
+        return out
+
     def _probe_class(
         self, cls: Classification, status: str, bad_probe: ProbeResult | None, texts: list[str], reached: str
     ) -> tuple[Classification, str]:
@@ -525,6 +537,7 @@ class Trial:
             for o in out.overrides
         ]
         out.warnings = [*out.warnings, *_warnings(texts, self.matcher)]
+        out.selected = self.engine.implementation_lines(texts)
         out.gpu = self._gpu or None
         out.timings = Timings(
             to_ready=(t_ready - t_launch) if t_ready else None,
@@ -583,7 +596,9 @@ class Trial:
                 )
             return self._write(out)
 
-        cls = classify(self.engine.before_teardown(texts), self.engine.log_dialect, reached)
+        cls = classify(
+            self.engine.before_teardown(texts), self.engine.log_dialect, reached, settings=self._settings()
+        )
         cls, status = self._probe_class(cls, status, failed_probe, texts, reached)
         if (
             cls.failure_class == "unknown"
@@ -596,8 +611,6 @@ class Trial:
         out.phase = cls.phase
         out.evidence = cls.evidence
         out.hint = cls.hint
-        if cls.failure_class == "unknown":  # say which of the user's own settings touch where it failed
-            out.hint = unknown_hint(cls.root_exception, cls.frames, user_settings(self.cand))
         out.implicates = cls.implicates
         out.signature = cls.signature_id
         out.implicated_levels = cls.implicated_levels

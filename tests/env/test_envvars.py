@@ -37,10 +37,8 @@ from bringup.env.registry import (
     locate_package,
     mentions,
     mentions_in_lines,
-    message_words,
     names_in_knowledge,
     rank,
-    shared_name_words,
     snapshot_path,
     suggested_values,
     user_env,
@@ -531,6 +529,20 @@ def test_levels(vllm, sglang):
 # -- relevance --------------------------------------------------------------------------------------------
 
 
+UNBALANCED = {
+    "failure_class": "distributed-init",
+    "evidence": [
+        "RuntimeError: The memory capacity is unbalanced. Some GPUs may be occupied by other "
+        "processes. min_per_gpu_memory=115.07, local_gpu_memory=138.57, local_gpu_memory * 0.9=124.71"
+    ],
+    "frames": [
+        "sglang/srt/managers/tp_worker.py:__init__",
+        "sglang/srt/model_executor/model_runner.py:__init__",
+        "sglang/srt/model_executor/model_runner.py:init_torch_distributed",
+    ],
+}
+
+
 def _pool(reg):
     return list(reg.variables.values()) + list(common_vars().values())
 
@@ -552,62 +564,42 @@ def test_sampler_nan_ranks_sampler_variables_first(vllm):
     assert "sampler (name)" in rank(_pool(vllm), wrong)[0].reasons
 
 
-def test_a_failure_in_its_own_words_implicates_the_variable_named_after_them(sglang_old):
-    # SGLang's TP memory-balance check (sglang #1533, #4233): the message says "unbalanced", the
-    # variable that turns the check off says INBALANCE. Both share "memory" with every memory
-    # variable; the shared word (by stem) must lift the two balance variables above them.
-    # No signature knows the message: the pipeline classes it "unknown" (phase distributed-init).
-    unbalanced = {
-        "failure_class": "unknown",
-        "evidence": [
-            "RuntimeError: The memory capacity is unbalanced. Some GPUs may be occupied by other "
-            "processes. min_per_gpu_memory=115.07, local_gpu_memory=138.57, local_gpu_memory * 0.9=124.71"
-        ],
-    }
-    ranked = rank(_pool(sglang_old), unbalanced, device="cuda")
-    top = {r.var.name for r in ranked[:2]}
-    assert top == {"SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK", "SGLANG_DISABLE_TP_MEMORY_INBALANCE_CHECK"}
-    assert ranked[2].score < ranked[0].score
-    assert any("balanc" in reason for reason in ranked[0].reasons)
+def test_a_variable_read_by_the_function_that_failed_is_implicated(sglang_old):
+    # SGLang's TP memory-balance check (sglang #1533, #4233): init_torch_distributed reads
+    # SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK and raises "The memory capacity is unbalanced" when it
+    # is on. No line names the variable; the frame it failed in is the code that reads it
+    # (bringup/data/env/readers/sglang-0.5.10.post1.yaml, scanned from the engine's source).
+    from bringup.env.readers import readers
+
+    sites = readers("sglang", "0.5.10.post1", sglang_old.variables)
+    ranked = rank(_pool(sglang_old), UNBALANCED, device="cuda", read_in=sites, package="sglang")
+    assert ranked[0].var.name == "SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK", [r.var.name for r in ranked[:3]]
+    assert any("read by the code that failed" in r for r in ranked[0].reasons)
+    # without the frames, only a word of its name would link it: it is not implicated
+    plain = {k: v for k, v in UNBALANCED.items() if k != "frames"}
+    names = [
+        r.var.name for r in rank(_pool(sglang_old), plain, device="cuda", read_in=sites, package="sglang")
+    ]
+    assert "SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK" not in names[:5]
 
 
-def test_shared_name_words_skip_prefixes_generic_words_components_and_identifiers():
-    words = {"balanc", "capacity", "local", "gpu", "memory"}
-    # the prefix (SGLANG), generic words (ENABLE, CHECK is not said), a component word (MEMORY)
-    # and a two-letter word (TP) never count; the negated spelling meets its stem
-    assert shared_name_words("SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK", words) == ["balanc"]
-    assert shared_name_words("SGLANG_DEBUG_MEMORY_POOL", words) == []
-    assert shared_name_words("SGLANG_ENABLE_GPU_CAPACITY_LIMIT", words) == ["capacity"]
-    # words of code identifiers in a message are not the message's words
-    assert "local" not in message_words("local_gpu_memory=138.57 is unbalanced")
-    assert "balanc" in message_words("local_gpu_memory=138.57 is unbalanced")
-
-
-@pytest.mark.slow
-def test_shared_words_come_from_the_engines_prose_not_paths_or_bringups_hint(sglang):
-    """A path's directories ("local", "dist", "packages") and the hint bringup writes for an unknown
-    failure ("the first process that failed ... once the cause is known") are not what went wrong:
-    they once made SGLANG_IS_FIRST_RANK_ON_NODE the first suspect of a custom all-reduce crash."""
-    assert message_words("/usr/local/lib/python3.12/dist-packages/sglang/x.cuh:37: invalid argument") == {
-        "invalid",
-        "argument",
-    }
+def test_a_word_a_variables_name_shares_with_the_failure_is_no_reason(sglang, vllm):
+    """Issue 36: variables joined on a common word of their names (...ERROR... on a line that says
+    "error", ...VALIDATION on a validation error). A word is no reason to join."""
     failure = {
-        "failure_class": "unknown",
+        "failure_class": "bad-flag",
         "evidence": [
-            "RuntimeError: Runtime check failed at /usr/local/lib/python3.12/dist-packages/sglang/"
-            "jit_kernel/include/sgl_kernel/distributed/custom_all_reduce.cuh:37: CUDA error: invalid argument"
+            "pydantic_core._pydantic_core.ValidationError: 1 validation error for ServerArgs",
+            "ValueError: error while checking the request: the validation failed",
         ],
-        "hint": "The engine raised RuntimeError: ..., which no signature or root-cause rule knows; the "
-        "evidence starts with that exception (the first process that failed). Add a signature to "
-        "bringup/data/signatures/ once the cause is known.",
     }
-    ranked = rank(_pool(sglang), failure, device="cuda")
-    said = {
-        reason.split("'")[1] for r in ranked for reason in r.reasons if "as the failure's lines say" in reason
-    }
-    assert said <= {"error", "invalid", "argument", "check", "runtim"}, said
-    assert "SGLANG_IS_FIRST_RANK_ON_NODE" not in [r.var.name for r in ranked[:10]]
+    from bringup.search.envfactors import MIN_RANK_SCORE
+
+    for reg in (sglang, vllm):
+        # every engine has variables named so (SGLANG_..._VALIDATION, VLLM_..._ERROR_...): none joins
+        assert any(w in n for n in reg.variables for w in ("ERROR", "VALIDATION"))
+        joined = [r.var.name for r in rank(_pool(reg), failure, device="cuda") if r.score >= MIN_RANK_SCORE]
+        assert joined == [], joined
 
 
 def test_nccl_hang_ranks_nccl_and_allreduce_variables_first(vllm):
@@ -792,42 +784,20 @@ def test_env_command(tmp_path):
     assert mine["HF_TOKEN"]["value"] == REDACTED and data["origin"] == "snapshot"
 
 
-def test_a_shared_word_and_a_component_make_a_first_suspect(sglang_old):
-    # As two components do (envfactors' "strong"): the search then tries the balance variables at
-    # once, not after every other memory variable (the blind SGLang scenario
-    # llama33-70b-h200-tp-imbalance-sglang).
+def test_the_variable_read_where_the_failure_was_raised_is_a_first_suspect(sglang_old):
+    # as a variable a line names: the search tries the balance check at once, not after every other
+    # memory variable (the blind SGLang scenario llama33-70b-h200-tp-imbalance-sglang)
     from bringup.search.envfactors import EnvFactors
 
     failure = Outcome(
         status="fails",
-        failure_class="unknown",
+        failure_class="distributed-init",
         phase="distributed-init",
-        evidence=[
-            "RuntimeError: The memory capacity is unbalanced. Some GPUs may be occupied by other "
-            "processes. min_per_gpu_memory=115.07, local_gpu_memory=138.57, local_gpu_memory * 0.9=124.71"
-        ],
+        evidence=UNBALANCED["evidence"],
+        frames=UNBALANCED["frames"],
     )
     proposals = EnvFactors(sglang_old, device="cuda").after_failure(failure, have=[])
     strong = {p.factor.name for p in proposals if p.named}
-    assert strong == {
-        "env:SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK",
-        "env:SGLANG_DISABLE_TP_MEMORY_INBALANCE_CHECK",
-    }
+    assert strong == {"env:SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK"}
     enable = next(p for p in proposals if p.factor.name == "env:SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK")
     assert "0" in [str(x) for x in enable.factor.levels]
-
-
-def test_shared_words_come_from_error_lines_and_rare_names_only(vllm):
-    def word_reasons(evidence):
-        ranked = rank(_pool(vllm), {"failure_class": "hang", "evidence": evidence}, device="cuda")
-        return [(r.var.name, x) for r in ranked for x in r.reasons if "as the failure's lines say" in x]
-
-    # vLLM's watchdog lists what could be slow: its words are no statement of what went wrong
-    watchdog = (
-        "[shm_broadcast.py:501] No available shared memory broadcast block found in 60 seconds. This "
-        "typically happens when some processes are hanging or doing some time-consuming work (e.g. "
-        "compilation, weight/kv cache quantization)."
-    )
-    assert word_reasons([watchdog]) == []
-    # in an error line, a word many variable names share (SHARED: six vLLM names) still says nothing
-    assert word_reasons(["RuntimeError: " + watchdog]) == []

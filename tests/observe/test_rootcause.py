@@ -275,7 +275,8 @@ def test_requires_without_an_install_hint_is_not_a_missing_dependency():
 
 
 def test_name_error_of_something_else_is_not_a_missing_dependency():
-    assert _one("NameError: name 'foo' is not defined").failure_class == "unknown"
+    # raised in the worker's load_model while loading: the phase's class, not a missing package
+    assert _one("NameError: name 'foo' is not defined").failure_class == "model-load"
 
 
 def test_engine_is_read_from_frames_when_not_given():
@@ -410,7 +411,9 @@ def test_value_error_naming_two_flags_is_incompatible_options():
 
 def test_an_exception_no_rule_knows_is_named_in_the_hint():
     c = _one("KeyError: 'model.layers.0.mlp.experts.w13_weight'")
-    assert c.failure_class == "unknown" and c.evidence[0].startswith("KeyError:")
+    # raised in the engine while loading weights: classed by where it was raised, and the hint says so
+    assert c.failure_class == "model-load" and c.evidence[0].startswith("KeyError:")
+    assert c.hint.startswith("Classed model-load by where it was raised")
     assert "KeyError" in c.hint and "no Python exception" not in c.hint
 
 
@@ -1015,7 +1018,7 @@ def test_a_validation_error_while_parsing_is_a_refused_value_in_parse_args():
         "load-weights",
         signatures=(),
     )
-    assert c.failure_class == "unknown"
+    assert c.signature_id != "rootcause-config-validation" and c.failure_class == "model-load"
 
 
 def _import_chain(*inner: str) -> list[str]:
@@ -1179,3 +1182,60 @@ def test_a_failure_inside_torch_compile_implicates_the_switch_that_turns_it_off(
     )
     c = classify(lines, "vllm", "kv-alloc", ())
     assert c.implicated_levels.get("--enforce-eager") == ["false"], c.implicated_levels
+
+
+# -- a class from where it raised (issue 36, item 3) -------------------------------------------------
+
+
+def test_an_exception_raised_outside_the_engine_and_its_libraries_stays_unknown():
+    frame = ('  File "/home/u/my_script.py", line 3, in main', "    go()")
+    c = classify(tb(*frame, exc="KeyError: 'x'"), "vllm", "load-weights", signatures=())
+    assert c.failure_class == "unknown"
+
+
+def test_tokenizer_loading_that_no_rule_knows_is_model_load():
+    frames = (
+        '  File "/usr/lib/python3.12/site-packages/vllm/v1/engine/core.py", line 80, in __init__',
+        "    x()",
+        '  File "/usr/lib/python3.12/site-packages/vllm/tokenizers/registry.py", line 120, in get_tokenizer',
+        "    y()",
+    )
+    c = classify(tb(*frames, exc="KeyError: 'added_tokens_decoder'"), "vllm", "kv-alloc", signatures=())
+    assert c.failure_class == "model-load"
+
+
+def _launch(flags: str) -> list[str]:
+    return [f"(APIServer pid=1) INFO 12-04 10:00:00 [utils.py:1] non-default args: {flags}"]
+
+
+def test_a_failure_in_the_module_a_user_value_selects_is_that_settings_bad_value():
+    frames = (
+        '  File "/usr/lib/python3.12/site-packages/vllm/v1/engine/core.py", line 80, in __init__',
+        "    x()",
+        '  File "/usr/lib/python3.12/site-packages/vllm/model_executor/model_loader/gguf_loader.py", line 60, in load',
+        "    y()",
+    )
+    lines = _launch("{'model': '/m', 'load_format': 'gguf'}") + tb(
+        *frames, exc="KeyError: 'general.architecture'"
+    )
+    c = classify(lines, "vllm", "load-weights", signatures=())
+    assert c.failure_class == "bad-flag", c.hint
+    # without the user's setting, the loader's component classes it
+    c2 = classify(tb(*frames, exc="KeyError: 'general.architecture'"), "vllm", "load-weights", signatures=())
+    assert c2.failure_class == "model-load"
+
+
+def test_a_module_that_a_users_dotted_value_names_and_does_not_import_is_bad_flag():
+    frames = (
+        '  File "/usr/lib/python3.12/site-packages/vllm/utils/import_utils.py", line 40, in resolve_obj_by_qualname',
+        "    importlib.import_module(module_name)",
+    )
+    exc = "ModuleNotFoundError: No module named 'my_plugins'"
+    lines = _launch("{'model': '/m', 'worker_cls': 'my_plugins.workers.MyWorker'}") + tb(*frames, exc=exc)
+    c = classify(lines, "vllm", "parse-args", signatures=())
+    assert c.failure_class == "bad-flag" and "--worker-cls" in c.implicates
+    # the same import of a package no setting names is a missing dependency
+    assert (
+        classify(tb(*frames, exc=exc), "vllm", "parse-args", signatures=()).failure_class
+        == "missing-dependency"
+    )

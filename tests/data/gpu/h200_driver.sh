@@ -44,20 +44,42 @@ fi
 bash "$here/h200_vllm.sh" install doctor > "$RES/vllm-install.out" 2>&1
 wait $refpid
 log "reference: $(tail -1 "$RES/reference.txt")"
-# In order of worth: each engine's two bring-ups, then the benches, then the tunes. The corpus of
-# failing launches (h200_corpus.sh: argument and import failures, no GPU memory) runs beside them.
+# In order of worth: each engine's two bring-ups, then the benches, then the tunes. The corpora of
+# failing launches run beside them, one launch at a time (each checks the deadline first):
+#   CORPORA="user" (the default)  h200_usercorpus.sh E early: issue 36's user-setting mistakes that
+#                                 fail before the KV cache (their late cases are the steps
+#                                 E-usercorpus-late, which want the GPU to themselves)
+#   CORPORA="old"                 h200_corpus.sh E: issue 23's argument and import failures
+#   CORPORA="old user", or ""     both, or none (NO_CORPUS=1 is "" too)
 step() { timed "$@"; touch "$RES/$1.done"; }
-# (the corpus checks the deadline before each launch; the engines' corpora run one after the other)
-[ -n "${NO_CORPUS:-}" ] || {
-  bash "$here/h200_corpus.sh" vllm > "$RES/corpus-vllm.out" 2>&1
+CORPORA=${CORPORA-user}
+[ -n "${NO_CORPUS:-}" ] && CORPORA=
+corpora() {  # corpora ENGINE: the chosen corpora of one engine, one after the other
+  local c
+  for c in $CORPORA; do
+    case $c in
+      old) bash "$here/h200_corpus.sh" "$1" > "$RES/corpus-$1.out" 2>&1 ;;
+      user) bash "$here/h200_usercorpus.sh" "$1" early > "$RES/usercorpus-$1-early.out" 2>&1 ;;
+      *) log "CORPORA: unknown corpus $c" ;;
+    esac
+  done
+}
+[ -z "$CORPORA" ] || {
+  corpora vllm
   [ -n "$sglpid" ] && while kill -0 "$sglpid" 2>/dev/null; do sleep 2; done
-  sgl && bash "$here/h200_corpus.sh" sglang > "$RES/corpus-sglang.out" 2>&1
+  sgl && corpora sglang
 } &
 # ORDER (a later session may put what is missing first): the steps by name, each with its usual cost.
 ORDER=${ORDER:-vllm-defaults sglang-defaults vllm-mistakes sglang-mistakes vllm-bench sglang-bench transformers-bench vllm-tune sglang-tune}
-# Usual seconds of the issue-25 steps (a dry run's cold start, then 1-4 launches of 30-110 s).
+# Usual seconds of the issue-25 steps (a dry run's cold start, then 1-4 launches of 30-110 s) and of
+# issue 36's: usermistakes, 3 failing launches (20-50 s each) and one that serves (100-180 s warm,
+# 60-120 s more while a cold cache compiles kernels), then the probes; the dry-run variant saves
+# vLLM's first launch (a refusal) and SGLang's none; usercorpus-late, vLLM 2 and SGLang 3 tiny-model
+# launches that get as far as serving (40-90 s each).
 declare -A COST=([vllm-dryrun]=60 [sglang-dryrun]=60 [vllm-dryrun-mistakes]=200 [sglang-dryrun-mistakes]=230
-  [vllm-nok-dryrun]=300 [sglang-nok-dryrun]=330 [vllm-nok]=330 [sglang-nok]=360)
+  [vllm-nok-dryrun]=300 [sglang-nok-dryrun]=330 [vllm-nok]=330 [sglang-nok]=360
+  [vllm-usermistakes]=300 [sglang-usermistakes]=320 [vllm-usermistakes-dryrun]=280
+  [sglang-usermistakes-dryrun]=340 [vllm-usercorpus-late]=180 [sglang-usercorpus-late]=260)
 sglang_ready=
 for s in $ORDER; do
   case $s in
@@ -84,7 +106,9 @@ for s in $ORDER; do
     vllm-tune) step "$s" 420 bash "$here/h200_vllm.sh" tune ;;
     sglang-tune) step "$s" 420 bash "$here/h200_sglang.sh" tune ;;
     vllm-dryrun | sglang-dryrun | vllm-dryrun-mistakes | sglang-dryrun-mistakes | vllm-nok-dryrun | \
-      sglang-nok-dryrun | vllm-nok | sglang-nok)  # issue 25 (h200_steps.sh): ENGINE-STEP
+      sglang-nok-dryrun | vllm-nok | sglang-nok | vllm-usermistakes | sglang-usermistakes | \
+      vllm-usermistakes-dryrun | sglang-usermistakes-dryrun | vllm-usercorpus-late | sglang-usercorpus-late)
+      # issues 25 and 36 (h200_steps.sh): ENGINE-STEP
       step "$s" "${COST[$s]:-200}" bash "$here/h200_${s%%-*}.sh" "${s#*-}" ;;
     *) log "ORDER: unknown step $s" ;;
   esac

@@ -10,6 +10,13 @@
 # they share the model's reference, computed once ($RUNS/references).
 #   bench     serve the validated configuration, `bringup bench` at concurrency 1, 8 and 64
 #   tune      a short `bringup tune` of the validated configuration (2 points, no sweep)
+# Issue 36 (run only when named):
+#   usermistakes         `bringup run` from $USERBAD (three mistakes of user settings whose errors
+#                        name no flag: the script that sets E says which and why) with --dry-run
+#                        never: every mistake met by a launch; a person needs 4
+#   usermistakes-dryrun  the same with --dry-run auto (the engine's own checks refuse what they can)
+#   usercorpus-late      h200_usercorpus.sh E late: the user-setting corpus's cases that need the
+#                        GPU to themselves (the early ones run in the driver's background)
 engine_env "$SITE"
 RUN_FLAGS=(--no-minimize --timeout 900 --hang-timeout 180 --json)
 runs_for() {  # runs_for STEP: the bring-up's own runs folder, the shared reference linked in
@@ -21,13 +28,17 @@ runs_for() {  # runs_for STEP: the bring-up's own runs folder, the shared refere
 
 step_install() {
   unpack_site "$(basename "$SITE")" || return 1
-  python3 - "$E" <<'PY' 2>&1 | tee "$RES/$E-version.txt"
+  python3 - "$E" "$RES/help" <<'PY' 2>&1 | tee "$RES/$E-version.txt"
 import sys, time
+from pathlib import Path
 t0 = time.time()
 from bringup.engines.base import get_engine
 e = get_engine(sys.argv[1])
 v = e.version()
 h = e.help_text(v)
+if h:  # the installed version's own --help comes back: the corpora are read off the device with it
+    Path(sys.argv[2]).mkdir(parents=True, exist_ok=True)
+    (Path(sys.argv[2]) / f"{sys.argv[1]}-{v}.txt").write_text(h)
 print(sys.argv[1], v, "help:", len(h or ""), "chars", f"{time.time() - t0:.1f} s")
 PY
   log "$E: installed ($(tail -1 "$RES/$E-version.txt"))"
@@ -66,6 +77,18 @@ mistakes_with() {  # mistakes_with NAME FLAGS...: the mistakes bring-up with FLA
   local name=$1
   shift
   python3 -m bringup run --engine "$E" --model "$M8B" --baseline "$BAD" --max-launches "$BAD_LAUNCHES" \
+    "${RUN_FLAGS[@]}" "$@" --runs-dir "$(runs_for "$name")" > "$RES/$E-$name.json" 2> "$RES/$E-$name.err"
+}
+
+# Issue 36: the three user-setting mistakes of $USERBAD, from a fresh runs folder of their own.
+step_usermistakes() { user_with usermistakes --dry-run never; }
+step_usermistakes_dryrun() { user_with usermistakes-dryrun --dry-run auto; }
+step_usercorpus_late() { bash "$GPU_HOME/tests/data/gpu/h200_usercorpus.sh" "$E" late > "$RES/usercorpus-$E-late.out" 2>&1; }
+
+user_with() {  # user_with NAME FLAGS...: `bringup run` from $USERBAD with FLAGS, its own runs folder
+  local name=$1
+  shift
+  python3 -m bringup run --engine "$E" --model "$M8B" --baseline "$USERBAD" --max-launches "$USER_LAUNCHES" \
     "${RUN_FLAGS[@]}" "$@" --runs-dir "$(runs_for "$name")" > "$RES/$E-$name.json" 2> "$RES/$E-$name.err"
 }
 

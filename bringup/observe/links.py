@@ -1,0 +1,374 @@
+"""What links a failure to a setting when no line spells the setting's flag.
+
+A person whose launch fails in a way they do not recognise looks at their own settings and asks
+which of them touches what failed. The failure gives four kinds of clue that name no flag:
+
+- **the value**: the error quotes what the user gave ("Invalid repository ID or local directory
+  specified: '/tmp/no-such-draft'" for a speculative config's draft path; a module, class or
+  connector name; a key of a JSON-valued setting; a number with its unit);
+- **the field**: the error names the setting's destination or the config field it fills
+  (``enable_chunked_prefill=True``; ``hf_overrides.dict[str,any]`` in a pydantic error);
+- **the config object**: a pydantic ``... validation error for SpeculativeConfig``, or frames in
+  ``vllm/config/speculative.py``, name the group of settings that object holds (vLLM's ``--help``
+  groups are its config classes), SGLang's ``ServerArgs`` checks all of its arguments;
+- **the component**: the failing frames are in the code the setting selects or configures: a file
+  named for the value (``quantization/awq.py`` for ``--quantization awq``, ``gguf_loader.py`` for
+  ``--load-format gguf``, ``ray_executor.py`` for ``--distributed-executor-backend ray``), or a
+  folder or file named for what the setting is about (``tokenizer`` for ``--tokenizer-mode``,
+  ``kv_transfer`` for ``--kv-transfer-config``).
+
+Everything here is generic: the engine's own ``--help`` (destinations, groups, values) meets the
+engine's own module paths in the traceback, word for word; there is no list per flag. Each link is
+a likelihood for the search (bringup/search/evidence.py weighs them), never a certainty: a quoted
+path may be the model's, a component word may be shared by two settings.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+# Words of a destination that say nothing about what a setting is about: "mode", "format" and
+# "backend" are what every selector is called; the subject is the other word ("tokenizer",
+# "load", "attention").
+_GENERIC = frozenset(
+    "enable enabled disable disabled use using allow skip force no not set get num max min size mode "
+    "modes format formats backend backends config configs type types kind impl name names path paths "
+    "dir file files level policy args arg kwargs extra override overrides custom default cls class "
+    "module modules method methods value values len length limit the and for with per all auto none "
+    "true false option options".split()
+)
+# Values that could be anything's: never evidence that the failure quotes the user.
+_PLAIN_VALUES = frozenset(
+    "true false none null auto default yes no on off 0 1 -1 [] {} '' \"\" cpu cuda gpu "
+    # words every engine error uses in prose ("incorrect model outputs", "the model's config"): a
+    # setting whose value is one of them is not quoted by a message that says it
+    "model models config value values input output outputs data text request server engine token tokens".split()
+)
+# Packages whose frames are the machinery under every failure, not a component a setting selects.
+_INFRASTRUCTURE = frozenset(
+    "torch pydantic pydantic_core typing functools contextlib asyncio concurrent multiprocessing "
+    "threading importlib runpy json abc enum dataclasses argparse uvloop fastapi starlette uvicorn "
+    "anyio site-packages dist-packages lib python3 python3.11 python3.12 frozen <frozen collections "
+    "inspect traceback logging signal subprocess os posixpath tempfile".split()
+)
+# Folders and file stems every traceback of an engine passes through: they name no component.
+_ENGINE_PLUMBING = frozenset(
+    "v1 v0 utils util entrypoints openai api_server cli main serve launch_server engine core "
+    "engine_core core_client worker workers executor model_executor layers models srt managers "
+    "scheduler_output base common init __init__ interface interfaces api server server_args "
+    "arg_utils entrypoint entrypoints launcher process processes runner runners model_runner "
+    "gpu_model_runner gpu_worker worker_base multiproc_executor tp_worker scheduler".split()
+)
+_CONFIG_NAME = re.compile(r"\bvalidation errors? for (?P<name>[A-Z]\w*)")
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+_NUMBER_UNIT = r"\s*(?:[KMGT]i?B|bytes?|tokens?|GB|MB|s|ms|%|x)\b"
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One setting of the launch, as the links read it."""
+
+    name: str  # the search's factor name: "--flag" or "env:NAME"
+    value: str  # its value in this launch, as text
+    dest: str  # the argparse destination, or the variable's name
+    group: str | None = None  # the engine's --help group (vLLM: the config class), if any
+    user: bool = False  # the user's own choice: the baseline sets it away from the engine's default
+
+
+@dataclass(frozen=True)
+class Link:
+    name: str  # the setting (factor name)
+    kind: str  # value | field | config | module | component
+    why: str
+
+
+def stem(word: str) -> str:
+    """A crude stem that lets "loader" meet "load", "tokenizers" "tokenizer", "outputs" "output"."""
+    w = word.lower()
+    for suffix in ("ers", "er", "ing", "ors", "or", "es", "s"):
+        if w.endswith(suffix) and len(w) - len(suffix) >= 4:
+            return w[: -len(suffix)]
+    return w
+
+
+def words(text: str) -> list[str]:
+    """The lower-case words of an identifier, a path or CamelCase ("KVTransferConfig" -> kv,
+    transfer, config; "kv_transfer/lmcache_connector.py" -> kv, transfer, lmcache, connector, py)."""
+    return [w.lower() for w in re.split(r"[^A-Za-z0-9]+", _CAMEL.sub(" ", text)) if w]
+
+
+def subject_words(dest: str, shortest: int = 4) -> set[str]:
+    """The stems of a destination's words, without the words every selector has."""
+    return {stem(w) for w in words(dest) if len(w) >= shortest and w not in _GENERIC}
+
+
+def subject(s: Setting) -> set[str]:
+    """What a setting is about, as stems: its destination's words and its group's, without the
+    words every selector has ("tokenizer_mode" -> tokenizer; "KVTransferConfig" -> kv, transfer)."""
+    out = subject_words(s.dest)
+    if s.group and s.group.endswith("Config"):
+        out |= {stem(w) for w in words(s.group[: -len("Config")]) if len(w) >= 4 and w not in _GENERIC}
+    return out
+
+
+def value_tokens(value: str) -> list[str]:
+    """The distinctive pieces of a value that an error could quote: the whole value, a path's file
+    name, a dotted name's parts, and the keys and values of a JSON value (never plain numbers, yes
+    or no, or words of two letters)."""
+    v = value.strip().strip("'\"")
+    if not v or v.lower() in _PLAIN_VALUES:
+        return []
+    out: list[str] = []
+    parsed = _json(v)
+    if parsed is not None:
+        for piece in _json_pieces(parsed):
+            out += value_tokens(piece)
+        return _distinct(out)
+    if _distinctive(v):
+        out.append(v)
+    if "/" in v:
+        out.append(v.rstrip("/").rsplit("/", 1)[-1])
+    if "." in v and not re.fullmatch(r"[\d.e+-]+", v):
+        out += [p for p in v.split(".") if len(p) >= 4]
+    if "," in v:
+        out += [p.strip() for p in v.split(",")]
+    return _distinct([t for t in out if _distinctive(t)])
+
+
+def _distinct(items: Iterable[str]) -> list[str]:
+    seen: list[str] = []
+    for x in items:
+        if x not in seen:
+            seen.append(x)
+    return seen
+
+
+def _distinctive(token: str) -> bool:
+    t = token.strip()
+    if t.lower() in _PLAIN_VALUES or len(t) < 3:
+        return False
+    if re.fullmatch(r"-?\d+(\.\d+)?", t):
+        return len(t.replace(".", "").lstrip("-0")) >= 3  # 4096, 0.95, 999999: not 8 or 16
+    return True
+
+
+def _json(v: str):
+    if not v.startswith(("{", "[")):
+        return None
+    try:
+        return json.loads(v)
+    except ValueError:
+        return None
+
+
+def _json_pieces(node) -> Iterable[str]:
+    if isinstance(node, dict):
+        for k, x in node.items():
+            yield str(k)
+            yield from _json_pieces(x)
+    elif isinstance(node, list):
+        for x in node:
+            yield from _json_pieces(x)
+    elif node is not None and not isinstance(node, bool):
+        yield str(node)
+
+
+def quoted(lines: Iterable[str], token: str) -> str | None:
+    """The first line that quotes ``token`` as a whole (a number only with a unit after it, or
+    as a value beside a name), or None."""
+    esc = re.escape(token)
+    if re.fullmatch(r"-?\d+(\.\d+)?", token):
+        close = r"(?=[)\]},;])"
+        rx = re.compile(rf"(?<![\w.]){esc}(?:{_NUMBER_UNIT}|{close})|[=:(]\s*{esc}(?![\w.])")
+    elif "/" in token:
+        rx = re.compile(rf"(?<![\w-]){esc}(?![\w-])", re.I)
+    else:  # a word of a path is the engine's source tree (torch's /pytorch/aten/...), not a quote
+        rx = re.compile(rf"(?<![\w/-]){esc}(?![\w/-])", re.I)
+    return next((ln for ln in lines if rx.search(ln)), None)
+
+
+_NO_MODULE = re.compile(
+    r"No module named ['\"](?P<mod>[\w.]+)['\"]|cannot import name ['\"](?P<name>\w+)['\"]"
+)
+
+
+def imports_value(message: str, value: str) -> bool:
+    """The message is an import of what the value names: "No module named 'my_plugins'" for
+    ``my_plugins.workers.Worker``, "cannot import name 'Worker'" for the same."""
+    v = value.strip().strip("'\"")
+    # a qualified name the user wrote (a.b.C, a.b:f); a bare word is a method or backend whose
+    # package is missing (bitsandbytes): a missing dependency, not a wrong value
+    if not re.fullmatch(r"[A-Za-z_][\w.:]*", v) or not re.search(r"[.:]", v):
+        return False
+    parts = re.split(r"[.:]", v)
+    for m in _NO_MODULE.finditer(message):
+        mod, name = m.group("mod"), m.group("name")
+        if mod and (v == mod or v.startswith(mod + ".") or v.startswith(mod + ":")):
+            return True
+        if name and name in parts:
+            return True
+    return False
+
+
+def config_objects(lines: Iterable[str], frames: Iterable[str], package: str | None) -> set[str]:
+    """The config objects a failure names: a pydantic validation error's class, and the config
+    module its frames are in (``vllm/config/speculative.py`` -> ``speculative``, matched against a
+    group name with its words run together)."""
+    out = {m.group("name") for ln in lines for m in _CONFIG_NAME.finditer(ln)}
+    for f in frames:
+        path = package_path(f, package)
+        if path is None:
+            continue
+        parts = path.split("/")
+        if len(parts) >= 2 and parts[-2] in ("config", "configs", "arg_groups"):
+            out.add("file:" + parts[-1].rsplit(".", 1)[0].replace("_", ""))
+        if parts[-1] in ("server_args.py", "arg_utils.py"):
+            out.add("args")
+    return out
+
+
+def _in_object(s: Setting, objects: set[str]) -> str | None:
+    """The config object of ``objects`` that holds this setting: its --help group's
+    (``SchedulerConfig`` for ``--max-num-batched-tokens``), or the object the setting is itself
+    (``KVTransferConfig`` for ``--kv-transfer-config``); None when none of them does."""
+    keys: set[str] = set()
+    if s.group:
+        keys |= {s.group.lower(), s.group.lower().removesuffix("config")}
+    dest = s.dest.replace("_", "").lower()
+    if dest.endswith("config") and len(dest) > len("config"):
+        keys |= {dest, dest.removesuffix("config")}
+    for o in objects:
+        k = o.removeprefix("file:").lower()
+        if k in keys or k.removesuffix("config") in keys:
+            return o.removeprefix("file:")
+    return None
+
+
+def package_path(frame: str, package: str | None) -> str | None:
+    """A frame's path from the engine's package root ("vllm/config/speculative.py"), wherever the
+    package was installed (site-packages, a --target folder); None for a frame outside it."""
+    path = frame.split(":", 1)[0]
+    if not package:
+        return None
+    if path.startswith(package + "/"):
+        return path
+    i = path.find("/" + package + "/")
+    return path[i + 1 :] if i >= 0 else None
+
+
+def engine_frames(frames: list[str], package: str | None, innermost: int = 4) -> list[str]:
+    """The paths of the innermost frames inside the engine's own package (innermost last)."""
+    own = [p for f in frames if (p := package_path(f, package)) is not None]
+    return own[-innermost:]
+
+
+def _path_stems(path: str, package: str | None) -> tuple[set[str], set[str]]:
+    """(stems of the file's name, stems of its folders), plumbing left out."""
+    parts = path.split("/")
+    if package and parts and parts[0] == package:
+        parts = parts[1:]
+    file_stem = parts[-1].rsplit(".", 1)[0] if parts else ""
+    folders = [p for p in parts[:-1] if p not in _ENGINE_PLUMBING]
+    f = set() if file_stem in _ENGINE_PLUMBING else {stem(w) for w in words(file_stem) if w != "py"}
+    if file_stem and file_stem not in _ENGINE_PLUMBING:
+        f.add(stem(file_stem.replace("_", "")))
+    d = {stem(w) for p in folders for w in words(p)} | {stem(p.replace("_", "")) for p in folders}
+    return f, d
+
+
+def module_link(s: Setting, paths: list[str], package: str | None) -> str | None:
+    """A failing frame's file is named for the setting's value (the code that value selects):
+    ``quantization/awq_marlin.py`` for awq_marlin, ``model_loader/gguf_loader.py`` for gguf."""
+    toks = [t for t in value_tokens(s.value) if not re.fullmatch(r"[\d.]+", t)]
+    if not toks:
+        return None
+    wanted = {stem(t.lower().replace("-", "_").replace("_", "")) for t in toks}
+    wanted |= {stem(w) for t in toks for w in words(t) if len(w) >= 4 and w not in _GENERIC}
+    for p in reversed(paths):
+        file_stems, _ = _path_stems(p, package)
+        if wanted & file_stems:
+            return p
+    return None
+
+
+def component_link(s: Setting, paths: list[str], package: str | None) -> str | None:
+    """A failing frame is in the component the setting is about: a word of its destination or
+    group names the frame's file or one of its folders (``tokenizer`` for ``--tokenizer-mode``)."""
+    subj = subject(s)
+    if not subj:
+        return None
+    for p in reversed(paths):
+        file_stems, folder_stems = _path_stems(p, package)
+        if subj & (file_stems | folder_stems):
+            return p
+    return None
+
+
+def links(
+    lines: list[str],
+    frames: list[str],
+    settings: Iterable[Setting],
+    package: str | None,
+) -> list[Link]:
+    """Every link between this failure and a setting of the launch. ``lines``: the failure's
+    words (root exception and evidence lines, frames left out); ``frames``: the root exception's
+    frames, innermost last, as "path:function"; ``package``: the engine's own package."""
+    out: list[Link] = []
+    objects = config_objects(lines, frames, package)
+    paths = engine_frames(frames, package)
+    for s in settings:
+        for tok in value_tokens(s.value):
+            line = quoted(lines, tok)
+            if line is not None:
+                out.append(
+                    Link(s.name, "value", f"the failure quotes its value {tok!r}: {line.strip()[:160]}")
+                )
+                break
+        else:
+            if (line := next((ln for ln in lines if imports_value(ln, s.value)), None)) is not None:
+                out.append(
+                    Link(s.name, "value", f"the failure imports what its value names: {line.strip()[:160]}")
+                )
+        if (obj := _in_object(s, objects)) is not None:
+            out.append(Link(s.name, "config", f"the failure names its config object ({obj})"))
+        elif "args" in objects and s.user:
+            out.append(Link(s.name, "config", "the failure is raised where the engine checks its arguments"))
+        if (p := module_link(s, paths, package)) is not None:
+            out.append(Link(s.name, "module", f"the failing code is the module its value selects ({p})"))
+        elif (p := component_link(s, paths, package)) is not None:
+            out.append(Link(s.name, "component", f"the failing code is in the component it configures ({p})"))
+    return out
+
+
+def library_tokens(frames: Iterable[str], package: str | None) -> set[str]:
+    """Kernel libraries and components the failing frames pass through: the top package of frames
+    outside the engine and its infrastructure (``flashinfer/``, ``deep_gemm/``, ``triton/``), and the
+    words of the innermost engine files' names (``scaled_mm/cutlass.py`` -> cutlass)."""
+    out: set[str] = set()
+    for f in frames:
+        if package_path(f, package) is not None:
+            continue
+        path = re.sub(r"^.*/(?:site|dist)-packages/", "", f.split(":", 1)[0])
+        top = path.lstrip("/").split("/", 1)[0]
+        if top and top not in _INFRASTRUCTURE and not top.startswith(("<", "python")) and "." not in top:
+            out |= set(words(top)) | {top.lower()}
+    for p in engine_frames(list(frames), package, innermost=3):
+        file_stems, _ = _path_stems(p, package)
+        out |= {w for w in file_stems if len(w) >= 4}
+    return {w for w in out if len(w) >= 3 and w not in _GENERIC}
+
+
+_SELECTED = re.compile(r"\b(?:Selected|Using|Chose|Choosing|selected)\s+(?P<what>[A-Za-z][\w.-]{2,})")
+
+
+def selected_tokens(lines: Iterable[str]) -> set[str]:
+    """Words of the kernels a log line says were selected ("Selected CutlassFP8ScaledMMLinearKernel
+    for Fp8LinearMethod", "Using FLASH_ATTN attention backend")."""
+    out: set[str] = set()
+    for ln in lines:
+        for m in _SELECTED.finditer(ln):
+            out |= {w for w in words(m.group("what")) if len(w) >= 4 and w not in _GENERIC}
+    return out

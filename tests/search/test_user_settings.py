@@ -1,0 +1,173 @@
+"""Issue 36: when a failure names no flag, the search suspects what the user changed.
+
+Each test is one kind of evidence that links a failure to a setting beyond its flag's name
+(bringup/observe/links.py, weighed in bringup/search/evidence.py): the value the user gave quoted
+back, the config object that holds the setting, the module its value selects, the component it
+configures, the kernel family a frame or a load line names, a component the model does not have,
+and a person's prior (their own settings first). Each log below goes through the real classifier
+(``explain_lines``), then the strategy, as a launch's would; each test fails with its kind undone.
+"""
+
+from __future__ import annotations
+
+from bringup.core.candidate import Candidate, parse_command
+from bringup.engines.explain import explain_lines
+from bringup.help.text import bundled_help
+from bringup.knowledge.rules import Knowledge
+from bringup.search.space import Factor, add_baseline_flags, build_space, drop_inapplicable
+from bringup.search.strategy import Strategy
+
+SPEC = bundled_help("vllm", "0.32.0")
+H200 = {
+    "device": "cuda",
+    "gpu.name": "NVIDIA H200",
+    "gpu.compute_capability": 9.0,
+    "gpu.count": 1,
+    "gpu.memory_gib": 139.8,
+    "model.moe": True,
+    "model.attention": "gqa",
+    "model.model_type": "qwen3_moe",
+    "model.architecture": "Qwen3MoeForCausalLM",
+    "model.quantization": "fp8",
+}
+P = "(EngineCore_DP0 pid=7) ERROR 12-04 10:00:00 [core.py:946] "
+
+
+def strategy(baseline: str, facts: dict | None = None, engine: str = "vllm", spec=SPEC, version="0.32.0"):
+    facts = facts or H200
+    flags, env = parse_command(baseline, spec)
+    base = Candidate.make(engine, "m", flags, env)
+    space = build_space(engine, spec, base)
+    drop_inapplicable(space, facts)
+    add_baseline_flags(space, base, spec)
+    space.factors += [Factor("env:" + k, "env", [v], k, origin="baseline") for k, v in env.items()]
+    s = Strategy(space, base, Knowledge(facts, engine, version, enabled=False), spec)
+    s.limit_gpus(["--tensor-parallel-size"], int(facts.get("gpu.count") or 1))
+    return s
+
+
+def traceback(*frames: tuple[str, str], exc: str, prefix: str = P) -> list[str]:
+    lines = [prefix + "Traceback (most recent call last):"]
+    for path, func in frames:
+        lines += [
+            f'{prefix}  File "/usr/local/lib/python3.12/dist-packages/{path}", line 10, in {func}',
+            prefix + "    x()",
+        ]
+    return [*lines, prefix + exc]
+
+
+def first_blocker(s: Strategy, lines: list[str]):
+    o = explain_lines(lines, "vllm")
+    s.observe(s.baseline, o)
+    return o, s.blockers[-1]
+
+
+def mass(b, factor: str) -> float:
+    return b.mass_of(factor)
+
+
+def top_factors(b, n: int = 1) -> list[str]:
+    return [c.conds[0].factor for c, _ in b.top(n) if c.conds]
+
+
+CORE = ("vllm/v1/engine/core.py", "__init__")
+
+
+def test_a_value_the_user_gave_quoted_back_implicates_that_setting():
+    # a number with its unit, of a variable: nothing names the variable, the value is the user's
+    s = strategy("VLLM_CPU_KVCACHE_SPACE=400 --max-model-len 4096")
+    lines = traceback(
+        CORE,
+        ("vllm/v1/worker/cpu_worker.py", "determine_available_memory"),
+        exc="RuntimeError: Requested 400 GiB for the KV cache, but the host has only 23.4 GiB free.",
+    )
+    _, b = first_blocker(s, lines)
+    assert top_factors(b) == ["env:VLLM_CPU_KVCACHE_SPACE"], b.top(3)
+    assert s.propose().candidate.env_dict.get("VLLM_CPU_KVCACHE_SPACE") != "400"
+
+
+def test_the_config_object_an_error_names_implicates_the_setting_it_holds():
+    # pydantic names the object (KVTransferConfig); the user's --kv-transfer-config is that object,
+    # their --max-num-seqs is not
+    s = strategy(
+        """--kv-transfer-config '{"kv_connector": "SharedStorageConnector", "kv_role": "kv_both"}' --max-num-seqs 7"""
+    )
+    lines = [
+        "(APIServer pid=1) pydantic_core._pydantic_core.ValidationError: 1 validation error for KVTransferConfig",
+        "(APIServer pid=1)   Value error, this connector needs a storage path [type=value_error, input_value=ArgsKwargs(()), input_type=ArgsKwargs]",
+    ]
+    _, b = first_blocker(s, lines)
+    assert mass(b, "--kv-transfer-config") > 2 * mass(b, "--max-num-seqs"), b.top(3)
+    assert "--kv-transfer-config" not in s.propose().candidate.flag_dict
+
+
+def test_a_failure_in_the_module_the_users_value_selects_implicates_that_setting():
+    s = strategy("--load-format gguf --max-model-len 4096")
+    lines = [
+        "(APIServer pid=1) INFO 12-04 10:00:00 [utils.py:1] non-default args: {'load_format': 'gguf', 'max_model_len': 4096}"
+    ]
+    lines += traceback(
+        CORE,
+        ("vllm/model_executor/model_loader/gguf_loader.py", "load_model"),
+        exc="KeyError: 'general.architecture'",
+    )
+    o, b = first_blocker(s, lines)
+    assert o.failure_class == "bad-flag"  # classed by where it raised: the module the user chose
+    assert top_factors(b) == ["--load-format"], b.top(3)
+    assert s.propose().candidate.flag_dict.get("--load-format") != "gguf"
+
+
+def test_a_failure_in_the_component_a_setting_configures_implicates_it():
+    # the tokenizer's own code failed: the user's tokenizer mode is the setting of that component,
+    # their --max-num-seqs is not
+    s = strategy("--tokenizer-mode slow --max-num-seqs 7")
+    lines = traceback(
+        CORE,
+        ("vllm/tokenizers/registry.py", "get_tokenizer"),
+        ("vllm/tokenizers/hf.py", "from_pretrained"),
+        exc="TypeError: expected str, bytes or os.PathLike object, not NoneType",
+    )
+    _, b = first_blocker(s, lines)
+    assert mass(b, "--tokenizer-mode") > 2 * mass(b, "--max-num-seqs"), b.top(3)
+
+
+def test_a_kernel_family_a_frame_and_a_load_line_name_is_left_as_a_whole():
+    # the engine chose CUTLASS for the FP8 linear layers (its load line says so) and CUTLASS's code
+    # failed: every linear backend of that family (cutlass, flashinfer_cutlass) is as suspect as the
+    # engine's own choice, and the ones outside it (triton) are the way out
+    s = strategy("--max-model-len 4096")
+    lines = [P.replace("ERROR", "INFO") + "Selected CutlassFP8ScaledMMLinearKernel for Fp8LinearMethod"]
+    lines += traceback(
+        CORE,
+        ("vllm/model_executor/layers/quantization/fp8.py", "apply"),
+        ("vllm/model_executor/layers/quantization/kernels/scaled_mm/cutlass.py", "apply_weights"),
+        exc="RuntimeError: Error Internal",
+    )
+    _, b = first_blocker(s, lines)
+
+    def avoid(level: str) -> float:
+        return b.p_avoid(s.levels_of(s.baseline.with_changes({"--linear-backend": level})))
+
+    assert avoid("triton") > 2 * avoid("flashinfer_cutlass") and avoid("triton") > 2 * avoid("cutlass")
+    # it names the linear layers' kernel: the MoE backend's cutlass level is no suspect for it
+    assert avoid("triton") > 0.5
+
+
+def test_a_backend_for_a_component_the_model_lacks_is_undone_never_varied():
+    # an FP8 GEMM backend on an unquantized (bf16) model: SGLang's selector never runs it
+    spec = bundled_help("sglang", "0.5.23")
+    bf16 = {**H200, "model.quantization": None, "model.moe": False, "model.architecture": "LlamaForCausalLM"}
+    s = strategy("--fp8-gemm-backend cutlass --context-length 4096", bf16, "sglang", spec, "0.5.23")
+    f = s.space.get("--fp8-gemm-backend")
+    assert f is not None and f.levels == ["cutlass"]  # the user's value, and unset: nothing else
+
+
+def test_when_nothing_is_named_the_users_own_settings_are_the_first_suspects():
+    # a crash whose lines and frames name no setting: the user's two settings lead, ahead of
+    # every setting the user never touched
+    s = strategy("--max-num-seqs 7 --block-size 64")
+    lines = traceback(
+        CORE, ("vllm/v1/core/sched/utils.py", "check_stop"), exc="IndexError: list index out of range"
+    )
+    _, b = first_blocker(s, lines)
+    assert set(top_factors(b, 2)) == {"--max-num-seqs", "--block-size"}, b.top(4)
