@@ -366,9 +366,8 @@ def _classify(
         phase=_phase(served, phase_reached, rm.phase, None),
         evidence=evidence[:max_evidence],
         hint=(f"Classed {where[0]} by where it was raised ({where[1]}). " if where is not None else "")
-        + unknown_hint(
-            describe(root), frame_names(root), {**launch_settings(lines, engine), **(settings or {})}
-        ),
+        # the launch's own settings when the trial gives them; else (explain) the log's dump of them
+        + unknown_hint(describe(root), frame_names(root), settings or launch_settings(lines, engine)),
         implicates=rm.implicates,
         hits=hits,
         implicated_levels=rm.implicated_levels,

@@ -48,7 +48,8 @@ _GENERIC = frozenset(
     "vllm sglang transformers srt v1 layers layer utils util model models executor init main core "
     "engine engines worker workers entrypoints openai python module modules base runner runners config "
     "configs server args serving manager managers common ops kernels kernel impl forward load loader "
-    "cli api process the and for with none true false auto".split()
+    "cli api process the and for with none true false auto torch cuda gpu gpus distributed device "
+    "memory max min num size".split()
 )
 
 
@@ -107,18 +108,21 @@ def unknown_hint(
         "with its first error line."
     )
     touching = components.settings_touching(frames, settings) if comp else []
+    # No advice word ("try", "use", "set", ...) beside a setting: the search reads a hint's advice as
+    # the engine's own (search/evidence.py remedies), and these settings are suspects, not remedies.
     if touching:
         listed = ", ".join(_shown(n, settings[n]) for n in touching)
-        try_ = (
-            f" Your settings that touch {comp}: {listed}. Try the launch without them, or with another value."
+        next_ = (
+            f" Your settings that touch {comp}: {listed}. A launch without them, or with other values, "
+            "tells whether they cause it."
         )
     elif settings:
-        try_ = (
-            f" None of your settings names {comp or 'it'}: try the engine's defaults for that component, "
-            "and search the engine's issues for the first evidence line."
+        next_ = (
+            f" None of your settings names {comp or 'it'}: the engine's defaults for that component, and "
+            "the engine's issues on the first evidence line, are where to look next."
         )
     else:
-        try_ = " Search the engine's issues for the first evidence line, or try another engine version."
+        next_ = " The engine's issues on the first evidence line, or another engine version, are where to look next."
     log.debug(
         "no signature or root-cause rule knows %s (component %s, frames %s): a signature in "
         "bringup/data/signatures/ or a rule in bringup/data/rootcause.yaml would name it",
@@ -126,4 +130,4 @@ def unknown_hint(
         comp,
         list(frames),
     )
-    return head + try_
+    return head + next_
