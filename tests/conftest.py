@@ -37,25 +37,26 @@ def _own_home_for_ray(request: pytest.FixtureRequest, tmp_path_factory: pytest.T
 @pytest.fixture(autouse=True)
 def _own_secrets_and_signals():
     """Each test starts with the secrets registered and the signal handlers this process had
-    before it: a command run in-process (CliRunner) registers its secrets and installs bringup's
-    SIGTERM/SIGINT/SIGHUP handlers, which must not outlive the test."""
+    before it: a command run in-process (CliRunner) registers its secrets. bringup's
+    SIGTERM/SIGINT/SIGHUP handlers last only as long as the command or library call that installed
+    them (issue 39): one still installed after a test is that test's error."""
     from bringup.guard import secrets
     from bringup.trial import process
 
     with secrets._lock:
         values, helps = dict(secrets._values), set(secrets._help_flags)
     handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
-    installed = process._signals_installed
     yield
     with secrets._lock:
         secrets._values.clear()
         secrets._values.update(values)
         secrets._help_flags.clear()
         secrets._help_flags.update(helps)
+    left = [signal.Signals(s).name for s in handlers if signal.getsignal(s) is process._on_signal]
     for sig, h in handlers.items():
         if h is not None:
             signal.signal(sig, h)
-    process._signals_installed = installed
+    assert not left, f"bringup's handler for {', '.join(left)} outlived the call that installed it"
 
 
 @pytest.fixture(scope="session")
@@ -207,6 +208,20 @@ def assert_nothing_left(trial_dir: Path) -> None:
     pid, port = (trial_dir / "server.pid").read_text().split()
     assert group_alive(int(pid)) == [], f"server group {pid} still has processes"
     assert port_is_free(int(port)), f"port {port} is still held"
+
+
+def finish(p: subprocess.Popen, timeout: float, before=None) -> str:
+    """Run `before` (a signal to send, a wait), then let the process end within `timeout`; its
+    stderr. Killed (by pid: ours) if it does not, or if `before` fails."""
+    try:
+        if before is not None:
+            before()
+        _, err = p.communicate(timeout=timeout)
+        return err or ""
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
 
 
 def wait_until(cond, limit: float) -> bool:

@@ -10,9 +10,10 @@ Tokens are whitespace words. Each request emits max_tokens tokens (ignore_eos or
 chunks of --tokens-per-chunk, the first chunk --ttft after the request arrived and each later
 chunk --itl after the previous one (on an absolute schedule, so delays do not accumulate).
 A prompt may override the behaviour for itself with a directive anywhere in its text:
-    [[fake ttft=0.2 itl=0.01 tpc=2 n=5 fail=503 drop_after=3 no_usage=1 stall=2]]
+    [[fake ttft=0.2 itl=0.01 tpc=2 n=5 fail=503 drop_after=3 no_usage=1 stall=2 count=-5]]
 (n: emit n tokens whatever max_tokens says; fail: answer that HTTP status; drop_after: abort
-the connection after that many chunks; stall: wait that long before the response headers.)
+the connection after that many chunks; stall: wait that long before the response headers;
+count: the completion_tokens its usage reports, a number that may not be.)
 
 Endpoints: POST /v1/completions, /v1/chat/completions, /tokenize, /detokenize;
 GET /health, /v1/models, /fake/requests (bodies received so far); POST /fake/reset.
@@ -180,8 +181,8 @@ class Server:
                     "choices": [],
                     "usage": {
                         "prompt_tokens": prompt_tokens,
-                        "completion_tokens": n,
-                        "total_tokens": prompt_tokens + n,
+                        "completion_tokens": int(opts.get("count", n)),
+                        "total_tokens": prompt_tokens + int(opts.get("count", n)),
                     },
                 }
             )

@@ -8,6 +8,7 @@ shared), no example database writes outside the test's own temp folders.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -179,7 +180,7 @@ def test_any_log_explains_without_error_and_escapes_control_characters(lines):
 @given(st.text(max_size=200))
 def test_safe_line_leaves_no_control_character(text):
     out = safe_line(text, 100)
-    assert not (set(out) & CONTROL) and len(out) <= 100 * 6 + 10
+    assert not (set(out) & CONTROL) and len(out) <= 100 * 10 + 10  # \U000e0041: ten characters
 
 
 # ---- model folders ---------------------------------------------------------------------------------
@@ -497,3 +498,199 @@ def test_a_flag_or_variable_no_process_or_record_can_hold_is_refused(text, bad, 
         assert bad_text(value) is not None and ("NUL" in str(e) or "UTF-8" in str(e))
         return
     assert bad_text(value) is None
+
+
+# ---- round three, part B (issues 39, 40): numbers, text, host state, hints, spelling --------------
+_HOSTILE_NUMBERS = st.one_of(
+    st.integers(-(2**40), 2**40).map(str),
+    st.floats(allow_nan=True, allow_infinity=True).map(repr),
+    st.sampled_from(["0", "-1", "1e9", "1e30", "nan", "inf", "-inf", "0.5", "1,2", "", "x", "1_000", "+3"]),
+)
+
+
+def _numeric_options() -> list[tuple[str, str, object]]:
+    """(command, --option, its Range) for every numeric option (tests/cli/test_numbers.py reads them)."""
+    from tests.cli.test_numbers import numeric_options
+
+    return [(c, f, r) for c, f, r, listed in numeric_options() if not listed]
+
+
+@FAST
+@given(st.sampled_from(_numeric_options()), _HOSTILE_NUMBERS)
+def test_cli_numbers_are_refused_at_parse_or_lie_in_their_range(option, value):
+    """Any text for any numeric option of any command: parsing alone (the command never runs)
+    refuses it with a usage error naming the option, or gives a number its Range accepts."""
+    from typer.exceptions import TyperException
+
+    cmd_name, flag, kind = option
+    cmd = _cli_commands()[cmd_name]
+    try:
+        ctx = cmd.make_context(cmd_name, [flag, value], resilient_parsing=False)
+    except TyperException as e:  # Typer's own usage errors (it carries its own click)
+        if type(e).__name__ == "MissingParameter":
+            return  # a required option of this command came first: nothing parsed, nothing run
+        msg = e.format_message()  # type: ignore[attr-defined]
+        assert type(e).__name__ in ("BadParameter", "NoSuchOption", "BadOptionUsage", "UsageError"), msg
+        assert "Traceback" not in msg and (
+            flag in msg or "Invalid value" in msg or "requires an argument" in msg
+        )
+        return
+    name = next(p.name for p in cmd.params if flag in getattr(p, "opts", []))
+    assert kind.problem(ctx.params[name]) is None, (flag, value, ctx.params[name])
+
+
+@functools.cache
+def _cli_commands() -> dict:
+    import typer
+
+    from bringup.cli import app
+
+    return dict(typer.main.get_command(app).commands)  # type: ignore[attr-defined]
+
+
+@FAST
+@given(
+    st.dictionaries(
+        st.sampled_from(["prompt_tokens", "completion_tokens", "total_tokens"]),
+        st.one_of(
+            st.integers(-(10**6), 10**6), st.floats(allow_nan=True), st.text(max_size=4), st.booleans()
+        ),
+    ),
+    st.one_of(st.none(), st.integers(1, 64)),
+)
+def test_a_servers_token_counts_are_possible_or_named_impossible(usage, max_tokens):
+    """What a server reports as usage: each count a whole number >= 0 (and no more completion tokens
+    than asked), or the request fails saying which count cannot be (bench and trial alike)."""
+    from bringup.guard.ranges import usage_problem
+    from bringup.loadgen.client import ImpossibleCounts, _counts
+
+    bad = usage_problem(usage, max_tokens)
+    if bad is None:
+        for v in usage.values():
+            assert not isinstance(v, (bool, str)) and float(v).is_integer() and v >= 0
+        return
+    assert bad.startswith("usage.")
+    if usage_problem(usage) is not None:
+        try:
+            _counts(usage, None, None)
+        except ImpossibleCounts as e:
+            assert "cannot be" in str(e)
+        else:
+            raise AssertionError(f"bench took {usage!r}")
+
+
+_UNSAFE = [chr(c) for c in [*range(0, 9), *range(10, 32), *range(0x7F, 0xA0)]] + [
+    "\u202a", "\u202b", "\u202c", "\u202d", "\u202e", "\u2066", "\u2067", "\u2068", "\u2069",
+    "\u200e", "\u200f", "\u061c", "\u200b", "\u200c", "\u200d", "\ufeff", "\u2028", "\u00ad", "\U000e0041",
+]  # fmt: skip
+_outside_text = st.lists(
+    st.one_of(st.sampled_from(_UNSAFE), st.text(max_size=6), st.sampled_from(["`", "|", "<", "[/]"])),
+    max_size=20,
+).map("".join)
+
+
+@FAST
+@given(_outside_text)
+def test_outside_text_reaches_no_sink_raw(text):
+    """Any text from outside, through the terminal, a Markdown cell or code span, and the HTML page's
+    values: no control, bidi or invisible character comes out raw; a code span stays one span."""
+    import io
+    import re
+
+    from bringup.cli._common import SafeConsole
+    from bringup.guard.safetext import md_code, md_text
+    from bringup.report.html.page import _shown
+
+    raw = set(_UNSAFE) - {"\n"}
+    buf = io.StringIO()
+    SafeConsole(file=buf, width=120, force_terminal=False).print(text, markup=False, highlight=False)
+    for out in (buf.getvalue(), md_text(text), md_code(text), _shown(text)):
+        assert not (set(out) & raw), repr(out)
+    code = md_code(text)
+    fence = re.match(r"`+", code).group(0)  # type: ignore[union-attr]
+    assert code.endswith(fence) and fence not in code[len(fence) : -len(fence)]
+
+
+@FAST
+@given(
+    st.dictionaries(
+        st.from_regex(r"BRINGUP_FUZZ_[A-Z]{1,6}", fullmatch=True),
+        st.one_of(st.none(), st.text(max_size=8).filter(lambda s: "\x00" not in s)),
+        max_size=4,
+    ),
+    st.sampled_from(["bringup-fuzz-a", "bringup-fuzz-b", "optuna"]),
+    st.sampled_from([0, 10, 40]),
+)
+def test_a_library_call_leaves_the_host_as_it_found_it(env_changes, logger, level):
+    """Whatever a bringup call does to the environment, the working directory or a logger, the host
+    finds them as they were (bringup/guard/hostproc.py)."""
+    import logging
+
+    from bringup.guard import hostproc
+
+    before_env, before_cwd = dict(os.environ), os.getcwd()
+    lg = logging.getLogger(logger)
+    before_level = lg.level
+    d = _tmp()
+
+    @hostproc.guest
+    def call() -> None:
+        for k, v in env_changes.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        os.chdir(d)
+        lg.setLevel(level)
+
+    try:
+        call()
+        assert dict(os.environ) == before_env and os.getcwd() == before_cwd and lg.level == before_level
+    finally:
+        os.chdir(before_cwd)
+        shutil.rmtree(d)
+
+
+_PATH_PARTS = ["vllm", "sglang", "srt", "layers", "attention", "quantization", "awq", "torch", "cuda", "sampler",
+               "flash_attn", "kv_cache", "moe", "fused_moe", "bringup", "data", "docs", "site", "/tmp/site"]  # fmt: skip
+_frames = st.lists(
+    st.tuples(
+        st.lists(st.sampled_from(_PATH_PARTS), min_size=1, max_size=5), st.sampled_from(["f", "__init__"])
+    ).map(lambda t: "/".join(t[0]) + f".py:{t[1]}"),
+    max_size=6,
+)
+_settings = st.dictionaries(
+    st.sampled_from(
+        ["--quantization", "--attention-backend", "--kv-cache-dtype", "--tp", "env:VLLM_X", "--moe"]
+    ),
+    st.one_of(st.sampled_from(["awq", "flash_attn", "fp8", "8", "1", ""]), st.text(max_size=6)),
+    max_size=4,
+)
+
+
+@FAST
+@given(_frames, _settings)
+def test_the_hint_for_an_unknown_failure_speaks_to_the_user(frames, settings):
+    """Any frames and settings: the hint names no file of bringup's, and no setting the user did not give."""
+    from bringup.core.datafiles import OWN_FILE
+    from bringup.observe.unknown import BY_MODULE, unknown_hint
+
+    hint = unknown_hint("RuntimeError: x", frames, settings)
+    assert not OWN_FILE.search(hint) and "signature" not in hint
+    named = BY_MODULE.settings_touching(frames, settings) if BY_MODULE.component(frames) else []
+    assert set(named) <= set(settings)
+
+
+@FAST
+@given(st.one_of(st.integers(-(10**30), 10**30), st.floats(allow_nan=False, allow_infinity=False, width=32)))
+def test_a_number_comes_back_in_the_engines_spelling(n):
+    """An integer shows as itself whatever its form ("4096", 4096, 4096.0); a value is one value."""
+    from bringup.observe.effective import canonical_number, normalise
+
+    if isinstance(n, int):
+        assert normalise(str(n)) == str(n) == normalise(n)
+        return
+    shown = canonical_number(n)
+    assert shown is not None and float(shown) == n and normalise(shown) == shown
+    if n.is_integer() and abs(n) < 2**53:
+        assert shown == str(int(n)) and normalise(f"{int(n)}.0") == shown

@@ -80,6 +80,7 @@ def _refused(e: Exception) -> None:
     from bringup.facts.preflight import PreflightError
     from bringup.guard.files import UnsafeFile
     from bringup.guard.limits import InputError
+    from bringup.guard.safetext import safe_line
     from bringup.record.journal import JournalDamaged
 
     refused = (
@@ -92,7 +93,7 @@ def _refused(e: Exception) -> None:
         FlagError,
     )
     if isinstance(e, refused):
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {safe_line(str(e))}", file=sys.stderr)  # it may quote a file's bytes
         sys.exit(2)
     if isinstance(e, OSError) and e.errno in (
         errno.EROFS,

@@ -8,20 +8,45 @@ import json
 import sys
 import time
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
 from rich.console import Console
+from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 
 if TYPE_CHECKING:  # every command module imports this one: keep `bringup --help` free of pydantic
     from bringup.observe.outcome import Outcome
 
-out_console = Console(highlight=False, soft_wrap=True)
-err_console = Console(stderr=True, highlight=False)
+
+def _safe_segments(buffer: Iterable[Segment]) -> Iterator[Segment]:
+    from bringup.guard.safetext import safe_text
+
+    for seg in buffer:
+        if seg.control or seg.text.isascii() and seg.text.isprintable():
+            yield seg  # the console's own cursor moves, or plain text (the common case, kept fast)
+        else:
+            yield Segment(safe_text(seg.text), seg.style, seg.control)
+
+
+class SafeConsole(Console):
+    """A console that writes no escape sequence, control character, bidi control or invisible
+    character it did not make itself: every segment of text it is about to write goes through
+    `safe_text` (bringup/guard/safetext.py), shown as ``\\x1b`` or ``\\u202e``. The one place every
+    terminal line of bringup passes (tables, status lines, progress bars, the live run table), so a
+    string from outside that a command forgot to pass through `shown` still cannot retitle the
+    terminal or reorder a line (issue 40). Rich's own styles and cursor moves are added after this
+    pass (styles) or are control segments (moves), so they are kept."""
+
+    def _render_buffer(self, buffer: Iterable[Segment]) -> str:
+        return super()._render_buffer(_safe_segments(buffer))
+
+
+out_console = SafeConsole(highlight=False, soft_wrap=True)
+err_console = SafeConsole(stderr=True, highlight=False)
 
 STATUS_STYLE = {
     "works": "bold green",
@@ -72,42 +97,31 @@ def options(cls: type[Opts]) -> Callable[[Callable[[Opts], None]], Callable[...,
     return wrap
 
 
-def _number(value: float | None, low: float | None, high: float | None, low_open: bool) -> float | None:
-    """A numeric option checked once typer parsed it: finite (typer's own ranges let nan and inf
-    through: nan compares false with any bound) and in range; a one-line error otherwise."""
-    import math
+def tears_down_on_signal(fn: Callable[[Opts], None]) -> Callable[[Opts], None]:
+    """A command that launches servers: SIGTERM, SIGINT and SIGHUP tear them down (exit 143, 130,
+    129) while it runs, and the handlers go when it returns (bringup/trial/process.py
+    `handling_signals`; opened on the main thread, where Python runs handlers)."""
 
-    if value is None:
-        return None
-    if not math.isfinite(value):
-        raise typer.BadParameter(f"{value} is not a finite number")
-    if low is not None and (value < low or (low_open and value == low)):
-        raise typer.BadParameter(f"{value:g} must be {'above' if low_open else 'at least'} {low:g}")
-    if high is not None and value > high:
-        raise typer.BadParameter(f"{value:g} must be at most {high:g}")
-    return value
+    @functools.wraps(fn)
+    def command(o: Opts) -> None:
+        from bringup.trial.process import handling_signals
 
+        with handling_signals():
+            fn(o)
 
-def finite(value: float | None) -> float | None:
-    return _number(value, None, None, False)
+    return command
 
 
-def positive(value: float | None) -> float | None:
-    """Seconds, hours, GiB, a time scale: finite and above 0."""
-    return _number(value, 0.0, None, True)
-
-
-def fraction(value: float | None) -> float | None:
-    """A memory fraction: above 0, at most 1."""
-    return _number(value, 0.0, 1.0, True)
-
-
-def port_number(value: int | None) -> int | None:
-    return None if value is None else int(_number(value, 1, 65535, False) or 0)
-
-
-def positive_int(value: int | None) -> int | None:
-    return None if value is None else int(_number(value, 1, None, False) or 0)
+def refusal(e: ValueError) -> str:
+    """What a settings object (Pydantic) or a range (bringup/guard/ranges.py) refused, on one line:
+    the field and why, as `--sweep: -1 must be at least 1`."""
+    errors = getattr(e, "errors", None)
+    if callable(errors):  # a pydantic ValidationError
+        return "; ".join(
+            f"{'.'.join(map(str, x['loc'])) or 'settings'}: {str(x['msg']).removeprefix('Value error, ')}"
+            for x in errors()
+        )
+    return str(e)
 
 
 def usage_error(msg: str) -> typer.Exit:

@@ -14,7 +14,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from bringup.cli import app
-from bringup.cli._common import finite, options, positive, shown
+from bringup.cli._common import SafeConsole, options, refusal, shown
+from bringup.guard import ranges
 
 if TYPE_CHECKING:
     from bringup.loadgen import BenchConfig, BenchResult, RequestRecord
@@ -26,7 +27,9 @@ def _ms(v: float | None) -> str:
 
 def _point_table(res: BenchResult) -> Table:
     s = res.summary
-    t = Table(title=f"{s.point}  ({res.model})", title_justify="left")
+    t = Table(
+        title=escape(shown(f"{s.point}  ({res.model})")), title_justify="left"
+    )  # the server names the model
     t.add_column("latency (ms)")
     for col in ("mean", "p50", "p90", "p99"):
         t.add_column(col, justify="right")
@@ -61,9 +64,9 @@ def _summary_lines(res: BenchResult) -> list[str]:
             )
         lines.append(f"SLOs met: {'[green]yes[/]' if s.slos_met else '[red]no[/]'}")
     if s.stopped_early:
-        lines.append(f"[yellow]stopped early[/]: {s.stop_reason}")
-    for err, n in s.errors.items():
-        lines.append(f"[red]error[/] x{n}: {err}")
+        lines.append(f"[yellow]stopped early[/]: {escape(shown(s.stop_reason))}")
+    for err, n in s.errors.items():  # the server's own words: text, never markup
+        lines.append(f"[red]error[/] x{n}: {escape(shown(err))}")
     return lines
 
 
@@ -120,38 +123,56 @@ class BenchOptions:
     ] = None
     endpoint: Annotated[str, typer.Option(help="completions or chat.")] = "completions"
     num_prompts: Annotated[
-        int | None, typer.Option(min=1, help="Requests to measure (default 100, or every line of --prompts).")
+        int | None,
+        typer.Option(
+            help="Requests to measure (default 100, or every line of --prompts).", **ranges.REQUESTS.option()
+        ),
     ] = None
     concurrency: Annotated[
-        int | None, typer.Option(min=1, help="Closed loop: keep N requests in flight.")
+        int | None,
+        typer.Option(help="Closed loop: keep N requests in flight.", **ranges.CONCURRENCY.option()),
     ] = None
     request_rate: Annotated[
-        str | None, typer.Option(help="Open loop: Poisson arrivals at R req/s ('inf': all at once).")
+        str | None,
+        typer.Option(
+            help="Open loop: Poisson arrivals at R req/s ('inf': all at once).", **ranges.RATE.list_option()
+        ),
     ] = None
     max_concurrency: Annotated[
-        int | None, typer.Option(min=1, help="Cap on requests in flight with --request-rate.")
+        int | None,
+        typer.Option(help="Cap on requests in flight with --request-rate.", **ranges.CONCURRENCY.option()),
     ] = None
     burstiness: Annotated[
-        float, typer.Option(help="Gamma shape of arrival gaps (1 = Poisson).", callback=positive)
+        float, typer.Option(help="Gamma shape of arrival gaps (1 = Poisson).", **ranges.BURSTINESS.option())
     ] = 1.0
     sweep_concurrency: Annotated[
-        str | None, typer.Option(help="Sweep: e.g. 1,2,4,8 (one result row each).")
+        str | None,
+        typer.Option(help="Sweep: e.g. 1,2,4,8 (one result row each).", **ranges.CONCURRENCY.list_option()),
     ] = None
-    sweep_rate: Annotated[str | None, typer.Option(help="Sweep: e.g. 1,2,4,inf (one result row each).")] = (
-        None
-    )
+    sweep_rate: Annotated[
+        str | None,
+        typer.Option(help="Sweep: e.g. 1,2,4,inf (one result row each).", **ranges.RATE.list_option()),
+    ] = None
     input_len: Annotated[
-        int, typer.Option(min=1, help="Synthetic prompt length in tokens (special tokens included).")
+        int,
+        typer.Option(
+            help="Synthetic prompt length in tokens (special tokens included).", **ranges.TOKENS.option()
+        ),
     ] = 256
-    output_len: Annotated[int, typer.Option(min=1, help="Tokens to generate per request (max_tokens).")] = 64
+    output_len: Annotated[
+        int, typer.Option(help="Tokens to generate per request (max_tokens).", **ranges.TOKENS.option())
+    ] = 64
     range_ratio: Annotated[
-        float, typer.Option(min=0.0, max=0.99, help="Spread of lengths around the means.", callback=finite)
+        float, typer.Option(help="Spread of lengths around the means.", **ranges.SPREAD.option())
     ] = 0.0
     len_dist: Annotated[
         str, typer.Option(help="Length distribution with --range-ratio: uniform or normal.")
     ] = "uniform"
     prefix_len: Annotated[
-        int, typer.Option(min=0, help="Shared prefix tokens before each synthetic prompt.")
+        int,
+        typer.Option(
+            help="Shared prefix tokens before each synthetic prompt.", **ranges.PREFIX_TOKENS.option()
+        ),
     ] = 0
     prompts: Annotated[
         Path | None, typer.Option(help='JSONL file: {"prompt": ..., "max_tokens": ...} per line.')
@@ -159,21 +180,25 @@ class BenchOptions:
     tokenizer: Annotated[
         str, typer.Option(help="auto, server, words, or a path to tokenizer.json / its folder.")
     ] = "auto"
-    seed: Annotated[int, typer.Option(help="Seed for prompts and arrivals.")] = 0
+    seed: Annotated[int, typer.Option(help="Seed for prompts and arrivals.", **ranges.SEED.option())] = 0
     ignore_eos: Annotated[
         bool, typer.Option(help="Ask the server to ignore EOS so outputs have the asked length.")
     ] = True
-    warmup: Annotated[int, typer.Option(min=0, help="Warm-up requests before measuring (not counted).")] = 1
+    warmup: Annotated[
+        int, typer.Option(help="Warm-up requests before measuring (not counted).", **ranges.WARMUP.option())
+    ] = 1
     slo: Annotated[
         str | None, typer.Option(help="Latency targets, e.g. ttft_p99=2s,itl_p99=50ms,e2e_p90=10s.")
     ] = None
     abort_factor: Annotated[
         float | None,
-        typer.Option(help="Stop early once an SLO is exceeded by this factor.", callback=positive),
+        typer.Option(
+            help="Stop early once an SLO is exceeded by this factor.", **ranges.ABORT_FACTOR.option()
+        ),
     ] = None
-    timeout: Annotated[float, typer.Option(help="Per-request time limit in seconds.", callback=positive)] = (
-        300.0
-    )
+    timeout: Annotated[
+        float, typer.Option(help="Per-request time limit in seconds.", **ranges.SECONDS.option())
+    ] = 300.0
     out: Annotated[Path | None, typer.Option(help="Write bench.json, bench.csv and requests.jsonl here.")] = (
         None
     )
@@ -191,11 +216,11 @@ def bench_cmd(o: BenchOptions) -> None:
     from bringup.loadgen import BenchError, run_sweep, write_results
     from bringup.loadgen.runner import run_loop
 
-    err = Console(stderr=True)
+    err = SafeConsole(stderr=True)
     cfg = _config(o, err)
-    console = Console()
+    console = SafeConsole()
     if not console.is_terminal:
-        console = Console(width=160)  # piped output: do not squeeze the sweep table to 80 columns
+        console = SafeConsole(width=160)  # piped output: do not squeeze the sweep table to 80 columns
     bar = _Bar(cfg, err, show=o.progress and not o.json_out and sys.stderr.isatty())
     try:
         with bar.bar:
@@ -221,7 +246,7 @@ def _config(o: BenchOptions, err: Console) -> BenchConfig:
     from pydantic import ValidationError
 
     from bringup.loadgen import BenchConfig
-    from bringup.loadgen.config import parse_number_list, parse_slos
+    from bringup.loadgen.config import parse_slos
 
     try:
         return BenchConfig(
@@ -231,11 +256,11 @@ def _config(o: BenchOptions, err: Console) -> BenchConfig:
             endpoint=o.endpoint,
             num_prompts=o.num_prompts,
             concurrency=o.concurrency,
-            request_rate=None if o.request_rate is None else parse_number_list(o.request_rate)[0],
+            request_rate=_one_rate(o.request_rate),
             max_concurrency=o.max_concurrency,
             burstiness=o.burstiness,
-            sweep_concurrency=parse_number_list(o.sweep_concurrency, int) if o.sweep_concurrency else None,
-            sweep_rate=parse_number_list(o.sweep_rate) if o.sweep_rate else None,
+            sweep_concurrency=_numbers(o.sweep_concurrency, ranges.CONCURRENCY, "--sweep-concurrency"),
+            sweep_rate=_numbers(o.sweep_rate, ranges.RATE, "--sweep-rate"),
             input_len=o.input_len,
             output_len=o.output_len,
             range_ratio=o.range_ratio,
@@ -251,17 +276,22 @@ def _config(o: BenchOptions, err: Console) -> BenchConfig:
             request_timeout_s=o.timeout,
         )
     except (ValidationError, ValueError) as e:
-        err.print(f"[red]error:[/] {escape(shown(_refusal(e)))}")
+        err.print(f"[red]error:[/] {escape(shown(refusal(e)))}")
         raise typer.Exit(2) from None
 
 
-def _refusal(e: ValueError) -> str:
-    """What the load generator's settings refused, on one line."""
-    from pydantic import ValidationError
+def _numbers(text: str | None, kind: ranges.Range, name: str) -> list | None:
+    """A sweep's comma-separated values, each in its kind's range (bringup/guard/ranges.py)."""
+    return ranges.number_list(text, kind, name) if text else None
 
-    if isinstance(e, ValidationError):
-        return "; ".join(f"{'.'.join(map(str, x['loc']))}: {x['msg']}" for x in e.errors())
-    return str(e)
+
+def _one_rate(text: str | None) -> float | None:
+    if text is None:
+        return None
+    rates = ranges.number_list(text, ranges.RATE, "--request-rate")
+    if len(rates) > 1:
+        raise ValueError(f"--request-rate {text!r}: one rate (a sweep of rates is --sweep-rate)")
+    return rates[0]
 
 
 class _Bar:
@@ -308,6 +338,6 @@ def _print_results(results: list[BenchResult], console: Console) -> None:
             console.print(line, highlight=False)
     if len(results) > 1:
         # never squeeze the sweep table into ellipses: a narrow terminal wraps it instead
-        Console(width=max(console.width, 130), force_terminal=console.is_terminal).print(
+        SafeConsole(width=max(console.width, 130), force_terminal=console.is_terminal).print(
             _sweep_table(results)
         )

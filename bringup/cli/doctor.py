@@ -7,17 +7,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from bringup.cli import app
-from bringup.cli._common import fraction, options, positive, positive_int, refuse_damaged_model
+from bringup.cli._common import SafeConsole, options, refuse_damaged_model
+from bringup.guard import ranges
 
 if TYPE_CHECKING:  # the command imports them inside: `bringup --help` stays light
     from bringup.facts.memplan import Plan
     from bringup.facts.modelinfo import Fingerprint
 
-console = Console()
+console = SafeConsole()
 
 
 class DoctorOptions:
@@ -174,54 +174,58 @@ class PlanOptions:
     weights_gib: Annotated[
         float | None,
         typer.Option(
-            "--weights-gib", help="Weights per GPU in GiB (overrides the headers).", callback=positive
+            "--weights-gib", help="Weights per GPU in GiB (overrides the headers).", **ranges.GIB.option()
         ),
     ] = None
     gpus: Annotated[
         int | None,
         typer.Option(
-            "--gpus", help="GPUs on the machine (default: what doctor finds, else tp).", callback=positive_int
+            "--gpus",
+            help="GPUs on the machine (default: what doctor finds, else tp).",
+            **ranges.GPUS.option(),
         ),
     ] = None
-    tp: Annotated[int, typer.Option("--tp", min=1, help="Tensor-parallel size.")] = 1
-    ep: Annotated[int, typer.Option("--ep", min=1, help="Expert-parallel size.")] = 1
+    tp: Annotated[int, typer.Option("--tp", help="Tensor-parallel size.", **ranges.GPUS.option())] = 1
+    ep: Annotated[int, typer.Option("--ep", help="Expert-parallel size.", **ranges.GPUS.option())] = 1
     mem_fraction: Annotated[
         float,
         typer.Option(
             "--mem-fraction",
             help="SGLang --mem-fraction-static / vLLM --gpu-memory-utilization.",
-            callback=fraction,
+            **ranges.FRACTION.option(),
         ),
     ]
     engine: Annotated[str, typer.Option("--engine", help="sglang or vllm.")] = "sglang"
     gpu_mem_gib: Annotated[
         float | None,
         typer.Option(
-            "--gpu-mem-gib", help="Memory per GPU in GiB (default: this machine's).", callback=positive
+            "--gpu-mem-gib", help="Memory per GPU in GiB (default: this machine's).", **ranges.GIB.option()
         ),
     ] = None
     kv_dtype: Annotated[str, typer.Option("--kv-dtype", help="The engine's --kv-cache-dtype.")] = "auto"
     cc: Annotated[
         float | None,
-        typer.Option("--cc", help="Compute capability (default: this machine's).", callback=positive),
+        typer.Option(
+            "--cc", help="Compute capability (default: this machine's).", **ranges.COMPUTE_CAPABILITY.option()
+        ),
     ] = None
     context_len: Annotated[
         int | None,
-        typer.Option("--context-len", help="Max context (default: the model's).", callback=positive_int),
+        typer.Option("--context-len", help="Max context (default: the model's).", **ranges.SIZE.option()),
     ] = None
     max_running_requests: Annotated[
         int | None,
         typer.Option(
             "--max-running-requests",
             help="SGLang --max-running-requests / vLLM --max-num-seqs.",
-            callback=positive_int,
+            **ranges.SIZE.option(),
         ),
     ] = None
-    cuda_graph_max_bs: Annotated[int | None, typer.Option("--cuda-graph-max-bs", callback=positive_int)] = (
+    cuda_graph_max_bs: Annotated[int | None, typer.Option("--cuda-graph-max-bs", **ranges.SIZE.option())] = (
         None
     )
     chunked_prefill_size: Annotated[
-        int | None, typer.Option("--chunked-prefill-size", callback=positive_int)
+        int | None, typer.Option("--chunked-prefill-size", **ranges.SIZE.option())
     ] = None
     device: Annotated[
         str | None,

@@ -10,6 +10,7 @@ from rich.table import Table
 
 from bringup.cli import app
 from bringup.cli._common import options, out_console, print_json, usage_error
+from bringup.guard import ranges
 
 
 def _describe(reg, name: str, suggested: list[str]) -> dict:
@@ -53,7 +54,9 @@ class EnvOptions:
     device: Annotated[
         str | None, typer.Option(help="cuda or cpu: leave out other platforms' variables from the ranking.")
     ] = None
-    top: Annotated[int, typer.Option(help="How many ranked variables to show for --log.")] = 10
+    top: Annotated[
+        int, typer.Option(help="How many ranked variables to show for --log.", **ranges.TOP.option())
+    ] = 10
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False
 
 

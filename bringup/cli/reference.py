@@ -8,6 +8,7 @@ import typer
 
 from bringup.cli import app
 from bringup.cli._common import err_console, refuse_damaged_model, shown, usage_error
+from bringup.guard import ranges
 
 
 @app.command("reference")
@@ -16,12 +17,12 @@ def reference_cmd(
     out: Path = typer.Option(
         None, "-o", "--out", help="Reference file to write (default MODEL-NAME.reference.json)."
     ),
-    tokens: int = typer.Option(16, min=1, max=256, help="Greedy tokens per prompt."),
+    tokens: int = typer.Option(16, help="Greedy tokens per prompt.", **ranges.REFERENCE_TOKENS.option()),
     device: str = typer.Option("cpu", help="Torch device for the float32 forward (cpu, cuda, cuda:1)."),
 ) -> None:
     """Compute greedy tokens and top logprobs on the reference prompts with transformers in float32,
     and write them with the model's identity (config and tokenizer hashes). `bringup run/trial
-    --reference FILE` compares a server's output with it (docs/probes.md)."""
+    --reference FILE` compares a server's output with it."""
     from bringup.verify.reference import ReferenceError, compute_reference, model_folder  # lazy: fast --help
 
     if model_folder(model) is None and not Path(model).exists() and "/" not in model:

@@ -17,14 +17,15 @@ from bringup.cli._common import (
     err_console,
     options,
     out_console,
-    positive,
     print_json,
     shown,
+    tears_down_on_signal,
     usage_error,
     writable_runs_root,
 )
 from bringup.cli._nodetypes import facts_of_node_type, node_types_if_asked
 from bringup.cli.trial import parse_answers
+from bringup.guard import ranges
 
 if TYPE_CHECKING:
     from bringup.record.results import Attempt, Purpose, RunResult
@@ -132,7 +133,7 @@ class RunOptions:
         str, typer.Option(help="Screen kernels with dummy weights and fewer layers: auto, always, never.")
     ] = "auto"
     max_launches: Annotated[
-        int, typer.Option(min=1, help="Launch budget for the search (screens count).")
+        int, typer.Option(help="Launch budget for the search (screens count).", **ranges.LAUNCHES.option())
     ] = 12
     dry_run: Annotated[
         str,
@@ -140,30 +141,33 @@ class RunOptions:
             "--dry-run",
             help="Before each launch, ask the installed engine's own checks with this target's facts "
             "(a refused candidate is never launched): auto (on a GPU target of a real engine), always "
-            "(scenarios and CPU targets too) or never (docs/dryrun.md).",
+            "(scenarios and CPU targets too) or never.",
         ),
     ] = "auto"
     max_hours: Annotated[
         float | None,
-        typer.Option(help="Time budget in hours (simulated hours for scenarios).", callback=positive),
+        typer.Option(help="Time budget in hours (simulated hours for scenarios).", **ranges.HOURS.option()),
     ] = None
     minimize: Annotated[
         bool, typer.Option(help="Find the minimal fix by delta debugging (extra launches).")
     ] = True
-    max_minimize_launches: Annotated[int, typer.Option(min=0, help="Launch budget for the minimal fix.")] = 8
+    max_minimize_launches: Annotated[
+        int, typer.Option(help="Launch budget for the minimal fix.", **ranges.MORE_LAUNCHES.option())
+    ] = 8
     retry_known: Annotated[bool, typer.Option(help="Relaunch what already failed here in earlier runs.")] = (
         False
     )
     resume: Annotated[bool, typer.Option(help="Resume a run (the latest, or --run-id).")] = False
     run_id: Annotated[str | None, typer.Option(help="With --resume: the run to resume.")] = None
     time_scale: Annotated[
-        float, typer.Option(help="Scenario only: real seconds per simulated second.", callback=positive)
+        float,
+        typer.Option(help="Scenario only: real seconds per simulated second.", **ranges.TIME_SCALE.option()),
     ] = 0.01
     timeout: Annotated[
-        float, typer.Option(help="Seconds from launch to ready per trial.", callback=positive)
+        float, typer.Option(help="Seconds from launch to ready per trial.", **ranges.SECONDS.option())
     ] = 1800.0
     hang_timeout: Annotated[
-        float, typer.Option(help="Seconds without a log line that make a hang.", callback=positive)
+        float, typer.Option(help="Seconds without a log line that make a hang.", **ranges.SECONDS.option())
     ] = 600.0
     python: Annotated[str | None, typer.Option(help="Python interpreter of the engine's environment.")] = None
     answer: Annotated[list[str], typer.Option(help="Known answer 'PROMPT=EXPECTED' (repeatable).")] = []
@@ -196,7 +200,7 @@ class RunOptions:
             help="With --ray: bring the model up on several node types of the cluster at once, one run "
             "each (all: every bringup-hw-* type its alive nodes declare; or TYPE[,TYPE...], each a "
             "bringup-hw-<hash> or a doctor fingerprint); per-type runs under RUNS_DIR/<type>/, "
-            "a summary in RUNS_DIR/NODE-TYPES.md (docs/parallel.md).",
+            "a summary in RUNS_DIR/NODE-TYPES.md.",
         ),
     ] = None
     runs_dir: Annotated[
@@ -207,11 +211,9 @@ class RunOptions:
 
 @app.command("run")
 @options(RunOptions)
+@tears_down_on_signal
 def run_cmd(o: RunOptions) -> None:
     """Find a launch configuration that works, prove it, explain every failure, report it."""
-    from bringup.trial.process import install_signal_handlers
-
-    install_signal_handlers()  # on the main thread: SIGTERM/SIGHUP tear servers down (exit 143/129)
     root = writable_runs_root(o.runs_dir)
     _check_choices(screen=o.screen, dry_run=o.dry_run)
     settings, rid = _resumed(root, o.run_id, o.max_launches) if o.resume else (_settings(o), None)

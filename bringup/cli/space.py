@@ -34,7 +34,7 @@ class SpaceOptions:
         typer.Option(
             "--dry-run",
             help="Also ask the installed engine's own checks on each level (the baseline with that one "
-            "change; docs/dryrun.md): auto (on a GPU target of a real engine), always (scenarios too) or "
+            "change): auto (on a GPU target of a real engine), always (scenarios too) or "
             "never (knowledge only).",
         ),
     ] = "never"

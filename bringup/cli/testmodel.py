@@ -9,7 +9,8 @@ from typing import Annotated
 import typer
 
 from bringup.cli import app
-from bringup.cli._common import finite, options, usage_error
+from bringup.cli._common import options, usage_error
+from bringup.guard import ranges
 
 
 def _refuse_to_overwrite(out_dir: Path, force: bool) -> None:
@@ -36,23 +37,31 @@ class TestmodelOptions:
 
     out_dir: Annotated[Path, typer.Argument(help="Folder to write the model into (created).")]
     head_dim: Annotated[
-        int, typer.Option(help="Attention head size. 64 serves on the vLLM CPU build; 16 does not.")
+        int,
+        typer.Option(
+            help="Attention head size. 64 serves on the vLLM CPU build; 16 does not.",
+            **ranges.HEAD_DIM.option(),
+        ),
     ] = 64
-    layers: Annotated[int, typer.Option(min=1, help="Decoder layers.")] = 2
-    vocab: Annotated[int, typer.Option(min=300, help="Tokenizer vocabulary size (byte-level BPE).")] = 512
-    heads: Annotated[int, typer.Option(min=1, help="Attention heads.")] = 2
-    kv_heads: Annotated[int, typer.Option(min=0, help="KV heads (0: same as heads; fewer gives GQA).")] = 0
-    seed: Annotated[int, typer.Option(help="Seed for the random weights.")] = 0
+    layers: Annotated[int, typer.Option(help="Decoder layers.", **ranges.LAYERS.option())] = 2
+    vocab: Annotated[
+        int, typer.Option(help="Tokenizer vocabulary size (byte-level BPE).", **ranges.VOCAB.option())
+    ] = 512
+    heads: Annotated[int, typer.Option(help="Attention heads.", **ranges.HEADS.option())] = 2
+    kv_heads: Annotated[
+        int, typer.Option(help="KV heads (0: same as heads; fewer gives GQA).", **ranges.KV_HEADS.option())
+    ] = 0
+    seed: Annotated[int, typer.Option(help="Seed for the random weights.", **ranges.SEED.option())] = 0
     preset: Annotated[
         str,
         typer.Option(
             help="What to write: random (tiny random weights), known (trained: known "
             "answers), fp16-overflow (wrong in float16, right in bf16/fp32), llama-8b (8 B random "
-            "weights for a GPU). docs/probes.md says more."
+            "weights for a GPU)."
         ),
     ] = "random"
     shard_gib: Annotated[
-        float, typer.Option(min=0.001, help="llama-8b: the largest safetensors shard, GiB.", callback=finite)
+        float, typer.Option(help="llama-8b: the largest safetensors shard, GiB.", **ranges.SHARD_GIB.option())
     ] = 4.0
     force: Annotated[
         bool, typer.Option("--force", help="Write into a folder that is not empty (replacing its files).")

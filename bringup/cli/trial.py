@@ -14,15 +14,15 @@ from bringup.cli._common import (
     err_console,
     new_trial_dir,
     options,
-    port_number,
-    positive,
     print_json,
     render_outcome,
     runs_root,
     shown,
+    tears_down_on_signal,
     usage_error,
     writable_runs_root,
 )
+from bringup.guard import ranges
 
 if TYPE_CHECKING:
     from rich.status import Status
@@ -50,7 +50,7 @@ class TrialOptions:
 
     ctx: typer.Context
     engine: Annotated[
-        str | None, typer.Option(help="vllm, sglang or transformers (engines.yaml; not with --scenario).")
+        str | None, typer.Option(help="vllm, sglang or transformers (not with --scenario).")
     ] = None
     model: Annotated[
         str | None, typer.Option(help="Model folder or hub id (with --scenario: the scenario's model).")
@@ -59,17 +59,20 @@ class TrialOptions:
         Path | None, typer.Option(help="Replay a scenario file instead of a real engine.")
     ] = None
     time_scale: Annotated[
-        float, typer.Option(help="Scenario only: real seconds per simulated second.", callback=positive)
+        float,
+        typer.Option(help="Scenario only: real seconds per simulated second.", **ranges.TIME_SCALE.option()),
     ] = 0.01
     port: Annotated[
-        int | None, typer.Option(help="Port for the server (default: a free one).", callback=port_number)
+        int | None, typer.Option(help="Port for the server (default: a free one).", **ranges.PORT.option())
     ] = None
     timeout: Annotated[
-        float, typer.Option(help="Seconds from launch to ready before giving up.", callback=positive)
+        float, typer.Option(help="Seconds from launch to ready before giving up.", **ranges.SECONDS.option())
     ] = 1800.0
     hang_timeout: Annotated[
         float,
-        typer.Option(help="Seconds without a new log line (not ready) that make a hang.", callback=positive),
+        typer.Option(
+            help="Seconds without a new log line (not ready) that make a hang.", **ranges.SECONDS.option()
+        ),
     ] = 600.0
     python: Annotated[
         str | None, typer.Option(help="Python interpreter of the engine's environment (default: this one).")
@@ -83,8 +86,12 @@ class TrialOptions:
     env: Annotated[
         list[str], typer.Option(help="Environment variable for the server: NAME=VALUE (repeatable).")
     ] = []
-    batch: Annotated[int, typer.Option(min=2, help="Concurrent requests in the batch probe.")] = 8
-    long_tokens: Annotated[int, typer.Option(min=200, help="Tokens in the long greedy decode probe.")] = 256
+    batch: Annotated[
+        int, typer.Option(help="Concurrent requests in the batch probe.", **ranges.BATCH.option())
+    ] = 8
+    long_tokens: Annotated[
+        int, typer.Option(help="Tokens in the long greedy decode probe.", **ranges.LONG_TOKENS.option())
+    ] = 256
     reference: Annotated[
         str,
         typer.Option(
@@ -103,15 +110,14 @@ class TrialOptions:
 
 @app.command("trial", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 @options(TrialOptions)
+@tears_down_on_signal
 def trial_cmd(o: TrialOptions) -> None:
     """Run one trial and print its outcome. Engine flags go after `--`.
 
     Exit code 0 when it works, 1 when it does not, 2 for bad usage.
     """
     from bringup.engines.targets import TargetError, resolve_target  # inside: `bringup --help` stays fast
-    from bringup.trial.process import install_signal_handlers
 
-    install_signal_handlers()  # on the main thread: SIGTERM/SIGHUP tear servers down (exit 143/129)
     try:
         t = resolve_target(
             engine=o.engine,
@@ -123,6 +129,8 @@ def trial_cmd(o: TrialOptions) -> None:
         )
     except TargetError as e:
         raise usage_error(str(e)) from None
+    if why := _beyond_context(t, o.long_tokens):
+        raise usage_error(why)
     cand = _candidate(t, list(o.ctx.args), o.env)
     answers = t.answers + parse_answers(o.answer)
     outcome = _run(o, t, cand, answers, _reference(t, o.reference, o.runs_dir, o.json_out))
@@ -157,6 +165,32 @@ def _run(o: TrialOptions, t: Target, cand: Candidate, answers: list[KnownAnswer]
             f"[bold yellow]interrupted ({e}); the server was torn down.[/] Log: {trial_dir / 'server.log'}"
         )
         raise typer.Exit(e.exit_code) from None
+
+
+def _beyond_context(target: Target, long_tokens: int) -> str | None:
+    """`--long-tokens` past the model's own context (config.json's max_position_embeddings, a
+    scenario's model): refused before the launch. Before, the engine's HTTP 400 was read as wrong
+    output that blamed the kernels (issue 40)."""
+    from bringup.verify.probes import LONG_DECODE_PROMPT_TOKENS
+
+    facts = target.world.machine_facts()
+    most = (facts or {}).get("model.max_context") if facts is not None else _model_context(target.model)
+    if not isinstance(most, int) or long_tokens + LONG_DECODE_PROMPT_TOKENS <= most:
+        return None
+    return (
+        f"--long-tokens {long_tokens} is beyond the model's context of {most} tokens (with the "
+        f"probe's prompt): give --long-tokens {max(most - LONG_DECODE_PROMPT_TOKENS, 1)} or less"
+    )
+
+
+def _model_context(model: str) -> int | None:
+    """The context a local model folder declares (config.json), None when it is not known here."""
+    from bringup.facts.modelinfo import fingerprint
+
+    try:
+        return fingerprint(model, read_weights=False).max_context if Path(model).is_dir() else None
+    except (OSError, ValueError):
+        return None
 
 
 def _candidate(target: Target, tokens: list[str], env: list[str]) -> Candidate:

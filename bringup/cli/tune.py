@@ -20,13 +20,14 @@ from bringup.cli._common import (
     err_console,
     options,
     out_console,
-    positive,
     print_json,
     shown,
+    tears_down_on_signal,
     usage_error,
     writable_runs_root,
 )
 from bringup.cli.tune_repeats import on_run, print_repeats
+from bringup.guard import ranges
 
 if TYPE_CHECKING:  # every cli module is imported at start: the tuner (Optuna, numpy) only when tuning
     from bringup.session.tuning import TuneSettings, Tuning
@@ -49,7 +50,7 @@ class TuneOptions:
     )
     knobs: Annotated[str | None, typer.Option(help="Only these knobs (comma-separated flags).")] = None
     knob: Annotated[list[str], typer.Option(help="Levels for a knob: FLAG=v1,v2,... (repeatable).")] = []
-    trials: Annotated[int, typer.Option(min=1, help="Launch budget.")] = 20
+    trials: Annotated[int, typer.Option(help="Launch budget.", **ranges.LAUNCHES.option())] = 20
     objective: Annotated[
         str, typer.Option(help="goodput (requests/s meeting --slo), throughput, or pareto.")
     ] = "goodput"
@@ -57,20 +58,31 @@ class TuneOptions:
     slo: Annotated[
         str | None, typer.Option(help="Latency targets, e.g. ttft_p99=2s,itl_p99=50ms (engine seconds).")
     ] = None
-    concurrency: Annotated[int, typer.Option(min=1, help="Concurrent requests in the workload.")] = 8
-    num_prompts: Annotated[int, typer.Option(min=4, help="Requests per point.")] = 64
-    input_len: Annotated[int, typer.Option(min=1, help="Prompt tokens.")] = 128
-    output_len: Annotated[int, typer.Option(min=1, help="Output tokens.")] = 64
+    concurrency: Annotated[
+        int, typer.Option(help="Concurrent requests in the workload.", **ranges.CONCURRENCY.option())
+    ] = 8
+    num_prompts: Annotated[int, typer.Option(help="Requests per point.", **ranges.TUNE_REQUESTS.option())] = (
+        64
+    )
+    input_len: Annotated[int, typer.Option(help="Prompt tokens.", **ranges.TOKENS.option())] = 128
+    output_len: Annotated[int, typer.Option(help="Output tokens.", **ranges.TOKENS.option())] = 64
     sweep: Annotated[
-        str, typer.Option(help="Concurrencies for the best configuration's sweep ('' for none).")
+        str,
+        typer.Option(
+            help="Concurrencies for the best configuration's sweep ('' for none).",
+            **ranges.CONCURRENCY.list_option(),
+        ),
     ] = "1,2,4,8,16,32"
-    seed: Annotated[int, typer.Option(help="Seed for the sampler and the workload.")] = 0
+    seed: Annotated[
+        int, typer.Option(help="Seed for the sampler and the workload.", **ranges.SEED.option())
+    ] = 0
     time_scale: Annotated[
-        float, typer.Option(help="Scenario only: real seconds per simulated second.", callback=positive)
+        float,
+        typer.Option(help="Scenario only: real seconds per simulated second.", **ranges.TIME_SCALE.option()),
     ] = 0.01
     python: Annotated[str | None, typer.Option(help="Python interpreter of the engine's environment.")] = None
     timeout: Annotated[
-        float, typer.Option(help="Seconds from launch to ready per point.", callback=positive)
+        float, typer.Option(help="Seconds from launch to ready per point.", **ranges.SECONDS.option())
     ] = 1800.0
     reference: Annotated[
         str,
@@ -98,19 +110,22 @@ class TuneOptions:
     repeats: Annotated[
         int,
         typer.Option(
-            min=0,
+            **ranges.REPEATS.option(),
             help="Repeat budget: after the search, at most this many interleaved rounds of the baseline "
             "and the finalists, until a winner beats the baseline beyond noise or none can (0: no "
             "repeats, the search's single measurements name the winner).",
         ),
     ] = 6
     finalists: Annotated[
-        int, typer.Option(min=1, help="The search's best points measured again beside the baseline.")
+        int,
+        typer.Option(
+            help="The search's best points measured again beside the baseline.", **ranges.FINALISTS.option()
+        ),
     ] = 2
     alpha: Annotated[
         float,
         typer.Option(
-            min=0.0001, max=0.5, help="False-verdict rate the winner's test is held to (family-wise)."
+            help="False-verdict rate the winner's test is held to (family-wise).", **ranges.ALPHA.option()
         ),
     ] = 0.05
     runs_dir: Annotated[
@@ -121,14 +136,14 @@ class TuneOptions:
 
 @app.command("tune")
 @options(TuneOptions)
+@tears_down_on_signal
 def tune_cmd(o: TuneOptions) -> None:
     """Search the performance knobs (memory fraction, batch limits, chunked prefill, CUDA-graph sizes,
     parallelism) for the best goodput or a Pareto front; failures become infeasible points."""
     # Optuna and aiohttp load here, not when the CLI starts: `bringup --help` and the other commands need neither.
     from bringup.session.tuning import TuneError, Tuning
-    from bringup.trial.process import Interrupted, install_signal_handlers
+    from bringup.trial.process import Interrupted
 
-    install_signal_handlers()  # on the main thread: SIGTERM/SIGHUP tear servers down (exit 143/129)
     settings = _settings(o)
     tuning = Tuning(settings, writable_runs_root(o.runs_dir), TuneLines())
     try:

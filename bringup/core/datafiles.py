@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from functools import lru_cache
 from pathlib import Path
@@ -106,6 +107,32 @@ def disguises() -> dict[str, frozenset[str]]:
 
 
 KNOWLEDGE_TEXT_KEYS = ("hint", "source", "reason", "note", "why", "description")
+# The keys whose text a user reads as it is (a hint, a rule's reason): they cite no file of
+# bringup's own (tests/test_user_facing.py). A `source` is for the experts who edit the knowledge
+# and may cite bringup's own notes; a report shows it through `public_source`.
+USER_TEXT_KEYS = ("hint", "reason", "note", "why")
+
+# A citation of bringup's own tree or notes ("docs/facts.md", "bringup/data/help/...txt"), which a
+# user who installed bringup does not have.
+OWN_FILE = re.compile(
+    r"\bbringup/(?:cli|core|data|dryrun|engines|env|facts|guard|help|knowledge|loadgen|observe|oracle|"
+    r"record|report|scenario|search|session|templates|testmodel|trial|tuning|verify)\b[\w./-]*"
+    r"|\bdocs/[\w./-]+\.md\b"
+    r"|\b(?:rootcause|rules|factors|classes|knobs|engines|tolerances|generic|warnings)\.yaml\b"
+)
+
+
+def public_source(source: str) -> str:
+    """A knowledge entry's `source` as a report shows it: its citations of bringup's own files left
+    out ("sglang #26087 (docs/facts.md)" is "sglang #26087"), the public ones kept."""
+    text = re.sub(r",?\s*(?:" + OWN_FILE.pattern + r")\s*,?", " ", source)
+    text = re.sub(r"\(\s*\)", "", text)  # parentheses that held only such a citation
+    text = re.sub(r"\(\s+", "(", re.sub(r"\s+\)", ")", text))
+    parts = [p.strip(" ,") for p in text.split(";")]
+    text = "; ".join(p for p in parts if p)
+    if text.startswith("(") and text.endswith(")") and text.count("(") == 1:
+        text = text[1:-1]
+    return re.sub(r"\s{2,}", " ", text).strip()
 
 
 def cut_values(text: str, keys: tuple[str, ...] = KNOWLEDGE_TEXT_KEYS) -> list[tuple[int, str, str, str]]:

@@ -272,7 +272,7 @@ def memory_model_for(
             return None
         used = {"gpu.memory_gib": gpu_mem, "model.weights_gib": weights_total, "tp": tp}
         reason = "; ".join(p.reasons[:2]) if getattr(p, "reasons", None) else p.verdict
-        src = "memory plan (bringup/facts/memplan.py; docs/machine-and-model.md)"
+        src = "bringup's memory plan (`bringup plan` prints it)"
         if p.verdict == "does-not-fit":
             return Verdict("incompatible", f"memory plan: does not fit ({reason})", src, "memory-plan", used)
         if p.verdict == "graph-capture-risk":

@@ -29,6 +29,7 @@ from typing import Any, Literal
 import aiohttp
 from pydantic import BaseModel, Field
 
+from bringup.guard import ranges
 from bringup.guard.bounded import EventBuffer
 from bringup.loadgen.workload import Prompt
 
@@ -119,6 +120,20 @@ except ImportError:  # pragma: no cover - depends on the environment
     _loads = json.loads
 
 
+class ImpossibleCounts(ValueError):
+    """The server reported token counts that cannot be (bringup/guard/ranges.py `usage_problem`)."""
+
+
+def _counts(usage: dict[str, Any], out: int | None, prompt: int | None) -> tuple[int | None, int | None]:
+    """The completion and prompt token counts of a `usage` object (each kept as it was when absent);
+    impossible ones fail the request: `bench` printed negative throughput from a server that
+    reported negative counts, where `trial` already caught the same server (issue 40)."""
+    if bad := ranges.usage_problem(usage):
+        raise ImpossibleCounts(f"the server's token counts cannot be: {bad}")
+    done, given = usage.get("completion_tokens"), usage.get("prompt_tokens")
+    return (out if done is None else int(done)), (prompt if given is None else int(given))
+
+
 def _one_line(e: BaseException) -> str:
     msg = " ".join(str(e).split())
     return f"{type(e).__name__}: {msg}" if msg else type(e).__name__
@@ -193,10 +208,7 @@ async def send(
                                 if keep_text:
                                     text_parts.append(piece)
                             if usage := obj.get("usage"):
-                                if usage.get("completion_tokens") is not None:
-                                    usage_out = int(usage["completion_tokens"])
-                                if usage.get("prompt_tokens") is not None:
-                                    rec.input_tokens = int(usage["prompt_tokens"])
+                                usage_out, rec.input_tokens = _counts(usage, usage_out, rec.input_tokens)
         if chunks == 0:
             rec.error = "the stream carried no tokens"
     except asyncio.CancelledError:

@@ -8,9 +8,11 @@ from __future__ import annotations
 import math
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from bringup.guard import ranges
 
 # Per-request latency metrics a target may name. "e2el" is vLLM's spelling of e2e.
 METRICS = ("ttft", "itl", "tpot", "e2e")
@@ -49,7 +51,7 @@ class SLO(BaseModel):
 
     metric: Literal["ttft", "itl", "tpot", "e2e"]
     stat: str = "p99"
-    target_s: float = Field(gt=0)
+    target_s: float = ranges.SECONDS.field()
 
     @field_validator("stat")
     @classmethod
@@ -87,18 +89,6 @@ def parse_slos(text: str | None) -> list[SLO]:
     return out
 
 
-def parse_number_list(text: str, kind: type = float) -> list[Any]:
-    """'1,2,4' -> [1, 2, 4]; 'inf' is allowed for rates."""
-    vals = []
-    for part in text.split(","):
-        part = part.strip()
-        if part:
-            vals.append(kind(part) if part.lower() != "inf" else math.inf)
-    if not vals:
-        raise ValueError(f"empty list {text!r}")
-    return vals
-
-
 class BenchConfig(BaseModel):
     """Everything one benchmark (or one sweep) needs. Serialisable: the tuner stores it.
 
@@ -117,34 +107,36 @@ class BenchConfig(BaseModel):
     endpoint: Literal["completions", "chat"] = "completions"
 
     # load shape
-    num_prompts: int | None = Field(default=None, ge=1)  # None: 100 synthetic, or every JSONL line
-    concurrency: int | None = Field(default=None, ge=1)
-    request_rate: float | None = Field(default=None, gt=0)
-    max_concurrency: int | None = Field(default=None, ge=1)
-    burstiness: float = Field(default=1.0, gt=0)  # gamma shape; 1.0 = Poisson
-    sweep_concurrency: list[int] | None = None
-    sweep_rate: list[float] | None = None
+    # Every number's range is bringup/guard/ranges.py's: a sweep of -1 or 0 was a numpy traceback
+    # or a point that ran nothing (issue 40).
+    num_prompts: int | None = ranges.REQUESTS.field(None)  # None: 100 synthetic, or every JSONL line
+    concurrency: int | None = ranges.CONCURRENCY.field(None)
+    request_rate: float | None = ranges.RATE.field(None)
+    max_concurrency: int | None = ranges.CONCURRENCY.field(None)
+    burstiness: float = ranges.BURSTINESS.field(1.0)  # gamma shape; 1.0 = Poisson
+    sweep_concurrency: list[Annotated[int, ranges.CONCURRENCY.field()]] | None = Field(None, min_length=1)
+    sweep_rate: list[Annotated[float, ranges.RATE.field()]] | None = Field(None, min_length=1)
 
     # workload
-    input_len: int = Field(default=256, ge=1)
-    output_len: int = Field(default=64, ge=1)
-    range_ratio: float = Field(default=0.0, ge=0.0, lt=1.0)
-    input_range_ratio: float | None = Field(default=None, ge=0.0, lt=1.0)
-    output_range_ratio: float | None = Field(default=None, ge=0.0, lt=1.0)
+    input_len: int = ranges.TOKENS.field(256)
+    output_len: int = ranges.TOKENS.field(64)
+    range_ratio: float = ranges.SPREAD.field(0.0)
+    input_range_ratio: float | None = ranges.SPREAD.field(None)
+    output_range_ratio: float | None = ranges.SPREAD.field(None)
     len_dist: Literal["uniform", "normal"] = "uniform"
-    prefix_len: int = Field(default=0, ge=0)
+    prefix_len: int = ranges.PREFIX_TOKENS.field(0)
     prompts_file: Path | None = None
     tokenizer: str = "auto"  # auto | server | words | PATH (folder with tokenizer.json, or the file)
-    seed: int = 0
+    seed: int = ranges.SEED.field(0)
     ignore_eos: bool = True
     extra_body: dict[str, Any] = Field(default_factory=dict)  # merged into every request body
 
     # run control
-    warmup: int = Field(default=1, ge=0)
-    request_timeout_s: float = Field(default=300.0, gt=0)
+    warmup: int = ranges.WARMUP.field(1)
+    request_timeout_s: float = ranges.SECONDS.field(300.0)
     slos: list[SLO] = Field(default_factory=list)
-    abort_factor: float | None = Field(default=None, gt=1.0)  # stop when an SLO is exceeded x this
-    abort_min_requests: int = Field(default=8, ge=1)
+    abort_factor: float | None = ranges.ABORT_FACTOR.field(None)  # stop when an SLO is exceeded x this
+    abort_min_requests: int = ranges.REQUESTS.field(8)
     keep_text: bool = False  # store generated text in each request record
 
     @field_validator("slos", mode="before")

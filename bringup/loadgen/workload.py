@@ -20,6 +20,7 @@ from typing import Protocol
 import httpx
 import numpy as np
 
+from bringup.guard import ranges
 from bringup.guard.limits import InputError, loads_json, read_text_limited
 from bringup.loadgen.config import BenchConfig, BenchError
 
@@ -241,12 +242,17 @@ def load_jsonl(path: Path, default_output_len: int) -> list[tuple[str, int]]:
         try:
             obj = loads_json(line, f"{path}:{n}", "prompts file")
             prompt = obj["prompt"]
-            max_tokens = int(obj.get("max_tokens") or default_output_len)
+            asked = obj.get("max_tokens")
+            asked = float(asked) if isinstance(asked, str) else asked  # "64" was taken as 64
         except (json.JSONDecodeError, KeyError, TypeError, ValueError) as e:  # InputError: nested too deep
             raise BenchError(f"{path}:{n}: expected a JSON object with a 'prompt' string ({e})") from None
-        if not isinstance(prompt, str) or max_tokens < 1:
-            raise BenchError(f"{path}:{n}: 'prompt' must be a string and 'max_tokens' >= 1")
-        rows.append((prompt, max_tokens))
+        if not isinstance(prompt, str):
+            raise BenchError(f"{path}:{n}: 'prompt' must be a string")
+        # the file's numbers meet the CLI's range: Infinity was an OverflowError, 1e30 a request
+        # no server takes, 2.7 silently 2 (bringup/guard/ranges.py)
+        if asked is not None and (bad := ranges.TOKENS.problem(asked)):
+            raise BenchError(f"{path}:{n}: 'max_tokens' {bad}")
+        rows.append((prompt, default_output_len if asked is None else int(asked)))
     if not rows:
         raise BenchError(f"{path}: no prompts")
     return rows

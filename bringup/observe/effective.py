@@ -143,14 +143,39 @@ def config_dump(line: str) -> bool:
     return any(p(line) for p in (parse_engine_config, parse_non_default_args, parse_server_args))
 
 
+_INTEGER = re.compile(r"[+-]?\d+")
+
+
+def canonical_number(v: Any) -> str | None:
+    """A number as the engine's CLI takes it back: an integer exactly ('4096', never '4096.0', which
+    an int flag refuses), any other value in its shortest form ('0.9' for 0.90); None for text that
+    is no number. Stop reasons, suspects and reports show the values `normalise` keeps, so a line
+    can be pasted back into the engine's command (issue 39: `--max-model-len=4096.0` for a flag
+    given as 4096)."""
+    if isinstance(v, bool) or v is None:
+        return None
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, str):
+        t = v.strip()
+        if _INTEGER.fullmatch(t):
+            return str(int(t))
+        try:
+            v = float(t)
+        except ValueError:
+            return None
+    if not isinstance(v, float):
+        return None
+    return str(int(v)) if v.is_integer() and abs(v) < 2**53 else repr(v)
+
+
 def normalise(v: Any) -> str:
-    """Compare values across CLI strings and Python reprs: '0.88' == 0.88, True == 'true'."""
+    """Compare values across CLI strings and Python reprs: '0.88' == 0.88, '4096' == 4096.0,
+    True == 'true'. Numbers keep the engine's canonical spelling (`canonical_number`)."""
     if isinstance(v, bool):
         return "true" if v else "false"
     if v is None:
         return "none"
-    if isinstance(v, (int, float)):
-        return repr(float(v))
     if isinstance(v, (tuple, list)):
         return ",".join(normalise(x) for x in v)
     if isinstance(v, dict):
@@ -163,15 +188,13 @@ def normalise(v: Any) -> str:
             )
             + "}"
         )
+    if (n := canonical_number(v)) is not None:
+        return n
     s = str(v).strip()
     if s.startswith("{") and s.endswith("}"):
         parsed = _mapping(s)
         if parsed is not None:
             return normalise(parsed)
-    try:
-        return repr(float(s))
-    except ValueError:
-        pass
     low = s.lower()
     if low in ("true", "false", "none"):
         return low

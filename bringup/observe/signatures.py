@@ -28,7 +28,8 @@ from bringup.core.datafiles import (
 )
 from bringup.observe.digitblind import digit_blind
 from bringup.observe.remedies import Remedy, find_remedies
-from bringup.observe.tracebacks import LogAnalysis, strip_prefix
+from bringup.observe.tracebacks import LogAnalysis, PyException, strip_prefix
+from bringup.observe.unknown import unknown_hint
 
 if TYPE_CHECKING:
     from bringup.observe.rootcause import RootRule
@@ -238,10 +239,6 @@ class Matcher:
 
 
 _ERRORISH = re.compile(r"(Error|Exception|error:|FAILED|Traceback|Assertion|assert|fatal|Killed)", re.I)
-NO_EXCEPTION_HINT = (
-    "No Python exception and no known signature in the log: read the evidence lines and the log; "
-    "add a signature to bringup/data/signatures/ once the cause is known."
-)
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -276,6 +273,11 @@ def failure_start(analysis: LogAnalysis) -> int:
 MAX_FRAMES = 12
 
 
+def frame_names(exc: PyException) -> list[str]:
+    """The exception's innermost frames as "pkg/module.py:function", innermost last."""
+    return [f"{f.module_path}:{f.func}" for f in exc.frames[-MAX_FRAMES:]]
+
+
 def classify(
     lines: list[str],
     engine: str | None,
@@ -299,7 +301,7 @@ def classify(
         _setting_not_model(cls, lines, engine, settings)
     cls.remedies = find_remedies(lines[failure_start(analysis) :], engine)
     if analysis.root is not None:
-        cls.frames = [f"{f.module_path}:{f.func}" for f in analysis.root.frames[-MAX_FRAMES:]]
+        cls.frames = frame_names(analysis.root)
     return cls
 
 
@@ -415,7 +417,7 @@ def _classify(
             implicated_levels=rm.implicated_levels,
             root_exception=describe(root),
         )
-    from bringup.observe.rootcause import where_class
+    from bringup.observe.rootcause import launch_settings, where_class
 
     where = where_class(root, engine, rm.phase or phase_reached, lines, settings)
     return Classification(
@@ -423,11 +425,8 @@ def _classify(
         phase=_phase(served, phase_reached, rm.phase, None),
         evidence=evidence[:max_evidence],
         hint=(f"Classed {where[0]} by where it was raised ({where[1]}). " if where is not None else "")
-        + (
-            f"The engine raised {describe(root)}, which no signature or root-cause rule knows; the evidence "
-            "starts with that exception (the first process that failed). Add a signature to "
-            "bringup/data/signatures/ or a rule to bringup/data/rootcause.yaml once the cause is known."
-        ),
+        # the launch's own settings when the trial gives them; else (explain) the log's dump of them
+        + unknown_hint(describe(root), frame_names(root), settings or launch_settings(lines, engine)),
         implicates=rm.implicates,
         hits=hits,
         implicated_levels=rm.implicated_levels,
@@ -443,7 +442,7 @@ def _classify_hits(
         tail = [ln for ln in lines if _ERRORISH.search(ln)][-max_evidence:]
         if not tail:
             tail = [ln for ln in lines if ln.strip()][-3:]
-        return Classification("unknown", phase_reached, [_clean(t) for t in tail], NO_EXCEPTION_HINT)
+        return Classification("unknown", phase_reached, [_clean(t) for t in tail], unknown_hint(None, [], {}))
     best = max(hits, key=lambda h: (h.signature.priority, -h.index))
     specific = [h for h in hits if not h.signature.generic]
     chosen = specific if specific else hits

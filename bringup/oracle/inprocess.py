@@ -58,6 +58,7 @@ from bringup.verify.probes import (
     REFERENCE_PROMPT,
     USER_STEPS,
     ProbeConfig,
+    long_decode_length,
     show_tokens,
 )
 
@@ -359,7 +360,9 @@ class _ProbeWalk:
         return f"{len(self.probe.answers)} known answers correct"
 
     def _long(self) -> str:
-        n = self.probe.long_tokens
+        n, why = long_decode_length(self.probe.long_tokens, self.srv.context_len)
+        if n is None:
+            return f"skipped: {why}"
         plan = self._requests([completion_req(LONG_PROMPT, n, ignore_eos=True)], "/v1/completions")[0]
         return f"{len(plan.tokens)} tokens, {len(plan.tokens)} finite logprobs"
 

@@ -65,6 +65,7 @@ from bringup.verify.probes import (
     KnownAnswer,
     ProbeConfig,
     ladder_steps,
+    long_decode_length,
 )
 
 # NUMBER, vllm_dashes and chat_prompt are the server's own helpers, shared on purpose:
@@ -426,7 +427,10 @@ class _Walk:
             self.disagree("known-answers")
 
     def long_decode(self) -> None:
-        long = completion_req(LONG_PROMPT, self.probe.long_tokens, ignore_eos=True)
+        n, _ = long_decode_length(self.probe.long_tokens, self.srv.context_len)
+        if n is None:
+            return  # skipped, as the probe does
+        long = completion_req(LONG_PROMPT, n, ignore_eos=True)
         if self.srv.fits(long):
             self.srv.run([long])
         else:

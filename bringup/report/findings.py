@@ -11,11 +11,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bringup.core.datafiles import classes
+from bringup.core.datafiles import classes, public_source
 from bringup.engines.base import display_name
 from bringup.guard import secrets
 from bringup.guard.limits import InputError, loads_json, read_text_limited
-from bringup.guard.safetext import safe_text
+from bringup.guard.safetext import md_block, md_code, md_text, safe_text
 from bringup.observe.outcome import OverrideRecord
 from bringup.record.results import RunResult
 
@@ -25,9 +25,15 @@ if TYPE_CHECKING:
 FINDINGS_MAX = 64 << 20  # a run of a thousand trials writes a few MB
 
 
-def _md(text: str) -> str:
-    """Table-safe text: no pipes or newlines, backticks kept for code."""
-    return (text or "").replace("|", "\\|").replace("\n", " ").strip()
+def _md(text: str | None, limit: int = 2000) -> str:
+    """Text from outside (a log line, a probe's detail) as Markdown prose or a table cell
+    (bringup/guard/safetext.py: pipes, HTML and control characters escaped)."""
+    return md_text(text, limit)
+
+
+def _code(text: object, limit: int = 2000) -> str:
+    """Text from outside as a code span it cannot break out of (bringup/guard/safetext.py)."""
+    return md_code(text, limit)
 
 
 def _duration(a) -> str:
@@ -79,9 +85,9 @@ def _probes(r: RunResult) -> list[str]:
     ]
     for probe in r.final_probes:
         if probe.name in ("known-answers", "reference", "long-decode", "batch-invariance"):
-            L.append(f"- {probe.name}: {_md(probe.detail)[:200]}")
+            L.append(f"- {probe.name}: {_md(probe.detail, 200)}")
     if r.reference and not any(p.name == "reference" for p in r.final_probes):
-        L.append(f"- reference: not on the ladder: {_md(r.reference)[:240]}")
+        L.append(f"- reference: not on the ladder: {_md(r.reference, 240)}")
     return L
 
 
@@ -114,13 +120,11 @@ def render_markdown(r: RunResult, tunes: Sequence[TuneResult] = ()) -> str:
                 if r.minimal_fix_verified
                 else "not minimised: the minimize budget ran out"
             )
-            L.append(f"Minimal fix from the baseline: `{r.minimal_fix_str}` ({how}).")
+            L.append(f"Minimal fix from the baseline: {_code(r.minimal_fix_str)} ({how}).")
         elif r.attempts and r.attempts[0].status == "works" and r.attempts[0].changes == "(baseline)":
             L.append("The baseline itself works: no fix was needed.")
         L.append("")
-        L.append("```")
-        L.append(r.final_command or "")
-        L.append("```")
+        L += md_block(r.final_command or "")
     else:
         verdict = (
             "impossible here (proved by the engine's refusals and the hardware facts)"
@@ -129,16 +133,14 @@ def render_markdown(r: RunResult, tunes: Sequence[TuneResult] = ()) -> str:
         )
         L.append(f"**Result: {verdict}** ({r.status}) after {r.launches} launches, {time_txt}.")
         L.append("")
-        L.append(f"Why the search stopped: {r.stop_reason}")
+        L.append(f"Why the search stopped: {_md(r.stop_reason)}")
     L.append("")
     L.append(
         f"Machine: {describe_machine(r)}. Model: {describe_model(r)}. Knowledge rules: {'on' if r.knowledge else 'off (signatures only)'}."
     )
     L.append("")
     L.append("Baseline:")
-    L.append("```")
-    L.append(r.baseline_command)
-    L.append("```")
+    L += md_block(r.baseline_command)
     L.append("")
     L.append("## Attempts")
     L.append("")
@@ -148,7 +150,7 @@ def render_markdown(r: RunResult, tunes: Sequence[TuneResult] = ()) -> str:
     risky = [p for p in r.predictions if p.verdict in ("incompatible", "risky")]
     if not baseline_launched and risky:
         why = "; ".join(f"{p.flag} {p.level}: {p.reason}" for p in risky[:2])
-        L.append(f"| 0 | (baseline, not launched) | plan | predicted fail | | | {_md(why)[:300]} | 0 s |")
+        L.append(f"| 0 | (baseline, not launched) | plan | predicted fail | | | {_md(why, 300)} | 0 s |")
     for a in r.attempts:
         kind = {
             "search": "full",
@@ -159,7 +161,7 @@ def render_markdown(r: RunResult, tunes: Sequence[TuneResult] = ()) -> str:
         ev = a.evidence if a.status != "works" else "all probes passed"
         L.append(
             f"| {a.number} | {_md(a.changes)} | {kind} | {a.status} | {a.failure_class or ''} | "
-            f"{a.phase or ''} | `{_md(ev)[:220]}` | {_duration(a)} |"
+            f"{a.phase or ''} | {_code(ev, 220)} | {_duration(a)} |"
         )
     L.extend(_where(r))
     L.extend(_cold_starts(r))
@@ -177,9 +179,9 @@ def render_markdown(r: RunResult, tunes: Sequence[TuneResult] = ()) -> str:
             head = f"**{cls or group[0].status} in {phase or '?'} (attempt{'s' if len(group) > 1 else ''} {nums}):**"
             text = meaning.get(cls or "", "")
             hint = group[0].hint or ""
-            L.append(f"- {head} {text} {hint}".rstrip())
+            L.append(f"- {head} {text} {_md(hint)}".rstrip())
             L.append(
-                f"  Evidence: `{_md(group[0].evidence)[:300]}`" + (f" (signature `{sig}`)" if sig else "")
+                f"  Evidence: {_code(group[0].evidence, 300)}" + (f" (signature {_code(sig)})" if sig else "")
             )
     ov: dict[str, OverrideRecord] = {}
     for a in r.attempts:
@@ -191,20 +193,22 @@ def render_markdown(r: RunResult, tunes: Sequence[TuneResult] = ()) -> str:
         L.append("")
         for flag, o in ov.items():
             L.append(
-                f"- `{flag}`: asked `{o.requested}`, the engine used `{o.effective}`. "
+                f"- {_code(flag)}: asked {_code(o.requested)}, the engine used {_code(o.effective)}. "
                 "Varying it further is pointless on this engine version."
-                + (f" Evidence: `{_md(o.evidence)[:200]}`" if o.evidence else "")
+                + (f" Evidence: {_code(o.evidence, 200)}" if o.evidence else "")
             )
         for flag, fr in r.strategy_state.frozen.items():
             if flag not in ov:
-                L.append(f"- `{flag}`: the engine uses `{fr.value}` whatever is asked ({fr.why}).")
+                L.append(
+                    f"- {_code(flag)}: the engine uses {_code(fr.value)} whatever is asked ({_md(fr.why)})."
+                )
     defaults = r.strategy_state.defaults
     if defaults:
         L.append("")
         L.append("## What the engine chose by itself")
         L.append("")
         for flag, d in defaults.items():
-            L.append(f"- `{flag}` (not given): `{d.value}` ({d.why})")
+            L.append(f"- {_code(flag)} (not given): {_code(d.value)} ({_md(d.why)})")
     if r.predictions:
         L.append("")
         L.append("## Knowledge about the baseline before any launch")
@@ -212,15 +216,16 @@ def render_markdown(r: RunResult, tunes: Sequence[TuneResult] = ()) -> str:
         for p in r.predictions:
             facts = ", ".join(f"{k}={v}" for k, v in p.facts.items())
             L.append(
-                f"- `{p.flag} {p.level}`: **{p.verdict}**: {p.reason} "
-                f"(facts: {facts or 'none'}; source: {p.source})"
+                f"- {_code(f'{p.flag} {p.level}')}: **{p.verdict}**: {_md(p.reason)} "
+                f"(facts: {facts or 'none'}"
+                + (f"; source: {_md(src)})" if (src := public_source(p.source)) else ")")
             )
     if r.warnings:
         L.append("")
         L.append("## Warnings worth knowing")
         L.append("")
         for w in r.warnings[:8]:
-            L.append(f"- `{_md(w)[:240]}`")
+            L.append(f"- {_code(w, 240)}")
     L += _probes(r)
     notes = r.strategy_state.notes
     if notes:
@@ -228,14 +233,14 @@ def render_markdown(r: RunResult, tunes: Sequence[TuneResult] = ()) -> str:
         L.append("## Bounds read from error messages")
         L.append("")
         for n in notes:
-            L.append(f"- {n}")
+            L.append(f"- {_md(n)}")
     L += _tunings(tunes)
     L.append("")
     L.append(
-        f"Run folder: `{r.run_dir}` (each attempt's log and outcome.json under `trials/`). "
+        f"Run folder: {_code(r.run_dir)} (each attempt's log and outcome.json under `trials/`). "
         f"Run id `{r.run_id}`; resume with `bringup run --resume --run-id {r.run_id}`."
     )
-    return "\n".join(L) + "\n"
+    return safe_text("\n".join(L) + "\n")  # the document's last pass: FINDINGS.md and `bringup report`
 
 
 def _tunings(tunes: Sequence[TuneResult]) -> list[str]:
@@ -279,7 +284,7 @@ def write_report(r: RunResult, run_dir: Path) -> Path:
     run_dir = Path(run_dir)
     secrets.write_text(run_dir / "findings.json", json.dumps(r.model_dump(), indent=2, default=str))
     path = run_dir / "FINDINGS.md"
-    secrets.write_text(path, safe_text(render_markdown(r)))
+    secrets.write_text(path, render_markdown(r))
     return path
 
 

@@ -429,6 +429,7 @@ class Scenario(_Strict):
             "model.quantization": m.quantization,
             "model.weights_gib": m.weights_gib,
             "model.layers": m.layers,
+            "model.max_context": m.context_length,
             "engine.name": self.engine,
             "engine.version": self.engine_version,
         }

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, Field
 
 from bringup.guard import secrets
+from bringup.guard.safetext import md_code, md_text, safe_text
 from bringup.session.identity import gather_facts, hardware_fingerprint
 from bringup.session.run import Run
 from bringup.session.settings import QuietObserver, RunObserver, RunSettings
@@ -481,8 +482,7 @@ def _link(path: str | None, out: Path) -> str:
     return f"[{p.name}]({rel})"
 
 
-def _cell(text: str | None) -> str:
-    return (text or "").replace("|", "\\|").replace("\n", " ")
+_cell = md_text  # text from outside as a Markdown cell (bringup/guard/safetext.py)
 
 
 def summary_markdown(res: NodeTypesResult) -> str:
@@ -507,7 +507,7 @@ def summary_markdown(res: NodeTypesResult) -> str:
         links = " ".join(x for x in (_link(t.findings, out), _link(t.report, out)) if x)
         lines.append(
             f"| `{t.node_type}` | {t.nodes} | {verdict(t)} | {_cell(t.why)} | "
-            f"{'`' + _cell(t.command) + '`' if t.command else ''} | {launches} | {wall} | "
+            f"{md_code(t.command) if t.command else ''} | {launches} | {wall} | "
             f"{_cell(t.facts_node)} | {links} |"
         )
     notes = [f"- `{t.node_type}`: {t.note}" for t in res.types if t.note]
@@ -519,6 +519,8 @@ def summary_markdown(res: NodeTypesResult) -> str:
 def write_summary(res: NodeTypesResult, out: Path) -> tuple[Path, Path]:
     out.mkdir(parents=True, exist_ok=True)
     md, js = out / SUMMARY_MD, out / SUMMARY_JSON
-    secrets.write_text(md, summary_markdown(res))  # commands may carry a token: scrubbed as FINDINGS.md is
+    secrets.write_text(
+        md, safe_text(summary_markdown(res))
+    )  # commands may carry a token: scrubbed as FINDINGS.md is
     secrets.write_text(js, json.dumps(res.model_dump(), indent=2))
     return md, js

@@ -40,6 +40,7 @@ from bringup.session.resume import (
 )
 from bringup.session.settings import QuietObserver, RunError, RunObserver, RunSettings, settings_target
 from bringup.trial.executor import Done, Executor, Job, TrialRun
+from bringup.trial.process import library_call
 
 __all__ = ["QuietObserver", "Run", "RunError", "RunObserver", "RunSettings", "settings_target"]
 
@@ -97,6 +98,7 @@ class Run(PreparedRun):
         return learn_priors(self.journal, self.strategy, t, self.hw_fp, self.model_id, self.run_id, retry)
 
     # -- the run ----------------------------------------------------------------------------------
+    @library_call
     def execute(self) -> RunResult:
         try:
             return self._execute()

@@ -14,6 +14,7 @@ from typing import Any, Literal, Protocol
 from pydantic import BaseModel, Field
 
 from bringup.engines.targets import Target, resolve_target
+from bringup.guard import ranges
 from bringup.record.results import Attempt, Purpose, RunResult
 from bringup.search.space import Space
 
@@ -39,7 +40,7 @@ class RunSettings(BaseModel):
     model: str | None = None
     scenario: str | None = None
     python: str | None = None
-    time_scale: float = 0.01
+    time_scale: float = ranges.TIME_SCALE.field(0.01)
     baseline: str = ""  # NAME=VALUE ... --flag x: the starting command's environment and flags
     env: dict[str, str] = Field(default_factory=dict)  # more of the starting environment (--env)
     vary: list[str] = Field(default_factory=list)
@@ -50,17 +51,18 @@ class RunSettings(BaseModel):
     space_file: str | None = None
     knowledge: bool = True
     screen: Literal["auto", "always", "never"] = "auto"
-    screen_layers: int = 4
-    max_launches: int = 12
-    max_hours: float | None = None
+    # Every number's range is bringup/guard/ranges.py's, for a library user as for the CLI (issue 40).
+    screen_layers: int = ranges.LAYERS.field(4)
+    max_launches: int = ranges.LAUNCHES.field(12)
+    max_hours: float | None = ranges.HOURS.field(None)
     minimize: bool = True
-    max_minimize_launches: int = 8
+    max_minimize_launches: int = ranges.MORE_LAUNCHES.field(8)
     retry_known: bool = False
-    timeout: float = 1800.0
-    hang_timeout: float = 600.0
+    timeout: float = ranges.SECONDS.field(1800.0)
+    hang_timeout: float = ranges.SECONDS.field(600.0)
     answers: list[tuple[str, str]] = Field(default_factory=list)
-    batch: int = 8
-    long_tokens: int = 256
+    batch: int = ranges.BATCH.field(8)
+    long_tokens: int = ranges.LONG_TOKENS.field(256)
     # The reference-differential probe: a file from `bringup reference`, "auto" (in-process with
     # transformers when the model is a local folder that fits) or "none" (bringup/verify/reference.py).
     reference: str = "auto"

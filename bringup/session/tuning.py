@@ -19,13 +19,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from bringup.core.candidate import Candidate, FlagError, parse_flags, split_env
 from bringup.core.datafiles import KnowledgeFileError
 from bringup.core.reserved import ReservedFlag, refuse
 from bringup.engines.targets import Target, TargetError, resolve_target
-from bringup.guard import files, secrets
+from bringup.guard import files, ranges, secrets
+from bringup.guard.safetext import safe_text
 from bringup.loadgen import BenchConfig
 from bringup.loadgen.config import parse_slos
 from bringup.record.journal import Journal, RunRecord
@@ -33,6 +34,7 @@ from bringup.session.identity import gather_facts, hardware_fingerprint, model_i
 from bringup.session.resume import run_folder
 from bringup.session.settings import RunError
 from bringup.trial.executor import Executor
+from bringup.trial.process import library_call
 from bringup.trial.slots import SlotError, parallel_width, parse_gpus
 from bringup.tuning.evaluator import LaunchEvaluator, alone, beside
 from bringup.tuning.knobs import (
@@ -70,26 +72,38 @@ class TuneSettings(BaseModel):
     config: str = ""  # the working configuration's engine flags (without a run)
     knobs: list[str] | None = None  # only these knobs (None: every known one)
     knob: list[str] = Field(default_factory=list)  # levels for a knob: FLAG=v1,v2,...
-    trials: int = 20  # launch budget of the search
+    # Every number's range is bringup/guard/ranges.py's (a sweep of -1 was recorded as a concurrency).
+    trials: int = ranges.LAUNCHES.field(20)  # launch budget of the search
     objective: Literal["goodput", "throughput", "pareto"] = "goodput"
     sampler: Literal["tpe", "random", "grid"] = "tpe"
     slo: str | None = None  # latency targets, e.g. ttft_p99=2s,itl_p99=50ms (engine seconds)
-    concurrency: int = 8
-    num_prompts: int = 64
-    input_len: int = 128
-    output_len: int = 64
+    concurrency: int = ranges.CONCURRENCY.field(8)
+    num_prompts: int = ranges.TUNE_REQUESTS.field(64)
+    input_len: int = ranges.TOKENS.field(128)
+    output_len: int = ranges.TOKENS.field(64)
     sweep: str = "1,2,4,8,16,32"  # concurrencies for the chosen configuration's sweep ('' for none)
-    seed: int = 0
-    time_scale: float = 0.01  # a scenario's real seconds per simulated second
+    seed: int = ranges.SEED.field(0)
+    time_scale: float = ranges.TIME_SCALE.field(0.01)  # a scenario's real seconds per simulated second
     python: str | None = None
-    timeout: float = 1800.0
+    timeout: float = ranges.SECONDS.field(1800.0)
     reference: str = "auto"
     parallel: str = "1"  # points at once: a number, or auto
     ray: str | None = None
     gpus: str | None = None
-    repeats: int = 6  # the repeat phase's budget in rounds (0: none)
-    finalists: int = 2
-    alpha: float = 0.05
+    repeats: int = ranges.REPEATS.field(6)  # the repeat phase's budget in rounds (0: none)
+    finalists: int = ranges.FINALISTS.field(2)
+    alpha: float = ranges.ALPHA.field(0.05)
+
+    @field_validator("sweep")
+    @classmethod
+    def _sweep_in_range(cls, v: str) -> str:
+        if v.strip():
+            ranges.number_list(v, ranges.CONCURRENCY, "--sweep")
+        return v
+
+    def sweep_list(self) -> list[int]:
+        """The sweep's concurrencies ([] for none)."""
+        return ranges.number_list(self.sweep, ranges.CONCURRENCY, "--sweep") if self.sweep.strip() else []
 
 
 class TuneObserver(Protocol):
@@ -145,19 +159,21 @@ class Tuning:
     sweep_points: list[SweepPoint] = field(default_factory=list, init=False)
     report_html: Path | None = field(default=None, init=False)
 
+    @library_call
     def execute(self) -> TuneResult:
         self.prepare()
         self.search()
         return self.finish()
 
     # -- preparing ----------------------------------------------------------------------------
+    @library_call
     def prepare(self) -> None:
         """What to tune, on which GPUs, with which knobs and reference; the run and its folders."""
         s = self.settings
         self.journal = Journal(self.root / "journal.sqlite")
         try:
             slos = parse_slos(s.slo) if s.slo else []
-            self.sweep_list = [int(x) for x in s.sweep.split(",") if x.strip()] if s.sweep else []
+            self.sweep_list = s.sweep_list()
         except ValueError as e:
             raise TuneError(f"--slo/--sweep: {e}") from None
         try:
@@ -365,6 +381,7 @@ class Tuning:
         return RepeatRule(s.finalists, min(3, s.repeats), s.repeats, s.alpha)
 
     # -- searching ------------------------------------------------------------------------------
+    @library_call
     def search(self) -> None:
         """The search, the repeat phase (alone; beside each other first when the search shared
         this host), and the chosen configuration's concurrency sweep."""
@@ -389,6 +406,7 @@ class Tuning:
         self.sweep_points = ev.sweep(best, self.sweep_list) if best is not None and self.sweep_list else []
 
     # -- the result -------------------------------------------------------------------------------
+    @library_call
     def finish(self) -> TuneResult:
         """The result, with the repeat phase's verdict and the reference's, into tune.json,
         FINDINGS.md (the tuning's, and the run's again) and the run's HTML report."""
@@ -498,7 +516,7 @@ def _write_findings(run_dir: Path, tune_dir: Path, result: TuneResult) -> None:
     from bringup.tuning.findings import tune_markdown
     from bringup.tuning.result import load_tunes
 
-    secrets.write_text(tune_dir / "FINDINGS.md", "\n".join(tune_markdown(result)) + "\n")
+    secrets.write_text(tune_dir / "FINDINGS.md", safe_text("\n".join(tune_markdown(result)) + "\n"))
     if (run_dir / "findings.json").is_file():
         secrets.write_text(
             run_dir / "FINDINGS.md", render_markdown(load_result(run_dir), load_tunes(run_dir))

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from bringup.guard import files
+from bringup.guard.hostproc import guest
 
 # Text the tokenizer is trained on: enough variety for a 512-token byte-level BPE.
 _CORPUS = """
@@ -94,6 +95,7 @@ def _weights(spec: TestModelSpec, vocab: int) -> dict[str, np.ndarray]:
     return t
 
 
+@guest
 def write_test_model(out_dir: Path, spec: TestModelSpec = TestModelSpec()) -> Path:
     """Write config, weights, tokenizer and chat template into out_dir; return it."""
     from safetensors.numpy import save
@@ -171,6 +173,7 @@ PRESET_HELP = {
 }
 
 
+@guest
 def write_preset(
     out_dir: Path,
     preset: str,

@@ -25,7 +25,7 @@ from bringup.core.candidate import Candidate, FlagError, parse_flags
 from bringup.core.datafiles import hang_implicates, phase_index, probe_implicates, probe_implicates_by_probe
 from bringup.engines.base import Engine, later_phase
 from bringup.facts.gpus import GpuWatch, default_watch, visible_indices
-from bringup.guard import files, secrets
+from bringup.guard import files, ranges, secrets
 from bringup.guard.safetext import safe_line
 from bringup.guard.secrets import Redactor, redact_argv, redact_flags
 from bringup.help.text import HelpSpec
@@ -34,7 +34,7 @@ from bringup.observe.logread import LineKeeper, notable_line
 from bringup.observe.outcome import Outcome, OverrideRecord, ProbeResult, Timings
 from bringup.observe.signatures import Classification, Matcher, classify, warm_up
 from bringup.trial.jitwatch import JitWatch
-from bringup.trial.process import ServerProcess, TimedLine, free_port, port_is_free
+from bringup.trial.process import ServerProcess, TimedLine, free_port, library_call, port_is_free
 from bringup.verify.probes import ProbeConfig, ProbeRunner
 
 JIT_LOOK_S = 5.0  # how often a silent server is looked under for a busy compiler (bringup/trial/jitwatch.py)
@@ -71,6 +71,13 @@ class TrialSettings:
     # Set by whoever runs trials at once (bringup/trial/executor.py) to stop this one: the server is torn
     # down as on any other end, and the trial's outcome says it was cancelled.
     cancel: threading.Event | None = None
+
+    def __post_init__(self) -> None:
+        # A library user's numbers meet the CLI's ranges (bringup/guard/ranges.py): a nan deadline
+        # never passes, a port of 0 or 70000 fails after the launch.
+        ranges.check_fields(
+            self, {"timeout": ranges.SECONDS, "hang_timeout": ranges.SECONDS, "port": ranges.PORT}
+        )
 
 
 Event = Callable[[str, str], None]  # (kind, text): kind in phase | line | status | gpu
@@ -296,6 +303,7 @@ class Trial:
             return False
 
     # -- the trial -------------------------------------------------------------------------------
+    @library_call
     def run(self) -> Outcome:
         t_start = time.monotonic()
         host = self.s.host

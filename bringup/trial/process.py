@@ -14,6 +14,7 @@ from __future__ import annotations
 import atexit
 import collections
 import contextlib
+import functools
 import os
 import queue
 import signal
@@ -21,11 +22,14 @@ import socket
 import subprocess
 import threading
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, TypeVar
 
 import psutil
 
+from bringup.guard import hostproc
 from bringup.guard.files import open_write
 from bringup.guard.secrets import Redactor
 from bringup.trial import watchdog
@@ -352,32 +356,65 @@ class Interrupted(KeyboardInterrupt):
 
 
 _atexit_registered = False
-_signals_installed = False
+SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+_scope_lock = threading.Lock()
+_scope_depth = 0
+_host_handlers: dict[int, Any] = {}  # what the host had, put back when the outermost scope ends
 
 
 def _on_signal(signum: int, frame: object) -> None:
-    # Raise in the main thread: the trial's finally-block tears its server down; the
-    # handler itself also does it in case the exception is swallowed somewhere.
+    """Tear every live server down, let the host's own handler run, then stop the bringup call.
+
+    Raised in the main thread: the trial's finally-block tears its server down too, in case the
+    exception is swallowed somewhere. A handler the host had installed itself (a service's
+    graceful stop, a notebook's) is called after the teardown, so it still sees its signal; what
+    it raises goes up in place of `Interrupted`."""
     teardown_all()
+    host = _host_handlers.get(signum)
+    if callable(host) and host is not signal.default_int_handler:
+        host(signum, frame)
     raise Interrupted(signum)
 
 
-def install_signal_handlers() -> bool:
+@contextlib.contextmanager
+def handling_signals() -> Iterator[bool]:
     """SIGTERM, SIGINT and SIGHUP tear every live server down and raise `Interrupted` in the main
-    thread. Python runs signal handlers on the main thread only and lets only it install them:
-    a `run` launches its trials from worker threads, so installing there did nothing and SIGTERM
-    killed bringup at once (issue 28). Commands that launch servers call this first, on the main
-    thread; returns whether the handlers are in place."""
-    global _signals_installed
-    if _signals_installed:
-        return True
+    thread while this scope is open; when the outermost scope closes, the host's handlers are put
+    back as they were (issue 39: installed once and never removed, bringup's handler turned a
+    library user's later Ctrl-C into bringup's exception inside their own code).
+
+    Python runs signal handlers on the main thread only and lets only it install them: a `run`
+    launches its trials from worker threads, where installing did nothing and SIGTERM killed
+    bringup at once (issue 28). So the commands that launch servers, and the library calls
+    (`Trial.run`, `Run.execute`, `Tuning`), open this scope on the main thread; off it the scope
+    is a no-op, and yields whether bringup's handlers are in place. A signal the host ignores
+    (SIG_IGN: `nohup` ignores SIGHUP) stays ignored."""
+    global _scope_depth
     if threading.current_thread() is not threading.main_thread():
-        return False
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        with contextlib.suppress(ValueError, OSError):
-            signal.signal(sig, _on_signal)
-    _signals_installed = True
-    return True
+        yield _scope_depth > 0
+        return
+    with _scope_lock:
+        if _scope_depth == 0:
+            _host_handlers.clear()
+            for sig in SIGNALS:
+                with contextlib.suppress(ValueError, OSError):
+                    old = signal.getsignal(sig)
+                    if old is signal.SIG_IGN:
+                        continue
+                    signal.signal(sig, _on_signal)
+                    _host_handlers[sig] = old
+        _scope_depth += 1
+    try:
+        yield True
+    finally:
+        with _scope_lock:
+            _scope_depth -= 1
+            if _scope_depth == 0:
+                for signum, old in _host_handlers.items():
+                    with contextlib.suppress(ValueError, OSError, TypeError):
+                        # None: a handler not set from Python; the default is the nearest we can give
+                        signal.signal(signum, signal.SIG_DFL if old is None else old)
+                _host_handlers.clear()
 
 
 def _install_handlers() -> None:
@@ -385,4 +422,19 @@ def _install_handlers() -> None:
     if not _atexit_registered:
         _atexit_registered = True
         atexit.register(teardown_all)
-    install_signal_handlers()  # a no-op off the main thread: the command installed them already
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def library_call(fn: F) -> F:
+    """A library entry point that launches servers (`Trial.run`, `Run.execute`, `Tuning`'s steps):
+    signals tear its servers down while it runs (`handling_signals`), and it leaves the host
+    process's state as it found it (bringup/guard/hostproc.py)."""
+
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        with hostproc.kept(), handling_signals():
+            return fn(*args, **kwargs)
+
+    return call  # type: ignore[return-value]

@@ -12,6 +12,7 @@ import random
 import threading
 from dataclasses import dataclass, field
 
+from bringup.guard import ranges
 from bringup.trial.process import port_is_free
 
 
@@ -82,8 +83,8 @@ def parallel_width(value: str, gpus: int) -> int:
         raise SlotError(
             f"--parallel {value!r}: give a number of trials at once (1, 2, ...) or auto"
         ) from None
-    if n < 1:
-        raise SlotError(f"--parallel {n}: at least one trial must run")
+    if (bad := ranges.PARALLEL.problem(n)) is not None:
+        raise SlotError(f"--parallel {value}: {bad}")
     return n
 
 

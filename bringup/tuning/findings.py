@@ -7,11 +7,10 @@ nor the tuner, so `bringup report` renders it where those are not installed.
 
 from __future__ import annotations
 
+from bringup.guard.safetext import md_code, md_text
 from bringup.tuning.result import Spread, TuneResult
 
-
-def _md(text: str) -> str:
-    return (text or "").replace("|", "\\|").replace("\n", " ").strip()
+_md = md_text  # text from outside as Markdown prose or a cell (bringup/guard/safetext.py)
 
 
 def _f(v: float | None, fmt: str = ".4g") -> str:
@@ -32,7 +31,7 @@ def _row(s: Spread) -> str:
     if s.beside_value is not None:
         note = (note + "; " if note else "") + f"beside the others: {s.beside_value:.4g}"
     return (
-        f"| {s.number or '-'} | {s.role} | `{_md(_knobs(s.knobs))}` | {s.n} | {_f(s.median)} | {_f(s.mad)} "
+        f"| {s.number or '-'} | {s.role} | {md_code(_knobs(s.knobs))} | {s.n} | {_f(s.median)} | {_f(s.mad)} "
         f"| {interval} | {_f(s.search_value)} | {_f(s.p_value, '.3g')} | {_f(s.gain)} | {_md(note)} |"
     )
 
@@ -50,7 +49,7 @@ def tune_markdown(t: TuneResult, level: int = 2) -> list[str]:
         if t.best:
             L += [
                 "",
-                f"Best (one measurement per point, no repeats): point {t.best.number}: `{_md(t.best_command or '')}`",
+                f"Best (one measurement per point, no repeats): point {t.best.number}: {md_code(t.best_command or '')}",
             ]
         return L
     L += ["", f"**Verdict: {_md(rep.verdict)}.**", ""]
@@ -73,5 +72,5 @@ def tune_markdown(t: TuneResult, level: int = 2) -> list[str]:
     ]
     L += [_row(s) for s in rep.spreads]
     if t.best is not None:
-        L += ["", f"Ends with point {t.best.number}: `{_md(t.best_command or t.best.command)}`"]
+        L += ["", f"Ends with point {t.best.number}: {md_code(t.best_command or t.best.command)}"]
     return L

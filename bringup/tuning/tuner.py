@@ -22,6 +22,7 @@ import itertools
 import math
 import warnings
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
@@ -177,7 +178,6 @@ class Tuner:
 
     # -- the search ------------------------------------------------------------------------------
     def _study(self, parallel: bool = False) -> optuna.Study:
-        optuna.logging.set_verbosity(optuna.logging.WARNING)
         sampler: optuna.samplers.BaseSampler
         where: dict[str, Any] = {"storage": self.storage, "study_name": self.study_name}
         if self.objective == "pareto":
@@ -246,6 +246,10 @@ class Tuner:
     def run(self, executor: Executor | None = None, job_of: JobOf | None = None) -> list[Point]:
         """Search until the launch budget is spent (or every point is known). With an executor,
         points run as many at once as it has slots (``job_of`` makes each point's job)."""
+        with _optuna_quiet():
+            return self._run(executor, job_of)
+
+    def _run(self, executor: Executor | None, job_of: JobOf | None) -> list[Point]:
         if executor is not None:
             if job_of is None:
                 raise ValueError("an executor needs job_of to turn a point into a job")
@@ -410,6 +414,18 @@ class Tuner:
             if not dominated:
                 front.append(p)
         return sorted(front, key=lambda p: p.evaluation.metrics.get(self.latency_metric) or 0.0)
+
+
+@contextmanager
+def _optuna_quiet() -> Iterator[None]:
+    """Optuna's per-trial INFO lines off while the tuner runs, and its verbosity put back after:
+    a library user's own Optuna logging stayed at WARNING once a tuning had run (issue 39)."""
+    was = optuna.logging.get_verbosity()
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    try:
+        yield
+    finally:
+        optuna.logging.set_verbosity(was)
 
 
 def grid(knobs: list[Knob]) -> list[dict[str, str]]:

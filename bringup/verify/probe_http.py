@@ -8,12 +8,24 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import httpx
 
 from bringup.guard.bounded import CapHit, read_body
 
 _NAN_JSON = "Out of range float values are not JSON compliant"  # CPython json, allow_nan=False
+# A request longer than the server's maximum length, in the engines' words: vLLM "This model's
+# maximum context length is 2048 tokens. However, you requested ..." (serving_engine.py) and
+# "'max_tokens' or 'max_completion_tokens' is too large: ... maximum context length" (newer),
+# "The decoder prompt (length N) is longer than the maximum model length of M"; SGLang "Requested
+# token count exceeds the model's maximum context length" and "The input (N tokens) is longer than
+# the model's context length (M tokens)". The request was too long, the output is not wrong.
+_TOO_LONG = re.compile(
+    r"maximum (?:context|model) length|longer than the (?:maximum model|model's context) length"
+    r"|exceeds the model's maximum context length",
+    re.IGNORECASE,
+)
 
 
 class ServerBroke(Exception):
@@ -54,6 +66,13 @@ def post_json(client: httpx.Client, path: str, body: dict) -> dict:
         # Python's json refuses NaN/inf when the server serializes logprobs strictly (vLLM answers
         # HTTP 400 with this message): the output is non-finite, not the request malformed.
         nan = _NAN_JSON in text
+        if not nan and _TOO_LONG.search(text):
+            raise Disagree(
+                f"POST {path}: HTTP {status}: the request is longer than the server's maximum length "
+                f"(its words: {text[:300]})",
+                kind="too-long",
+                status=status,
+            )
         raise Disagree(
             f"POST {path}: HTTP {status}: {text[:300]}"
             + (" (non-finite logprobs: the output is NaN/inf)" if nan else ""),

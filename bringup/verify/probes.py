@@ -19,6 +19,7 @@ from typing import Any
 
 import httpx
 
+from bringup.guard import ranges
 from bringup.guard.bounded import CapHit, iter_lines
 from bringup.observe.outcome import ProbeResult
 from bringup.verify.probe_http import (
@@ -58,6 +59,27 @@ class KnownAnswer:
     expected: str
 
 
+LONG_DECODE_PROMPT = "Once upon a time"
+LONG_DECODE_PROMPT_TOKENS = 8  # its tokens on any tokenizer, a BOS and a template's few included
+
+
+def long_decode_length(asked: int, most: int | None) -> tuple[int | None, str]:
+    """The long decode's length on a server whose maximum length is `most` (/v1/models
+    max_model_len): as asked, or as long as that allows after the prompt, with a note for the
+    probe's detail (None: no room at all, and why). Before, a length beyond it got the engine's
+    HTTP 400, read as wrong output that blamed the kernels (issue 40). The oracle's replays ask
+    the same function."""
+    room = most - LONG_DECODE_PROMPT_TOKENS if most else None
+    if room is None or asked <= room:
+        return asked, ""
+    if room < 1:
+        return None, f"the server's maximum length ({most} tokens) leaves no room for a long decode"
+    return room, (
+        f" (asked {asked}: the server's maximum length is {most} tokens, so {room} after the prompt; "
+        "give --long-tokens at most that, or raise the engine's maximum length)"
+    )
+
+
 @dataclass
 class ProbeConfig:
     batch_size: int = 8
@@ -92,6 +114,20 @@ class ProbeConfig:
     long_prompt_fraction: float = 0.5  # of the effective maximum length
     max_batch: int | None = None  # the launch's maximum batch (engines.yaml `probes: batch_flags`)
     concurrency_cap: int = 32  # the concurrency probe sends min(max_batch, this) requests
+
+    def __post_init__(self) -> None:
+        # Every request of the batch probe is a thread and a connection: `--batch 100000000` ran
+        # for minutes and grew (issue 40). The ranges are bringup/guard/ranges.py's.
+        ranges.check_fields(
+            self,
+            {
+                "batch_size": ranges.BATCH,
+                "short_tokens": ranges.SHORT_TOKENS,
+                "long_tokens": ranges.DECODE_TOKENS,
+                "request_timeout": ranges.SECONDS,
+                "concurrency_cap": ranges.BATCH,
+            },
+        )
 
 
 def _sse_chunks(r: httpx.Response) -> Iterator[dict]:
@@ -264,9 +300,7 @@ class ProbeRunner:
         except httpx.HTTPError as e:
             raise ServerBroke(f"POST /v1/completions (stream): {type(e).__name__}: {e}") from e
         finite_logprobs({"logprobs": {"token_logprobs": lps}})
-        n = usage.get("completion_tokens") or len(tokens)
-        if not n or n < 1 or n > self.cfg.short_tokens:
-            raise Disagree(f"completion_tokens {n} outside 1..{self.cfg.short_tokens}")
+        n = self._streamed_count(usage, tokens)
         # Without token logprobs the reference is text, and streamed text can differ from the
         # same tokens sent whole (transformers holds back a trailing partial UTF-8 character):
         # batch invariance then compares whole responses only.
@@ -274,6 +308,16 @@ class ProbeRunner:
         self._note_greedy(timing, usage, tokens)
         self.phase = "decode"
         return f"{n} tokens (streamed): {''.join(text)[:60]!r}"
+
+    def _streamed_count(self, usage: dict[str, Any], tokens: list[str]) -> int:
+        """The greedy request's completion tokens, 1..short_tokens; counts the server reports that
+        cannot be are a disagreement (the same check as `bench`'s, bringup/guard/ranges.py)."""
+        if bad := ranges.usage_problem(usage, self.cfg.short_tokens):
+            raise Disagree(f"the server's token counts cannot be: {bad}")
+        n = usage.get("completion_tokens") or len(tokens)
+        if not n or n < 1 or n > self.cfg.short_tokens:
+            raise Disagree(f"completion_tokens {n} outside 1..{self.cfg.short_tokens}")
+        return int(n)
 
     def _note_greedy(self, timing: Any, usage: dict[str, Any], tokens: list[str]) -> None:
         """Keep the streamed greedy request's timing (the stall deadline, the rate to compare
@@ -348,9 +392,9 @@ class ProbeRunner:
         return f"{verdict.detail}; compared {how}"
 
     def probe_long_decode(self, client: httpx.Client) -> str:
-        n = self.cfg.long_tokens
+        n, note = self._long_decode_length()
         extra = {"ignore_eos": True} if self.cfg.ignore_eos else {}
-        data = self._completion(client, "Once upon a time", n, **extra)
+        data = self._completion(client, LONG_DECODE_PROMPT, n, **extra)
         choice = data["choices"][0]
         vals = finite_logprobs(choice)
         got = (data.get("usage") or {}).get("completion_tokens")
@@ -358,7 +402,15 @@ class ProbeRunner:
         if got != n and not stopped:
             raise Disagree(f"asked for {n} tokens{' with ignore_eos' if extra else ''}, got {got}")
         lp = f"{len(vals)} finite logprobs" if self.cfg.logprobs else "no logprobs from this engine"
-        return f"{got} tokens{' (stopped at EOS)' if stopped else ''}, {lp}"
+        return f"{got} tokens{' (stopped at EOS)' if stopped else ''}, {lp}{note}"
+
+    def _long_decode_length(self) -> tuple[int, str]:
+        n, note = long_decode_length(self.cfg.long_tokens, self.max_model_len)
+        if n is None:
+            from bringup.verify.probes_user import Skip
+
+            raise Skip(note)
+        return n, note
 
     def probe_batch(self, client: httpx.Client) -> str:
         self.phase = "load"
@@ -453,23 +505,28 @@ class ProbeRunner:
 
         t0 = time.monotonic()
         phase_before = self.phase
-        try:
-            detail = fn(client)
-            return ProbeResult(
-                name=name, passed=True, detail=detail, seconds=time.monotonic() - t0, phase=phase_before
-            )
-        except Skip as e:  # cannot apply here: passed, and says why
+
+        def passed(detail: str, kind: str = "ok") -> ProbeResult:
             return ProbeResult(
                 name=name,
                 passed=True,
-                detail=f"skipped: {e}",
+                detail=detail,
                 seconds=time.monotonic() - t0,
                 phase=phase_before,
-                kind="skipped",
+                kind=kind,
             )
+
+        try:
+            return passed(fn(client))
+        except Skip as e:  # cannot apply here: passed, and says why
+            return passed(f"skipped: {e}", "skipped")
         except ServerBroke as e:
             kind, detail = "server-error", str(e)
         except Disagree as e:
+            if e.kind == "too-long":  # the probe asked more than the server serves: not wrong output
+                return passed(
+                    f"skipped: {e}; shorten the probe or raise the engine's maximum length", "skipped"
+                )
             kind, detail = e.kind, str(e)
         except Exception as e:  # a probe's own bug must not read as "all passed"
             kind, detail = "disagree", f"the probe itself failed: {type(e).__name__}: {e}"

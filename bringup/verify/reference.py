@@ -22,6 +22,7 @@ import yaml
 
 from bringup.core.datafiles import DATA
 from bringup.guard import files
+from bringup.guard.hostproc import guest
 from bringup.guard.limits import InputError, read_json_object
 
 REFERENCE_PROMPTS = [
@@ -225,6 +226,7 @@ def fits_in_process(folder: Path, fraction: float = 0.25, max_gib: float = 4.0) 
     return True, f"{fp32 / 2**30:.2f} GiB in float32"
 
 
+@guest
 def compute_reference(
     model: str,
     prompts: list[str] | None = None,
@@ -314,6 +316,7 @@ def domain_prompts(folder: Path | None, tok: Any, n: int = 2) -> list[str]:
     ]
 
 
+@guest
 def reference_for(
     model: str,
     file: str | None,

@@ -46,6 +46,7 @@ FACT_KEYS = {
     "model.quantization",
     "model.weights_gib",
     "model.layers",
+    "model.max_context",  # the context a real model folder declares (config.json), as doctor reads it
     "engine.name",
     "engine.version",
 }

@@ -78,7 +78,7 @@ def test_parse_gpus_and_width():
     assert parallel_width("3", 0) == 3  # a CPU engine may still run several
     with pytest.raises(SlotError, match="number of trials"):
         parallel_width("many", 8)
-    with pytest.raises(SlotError, match="at least one"):
+    with pytest.raises(SlotError, match="0 must be at least 1"):
         parallel_width("0", 8)
 
 

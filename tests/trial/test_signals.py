@@ -22,7 +22,7 @@ import psutil
 import pytest
 
 from bringup.trial import watchdog
-from tests.conftest import TUNE_SCENARIO, group_alive, tune_args, wait_until
+from tests.conftest import TUNE_SCENARIO, finish, group_alive, tune_args, wait_until
 from tests.paths import ROOT
 from tests.trial.test_orphans import HOLDER, SERVER
 
@@ -59,17 +59,14 @@ def _run_status(runs: Path) -> str:
 
 
 def _signal_mid_trial(p: subprocess.Popen, runs: Path, sig: signal.Signals) -> tuple[int, str, int]:
-    try:
+    def mid_trial() -> None:
         assert wait_until(lambda: _server_group(runs) is not None, 60), "no trial launched"
         pgid = _server_group(runs)
         assert pgid is not None and wait_until(lambda: bool(group_alive(pgid)), 10)
         os.kill(p.pid, sig)
-        _, err = p.communicate(timeout=60)
-        return p.returncode, err, pgid
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
+
+    err = finish(p, 60, mid_trial)
+    return p.returncode, err, _server_group(runs) or 0
 
 
 @pytest.mark.slow
@@ -123,14 +120,12 @@ def test_a_signal_before_any_launch_exits_with_its_code(tmp_path: Path) -> None:
     """At the very start (the target resolving, nothing launched yet): no traceback either."""
     runs = tmp_path / "runs"
     p = _start(tmp_path, "run", "--scenario", str(SEED), "--time-scale", "0.5", "--runs-dir", str(runs))
-    try:
+
+    def at_start() -> None:
         assert wait_until(lambda: (runs / "journal.sqlite").exists() or p.poll() is not None, 60)
         os.kill(p.pid, signal.SIGTERM)
-        _, err = p.communicate(timeout=60)
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
+
+    err = finish(p, 60, at_start)
     assert p.returncode == 143, err
     assert "Traceback" not in err
 
@@ -187,10 +182,10 @@ def test_the_guard_is_first_on_the_server_pythonpath() -> None:
 
 
 def test_an_interrupt_in_a_host_process_stops_it_as_ctrl_c_does(monkeypatch):
-    """Once an in-process trial installed bringup's handlers, a host's SIGINT is still a
+    """While an in-process trial's handlers are in place, a host's SIGINT is still a
     KeyboardInterrupt to the host (pytest stops the session on it, as on Ctrl-C), carrying the
-    shell's exit code; the host's own handlers are put back after. (Before, `Interrupted` was a
-    plain BaseException: pytest counted it as the running test's failure and went on.)"""
+    shell's exit code; the host's own handlers are back once the scope ends. (Before, `Interrupted`
+    was a plain BaseException: pytest counted it as the running test's failure and went on.)"""
     import os
 
     from bringup.trial import process
@@ -198,14 +193,8 @@ def test_an_interrupt_in_a_host_process_stops_it_as_ctrl_c_does(monkeypatch):
     torn: list[bool] = []
     monkeypatch.setattr(process, "teardown_all", lambda: torn.append(True))  # no live server of others
     saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
-    was = process._signals_installed
-    process._signals_installed = False
-    try:
-        assert process.install_signal_handlers()
-        with pytest.raises(KeyboardInterrupt) as e:
-            os.kill(os.getpid(), signal.SIGINT)
-        assert isinstance(e.value, process.Interrupted) and e.value.exit_code == 130 and torn
-    finally:
-        for s, h in saved.items():
-            signal.signal(s, h)
-        process._signals_installed = was
+    with pytest.raises(KeyboardInterrupt) as e, process.handling_signals() as installed:
+        assert installed
+        os.kill(os.getpid(), signal.SIGINT)
+    assert isinstance(e.value, process.Interrupted) and e.value.exit_code == 130 and torn
+    assert {s: signal.getsignal(s) for s in saved} == saved

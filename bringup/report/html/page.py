@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 import jinja2
+from markupsafe import Markup
 
 import bringup.report.html.svg as svg
 from bringup.core.datafiles import classes
@@ -681,16 +682,30 @@ def _sweep(t: TuneResult, view: TuneView) -> None:
 # -- the page -----------------------------------------------------------------------------------
 
 
+def _shown(value: Any) -> Any:
+    """Every value a template writes, before autoescape: control, bidi and invisible characters
+    shown as escapes (bringup/guard/safetext.py). Markup the page built itself (an SVG chart) stays
+    Markup; its text from outside went through here as values of its own."""
+    if isinstance(value, Markup):
+        return Markup(safe_text(str(value)))
+    return safe_text(value) if isinstance(value, str) else value
+
+
 def _env() -> jinja2.Environment:
     # autoescape=True for every template, whatever its name; StrictUndefined makes a misspelt
-    # field an error in the tests rather than an empty cell in a report.
-    return jinja2.Environment(
+    # field an error in the tests rather than an empty cell in a report. `finalize` passes every
+    # {{ value }} through `_shown` first, and `shown` is the same as a filter for a value a
+    # template builds itself (issue 40: LRM, RLM, ALM, zero-width space and BOM reached the page).
+    env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATES),
         autoescape=True,
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
+        finalize=_shown,
     )
+    env.filters["shown"] = _shown
+    return env
 
 
 def render_html(run_dir: Path, result: RunResult | None, tunes: list[TuneResult]) -> str:
