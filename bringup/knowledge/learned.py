@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Literal
 
 from packaging.version import InvalidVersion, Version
@@ -158,7 +159,7 @@ class Scope(Strict):
     @field_validator("engine")
     @classmethod
     def _known_engine(cls, v: str) -> str:
-        known = sorted((load_yaml(DATA / "engines.yaml") or {}).keys())
+        known = _engines()
         if v not in known:
             raise ValueError(f"{v!r} is not an engine bringup launches ({', '.join(known)})")
         return v
@@ -226,6 +227,12 @@ class Scope(Strict):
         )
         size = f", {self.weights_gib:g} GiB" if self.weights_gib else ""
         return f"{eng} on {hw}; {model or 'model ?'}{size}"
+
+
+@lru_cache(maxsize=1)
+def _engines() -> list[str]:
+    """The engines bringup launches (engines.yaml's keys)."""
+    return sorted((load_yaml(DATA / "engines.yaml") or {}).keys())
 
 
 def _str(v: Any) -> str | None:

@@ -129,7 +129,7 @@ def _failure(out: Outcome, key: str) -> Failure:
     return Failure.model_validate(
         {
             "key": key,
-            "class": out.failure_class or out.status,
+            "class": out.failure_class or ("wrong-output" if out.status == "wrong-output" else "unknown"),
             "phase": out.phase,
             "signature": out.signature,
             "root": normalised_line(root_line(out)),
