@@ -156,9 +156,28 @@ def _attributed(path: list[Launch], fix: list[Change]) -> list[tuple[str, list[C
     return [(k, cs) for k, cs in cures.items() if cs]
 
 
+def _machine(run_dir: Path, result: RunResult) -> str:
+    """The machine's fingerprint: in findings.json, or (a run before it was kept there) in the
+    journal of the runs folder the run sits in."""
+    if result.hardware_fp:
+        return result.hardware_fp
+    journal = run_dir.parent.parent / "journal.sqlite"
+    if journal.is_file():
+        from bringup.record.journal import Journal, JournalDamaged
+
+        try:
+            row = Journal(journal, readonly=True).run(result.run_id)
+        except (JournalDamaged, OSError):
+            row = None
+        if row is not None:
+            return row.hardware_fp
+    return "unknown"
+
+
 def learned(run_dir: Path, today: str | None = None) -> Exported:
     """The lessons of one finished run (module docstring)."""
     result = load_run(run_dir)
+    result.hardware_fp = _machine(run_dir, result)
     ex = Exported()
     launches = _launches(run_dir, result)
     ex.lessons += _retested(result, launches, today)

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import yaml
 
-from bringup.knowledge.learned_files import LESSONS_MAX, dump, merge, read_lessons
 from bringup.knowledge.learned import Evidence
+from bringup.knowledge.learned_files import LESSONS_MAX, dump, merge, read_lessons
 from tests.lessons_util import lesson, lesson_file
 
 
