@@ -209,7 +209,7 @@ class Scope(Strict):
             quantization=_str(facts.get("model.quantization"))
             or ("none" if facts.get("model.architecture") else None),
             dtype=_str(facts.get("model.dtype")),
-            weights_gib=round(float(w), 2) if w else None,
+            weights_gib=float(f"{float(w):.3g}") if w and float(w) > 0 else None,  # a tiny model: 0.0034
         )
 
     def describe(self) -> str:

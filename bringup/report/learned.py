@@ -187,7 +187,10 @@ def learned(run_dir: Path, today: str | None = None) -> Exported:
     baseline = Candidate.from_json(result.baseline)
     fix = Candidate.from_json(result.final_candidate).diff(baseline)
     path = [ln for ln in launches if _on_path(ln, baseline, fix)]
-    scope = Scope.of(result.facts)
+    try:
+        scope = Scope.of(result.facts)
+    except ValidationError as e:
+        raise ExportError(f"{run_dir}: its facts make no lesson scope ({e.errors()[0]['msg']})") from None
     found = _attributed(path, fix)
     if not fix or not found:
         why = "the baseline works" if not fix else "no launch on the way from the baseline to the fix failed"

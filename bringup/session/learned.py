@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pydantic import ValidationError
+
 from bringup.core.candidate import Candidate, FlagValue
 from bringup.core.reserved import reserved_flag
 from bringup.knowledge.learned import Lesson, Reach, Scope, first_worthy, weight
@@ -78,7 +80,11 @@ def use_lessons(
         return out
     loaded = read_lessons(lesson_paths(paths))
     out.refused += loaded.refused
-    here = Scope.of(facts)
+    try:
+        here = Scope.of(facts)
+    except ValidationError as e:  # facts no lesson can be matched with: the run goes on without them
+        strategy.notes.append(f"lessons: unused: this target's facts make no scope ({e.errors()[0]['msg']})")
+        return out
     unreached = 0
     changes: dict[str, tuple[FlagValue | None, Lesson]] = {}
     copies = _weakest_copies(loaded.lessons, strategy.notes)

@@ -134,3 +134,10 @@ def test_an_unknown_field_is_refused() -> None:
     data["fix"][0]["why"] = "because"
     with pytest.raises(ValidationError, match="Extra inputs"):
         Lesson.model_validate(data)
+
+
+def test_a_tiny_model_and_a_cpu_machine_make_a_scope() -> None:
+    facts = {"engine.name": "vllm", "engine.version": "0.32.0", "device": "cpu", "gpu.count": 0, "gpu.link": "none",
+             "model.architecture": "LlamaForCausalLM", "model.weights_gib": 0.0034, "model.quantization": None}  # fmt: skip
+    s = Scope.of(facts)
+    assert s.weights_gib == 0.0034 and s.quantization == "none" and s.gpu is None and s.link is None
