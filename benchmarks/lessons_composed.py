@@ -15,6 +15,7 @@ A sealed split (any but dev*) prints aggregates only: counts, shares, medians. N
 baseline of it is printed or written.
 
 Run:  .venv/bin/python benchmarks/lessons_composed.py [--dev-cases 100] [--split heldout] [--cases 40] [--jobs 1]
+                                                       [--dev-cache dev-lessons.json]
 """
 
 from __future__ import annotations
@@ -164,25 +165,43 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--jobs", type=int, default=1)
     p.add_argument("--json", type=Path, default=None)
+    p.add_argument(
+        "--dev-cache",
+        type=Path,
+        default=None,
+        help="keep the dev runs' lessons here, and reuse them when there",
+    )
     a = p.parse_args(argv)
     if a.split.startswith("sealed"):
         p.error("the sealed splits are not for this measure (docs/lessons.md)")
     t0 = time.time()
     folder = tempfile.mkdtemp(prefix="bringup-lessons-cases-")
-    dev = _pool(_dev, [(a.seed, i, folder) for i in range(a.dev_cases)], a.jobs)
+    if a.dev_cache is not None and a.dev_cache.is_file():  # the dev runs' lessons, from an earlier call
+        dev = json.loads(a.dev_cache.read_text())[: a.dev_cases]
+    else:
+        dev = _pool(_dev, [(a.seed, i, folder) for i in range(a.dev_cases)], a.jobs)
+        if a.dev_cache is not None:
+            a.dev_cache.write_text(json.dumps(dev))
     files: dict[str, str] = {}
     for name, _ in COLUMNS:
         lessons = [ls for d in dev for ls in d[name]]
         uniq = list({ls["id"]: ls for ls in lessons}.values())
         files[name] = str(Path(folder) / f"dev-{name}.yaml")
-        Path(files[name]).write_text(HEADER + yaml.safe_dump({"schema": SCHEMA, "lessons": uniq}, sort_keys=False))
-        print(f"dev, {name}: {len(uniq)} lessons from {sum(1 for d in dev if d[name])} of {len(dev)} cases", flush=True)
+        Path(files[name]).write_text(
+            HEADER + yaml.safe_dump({"schema": SCHEMA, "lessons": uniq}, sort_keys=False)
+        )
+        print(
+            f"dev, {name}: {len(uniq)} lessons from {sum(1 for d in dev if d[name])} of {len(dev)} cases",
+            flush=True,
+        )
     rows = _pool(_target, [(a.split, a.seed, i, folder, files) for i in range(a.cases)], a.jobs)
     report: dict[str, Any] = {"dev_cases": a.dev_cases, "split": a.split, "cases": a.cases}
     for name, _ in COLUMNS:
         groups: dict[str, list[dict[str, Any]]] = {"shared": [], "reached": [], "nothing": []}
         for r in rows:
-            groups[group_of(r, dev, name)].append({"without": r[f"{name}/without"], "with": r[f"{name}/with"]})
+            groups[group_of(r, dev, name)].append(
+                {"without": r[f"{name}/without"], "with": r[f"{name}/with"]}
+            )
         sums = {g: summary(rs) for g, rs in groups.items()}
         sums["all"] = summary([x for rs in groups.values() for x in rs])
         print("\n" + table(a.split, name, sums), flush=True)
