@@ -48,6 +48,7 @@ class Learned:
     first: Candidate | None = None
     first_why: list[str] = field(default_factory=list)
     _journal: set[str] = field(default_factory=set)  # keys of the journal's known-good candidates
+    _offered: list[Candidate] = field(default_factory=list)  # the known-good list the run asks from
 
     def after(self, known_good: list[Candidate]) -> list[Candidate]:
         """The journal's known-good candidates (validated on this very machine) first, then the
@@ -55,13 +56,16 @@ class Learned:
         self._journal = {c.key() for c in known_good}
         if self.first is None or self.first.key() in self._journal:
             return known_good
-        return [*known_good, self.first]
+        self._offered = [*known_good, self.first]
+        return self._offered
 
     def explained(self, d: Decision) -> Decision:
         """A decision with the lessons' reasons when its candidate is theirs (the strategy tells
         a known-good candidate by the journal's words)."""
         if self.first is None or d.candidate is None or d.candidate.key() != self.first.key():
             return d
+        if self.first in self._offered:  # offered once: launched or refused now, never again (an
+            self._offered.remove(self.first)  # observation's key can go stale as defaults are seen)
         if d.candidate.key() in self._journal:
             return Decision(d.candidate, d.p_success, [*d.reasons, *self.first_why], d.screen)
         return Decision(d.candidate, d.p_success, list(self.first_why), d.screen)
