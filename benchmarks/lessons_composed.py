@@ -154,9 +154,9 @@ def table(split: str, column: str, groups: dict[str, dict[str, Any]]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from bringup.knowledge.learned_files import SCHEMA, HEADER
-
     import yaml
+
+    from bringup.knowledge.learned_files import HEADER, SCHEMA
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--dev-cases", type=int, default=100)
