@@ -163,6 +163,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--split", default="heldout")
     p.add_argument("--cases", type=int, default=40)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--target-seed",
+        type=int,
+        default=None,
+        help="the target split's seed (default --seed): other cases of dev",
+    )
     p.add_argument("--jobs", type=int, default=1)
     p.add_argument("--json", type=Path, default=None)
     p.add_argument(
@@ -194,8 +200,14 @@ def main(argv: list[str] | None = None) -> int:
             f"dev, {name}: {len(uniq)} lessons from {sum(1 for d in dev if d[name])} of {len(dev)} cases",
             flush=True,
         )
-    rows = _pool(_target, [(a.split, a.seed, i, folder, files) for i in range(a.cases)], a.jobs)
-    report: dict[str, Any] = {"dev_cases": a.dev_cases, "split": a.split, "cases": a.cases}
+    seed = a.seed if a.target_seed is None else a.target_seed
+    rows = _pool(_target, [(a.split, seed, i, folder, files) for i in range(a.cases)], a.jobs)
+    report: dict[str, Any] = {
+        "dev_cases": a.dev_cases,
+        "split": a.split,
+        "cases": a.cases,
+        "target_seed": seed,
+    }
     for name, _ in COLUMNS:
         groups: dict[str, list[dict[str, Any]]] = {"shared": [], "reached": [], "nothing": []}
         for r in rows:

@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass, field
 
 from bringup.core.candidate import Candidate, FlagValue
-from bringup.core.datafiles import disguises, phase_index
+from bringup.core.datafiles import disguises
 from bringup.env.registry import names_absent_component, names_class_component, one_gpu_components
 from bringup.help.text import HelpSpec
 from bringup.knowledge.conditions import as_number
@@ -393,11 +393,10 @@ class Strategy:
                 f.levels.insert(0, value)
         if not conds:
             return []
-        culprit, serving = Culprit(tuple(conds)), key.startswith("wrong-output|")
+        culprit = Culprit(tuple(conds))
         foreseen = {**self.expected.get(key, {}), culprit: weight}  # two lessons of one failure: both
-        rank = (ev.SERVING_RANK if serving else 0) + max(
-            0, phase_index(phase or ("decode" if serving else "spawn"))
-        )
+        status = "wrong-output" if key.startswith("wrong-output|") else "fails"
+        rank = ev.reach_of(Outcome(status=status, failure_class=cls, phase=phase))
         post = {**foreseen, _NOT_THERE: math.prod(1 - w for w in foreseen.values())}
         self.blockers = [b for b in self.blockers if not (b.key == key and key in self.expected)]
         self.blockers.append(Blocker(key, cls, rank, 0, f"expected: {why}"[:300], post, seen=0))

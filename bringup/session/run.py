@@ -21,7 +21,7 @@ from bringup.guard import secrets
 from bringup.guard.runlock import RunLock
 from bringup.observe.outcome import Outcome
 from bringup.record.journal import TrialRecord
-from bringup.record.results import Purpose, RunResult
+from bringup.record.results import RunResult
 from bringup.search.minimize import MinimalFix
 from bringup.session.launching import held_gpus_stop
 from bringup.session.minimizing import minimize
@@ -195,15 +195,16 @@ class Run(PreparedRun):
                 continue
             if s.max_hours is not None and (self.replayed_s + ex.now()) / 3600 >= s.max_hours:
                 return "budget", f"time budget ({s.max_hours} h) spent"
-            d = self._next_launch([j.cand for j in flying])
+            d = self._next_launch(flying)
             if d.candidate is None:
                 if flying:
                     break  # an answer in flight may open another way
                 why = self.strategy.explain_stop() + self._resume_hint()
                 return "impossible" if self.strategy.impossible() else "not-found", why
             extra = {"p_success": d.p_success, "reasons": d.reasons}
-            purpose: Purpose = "screen" if d.screen else "search"
-            job = self.launcher.job(self._seq + 1, purpose, d.candidate, extra, d.screen)
+            job = self.launcher.job(
+                self._seq + 1, "screen" if d.screen else "search", d.candidate, extra, d.screen
+            )
             if not ex.fits(job) and self.preempt.preempt_for(ex, job, self.launcher.width):
                 # Queued: it starts as soon as the preempted screens have given their GPUs back.
                 job.seq, job.extra["p_then"] = 0, self.strategy.success_probability(job.cand)
@@ -216,12 +217,14 @@ class Run(PreparedRun):
             self._submit(ex, job)
         return None
 
-    def _next_launch(self, pending: list[Candidate]) -> Any:
+    def _next_launch(self, flying: list[Job]) -> Any:
         """The strategy's next launch, past every candidate the installed engine's own checks
         refuse (each recorded as its refusal, the next attempt, observed, never launched)."""
         while True:
-            d = self.learned.explained(
-                self.strategy.next_launch(self._known_good, self.attempts, self._screened_ok, pending)
+            d = self.learned.explained(  # a lesson's candidate told as such (bringup/session/learned.py)
+                self.strategy.next_launch(
+                    self._known_good, self.attempts, self._screened_ok, pending=[j.cand for j in flying]
+                )
             )
             cand = d.candidate
             refusal = (
