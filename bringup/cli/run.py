@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -35,8 +36,6 @@ if TYPE_CHECKING:
 
 def default_model() -> Path:
     """The embedded default: a tiny generated model, made once and cached."""
-    import os
-
     from bringup.testmodel.tiny import write_test_model
 
     base = Path(os.environ.get("BRINGUP_CACHE") or Path.home() / ".cache" / "bringup")
@@ -207,6 +206,14 @@ class RunOptions:
         Path | None, typer.Option(help="Runs folder with the journal (default ./bringup-runs).")
     ] = None
     json_out: Annotated[bool, typer.Option("--json", help="Print the result as one JSON object.")] = False
+    lessons: Annotated[
+        list[str],
+        typer.Option(
+            help="Lessons of other runs (`bringup lessons export`): a file or a folder of them "
+            "(repeatable; also BRINGUP_LESSONS, a path list). Used as priors where their scope "
+            "reaches this target (docs/lessons.md).",
+        ),
+    ] = []
 
 
 @app.command("run")
@@ -267,6 +274,7 @@ def _settings(o: RunOptions) -> RunSettings:
         parallel=o.parallel or ("auto" if o.ray else "1"),
         gpus=o.gpus,
         ray=o.ray,
+        lessons=[*o.lessons, *filter(None, os.environ.get("BRINGUP_LESSONS", "").split(os.pathsep))],
     )
 
 
@@ -352,6 +360,12 @@ def summary(r: RunResult) -> Group:
             Text(shown(r.minimal_fix_str + ("" if r.minimal_fix_verified else " (not minimised)"))),
         )
     grid.add_row("baseline", Text(shown(r.baseline_command)))
+    if r.lessons or r.lessons_refused:
+        first = sum(u.first for u in r.lessons)
+        used = f"{len(r.lessons)} used ({first} in the first candidate)"
+        grid.add_row(
+            "lessons", Text(used + (f", {len(r.lessons_refused)} refused" if r.lessons_refused else ""))
+        )
     findings = Path(r.run_dir) / "FINDINGS.md"
     grid.add_row("findings", Text(str(findings)))
     html = Path(r.run_dir) / "report.html"

@@ -739,6 +739,9 @@ def facts_with_sources(snap: Snapshot) -> tuple[dict[str, Any], dict[str, str]]:
     src["host.memory_gib"] = "measured" if f["host.memory_gib"] else "unknown"
     f["gpu.link"] = snap.topology.link if gpus else "none"
     src["gpu.link"] = "measured" if snap.topology.link != "unknown" else "unknown"
+    # the driver and the CUDA version it supports: a lesson's scope (bringup/knowledge/learned.py)
+    f["gpu.driver"], f["gpu.cuda"] = (snap.driver, snap.cuda) if gpus else (None, None)
+    src["gpu.driver"] = src["gpu.cuda"] = "measured" if gpus and snap.driver else "unknown"
     if not gpus:
         for k in (
             "gpu.name",

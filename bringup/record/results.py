@@ -75,6 +75,19 @@ class StrategyState(BaseModel):
     notes: list[str] = Field(default_factory=list)
 
 
+class LessonUse(BaseModel):
+    """A lesson of another run that this run read and used (bringup/session/learned.py): how far its
+    scope reached here, the weight it was given, whether its fix was the first launch."""
+
+    id: str
+    how: Literal["exact", "near"]
+    weight: float
+    first: bool = False  # its fix, on the baseline, was the first candidate
+    why: list[str] = Field(default_factory=list)  # the scope fields that differ, and how far
+    where: str = ""  # the file and entry it was read from
+    lesson: dict[str, Any] = Field(default_factory=dict)  # the entry as read (for the run's export)
+
+
 class RunResult(BaseModel):
     run_id: str
     run_dir: str
@@ -105,6 +118,9 @@ class RunResult(BaseModel):
     facts: dict[str, Any] = Field(default_factory=dict)  # the scalar facts rules read
     strategy_state: StrategyState = Field(default_factory=StrategyState)
     journal_priors: int = 0
+    hardware_fp: str = ""  # the machine's identity in the journal (a lesson's source names it)
+    lessons: list[LessonUse] = Field(default_factory=list)  # lessons of other runs this one used
+    lessons_refused: list[str] = Field(default_factory=list)  # lesson files or entries it could not use
     knowledge: bool = True
     final_probes: list[ProbeResult] = Field(default_factory=list)  # the probe ladder on the validated launch
     warnings: list[str] = Field(default_factory=list)  # non-fatal lines worth knowing, from that launch

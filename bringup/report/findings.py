@@ -227,6 +227,7 @@ def render_markdown(r: RunResult, tunes: Sequence[TuneResult] = ()) -> str:
         for w in r.warnings[:8]:
             L.append(f"- {_code(w, 240)}")
     L += _probes(r)
+    L += _lessons(r)
     notes = r.strategy_state.notes
     if notes:
         L.append("")
@@ -241,6 +242,30 @@ def render_markdown(r: RunResult, tunes: Sequence[TuneResult] = ()) -> str:
         f"Run id `{r.run_id}`; resume with `bringup run --resume --run-id {r.run_id}`."
     )
     return safe_text("\n".join(L) + "\n")  # the document's last pass: FINDINGS.md and `bringup report`
+
+
+def _lessons(r: RunResult) -> list[str]:
+    """The lessons of other runs this run used (bringup run --lessons): how far each reached, how
+    much it weighed, whether its fix was the first launch; and the files or entries refused."""
+    if not r.lessons and not r.lessons_refused:
+        return []
+    L = ["", "## Lessons of other runs", ""]
+    for u in r.lessons:
+        fix = ", ".join(
+            f"{c.get('flag')} {c.get('after')}" if c.get("after") is not None else f"drop {c.get('flag')}"
+            for c in u.lesson.get("fix", [])
+        )
+        failure = u.lesson.get("failure", {})
+        src = u.lesson.get("source", {})
+        how = "exact scope" if u.how == "exact" else "near (" + "; ".join(u.why) + ")"
+        first = ": its fix was the first candidate" if u.first else ""
+        L.append(
+            f"- `{u.id}` ({how}, weight {u.weight:.2f}){first}: `{_md(fix)}` cured "
+            f"{failure.get('class')} in {failure.get('phase')} in run `{src.get('run')}` on `{src.get('machine')}`"
+        )
+    for why in r.lessons_refused:
+        L.append(f"- refused: {_md(why)[:300]}")
+    return L
 
 
 def _tunings(tunes: Sequence[TuneResult]) -> list[str]:

@@ -37,7 +37,7 @@ from bringup.observe.links import Setting
 from bringup.observe.outcome import Outcome
 from bringup.record.results import Attempt, Pinned, StrategyState
 from bringup.search import evidence as ev
-from bringup.search.beliefs import INERT, W_FAMILY, Blocker, Condition, new_blocker
+from bringup.search.beliefs import INERT, L_FIRED_NOT_HELD, W_FAMILY, Blocker, Condition, Culprit, new_blocker
 from bringup.search.envfactors import EnvFactors
 from bringup.search.lessons import Lessons
 from bringup.search.proposal import Proposal, propose
@@ -70,6 +70,8 @@ P_PENDING = 0.6
 # cannot be checked). A factor's risk is weighed by this share once its screen passed, and only
 # the memory blockers still count whole (bringup/search/screening.py: what a screen can and cannot judge).
 SCREEN_BLIND = 0.3
+# A foreseen failure (expect) that is not there at all: a condition that never holds.
+_NOT_THERE = Culprit((Condition("(the lesson does not hold here)", "yes"),))
 _SCREEN_BLIND_CLASSES = frozenset({"oom-weights", "oom-kv-cache", "oom-graph-capture", "wrong-output"})
 
 
@@ -129,6 +131,8 @@ class Strategy:
     not_here: set[str] = field(default_factory=set)  # flags named by a log that the target rules out
     _pending_moves: list[frozenset[tuple[str, str]]] = field(default_factory=list)
     _one_gpu_inert: tuple[int, frozenset[str]] = (-1, frozenset())
+    # failures lessons of other runs foresee, not yet seen here: key -> {culprit: weight} (expect)
+    expected: dict[str, dict[Culprit, float]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for f in self.space.factors:
@@ -360,6 +364,49 @@ class Strategy:
         guard = f.is_env and e != self.eff(f, base) and bool(_GUARD.search(f.dest))
         return max(r, P_RISKY) if guard else r
 
+    # -- what other runs learned (bringup/session/learned.py) -----------------------------------------
+    def expect(
+        self,
+        key: str,
+        cls: str,
+        phase: str | None,
+        cure: dict[str, FlagValue | None],
+        weight: float,
+        why: str,
+    ) -> list[str]:
+        """A failure (``key``, as evidence.blocker_key gives it) this run is expected to meet, with
+        the changes that cured it elsewhere (flag or env:NAME -> value, None: dropped), believed
+        with ``weight`` because ``why``: a predicted blocker whose culprit is the levels the cure
+        changes (each of them: the cure needed all), and with the rest of the weight not there at
+        all; the cure's values join the levels to try. Launches update it as any blocker; when the
+        failure is seen, its own evidence is read and this culprit kept beside it with ``weight``.
+        A prior, never a certainty. Returns the factors it names (none: nothing in this space)."""
+        conds: list[Condition] = []
+        for name, value in cure.items():
+            f = self._flag_factor(name)
+            if f is None or f.name in self.frozen or weight <= 0:
+                continue
+            conds.append(Condition(f.name, self.eff(f, self.base_level(f))))
+            if (
+                value is not None
+                and value is not True
+                and not any(normalise(x) == normalise(value) for x in f.levels)
+            ):
+                f.levels.insert(0, value)
+        if not conds:
+            return []
+        culprit = Culprit(tuple(conds))
+        foreseen = {**self.expected.get(key, {}), culprit: weight}  # two lessons of one failure: both
+        status = "wrong-output" if key.startswith("wrong-output|") else "fails"
+        rank = ev.reach_of(Outcome(status=status, failure_class=cls, phase=phase))
+        post = {**foreseen, _NOT_THERE: math.prod(1 - w for w in foreseen.values())}
+        self.blockers = [b for b in self.blockers if not (b.key == key and key in self.expected)]
+        self.blockers.append(Blocker(key, cls, rank, 0, f"expected: {why}"[:300], post, seen=0))
+        self.blockers[-1].normalise()
+        self.expected[key] = foreseen
+        self.notes.append(f"expected {cls} ({weight:.0%}), cured by changing {culprit.describe()}: {why}")
+        return [c.factor for c in conds]
+
     # -- learning from outcomes ------------------------------------------------------------------
     def observe(self, cand: Candidate, outcome: Outcome, source: str = "launch") -> Observation:
         if outcome.failure_class == "port-in-use":
@@ -391,7 +438,7 @@ class Strategy:
             return obs  # a deadline, not evidence about any setting
         key = ev.blocker_key(outcome)
         obs.blocker = key
-        current = next((b for b in self.blockers if b.key == key), None)
+        current = self._blocker_seen(key)
         for b in self.blockers:
             if b is current:
                 b.update(levels, "fired")
@@ -404,6 +451,15 @@ class Strategy:
         else:
             self._new_blocker(cand, outcome, obs, levels, key)
         return obs
+
+    def _blocker_seen(self, key: str) -> Blocker | None:
+        """The blocker of a failure seen before; None for a new one, and for one only a lesson
+        foresaw (expect): its own evidence is read now (_new_blocker keeps the lesson's culprit)."""
+        current = next((b for b in self.blockers if b.key == key), None)
+        if current is not None and key in self.expected:
+            self.blockers.remove(current)
+            return None
+        return current
 
     @staticmethod
     def _shown(b: Blocker, reach: int, key: str, outcome: Outcome | None = None) -> str:
@@ -454,6 +510,13 @@ class Strategy:
             weights,
             outside,
         )
+        for culprit, w in self.expected.pop(
+            key, {}
+        ).items():  # foreseen by a lesson: kept beside the evidence
+            b.post[culprit] = b.post.get(culprit, 0.0) + w * (
+                1.0 if culprit.held(levels) else L_FIRED_NOT_HELD
+            )
+        b.normalise()
         for o in self.observations[:-1]:
             if o.source in ("launch", "screen", "dry-run") and o.outcome.status != "cancelled":
                 if o.source == "screen" and _screen_shows(b) == "masked":
@@ -867,7 +930,7 @@ class Strategy:
     def summary(self) -> str:
         """What still blocks, and the untried candidates most believed in."""
         parts = []
-        for b in sorted(self.blockers, key=lambda b: -b.seen)[:3]:
+        for b in sorted((b for b in self.blockers if b.seen), key=lambda b: -b.seen)[:3]:
             c, p = b.top(1)[0]
             parts.append(f"{b.failure_class} ({b.seen}x; likeliest cause {c.describe()}, {p:.0%})")
         text = "still failing: " + "; ".join(parts) if parts else ""

@@ -26,6 +26,7 @@ from bringup.search.space import Target as SearchTarget
 from bringup.search.strategy import Strategy
 from bringup.session.identity import gather_facts, hardware_fingerprint, model_identity
 from bringup.session.launching import Launcher
+from bringup.session.learned import Learned, use_lessons
 from bringup.session.settings import QuietObserver, RunError, RunObserver, RunSettings, settings_target
 from bringup.trial.launch import Trial
 from bringup.trial.slots import GpuSlots, SlotError, parallel_width, parse_gpus
@@ -224,6 +225,7 @@ class PreparedRun:
     reference_why: str = field(init=False)  # where the reference came from, or why there is none
     launcher: Launcher = field(init=False)
     dry: DryRun | None = field(init=False)  # the installed engine's own checks, if asked
+    learned: Learned = field(init=False)  # lessons of other runs in reach (bringup/session/learned.py)
 
     def prepare_offline(self) -> None:
         """Everything but the journal: for `bringup space`."""
@@ -249,6 +251,7 @@ class PreparedRun:
             self.space, self.baseline, self.knowledge, t.spec, screening=self.screening, env=self.env
         )
         self.strategy.notes += [f"not searched on this target: {g}" for g in not_here]
+        self.learned = use_lessons(s.lessons, t, self.facts, self.baseline, self.strategy)
         answers = [KnownAnswer(p, e) for p, e in s.answers] + list(t.answers)
         slots, width, shrink = gpu_plan(s, t, self.facts, self.screening, self.strategy)
         self.reference, self.reference_why = run_reference(s, t, self.facts, slots.gpus, self.root, journal)

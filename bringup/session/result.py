@@ -133,6 +133,9 @@ def run_result(
         facts={k: v for k, v in run.facts.items() if not isinstance(v, (dict, list))},
         strategy_state=run.strategy.state(),
         journal_priors=priors,
+        hardware_fp=run.hw_fp,
+        lessons=run.learned.uses,
+        lessons_refused=run.learned.refused,
         knowledge=run.settings.knowledge,
     )
 

@@ -94,8 +94,9 @@ class Run(PreparedRun):
 
     def _learn_priors(self) -> tuple[int, list[Candidate]]:
         assert self.journal is not None and self.run_id is not None
-        t, retry = self.target, self.settings.retry_known
-        return learn_priors(self.journal, self.strategy, t, self.hw_fp, self.model_id, self.run_id, retry)
+        t, retry, j = self.target, self.settings.retry_known, self.journal
+        n, good = learn_priors(j, self.strategy, t, self.hw_fp, self.model_id, self.run_id, retry)
+        return n, self.learned.after(good)  # the journal's known-good first, then the lessons' (learned.py)
 
     # -- the run ----------------------------------------------------------------------------------
     @library_call
@@ -235,8 +236,10 @@ class Run(PreparedRun):
         """The strategy's next launch, past every candidate the installed engine's own checks
         refuse (each recorded as its refusal, the next attempt, observed, never launched)."""
         while True:
-            d = self.strategy.next_launch(
-                self._known_good, self.attempts, self._screened_ok, pending=[j.cand for j in flying]
+            d = self.learned.explained(  # a lesson's candidate told as such (bringup/session/learned.py)
+                self.strategy.next_launch(
+                    self._known_good, self.attempts, self._screened_ok, pending=[j.cand for j in flying]
+                )
             )
             cand = d.candidate
             refusal = (

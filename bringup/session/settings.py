@@ -82,6 +82,8 @@ class RunSettings(BaseModel):
     # "auto" (a GPU target of a real engine, where an adapter and the target's version are
     # installed: bringup.dryrun.wanted), "always" (scenarios and CPU targets too) or "never".
     dry_run: Literal["auto", "always", "never"] = "auto"
+    # Lessons of other runs (bringup lessons export): files or folders (bringup/session/learned.py).
+    lessons: list[str] = Field(default_factory=list)
 
 
 class RunObserver(Protocol):

@@ -37,4 +37,38 @@ BAD="--tp-size 8 --quantization awq --attention-backend trtllm_mha"
 USERBAD="--mem-fraction-static 0.8 --model-config-parser mistral --page-size 48 --json-model-override-args '{\"hidden_act\": \"gelu_pytorch_tanh\"}'"
 USER_LAUNCHES=6
 . "$here/h200_steps.sh"
+
+# Issue 37, lessons that travel (docs/lessons.md). Two device calls, each on a fresh machine:
+#   lessons        `bringup run` from SGLang's own defaults on a fresh runs folder, minimizing the
+#                  fix (delta debugging: the lesson's `minimal: true`), then `bringup lessons export`:
+#                  the lesson file comes back as $RES/sglang-lessons.yaml
+#   with-lessons   the same run on a fresh runs folder with only that file (LESSONS=..., default
+#                  $RES/sglang-lessons.yaml; carry it into the call): launches to validated (target 1)
+# Run: `h200_sglang.sh install lessons` in one call, then, with the file carried in a new call,
+# `LESSONS=$PWD/sglang-lessons.yaml h200_sglang.sh install with-lessons` (the 8 B model made first, as
+# h200_driver.sh does: make_random_llama.py into $M8B).
+LESSON_FLAGS=(--timeout 900 --hang-timeout 180 --max-launches 6 --json)
+step_lessons() {
+  local runs="$RUNS/$E-lessons-$(now)"
+  mkdir -p "$runs" "$RUNS/references"
+  ln -s "$RUNS/references" "$runs/references"
+  python3 -m bringup run --engine "$E" --model "$M8B" "${LESSON_FLAGS[@]}" --max-minimize-launches 3 \
+    --runs-dir "$runs" > "$RES/$E-lessons-run.json" 2> "$RES/$E-lessons-run.err"
+  python3 -m bringup lessons export "$(run_id "$RES/$E-lessons-run.json")" --runs-dir "$runs" \
+    -o "$RES/$E-lessons.yaml" 2> "$RES/$E-lessons-export.err"
+  python3 -m bringup lessons list "$RES/$E-lessons.yaml" > "$RES/$E-lessons-list.txt" 2>&1
+  log "$E lessons: $(grep -c '^- id:' "$RES/$E-lessons.yaml" 2>/dev/null || echo 0) lesson(s) in $RES/$E-lessons.yaml"
+}
+
+step_with_lessons() {
+  local runs="$RUNS/$E-with-lessons-$(now)" file=${LESSONS:-$RES/$E-lessons.yaml}
+  [ -s "$file" ] || { log "$E with-lessons: no lesson file $file"; return 1; }
+  mkdir -p "$runs"
+  python3 -m bringup run --engine "$E" --model "$M8B" "${LESSON_FLAGS[@]}" --no-minimize --lessons "$file" \
+    --runs-dir "$runs" > "$RES/$E-with-lessons.json" 2> "$RES/$E-with-lessons.err"
+  python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); print("validated", d["validated"], "launches",
+d["launches"], "lessons", [(u["id"], u["how"], u["first"]) for u in d["lessons"]], d["lessons_refused"])' \
+    "$RES/$E-with-lessons.json" | tee "$RES/$E-with-lessons.txt"
+}
+
 main_steps "$@"
