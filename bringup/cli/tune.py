@@ -61,6 +61,14 @@ class TuneOptions:
     num_prompts: Annotated[int, typer.Option(min=4, help="Requests per point.")] = 64
     input_len: Annotated[int, typer.Option(min=1, help="Prompt tokens.")] = 128
     output_len: Annotated[int, typer.Option(min=1, help="Output tokens.")] = 64
+    range_ratio: Annotated[
+        float,
+        typer.Option(
+            min=0.0,
+            max=0.99,
+            help="Mixed lengths: each prompt and output uniform in [L(1-r), L(1+r)] (0: fixed).",
+        ),
+    ] = 0.0
     sweep: Annotated[
         str, typer.Option(help="Concurrencies for the best configuration's sweep ('' for none).")
     ] = "1,2,4,8,16,32"
@@ -173,6 +181,7 @@ def _settings(o: TuneOptions) -> TuneSettings:
         num_prompts=o.num_prompts,
         input_len=o.input_len,
         output_len=o.output_len,
+        range_ratio=o.range_ratio,
         sweep=o.sweep,
         seed=o.seed,
         time_scale=o.time_scale,

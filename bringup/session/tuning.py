@@ -75,6 +75,7 @@ class TuneSettings(BaseModel):
     num_prompts: int = 64
     input_len: int = 128
     output_len: int = 64
+    range_ratio: float = 0.0  # mixed lengths: uniform in [L(1-r), L(1+r)] (vLLM's random dataset)
     sweep: str = "1,2,4,8,16,32"  # concurrencies for the chosen configuration's sweep ('' for none)
     seed: int = 0
     time_scale: float = 0.01  # a scenario's real seconds per simulated second
@@ -259,6 +260,7 @@ class Tuning:
             num_prompts=s.num_prompts,
             input_len=s.input_len,
             output_len=s.output_len,
+            range_ratio=s.range_ratio,
             seed=s.seed,
             slos=slos,
             warmup=1,
@@ -458,6 +460,7 @@ def to_result(
                     "num_prompts",
                     "input_len",
                     "output_len",
+                    "range_ratio",
                     "prefix_len",
                     "seed",
                 }
