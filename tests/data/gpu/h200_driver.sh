@@ -57,7 +57,14 @@ step() { timed "$@"; touch "$RES/$1.done"; }
 ORDER=${ORDER:-vllm-defaults sglang-defaults vllm-mistakes sglang-mistakes vllm-bench sglang-bench transformers-bench vllm-tune sglang-tune}
 # Usual seconds of the issue-25 steps (a dry run's cold start, then 1-4 launches of 30-110 s).
 declare -A COST=([vllm-dryrun]=60 [sglang-dryrun]=60 [vllm-dryrun-mistakes]=200 [sglang-dryrun-mistakes]=230
-  [vllm-nok-dryrun]=300 [sglang-nok-dryrun]=330 [vllm-nok]=330 [sglang-nok]=360)
+  [vllm-nok-dryrun]=300 [sglang-nok-dryrun]=330 [vllm-nok]=330 [sglang-nok]=360 [vllm-lgcheck]=180)
+# Issue 38 (h200_steps.sh tuners): launches of 70-90 s (vLLM) and 80-95 s (SGLang, with its 5 s
+# teardown) warm; tiny ~7 launches, small ~15, issue ~50.
+case ${TUNERS_SIZE:-tiny} in
+  tiny) COST[vllm-tuners]=600 COST[sglang-tuners]=660 ;;
+  small) COST[vllm-tuners]=1260 COST[sglang-tuners]=1380 ;;
+  *) COST[vllm-tuners]=4000 COST[sglang-tuners]=4500 ;;
+esac
 sglang_ready=
 for s in $ORDER; do
   case $s in
@@ -84,7 +91,7 @@ for s in $ORDER; do
     vllm-tune) step "$s" 420 bash "$here/h200_vllm.sh" tune ;;
     sglang-tune) step "$s" 420 bash "$here/h200_sglang.sh" tune ;;
     vllm-dryrun | sglang-dryrun | vllm-dryrun-mistakes | sglang-dryrun-mistakes | vllm-nok-dryrun | \
-      sglang-nok-dryrun | vllm-nok | sglang-nok)  # issue 25 (h200_steps.sh): ENGINE-STEP
+      sglang-nok-dryrun | vllm-nok | sglang-nok | vllm-tuners | sglang-tuners | vllm-lgcheck)  # issues 25, 38: ENGINE-STEP
       step "$s" "${COST[$s]:-200}" bash "$here/h200_${s%%-*}.sh" "${s#*-}" ;;
     *) log "ORDER: unknown step $s" ;;
   esac

@@ -16,5 +16,8 @@ BAD_LAUNCHES=7
 # - a Blackwell attention backend: server_args.py "TRTLLM MHA backend for prefill is only
 #   supported on Blackwell GPUs (SM100)".
 BAD="--tp-size 8 --quantization awq --attention-backend trtllm_mha"
+# The tuners step's small grids (h200_steps.sh), as for vLLM: the prefill chunk, and the running batch.
+TUNERS_KNOB="--chunked-prefill-size=default,2048"
+TUNERS_KNOB2="--max-running-requests=default,64"
 . "$here/h200_steps.sh"
 main_steps "$@"

@@ -19,5 +19,9 @@ BAD_LAUNCHES=7
 # - a memory fraction that cannot fit: "Free memory on device ... is less than desired GPU memory
 #   utilization" (seen on this machine, ../shared/FACTS.md).
 BAD="--tensor-parallel-size 8 --quantization awq --attention-backend FLASHINFER_MLA --gpu-memory-utilization 0.999"
+# The tuners step's small grids (h200_steps.sh): the knobs most likely to move the tail latency of
+# a concurrency-64 load, a prefill chunk that interrupts decodes less and the scheduler's overlap.
+TUNERS_KNOB="--max-num-batched-tokens=default,2048"
+TUNERS_KNOB2="--async-scheduling=default,off"
 . "$here/h200_steps.sh"
 main_steps "$@"
