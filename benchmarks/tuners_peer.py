@@ -20,7 +20,6 @@ import json
 import os
 import re
 import shlex
-import signal
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -33,6 +32,7 @@ import httpx
 
 from bringup.core.candidate import Candidate
 from bringup.engines.base import Engine
+from bringup.trial.process import ServerProcess
 
 HERE = Path(__file__).resolve().parent
 VLLM_CLI = HERE / "vllm_cli.py"
@@ -62,32 +62,25 @@ class ServerDied(RuntimeError):
 def server(
     engine: Engine, cand: Candidate, port: int, log: Path, ready_timeout: float = 900
 ) -> Iterator[str]:
-    """A server for ``cand``, in its own process group, up until the block ends; its URL. Teardown:
-    SIGTERM to the group, SIGKILL after 30 s, then wait until no process of the group is left."""
-    argv = engine.launch_argv(cand, "127.0.0.1", port)
-    with log.open("w") as out:
-        proc = subprocess.Popen(
-            argv,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            env=engine.launch_env(cand),
-            start_new_session=True,
-        )
+    """A server for ``cand`` up until the block ends; its URL. Launched and torn down by bringup's
+    own `ServerProcess` (its process group, the orphan watchdog, SIGTERM then SIGKILL, the port
+    checked free), as a trial is."""
+    sp = ServerProcess(engine.launch_argv(cand, "127.0.0.1", port), log, env=engine.launch_env(cand))
     url = f"http://127.0.0.1:{port}"
     try:
-        wait_ready(proc, url + engine.info.ready_paths[0], ready_timeout, log)
+        wait_ready(sp, url + engine.info.ready_paths[0], ready_timeout, log)
         yield url
     finally:
-        stop_group(proc)
+        sp.terminate(grace=30.0, port=port)
 
 
-def wait_ready(proc: subprocess.Popen, url: str, timeout: float, log: Path) -> None:
+def wait_ready(sp: ServerProcess, url: str, timeout: float, log: Path) -> None:
     t0 = time.monotonic()
     while time.monotonic() - t0 < timeout:
-        if proc.poll() is not None:
+        if sp.poll() is not None:
+            sp.join_reader(2.0)
             tail = log.read_text(errors="replace").strip().splitlines()[-3:]
-            raise ServerDied(f"exited with {proc.returncode}: {' | '.join(tail)[-400:]}")
+            raise ServerDied(f"exited with {sp.poll()}: {' | '.join(tail)[-400:]}")
         try:
             if httpx.get(url, timeout=2.0).status_code == 200:
                 return
@@ -95,26 +88,6 @@ def wait_ready(proc: subprocess.Popen, url: str, timeout: float, log: Path) -> N
             pass
         time.sleep(0.5)
     raise ServerDied(f"not ready within {timeout:.0f} s")
-
-
-def stop_group(proc: subprocess.Popen) -> None:
-    for sig, wait in ((signal.SIGTERM, 30.0), (signal.SIGKILL, 10.0)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            break
-        try:
-            proc.wait(timeout=wait)
-        except subprocess.TimeoutExpired:
-            continue
-        break
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:  # the engine core and workers are in the group too
-        try:
-            os.killpg(proc.pid, 0)
-        except ProcessLookupError:
-            return
-        time.sleep(0.2)
 
 
 # -- vLLM: vllm bench sweep serve -----------------------------------------------------------------
