@@ -66,6 +66,13 @@ class TuneOptions:
     )
     input_len: Annotated[int, typer.Option(help="Prompt tokens.", **ranges.TOKENS.option())] = 128
     output_len: Annotated[int, typer.Option(help="Output tokens.", **ranges.TOKENS.option())] = 64
+    range_ratio: Annotated[
+        float,
+        typer.Option(
+            help="Mixed lengths: each prompt and output uniform in [L(1-r), L(1+r)] (0: fixed).",
+            **ranges.SPREAD.option(),
+        ),
+    ] = 0.0
     sweep: Annotated[
         str,
         typer.Option(
@@ -188,6 +195,7 @@ def _settings(o: TuneOptions) -> TuneSettings:
         num_prompts=o.num_prompts,
         input_len=o.input_len,
         output_len=o.output_len,
+        range_ratio=o.range_ratio,
         sweep=o.sweep,
         seed=o.seed,
         time_scale=o.time_scale,

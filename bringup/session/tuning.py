@@ -81,6 +81,9 @@ class TuneSettings(BaseModel):
     num_prompts: int = ranges.TUNE_REQUESTS.field(64)
     input_len: int = ranges.TOKENS.field(128)
     output_len: int = ranges.TOKENS.field(64)
+    range_ratio: float = ranges.SPREAD.field(
+        0.0
+    )  # mixed lengths: uniform in [L(1-r), L(1+r)] (vLLM's random dataset)
     sweep: str = "1,2,4,8,16,32"  # concurrencies for the chosen configuration's sweep ('' for none)
     seed: int = ranges.SEED.field(0)
     time_scale: float = ranges.TIME_SCALE.field(0.01)  # a scenario's real seconds per simulated second
@@ -286,6 +289,7 @@ class Tuning:
             num_prompts=s.num_prompts,
             input_len=s.input_len,
             output_len=s.output_len,
+            range_ratio=s.range_ratio,
             seed=s.seed,
             slos=slos,
             warmup=1,
@@ -487,6 +491,7 @@ def to_result(
                     "num_prompts",
                     "input_len",
                     "output_len",
+                    "range_ratio",
                     "prefix_len",
                     "seed",
                 }

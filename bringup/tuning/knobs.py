@@ -15,6 +15,10 @@ from bringup.help.text import HelpSpec
 from bringup.knowledge.conditions import compile_condition
 
 DEFAULT = "default"  # a knob level meaning: do not pass the flag
+# Levels of a switch (a flag without a value, e.g. vLLM's --async-scheduling / --no-async-scheduling):
+# "on" passes --flag, "off" passes --no-flag. A switch's levels are strings like every other
+# knob's, so that the sampler and tune.json treat them alike.
+SWITCH = {"on": True, "off": False}
 
 
 class KnobSpec(BaseModel):
@@ -93,17 +97,30 @@ def with_base_levels(knobs: list[Knob], base_flags: Mapping[str, Any]) -> list[K
         if v is None:
             if DEFAULT not in k.levels:
                 k.levels = [DEFAULT, *k.levels]
-        elif not isinstance(v, bool) and str(v) not in k.levels:
+        elif isinstance(v, bool):
+            if _level(v) not in k.levels:
+                k.levels = [*k.levels, _level(v)]
+        elif str(v) not in k.levels:
             k.levels = sorted([*k.levels, str(v)], key=lambda x: (float(x) if _num(x) else math.inf, x))
     return knobs
 
 
 def start_point(knobs: list[Knob], base_flags: Mapping[str, Any]) -> dict[str, str]:
-    return {k.flag: str(base_flags[k.flag]) if base_flags.get(k.flag) is not None else DEFAULT for k in knobs}
+    return {
+        k.flag: _level(base_flags[k.flag]) if base_flags.get(k.flag) is not None else DEFAULT for k in knobs
+    }
 
 
-def as_changes(knobs: Mapping[str, str]) -> dict[str, str | None]:
-    return {f: (None if v == DEFAULT else v) for f, v in knobs.items()}
+def _level(value: Any) -> str:
+    """A flag's value as a knob level: a switch given or negated is "on" or "off"."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return str(value)
+
+
+def as_changes(knobs: Mapping[str, str]) -> dict[str, str | bool | None]:
+    """Knob levels as flag changes: DEFAULT removes the flag, "on"/"off" set a switch."""
+    return {f: (None if v == DEFAULT else SWITCH.get(v, v)) for f, v in knobs.items()}
 
 
 def _num(x: str) -> bool:

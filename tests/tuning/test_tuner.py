@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from bringup.tuning.knobs import DEFAULT, Knob, parallel_check, start_point, with_base_levels
+from bringup.core.candidate import Candidate
+from bringup.tuning.knobs import DEFAULT, Knob, as_changes, parallel_check, start_point, with_base_levels
 from bringup.tuning.tuner import Evaluation, Tuner, grid
 
 
@@ -87,6 +88,26 @@ def test_start_point_is_measured_first():
 
     Tuner(ks, wrapped, budget=3, seed=0, start=start).run()
     assert calls[0] == start
+
+
+def test_a_switch_is_a_knob_of_on_and_off():
+    """vLLM's --async-scheduling / --enable-chunked-prefill take no value: the levels "on" and
+    "off" launch --flag and --no-flag (a value "off" after the flag would be refused by argparse),
+    and a base that sets a switch starts the search at its own level."""
+    base = Candidate.make("vllm", "/m", {"--enable-chunked-prefill": False})
+    ks = with_base_levels(
+        [Knob("--async-scheduling", [DEFAULT, "on", "off"]), Knob("--enable-chunked-prefill", ["on"])],
+        base.flag_dict,
+    )
+    assert ks[1].levels == ["on", "off"]
+    start = start_point(ks, base.flag_dict)
+    assert start == {"--async-scheduling": DEFAULT, "--enable-chunked-prefill": "off"}
+    assert base.with_changes(as_changes(start)).argv_flags() == ["--no-enable-chunked-prefill"]
+    point = {"--async-scheduling": "off", "--enable-chunked-prefill": "on"}
+    assert base.with_changes(as_changes(point)).argv_flags() == [
+        "--enable-chunked-prefill",
+        "--no-async-scheduling",
+    ]
 
 
 def test_pareto_front_is_non_dominated():

@@ -36,6 +36,9 @@ BAD="--tp-size 8 --quantization awq --attention-backend trtllm_mha"
 # A person needs 4.
 USERBAD="--mem-fraction-static 0.8 --model-config-parser mistral --page-size 48 --json-model-override-args '{\"hidden_act\": \"gelu_pytorch_tanh\"}'"
 USER_LAUNCHES=6
+# The tuners step's small grids (h200_steps.sh), as for vLLM: the prefill chunk, and the running batch.
+TUNERS_KNOB="--chunked-prefill-size=default,2048"
+TUNERS_KNOB2="--max-running-requests=default,64"
 . "$here/h200_steps.sh"
 
 # Issue 37, lessons that travel (docs/lessons.md). Two device calls, each on a fresh machine:

@@ -17,6 +17,14 @@
 #   usermistakes-dryrun  the same with --dry-run auto (the engine's own checks refuse what they can)
 #   usercorpus-late      h200_usercorpus.sh E late: the user-setting corpus's cases that need the
 #                        GPU to themselves (the early ones run in the driver's background)
+#   tuners    issue 38: `bringup tune` against the engine's own tuner (vLLM's `vllm bench sweep serve`,
+#             SGLang's bench_serving over a grid), side by side, then a final round of both winners
+#             and the defaults (benchmarks/tuners_side_by_side.py; docs/tuning.md, "Against the
+#             engines' own tuners"). TUNERS_SIZE=tiny (default: 2-point grid, about 7 launches),
+#             small (4 points, about 15), issue (32 points, bringup within 30 % of them: about 50, more than a session);
+#             TUNERS_RANGE=0.5 for the mixed-length workload (default 0: fixed lengths)
+#   lgcheck   issue 38: bringup's load generator against `vllm bench serve` on one vLLM server, the
+#             same prompts, alternating (benchmarks/loadgen_compare.py; within 3 %)
 engine_env "$SITE"
 RUN_FLAGS=(--no-minimize --timeout 900 --hang-timeout 180 --json)
 runs_for() {  # runs_for STEP: the bring-up's own runs folder, the shared reference linked in
@@ -113,6 +121,27 @@ step_tune() {
   read -r f d < <(validated_json) || { log "$E tune: no validated run"; return 1; }
   python3 -m bringup tune --run "$(run_id "$f")" --trials 2 --sweep '' --num-prompts 64 --concurrency 8 \
     --finalists 1 --repeats 1 --timeout 900 --runs-dir "$d" --json > "$RES/$E-tune.json" 2> "$RES/$E-tune.err"
+}
+
+step_tuners() {
+  local args
+  case ${TUNERS_SIZE:-tiny} in
+    tiny) args=(--levels="$TUNERS_KNOB" --peer-runs 2 --bringup-trials 2 --bringup-repeats 0 --final-rounds 1 --final-benches 3) ;;
+    small) args=(--levels="$TUNERS_KNOB" --levels="$TUNERS_KNOB2" --peer-runs 2 --bringup-trials 2 --bringup-repeats 0 --final-rounds 3) ;;
+    issue) args=(--grid-points 32 --peer-runs 2 --final-rounds 3) ;;
+    *) log "tuners: TUNERS_SIZE is tiny, small or issue"; return 2 ;;
+  esac
+  python3 "$GPU_HOME/benchmarks/tuners_side_by_side.py" --engine "$E" --model "$M8B" --grid "$E-gpu" \
+    --input-len 128 --output-len 64 --range-ratio "${TUNERS_RANGE:-0}" --num-prompts 256 --concurrency 64 \
+    "${args[@]}" --references "$RUNS/references" --out "$RES/$E-tuners" --svg "$RES/$E-tuners.svg" \
+    > "$RES/$E-tuners.out" 2>&1
+}
+
+step_lgcheck() {
+  [ "$E" = vllm ] || { log "lgcheck: vLLM's bench serve only"; return 0; }
+  python3 "$GPU_HOME/benchmarks/loadgen_compare.py" --model "$M8B" --input-len 128 --output-len 64 \
+    --concurrency 64 --num-prompts 256 --rounds 4 --tolerance 0.03 --no-wait-quiet \
+    --log "$RES/vllm-lgcheck-server.log" --json "$RES/vllm-lgcheck.json" > "$RES/vllm-lgcheck.out" 2>&1
 }
 
 main_steps() {

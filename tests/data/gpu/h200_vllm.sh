@@ -38,5 +38,9 @@ BAD="--tensor-parallel-size 8 --quantization awq --attention-backend FLASHINFER_
 # Without the three, vLLM's defaults serve the 8 B model (docs/gpu-h200.md). A person needs 4.
 USERBAD="--max-num-seqs 9000 --logits-processors vllm_plugins.NoRepeatNGramProcessor --model-loader-extra-config '{\"enable_multithread_load\": true, \"num_workers\": 16}'"
 USER_LAUNCHES=6
+# The tuners step's small grids (h200_steps.sh): the knobs most likely to move the tail latency of
+# a concurrency-64 load, a prefill chunk that interrupts decodes less and the scheduler's overlap.
+TUNERS_KNOB="--max-num-batched-tokens=default,2048"
+TUNERS_KNOB2="--async-scheduling=default,off"
 . "$here/h200_steps.sh"
 main_steps "$@"

@@ -6,7 +6,8 @@
 # bytes than the wheels, so fewer device calls, and no pip run on the device's clock.
 #   ../shared/gpu/vllm-0.24.0-h200-wheels.txt   -> vsite (1.1 GB; 297 MB as .tzst)
 #   ../shared/gpu/sglang-0.5.16-h200-wheels.txt -> ssite (1.8 GB; SGLang's own transformers/tokenizers)
-#   optuna's set, pydantic's, zstandard         -> bsite (bringup's own needs, before an engine is there)
+#   optuna's set, pydantic's, zstandard, pandas -> bsite (bringup's own needs, before an engine is there;
+#                                                 pandas for vLLM's sweep in the tuners step)
 # Writes .carry/gpu (bringup/, tests/data/gpu/*.sh|*.py, bsite.tgz, parts.txt: NAME COUNT MD5) and
 # .carry/p/NN/ (one folder per device call, parts of 57 MiB: a call carries at most 64 MiB with the
 # work tree, ~5 MB). Call 00 carries .carry/gpu too, so its part is smaller by that much.
@@ -36,8 +37,11 @@ site() {  # site NAME WHEELDIR: pre-installed site folder
 }
 fetch vw -r "$shared/vllm-0.24.0-h200-wheels.txt"
 [[ $sites == *ssite* ]] && fetch sw -r "$shared/sglang-0.5.16-h200-wheels.txt"
+# pandas and its own: `vllm bench sweep serve` (issue 38's tuners step) writes its summary with it
+# (vLLM's `bench` extra, not in the engine's list); about 15 MB more in bsite.tgz, so in call 00.
 fetch bw optuna==5.0.0 alembic==1.20.1 sqlalchemy==2.1.9 colorlog==6.12.0 mako==1.4.3 greenlet==3.5.6 \
-  zstandard==0.25.0 pydantic==2.13.4 pydantic-core==2.46.4 annotated-types==0.7.0 typing-inspection==0.4.2
+  zstandard==0.25.0 pydantic==2.13.4 pydantic-core==2.46.4 annotated-types==0.7.0 typing-inspection==0.4.2 \
+  pandas==2.3.3 python-dateutil==2.9.0.post0 pytz==2025.2 tzdata==2025.2 six==1.17.0
 site vsite vw
 [[ $sites == *ssite* ]] && site ssite sw
 site bsite bw
@@ -49,6 +53,9 @@ mkdir -p "$carry/gpu/tests/data/gpu" "$carry/p"
 cp -r "$root/bringup" "$carry/gpu/"
 find "$carry/gpu" -name __pycache__ -prune -exec rm -rf {} +
 cp "$root"/tests/data/gpu/*.sh "$root"/tests/data/gpu/*.py "$root"/benchmarks/dryrun_reality.py "$carry/gpu/tests/data/gpu/"
+mkdir -p "$carry/gpu/benchmarks"  # issue 38's steps (h200_steps.sh tuners, lgcheck)
+cp "$root"/benchmarks/tuners_*.py "$root"/benchmarks/tuners_grid.yaml "$root"/benchmarks/vllm_cli.py \
+  "$root"/benchmarks/loadgen_compare.py "$carry/gpu/benchmarks/"
 mkdir -p "$carry/gpu/tests/data/gpu/h200-2026-12-03"  # the corpus's flags, for dryrun_reality.py
 cp "$root"/tests/data/gpu/h200-2026-12-03/corpus-index.txt "$carry/gpu/tests/data/gpu/h200-2026-12-03/"
 tar czf "$carry/gpu/bsite.tgz" -C "$work" bsite
