@@ -14,7 +14,6 @@ import pytest
 
 from bringup.core.candidate import Candidate
 from bringup.engines.base import get_engine
-from bringup.testmodel.tiny import TestModelSpec, write_test_model
 from bringup.trial.process import port_is_free
 from tests.conftest import MEM
 from tests.paths import ROOT
@@ -34,6 +33,8 @@ def _free_port() -> int:
 
 
 def test_vllms_own_sweep_measures_a_point_that_goodput_can_be_read_from(tmp_path: Path) -> None:
+    from bringup.testmodel.tiny import TestModelSpec, write_test_model  # (a Test* name pytest would collect)
+
     model = write_test_model(tmp_path / "model", TestModelSpec())
     base = Candidate.make("vllm", str(model), {"--gpu-memory-utilization": MEM, "--enforce-eager": True})
     port = _free_port()
