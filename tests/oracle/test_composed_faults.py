@@ -93,8 +93,9 @@ def test_the_dev2_split_is_readable_and_carries_the_hard_patterns():
 
 def _spelled(atom, spec) -> int:
     """How many of the flags and variables an atom injects its own lines spell: a flag with its
-    dashes, a flag of several words without them (`tokenizer-mode`), a variable by its name. A
-    destination with underscores or a one-word flag's bare word (a tokenizer frame) is not spelling."""
+    dashes, a flag of several words without them (`gpu-memory-utilization`), a variable by its name.
+    A destination with underscores, or a one-word flag's bare word inside a frame's path, is not
+    spelling."""
     from bringup.oracle.faults.compose import _lines_text, _names
 
     text = _lines_text(atom)
@@ -132,14 +133,11 @@ def test_a_composed_baseline_reads_back_as_the_same_flags():
     from bringup.oracle.faults.compose import command
 
     spec = help_for("vllm", "0.32.0")[0]
-    flags = {"--hf-overrides": '{"num_hidden_layers":2}', "--max-model-len": "8192", "--enforce-eager": True}
+    flags = {"--override-generation-config": '{"temperature":0.5}', "--seed": "7", "--enforce-eager": True}
     env = {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True", "X_NOTE": "two words"}
     line = command(flags, env)
     assert parse_command(line, spec) == (flags, env)
-    assert (
-        "--max-model-len 8192 --enforce-eager" in line
-        and "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True" in line
-    )
+    assert "--seed 7 --enforce-eager" in line and "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True" in line
 
 
 @pytest.mark.slow
@@ -337,3 +335,164 @@ def test_weights_that_do_not_fit_the_gpus_they_are_split_over_fail_to_load(tmp_p
     # A model that fits on one card of its machine keeps no such rule: dropping the split is free there.
     roomy = next(b for b in load_bases() if b["name"] == "vllm-h200x8-llama33-70b")
     assert weights_rule(roomy) is None
+
+
+def _physics(tmp_path, base_name: str, atoms=()):
+    """A base with no fault but the laws of the machine: its oracle, help spec and baseline flags."""
+    import yaml
+
+    from bringup.oracle.faults.compose import scenario_doc
+
+    base = next(b for b in load_bases() if b["name"] == base_name)
+    path = tmp_path / f"{base_name}.yaml"
+    path.write_text(
+        yaml.safe_dump(scenario_doc(base, list(atoms), "physics", base["baseline"]), sort_keys=False)
+    )
+    spec = help_for(base["engine"], str(base["engine_version"]))[0]
+    return Oracle.load(path), spec, parse_flags(base["baseline"], spec), path
+
+
+def test_a_kv_cache_with_no_room_fails_as_the_engine_fails(tmp_path):
+    """The KV-cache law: a 70 B model at tensor-parallel 1 on one H200 loads its 131 GiB of weights
+    (they fit) and leaves the cache nothing, so vLLM stops at kv-alloc with its own "no available
+    memory for the cache blocks" (read by the trial's classifier as the KV OOM it is); so does a
+    70 B FP8 model under SGLang at half its memory fraction. The user's own settings serve."""
+    from bringup.engines.scenario import scenario_engine
+    from bringup.trial.launch import TrialSettings
+    from bringup.verify.probes import ProbeConfig
+
+    oracle, spec, flags, path = _physics(tmp_path, "vllm-h200x8-llama33-70b")
+    assert oracle.outcome(flags).validated
+    alone = {k: v for k, v in flags.items() if k != "--tensor-parallel-size"}
+    out = oracle.outcome(alone)
+    assert (out.rule, out.phase) == ("kv-cache-no-blocks", "kv-alloc")
+    engine = scenario_engine(path, 0.01)
+    cand = Candidate.make(engine.log_dialect, engine.world().default_model() or "", alone, {})
+    settings = TrialSettings(probe=ProbeConfig(answers=[]))
+    read = InProcessTrial(engine, cand, tmp_path / "t", settings, spec=spec, version=engine.version()).run()
+    assert (read.failure_class, read.phase) == ("oom-kv-cache", "kv-alloc")
+
+    oracle, spec, flags, _ = _physics(tmp_path, "sglang0523-h200x1-llama33-70b-fp8")
+    assert oracle.outcome(flags).validated  # 0.88 of the card: 52 GiB beside 70.5 GiB of weights
+    half = oracle.outcome({**flags, "--mem-fraction-static": "0.5"})
+    assert (half.rule, half.phase) == ("kv-cache-no-blocks", "kv-alloc")
+
+
+def test_a_kv_cache_shorter_than_one_request_fails_on_vllm_only(tmp_path):
+    """vLLM checks at start that the cache holds one request of the context length: on one H200
+    an 8 B model at a fifth of the card holds 16 k tokens but not the model's own 128 k (the user's
+    context limit dropped), and the message quotes the double's own figures. SGLang starts with a
+    pool shorter than the context (it caps the request length), so it has no such law."""
+    oracle, spec, flags, path = _physics(tmp_path, "vllm-h200x1-llama31-8b")
+    low = {**flags, "--gpu-memory-utilization": "0.2"}
+    assert oracle.outcome(low).validated  # 16384 tokens fit
+    unbounded = {k: v for k, v in low.items() if k != "--max-model-len"}
+    out = oracle.outcome(unbounded)
+    assert (out.rule, out.phase) == ("kv-cache-one-request", "kv-alloc")
+    assert not any(
+        r.id == "kv-cache-one-request"
+        for r in _physics(tmp_path, "sglang-h200x1-llama31-8b")[0].scenario.rules
+    )
+
+
+def test_the_kv_law_refuses_only_what_the_memory_plan_refuses():
+    """The law is the memory plan's budget (bringup/facts/memplan.py) against one request's need:
+    over fractions, context lengths and tensor-parallel sizes it never refuses a launch whose budget
+    holds the request, and refuses every one at the user's own or the model's full length that does not."""
+    from bringup.facts import memplan
+    from bringup.oracle.faults.laws import kv_rules
+    from bringup.scenario.sizing import kv_bytes_per_token, weights_per_gpu
+
+    base = next(b for b in load_bases() if b["name"] == "vllm-sm120x4-llama31-70b")
+    spec = help_for("vllm", "0.32.0")[0]
+    rules = {r["id"]: r for r in kv_rules(base, spec)}
+    from bringup.knowledge.conditions import compile_condition
+
+    conds = {k: compile_condition(r["when"], lambda x: x, k) for k, r in rules.items()}
+    m = base["model"]
+    checked = refused = 0
+    for tp in (2, 4):
+        w = weights_per_gpu(m["weights_gib"], m["replicated_gib"], tp)
+        for frac in (0.3, 0.5, 0.7, 0.85, 0.95):
+            budget = memplan.plan(
+                gpu_mem_gib=95.0,
+                tp=tp,
+                mem_fraction=frac,
+                engine="vllm",
+                weights_gib=w,
+                disable_cuda_graph=True,
+            ).kv_budget_gib
+            for ctx in (None, 16384, 50000, 131072):
+                need = (ctx or m["context_length"]) * kv_bytes_per_token(m, tp, "auto") / (1 << 30)
+                values = {
+                    "tensor-parallel-size": tp,
+                    "pipeline-parallel-size": None,
+                    "gpu-memory-utilization": frac,
+                    "max-model-len": ctx,
+                    "kv-cache-dtype": None,
+                    "kv-cache-memory-bytes": None,
+                }
+                fires = any(c.holds(values.get) for c in conds.values())
+                checked += 1
+                refused += fires
+                assert not (fires and budget >= need), (tp, frac, ctx)
+                if ctx in (None, 16384) and budget < need:
+                    assert fires, (tp, frac, ctx)
+    assert checked == 40 and refused >= 4
+
+
+def test_an_attention_backend_the_selector_refuses_fails_as_the_engine_refuses(tmp_path):
+    """The selector law reads the knowledge rules' `incompatible` verdicts (rules.yaml) and fails a
+    launch with the engine's own refusal: FLASH_ATTN on a Tesla T4 (compute capability 7.5), FLASH_ATTN
+    with an fp8 KV cache on SM120 (FA2 takes none), an MLA backend for a GQA model, SGLang's fa3 on
+    SM120. What the selector takes serves, and a flag a case's atom touches stays the atom's."""
+    from bringup.oracle.faults.compose import machine_rules
+
+    oracle, _, flags, _ = _physics(tmp_path, "vllm-t4x1-qwen25-3b")
+    out = oracle.outcome({**flags, "--attention-backend": "FLASH_ATTN"})
+    assert (out.rule, out.phase) == ("backend-refused:vllm-fa-cc", "load-weights")
+    assert oracle.outcome({**flags, "--attention-backend": "TRITON_ATTN"}).validated
+
+    oracle, _, flags, _ = _physics(tmp_path, "vllm-sm120x1-qwen3-8b")
+    assert oracle.outcome({**flags, "--attention-backend": "FLASH_ATTN"}).validated
+    fp8 = oracle.outcome({**flags, "--attention-backend": "FLASH_ATTN", "--kv-cache-dtype": "fp8"})
+    assert fp8.rule == "backend-refused:vllm-fa-quantized-kv"
+    assert (
+        oracle.outcome({**flags, "--attention-backend": "TRITON_MLA"}).rule
+        == "backend-refused:vllm-mla-backends-need-mla"
+    )
+
+    oracle, _, flags, _ = _physics(tmp_path, "sglang0523-sm120x1-qwen3-8b")
+    assert oracle.outcome({**flags, "--attention-backend": "fa3"}).rule == "backend-refused:fa3-sm80-90"
+    assert oracle.outcome({**flags, "--attention-backend": "triton"}).validated
+
+    atom = next(a for a in load_atoms("dev") if a.id == "sglang-fa3-on-sm120")
+    base = next(b for b in load_bases() if b["name"] == "sglang0523-sm120x1-qwen3-8b")
+    owned = [r for r in machine_rules(base, [atom]) if r["id"].startswith("backend-refused:")]
+    assert not any("attention-backend" in w for r in owned for w in r["when"])
+
+
+def test_the_selector_law_enforces_only_incompatible_rules_that_exist():
+    """bases.yaml backend_refusals names rules of bringup/data/rules.yaml whose verdict is
+    `incompatible` (the law reads their conditions, it does not copy them) and gives each its lines."""
+    from bringup.knowledge.rules import default_rules
+    from bringup.oracle.faults.laws import _section
+
+    rules = {r.rule.id: r.rule for r in default_rules()}
+    named = {rid for entries in _section("backend_refusals").values() for rid in entries}
+    assert len(named) >= 8
+    for rid in named:
+        assert rid in rules and rules[rid].verdict == "incompatible" and rules[rid].source, rid
+
+
+def test_a_split_wider_than_the_machine_fails_as_the_engine_fails(tmp_path):
+    """The GPU-count law: tensor x pipeline parallel past the machine's GPUs fails with vLLM's own
+    world-size refusal (quoting the product and the count) or SGLang's missing device; what the
+    machine holds serves."""
+    oracle, _, flags, _ = _physics(tmp_path, "vllm-h200x2-llama31-8b")
+    assert oracle.outcome({**flags, "--tensor-parallel-size": "2"}).validated
+    out = oracle.outcome({**flags, "--tensor-parallel-size": "2", "--pipeline-parallel-size": "2"})
+    assert (out.rule, out.phase) == ("gpus-short:4", "parse-args")
+    oracle, spec, flags, _ = _physics(tmp_path, "sglang-sm120x2-qwen3-8b")
+    tp = spec.resolve("--tp").name
+    assert oracle.outcome({**flags, tp: "4"}).rule == "gpus-short:4"

@@ -38,8 +38,8 @@ from bringup.oracle.faults.atoms import (
     is_sealed,
     load_atoms,
     load_bases,
-    weights_oom_lines,
 )
+from bringup.oracle.faults.laws import gpus_rules, kv_rules, selector_rules, weights_rule
 from bringup.oracle.trials import Oracle
 from bringup.scenario.loader import load_scenario
 from bringup.scenario.schema import Scenario
@@ -137,8 +137,8 @@ def merged_baseline(
 
 
 def command(flags: dict[str, FlagValue], env: dict[str, str]) -> str:
-    """The command line a user would type: shell-quoted where a value needs it (a JSON-valued flag
-    such as `--hf-overrides '{"k":1}'`), so that reading it back gives the same flags."""
+    """The command line a user would type: shell-quoted where a value needs it (a flag
+    whose value is JSON, a value with a space), so that reading it back gives the same flags."""
     return " ".join(
         [*(f"{k}={shlex.quote(v)}" for k, v in env.items()), *map(shlex.quote, render_flags(flags))]
     )
@@ -167,10 +167,9 @@ def scenario_doc(base: dict[str, Any], atoms: list[Atom], name: str, baseline: s
     doc["baseline"] = baseline
     order = sorted(range(len(atoms)), key=lambda i: (phase_index(atoms[i].phase), i))
     rules = [atoms[i].rule() for i in order]
-    oom = weights_rule(base)
-    if oom is not None:  # in phase order, after the atoms of its phase (the injected faults)
-        at = sum(phase_index(a.phase) <= phase_index("load-weights") for a in atoms)
-        rules.insert(at, oom)
+    for law in machine_rules(base, atoms):  # in phase order, after the atoms (and laws) of its phase
+        at = sum(phase_index(_rule_phase(r)) <= phase_index(_rule_phase(law)) for r in rules)
+        rules.insert(at, law)
     doc["rules"] = rules
     doc["warnings"] = [
         *(base.get("warnings") or []),
@@ -182,33 +181,26 @@ def scenario_doc(base: dict[str, Any], atoms: list[Atom], name: str, baseline: s
     return doc
 
 
-SPLITS = (1, 2, 4, 8, 16)  # tensor x pipeline parallel sizes a launch may ask for
+def machine_rules(base: dict[str, Any], atoms: list[Atom]) -> list[dict[str, Any]]:
+    """The laws of the machine this base keeps besides its atoms (laws.py), in the order they
+    strike within a phase: the GPU count first, the attention selector before the weights load,
+    the weights before the KV cache is sized. A flag an atom touches is the atom's, not the selector law's."""
+    from bringup.scenario.engine_args import help_for
+
+    spec = help_for(base["engine"], str(base["engine_version"]))[0]
+    owned = {n for a in atoms for n in touched(a, spec)}
+    oom = weights_rule(base)
+    return [
+        *gpus_rules(base),
+        *selector_rules(base, spec, owned),
+        *([oom] if oom else []),
+        *kv_rules(base, spec),
+    ]
 
 
-def weights_rule(base: dict[str, Any]) -> dict[str, Any] | None:
-    """The base's weights fail to load where they do not fit on the GPUs they are split over: a
-    CUDA OOM at load-weights for each tensor-parallel size below the one that fits (pipeline
-    parallel 1; a pipeline split is taken to fit, a kindness the doc names). None: the weights fit
-    on one GPU, or bases.yaml gives no lines for this engine."""
-    from bringup.engines.base import engine_info
-    from bringup.scenario.sizing import free_before_weights, weights_per_gpu
-
-    lines = weights_oom_lines(base["engine"])
-    m, hw = base["model"], base["hardware"]
-    room = free_before_weights(float(hw["memory_gib"]))
-    w, rep = float(m["weights_gib"]), float(m.get("replicated_gib") or 0.0)
-    small = [n for n in SPLITS if weights_per_gpu(w, rep, n) > room]
-    product = engine_info(base["engine"]).gpus.product  # tensor, pipeline, data parallel (engines.yaml)
-    if not small or not lines or len(product) < 2:
-        return None
-    tp, pp = (name.lstrip("-") for name in product[:2])
-    total = f"{float(hw['memory_gib']):.2f}"
-    return {
-        "id": "weights-do-not-fit",
-        "why": f"{w:g} GiB of weights over {small[-1]} GPU(s) of {hw['memory_gib']} GiB (bases.yaml weights_oom)",
-        "when": {tp: [*small, None], pp: [1, None]},
-        "fail": {"phase": "load-weights", "lines": [ln.replace("{total_gib}", total) for ln in lines]},
-    }
+def _rule_phase(rule: dict[str, Any]) -> str:
+    action = rule.get("fail") or rule.get("hang")
+    return action["phase"] if action else "decode"
 
 
 # -- the proof ------------------------------------------------------------------------------------
