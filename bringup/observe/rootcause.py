@@ -13,14 +13,24 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
 from bringup.core.datafiles import DATA, KnowledgeFileError, classes, load_yaml, phases
 from bringup.observe.links import imports_value
 from bringup.observe.tracebacks import PyException, frame_text
 
 ROOTCAUSE_FILE = DATA / "rootcause.yaml"
+
+
+def _known_class(v: str) -> str:
+    if v not in classes():
+        raise ValueError(f"unknown class {v!r}")
+    return v
+
+
+FailureClass = Annotated[str, AfterValidator(_known_class)]  # a class of classes.yaml
 
 
 class ModuleLevel(BaseModel):
@@ -60,7 +70,7 @@ class RootRule(BaseModel):
 
     model_config = ConfigDict(populate_by_name=True, extra="forbid")
     id: str
-    failure_class: str = Field(alias="class")
+    failure_class: FailureClass = Field(alias="class")
     types: str | None = None  # regex over the exception's short type name (fullmatch)
     message: str | None = None  # regex searched in the message (with its continuation lines)
     frames: str | None = None  # regex searched in the frames ("path:function" lines)
@@ -82,13 +92,6 @@ class RootRule(BaseModel):
     note: str | None = None  # an evidence line formatted from the message's named groups
     hint: str
     source: str
-
-    @field_validator("failure_class")
-    @classmethod
-    def _known_class(cls, v: str) -> str:
-        if v not in classes():
-            raise ValueError(f"unknown class {v!r}")
-        return v
 
     @field_validator("phases")
     @classmethod
@@ -112,15 +115,8 @@ class Component(BaseModel):
     model_config = ConfigDict(populate_by_name=True, extra="forbid")
     id: str
     frames: str  # regex over "path:function" of the innermost frames
-    failure_class: str = Field(alias="class")
+    failure_class: FailureClass = Field(alias="class")
     source: str
-
-    @field_validator("failure_class")
-    @classmethod
-    def _known_class(cls, v: str) -> str:
-        if v not in classes():
-            raise ValueError(f"unknown class {v!r}")
-        return v
 
 
 class RootCauseFile(BaseModel):
