@@ -38,6 +38,7 @@ from bringup.oracle.faults.measure import CaseResult, measure
 from bringup.oracle.inprocess import InProcessTrial
 from bringup.oracle.trials import Oracle
 from bringup.session.run import Run, RunSettings
+from bringup.trial.process import die_with_parent
 
 BUDGET = 12
 COLUMNS = (("knowledge", True), ("no-knowledge", False))
@@ -163,7 +164,8 @@ def run_split(
     folder = tempfile.mkdtemp(prefix=f"bringup-faults-{split}-")
     args = [(split, seed, i, folder, dry) for i in range(cases)]
     rows: list[dict[str, Any]] = []
-    with ProcessPoolExecutor(max_workers=max(1, jobs)) as pool:
+    with ProcessPoolExecutor(max_workers=max(1, jobs), initializer=die_with_parent) as pool:
+        # a worker killed with its parent: a SIGTERM to the benchmark left it running its cases, orphaned
         for row in pool.map(_work, args, chunksize=2):
             rows.append(row)
             if len(rows) % 20 == 0:

@@ -36,6 +36,7 @@ from bringup.oracle.faults.compose import Case, compose_case
 from bringup.oracle.faults.measure import stop_kind
 from bringup.oracle.inprocess import InProcessTrial
 from bringup.session.run import Run, RunSettings
+from bringup.trial.process import die_with_parent
 
 BUDGET = 12
 COLUMNS = (("knowledge", True), ("no-knowledge", False))
@@ -102,7 +103,8 @@ def _target(args: tuple[str, int, int, str, dict[str, str]]) -> dict[str, Any]:
 
 
 def _pool(fn: Any, args: list[Any], jobs: int) -> list[Any]:
-    with ProcessPoolExecutor(max_workers=max(1, jobs)) as pool:
+    with ProcessPoolExecutor(max_workers=max(1, jobs), initializer=die_with_parent) as pool:
+        # a worker killed with its parent: a SIGTERM to the benchmark left it running its cases, orphaned
         return list(pool.map(fn, args, chunksize=1))
 
 
