@@ -26,6 +26,7 @@ DEPTH = 3
 MIN_MASS = 0.02  # a factor carrying this much of some blocker's belief is worth changing
 MAX_STARTS = 8
 P_EXCLUDED = 0.97
+ANCHOR_SUSPECT = 0.25  # a change this much suspected of its launch's own failure is not kept free
 
 
 @dataclass
@@ -45,6 +46,30 @@ Config = dict[str, FlagValue | None]
 
 def _same(a: FlagValue | None, b: FlagValue | None) -> bool:
     return normalise(a) == normalise(b) if a is not None and b is not None else a is b
+
+
+def _furthest(s: Strategy, sc: _Scorer) -> list[Config]:
+    """The configurations of the launches that got furthest, when one got further than another:
+    what a person keeps while they go on. Changes are counted from the nearest of these or the
+    baseline, so keeping a launch's progress costs nothing and undoing a change that got past a
+    failure costs as much as making one (a three-mistake bring-up dropped two of the user's
+    settings, got a phase further, then put one back because only the other was a suspect; the
+    minimal fix is still found after validation, by minimizing)."""
+    obs = [o for o in s.observations if o.source in ("launch", "screen", "journal", "dry-run")]
+    if not obs or max(o.reach for o in obs) <= min(o.reach for o in obs):
+        return []
+    top = max(o.reach for o in obs)
+    shown = {b.key: b for b in s.blockers}
+    out = []
+    for o in obs:
+        cfg = {n: f.level_in(o.candidate.flag_dict, o.candidate.env_dict) for n, f in sc.factors.items()}
+        b = shown.get(o.blocker)
+        changed = [n for n in sc.factors if not _same(cfg[n], sc.base[n])]
+        # a launch whose own failure its changes are suspects of (tp 1 got past the NCCL hang by
+        # skipping NCCL, and ran out of memory) is no progress to keep
+        if o.reach == top and not (b is not None and any(b.mass_of(n) >= ANCHOR_SUSPECT for n in changed)):
+            out.append(cfg)
+    return out
 
 
 class _Scorer:
@@ -82,6 +107,7 @@ class _Scorer:
                 seen.add(e)
                 opts.append(lv)
             self.options[n] = opts
+        self.anchors = [self.base, *_furthest(s, self)]
 
     def levels(self, cfg: Config) -> dict[str, str]:
         return self.s.mark_inert({n: self.s.eff(f, cfg.get(n)) for n, f in self.factors.items()})
@@ -96,12 +122,20 @@ class _Scorer:
                 r = self.risk[(n, lv[n])] = self.s.risk(f, cfg.get(n))
             p *= 1 - min(r, 1.0)
             if not _same(cfg.get(n), self.base[n]):
-                cost += (0.0 if (n, lv[n]) in self.preferred else self.s.change_cost) + f.level_cost(
-                    cfg.get(n)
-                )
+                cost += f.level_cost(cfg.get(n))
+        cost += min(self._changes(cfg, anchor, lv) for anchor in self.anchors)
         if p <= 0:
             return -1e9, 0.0
         return math.log(p) - cost, p
+
+    def _changes(self, cfg: Config, anchor: Config, lv: dict[str, str]) -> float:
+        """The cost of the changes that lead from ``anchor`` to ``cfg``: a change to a level
+        knowledge prefers is free."""
+        return sum(
+            0.0 if (n, lv[n]) in self.preferred else self.s.change_cost
+            for n in self.factors
+            if not _same(cfg.get(n), anchor.get(n))
+        )
 
     def key(self, cfg: Config) -> tuple[str, ...]:
         lv = self.levels(cfg)

@@ -171,3 +171,30 @@ def test_when_nothing_is_named_the_users_own_settings_are_the_first_suspects():
     )
     _, b = first_blocker(s, lines)
     assert set(top_factors(b, 2)) == {"--max-num-seqs", "--block-size"}, b.top(4)
+
+
+def test_the_changes_of_a_launch_that_got_further_are_kept():
+    """The real three-mistake bring-up (tests/session/test_multifault_user_settings.py): the second
+    launch dropped two of the user's settings and got from parse-args to kv-alloc. Only one of
+    the two was a suspect of the first failure; the next launch must not put the other back (it
+    did, and met the failure it had hidden: the run ended unvalidated in 4)."""
+    s = strategy(
+        """--hf-overrides '{"architectures": ["NoSuchForCausalLM"]}' --worker-cls uc_nosuch.Worker """
+        "--num-gpu-blocks-override 1 --gpu-memory-utilization 0.3"
+    )
+    first = [
+        "(APIServer pid=1) pydantic_core._pydantic_core.ValidationError: 1 validation error for ModelConfig",
+        "(APIServer pid=1)   Value error, Model architectures ['NoSuchForCausalLM'] are not supported for now. "
+        "[type=value_error, input_value=ArgsKwargs((), {}), input_type=ArgsKwargs]",
+    ]
+    s.observe(s.baseline, explain_lines(first, "vllm"))
+    second = s.baseline.with_changes({"--hf-overrides": None, "--worker-cls": None})
+    kv = traceback(
+        CORE,
+        ("vllm/v1/core/kv_cache_utils.py", "check_enough_kv_cache_memory"),
+        exc="ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` "
+        "when initializing the engine.",
+    )
+    s.observe(second, explain_lines(kv, "vllm"))
+    nxt = s.propose().candidate.flag_dict
+    assert "--hf-overrides" not in nxt and "--worker-cls" not in nxt, nxt
