@@ -211,7 +211,7 @@ class RunOptions:
         typer.Option(
             help="Lessons of other runs (`bringup lessons export`): a file or a folder of them "
             "(repeatable; also BRINGUP_LESSONS, a path list). Used as priors where their scope "
-            "reaches this target (docs/lessons.md).",
+            "reaches this target.",
         ),
     ] = []
 

@@ -158,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     head = (
         f"# {a.engine} {a.version}: where each environment variable of its registry is read, generated from\n"
         f"# the engine's own source by `python -m bringup.env.readers` (do not edit; regenerate).\n"
-        "# Schema: readers: {NAME: [package/path.py:function, ...]} (bringup/env/readers.py).\n"
+        "# Schema: readers: {NAME: [package/path.py:function, ...]}.\n"
     )
     out.write_text(
         head + yaml.safe_dump({"engine": a.engine, "version": a.version, "readers": sites}, sort_keys=False)

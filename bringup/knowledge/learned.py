@@ -117,14 +117,14 @@ class Failure(Strict):
     @classmethod
     def _known_class(cls, v: str) -> str:
         if v not in classes() and v != "wrong-output":
-            raise ValueError(f"{v!r} is not a failure class of bringup/data/classes.yaml")
+            raise ValueError(f"{v!r} is not a failure class (one of: {', '.join(sorted(classes()))})")
         return v
 
     @field_validator("phase")
     @classmethod
     def _known_phase(cls, v: str | None) -> str | None:
         if v is not None and v not in phases():
-            raise ValueError(f"{v!r} is not a phase of bringup/data/classes.yaml")
+            raise ValueError(f"{v!r} is not a phase (one of: {', '.join(phases())})")
         return v
 
     @field_validator("root", "key")

@@ -134,7 +134,7 @@ def parse_lessons(text: str, where: str) -> Loaded:
     if doc is None:
         return out
     if not isinstance(doc, dict) or not isinstance(doc.get("lessons"), list):
-        out.refused.append(f"{where}: expected a top-level 'lessons:' list (docs/lessons.md)")
+        out.refused.append(f"{where}: expected a top-level 'lessons:' list (`bringup lessons export` writes one)")
         return out
     unknown = sorted(set(doc) - _TOP)
     if unknown:
@@ -172,7 +172,7 @@ def read_lessons(paths: list[Path]) -> Loaded:
 
 # -- writing ----------------------------------------------------------------------------------------
 HEADER = (
-    "# Lessons bringup learned (docs/lessons.md): a failure, the fix that cured it and the scope it\n"
+    "# Lessons bringup learned: a failure, the fix that cured it and the scope it\n"
     "# holds in, each with its source. Read by `bringup run --lessons PATH`; `bringup lessons list`.\n"
 )
 

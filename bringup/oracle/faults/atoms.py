@@ -207,3 +207,25 @@ def load_bases(root: Path = FAULTS) -> tuple[dict[str, Any], ...]:
             raise KnowledgeFileError(f"{path}: bases[{i}]: a base has no rules (atoms bring them)")
         out.append(raw)
     return tuple(out)
+
+
+def base_facts(base: dict[str, Any]) -> dict[str, Any]:
+    """A base scenario's machine and model as the facts a run reads (knowledge, the laws)."""
+    hw, m = base["hardware"], base["model"]
+    return {
+        "gpu.name": hw["gpu"],
+        "gpu.count": hw.get("count", 1),
+        "gpu.compute_capability": float(hw["compute_capability"]),
+        "gpu.memory_gib": hw["memory_gib"],
+        "gpu.link": hw.get("link"),
+        "device": "cuda",
+        "model.architecture": m["architecture"],
+        "model.model_type": m["model_type"],
+        "model.attention": m["attention"],
+        "model.moe": bool(m.get("moe", False)),
+        "model.quantization": m.get("quantization"),
+        "model.dtype": m.get("dtype", "bfloat16"),
+        "model.weights_gib": m["weights_gib"],
+        "engine.name": base["engine"],
+        "engine.version": str(base["engine_version"]),
+    }

@@ -34,6 +34,7 @@ from bringup.knowledge.conditions import compile_condition
 from bringup.oracle.faults.atoms import (
     Atom,
     Split,
+    base_facts,
     fix_tokens,
     is_sealed,
     load_atoms,
@@ -69,32 +70,11 @@ class Case:
 
 
 # -- compatibility -------------------------------------------------------------------------------
-def _facts(base: dict[str, Any]) -> dict[str, Any]:
-    hw, m = base["hardware"], base["model"]
-    return {
-        "gpu.name": hw["gpu"],
-        "gpu.count": hw.get("count", 1),
-        "gpu.compute_capability": float(hw["compute_capability"]),
-        "gpu.memory_gib": hw["memory_gib"],
-        "gpu.link": hw.get("link"),
-        "device": "cuda",
-        "model.architecture": m["architecture"],
-        "model.model_type": m["model_type"],
-        "model.attention": m["attention"],
-        "model.moe": bool(m.get("moe", False)),
-        "model.quantization": m.get("quantization"),
-        "model.dtype": m.get("dtype", "bfloat16"),
-        "model.weights_gib": m["weights_gib"],
-        "engine.name": base["engine"],
-        "engine.version": str(base["engine_version"]),
-    }
-
-
 def fits(atom: Atom, base: dict[str, Any]) -> bool:
     """The atom's engine, version and facts test hold on this base."""
     if atom.engine != base["engine"] or str(base["engine_version"]) not in atom.versions:
         return False
-    facts = _facts(base)
+    facts = base_facts(base)
     cond = compile_condition(atom.needs or None, lambda k: k, f"{atom.id}.needs")
     return cond.holds(facts.get)
 

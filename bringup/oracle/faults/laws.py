@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from bringup.core.datafiles import KnowledgeFileError, load_yaml
-from bringup.oracle.faults.atoms import BASES_FILE, FAULTS, weights_oom_lines
+from bringup.oracle.faults.atoms import BASES_FILE, FAULTS, base_facts, weights_oom_lines
 
 SPLITS = (1, 2, 4, 8, 16)  # tensor x pipeline parallel sizes a launch may ask for
 CONTEXT_STEP = 2  # the ratio between the context-length bands of the KV law
@@ -278,12 +278,11 @@ def selector_rules(base: dict[str, Any], spec, touched: set[str]) -> list[dict[s
     the engine's refusal lines (bases.yaml ``backend_refusals``); flags in ``touched`` (what the
     case's atoms inject or fix) are the atoms' own."""
     from bringup.knowledge.rules import Knowledge
-    from bringup.oracle.faults.compose import _facts
 
     refusals = _section("backend_refusals").get(base["engine"]) or {}
     if not refusals:
         return []
-    know = Knowledge(_facts(base), base["engine"], str(base["engine_version"]))
+    know = Knowledge(base_facts(base), base["engine"], str(base["engine_version"]))
     out = []
     for r in know.rules:
         entry = refusals.get(r.rule.id)
