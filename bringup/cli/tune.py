@@ -6,7 +6,9 @@ prints its progress and its result.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -153,16 +155,19 @@ def tune_cmd(o: TuneOptions) -> None:
 
     settings = _settings(o)
     tuning = Tuning(settings, writable_runs_root(o.runs_dir), TuneLines())
-    try:
-        tuning.prepare()
-    except TuneError as e:
-        raise usage_error(str(e)) from None
-    try:
-        tuning.search()
-    except Interrupted as e:
-        err_console.print(f"[bold yellow]interrupted ({e}); servers torn down.[/]")
-        raise typer.Exit(e.exit_code) from None
-    result = tuning.finish()
+    # With --json, stdout holds the one JSON object: whatever else prints to it meanwhile (Ray's
+    # thread saying a node died, between two library calls that each put stdout back) goes to stderr.
+    with contextlib.redirect_stdout(sys.stderr) if o.json_out else contextlib.nullcontext():
+        try:
+            tuning.prepare()
+        except TuneError as e:
+            raise usage_error(str(e)) from None
+        try:
+            tuning.search()
+        except Interrupted as e:
+            err_console.print(f"[bold yellow]interrupted ({e}); servers torn down.[/]")
+            raise typer.Exit(e.exit_code) from None
+        result = tuning.finish()
     if o.json_out:
         html = tuning.report_html
         print_json(json.loads(result.model_dump_json()) | ({"report_html": str(html)} if html else {}))

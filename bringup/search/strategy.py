@@ -601,7 +601,10 @@ class Strategy:
         level outside the family, not a sibling of the one that failed (vLLM's flashinfer_cutlass
         after flashinfer_trtllm). Weighed as a signature's first suspect: a lead, not a proof."""
         named = links.library_tokens(outcome.frames or [], self.space.engine)
-        named |= links.selected_tokens([*(outcome.selected or []), *outcome.evidence])
+        if outcome.frames:
+            # what the engine says it selected is printed by every launch, working ones too: it
+            # names the family of a failure raised in the engine's code, not of fluent wrong output
+            named |= links.selected_tokens([*(outcome.selected or []), *outcome.evidence])
         named = {t for t in named if len(t) >= 5}
         if not named:
             return {}

@@ -253,14 +253,18 @@ class Run(PreparedRun):
             self.recorder.log(self._seq, "dry-run", cand, out, tdir, started, ended, extra)
             self.strategy.observe(cand, out, source="dry-run")
 
+    def _full_answers(self) -> int:
+        return sum(o.source == "launch" for o in self.strategy.observations)
+
     def _follow_up(self, ex: Executor) -> bool:
         """Start the first follow-up if its GPUs are free (or drop it: an answer that came back
         since its screen makes it unlikely); whether the loop may go on filling."""
         job = self._follow[0]
-        # (a passed screen's full launch is never dropped: only a queued preemptor is reconsidered)
-        worth = job.extra.get("confirms_screen") or self.strategy.still_worth(
-            job.cand, job.extra.get("p_then", 0.0)
-        )
+        # A passed screen's full launch is not dropped for what other screens say; once a full
+        # launch has answered since (a phase no screen reaches: two passed screens, the first
+        # confirmation out of memory in graph capture), it is reconsidered like any follow-up.
+        kept = job.extra.get("confirms_screen") and job.extra.get("full_then") == self._full_answers()
+        worth = kept or self.strategy.still_worth(job.cand, job.extra.get("p_then", 0.0))
         if job.seq == 0 and not worth:
             self._follow.pop(0)
             return True
@@ -269,6 +273,7 @@ class Run(PreparedRun):
             return False
         self._follow.pop(0)
         job.extra.pop("p_then", None)
+        job.extra.pop("full_then", None)
         if job.seq == 0:
             self._seq += 1
             job.seq = self._seq
@@ -313,7 +318,7 @@ class Run(PreparedRun):
         self.strategy.observe(job.cand, out, source="screen")
         extra = {k: v for k, v in job.extra.items() if k != "shrunk"}
         p_then = self.strategy.success_probability(job.cand)
-        extra.update(p_then=p_then, confirms_screen=True)
+        extra.update(p_then=p_then, confirms_screen=True, full_then=self._full_answers())
         self._follow.append(self.launcher.job(0, "search", job.cand, extra))
         # The most likely first (answers arrive in any order); lost trials (seq given) stay ahead.
         self._follow.sort(key=lambda j: (j.seq == 0, -j.extra.get("p_then", 0.0)))

