@@ -134,7 +134,9 @@ def parse_lessons(text: str, where: str) -> Loaded:
     if doc is None:
         return out
     if not isinstance(doc, dict) or not isinstance(doc.get("lessons"), list):
-        out.refused.append(f"{where}: expected a top-level 'lessons:' list (`bringup lessons export` writes one)")
+        out.refused.append(
+            f"{where}: expected a top-level 'lessons:' list (`bringup lessons export` writes one)"
+        )
         return out
     unknown = sorted(set(doc) - _TOP)
     if unknown:
