@@ -19,7 +19,8 @@ from bringup.observe.effective import normalise
 from bringup.search.beliefs import INERT
 
 if TYPE_CHECKING:
-    from bringup.search.strategy import Strategy
+    from bringup.search.space import Factor
+    from bringup.search.strategy import Observation, Strategy
 
 BEAM = 6
 DEPTH = 3
@@ -48,6 +49,18 @@ def _same(a: FlagValue | None, b: FlagValue | None) -> bool:
     return normalise(a) == normalise(b) if a is not None and b is not None else a is b
 
 
+def _progress(s: Strategy) -> list[Observation]:
+    """The observations that say how far a configuration got: launches, screens, the journal's, and
+    the engine's own refusals (a refused configuration got past what it no longer shows)."""
+    return [o for o in s.observations if o.source in ("launch", "screen", "journal", "dry-run")]
+
+
+def _config(o: Observation, factors: dict[str, Factor]) -> Config:
+    """An observed candidate's level of every factor."""
+    flags, env = o.candidate.flag_dict, o.candidate.env_dict
+    return {n: f.level_in(flags, env) for n, f in factors.items()}
+
+
 def _furthest(s: Strategy, sc: _Scorer) -> list[Config]:
     """The configurations of the launches that got furthest, when one got further than another:
     what a person keeps while they go on. Changes are counted from the nearest of these or the
@@ -55,19 +68,19 @@ def _furthest(s: Strategy, sc: _Scorer) -> list[Config]:
     failure costs as much as making one (a three-mistake bring-up dropped two of the user's
     settings, got a phase further, then put one back because only the other was a suspect; the
     minimal fix is still found after validation, by minimizing)."""
-    obs = [o for o in s.observations if o.source in ("launch", "screen", "journal", "dry-run")]
+    obs = _progress(s)
     if not obs or max(o.reach for o in obs) <= min(o.reach for o in obs):
         return []
     top = max(o.reach for o in obs)
     shown = {b.key: b for b in s.blockers}
     out = []
-    for o in obs:
-        cfg = {n: f.level_in(o.candidate.flag_dict, o.candidate.env_dict) for n, f in sc.factors.items()}
+    for o in (o for o in obs if o.reach == top):
+        cfg = _config(o, sc.factors)
         b = shown.get(o.blocker)
         changed = [n for n in sc.factors if not _same(cfg[n], sc.base[n])]
         # a launch whose own failure its changes are suspects of (tp 1 got past the NCCL hang by
         # skipping NCCL, and ran out of memory) is no progress to keep
-        if o.reach == top and not (b is not None and any(b.mass_of(n) >= ANCHOR_SUSPECT for n in changed)):
+        if not (b is not None and any(b.mass_of(n) >= ANCHOR_SUSPECT for n in changed)):
             out.append(cfg)
     return out
 
@@ -160,13 +173,9 @@ def _starts(s: Strategy, sc: _Scorer) -> list[Config]:
     # A configuration the engine's own checks refused (dry-run) is progress as a launch is: its
     # other changes got it past what it no longer shows. Left out, a fix of four changes was out
     # of reach from the baseline (DEPTH 3) and the search went back (vLLM on the H200, 2026-12-03).
-    obs = [o for o in s.observations if o.source in ("launch", "screen", "journal", "dry-run")]
+    obs = _progress(s)
     chosen = sorted(obs, key=lambda o: -o.reach)[:3] + obs[-4:]
-    out: list[Config] = [dict(sc.base)]
-    for o in chosen:
-        flags, env = o.candidate.flag_dict, o.candidate.env_dict
-        out.append({n: f.level_in(flags, env) for n, f in sc.factors.items()})
-    return out[:MAX_STARTS]
+    return [dict(sc.base), *(_config(o, sc.factors) for o in chosen)][:MAX_STARTS]
 
 
 def _search(

@@ -437,11 +437,6 @@ class Trial:
     def _cancelled(self) -> bool:
         return self.s.cancel is not None and self.s.cancel.is_set()
 
-    def _settings(self) -> dict[str, str]:
-        """The launch's own flags and variables, for the classifier; the engine's secrets stay
-        out (bringup.guard.secrets redacts what reaches a file, the classifier reads no file)."""
-        return self.cand.settings()
-
     def _probe_class(
         self, cls: Classification, status: str, bad_probe: ProbeResult | None, texts: list[str], reached: str
     ) -> tuple[Classification, str]:
@@ -654,7 +649,7 @@ class Trial:
             self.engine.before_teardown(texts),
             self.engine.log_dialect,
             reached,
-            settings=self._settings(),
+            settings=self.cand.settings(),
             matcher=self.matcher,
         )
         cls, status = self._probe_class(cls, status, failed_probe, texts, reached)
