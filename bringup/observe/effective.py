@@ -238,12 +238,9 @@ def _as_mapping(v: Any) -> dict | None:
 
 def _mapping(text: str) -> dict | None:
     """A JSON object or a Python dict literal, parsed; None when the text is neither."""
-    import json
+    from bringup.observe.links import structured
 
-    try:
-        out = json.loads(text)
-    except ValueError:
-        out = _value(text)
+    out = structured(text.strip())
     return out if isinstance(out, dict) else None
 
 

@@ -123,7 +123,7 @@ def value_tokens(value: str) -> list[str]:
     if not v or v.lower() in _PLAIN_VALUES:
         return []
     out: list[str] = []
-    parsed = _json(v)
+    parsed = structured(v)
     if parsed is not None:
         for piece in _json_pieces(parsed):
             out += value_tokens(piece)
@@ -156,7 +156,7 @@ def _distinctive(token: str) -> bool:
     return True
 
 
-def _json(v: str):
+def structured(v: str) -> dict | list | tuple | None:
     """A JSON value, or the Python literal an engine prints it back as ("{'model': '/tmp/x'}")."""
     if not v.startswith(("{", "[")):
         return None
