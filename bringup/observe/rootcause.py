@@ -287,6 +287,14 @@ _NO_VALUE = {"true", "false", "none", "auto", "null", "default"}
 _NOT_FACTORS = {"model", "model_tag", "model_path", "served_model_name", "host", "port", "tokenizer_path"}
 
 
+def known_settings(
+    log_lines: list[str], engine: str | None, launched: dict[str, str] | None
+) -> dict[str, str]:
+    """The launch's settings as far as they are known: the log's dump of them, overlaid by the
+    ones the caller launched with (a trial knows its own; `explain` has only the log)."""
+    return {**launch_settings(log_lines, engine), **(launched or {})}
+
+
 def launch_settings(log_lines: list[str], engine: str | None) -> dict[str, str]:
     """--flag -> value this launch set, from the engine's dump of its arguments (vLLM's "non-default
     args", SGLang's server_args, which lists every argument: there only values that differ from the
@@ -489,7 +497,7 @@ def match_rules(
     log_lines = log_lines or []
     fphase = frames_phase(exc)
     naming = naming_text(exc)
-    settings = {**launch_settings(log_lines, engine), **(launched or {})}
+    settings = known_settings(log_lines, engine, launched)
     flags = [*flags_named(naming, engine)]
     for f in [*flags_by_words(naming, engine), *flags_by_value(naming, settings)]:
         if f not in flags:
@@ -552,7 +560,7 @@ def where_class(
         return None
     settings = [
         Setting(flag, value, flag.lstrip("-").replace("-", "_"), None, True)
-        for flag, value in {**launch_settings(log_lines, engine), **(launched or {})}.items()
+        for flag, value in known_settings(log_lines, engine, launched).items()
     ]
     message = [ln for ln in f"{exc.type}: {naming_text(exc)}".splitlines() if ln.strip()]
     for link in links(message, frames, settings, engine):

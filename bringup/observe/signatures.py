@@ -313,10 +313,10 @@ def _setting_not_model(
     setting's: bad-flag, the setting first among the suspects (issue 36, a class from where the
     path came from)."""
     from bringup.observe.links import quoted, value_tokens
-    from bringup.observe.rootcause import launch_settings
+    from bringup.observe.rootcause import known_settings
 
     words = [*cls.evidence, cls.root_exception or ""]
-    for flag, value in {**launch_settings(lines, engine), **(settings or {})}.items():
+    for flag, value in known_settings(lines, engine, settings).items():
         if any(quoted(words, tok) for tok in value_tokens(value) if "/" in tok or len(tok) >= 6):
             cls.failure_class = "bad-flag"
             cls.implicates = [flag, *(i for i in cls.implicates if i != flag)]
