@@ -174,8 +174,7 @@ class Strategy:
             return
         self.space.factors.append(f)
         self._init_factor(f)
-        for o in self.observations:
-            o.key = self.predicted_key(o.candidate)
+        self._rekey()
 
     # -- what the lessons hold, for readers outside the search --------------------------------------
     @property
@@ -696,20 +695,36 @@ class Strategy:
         return not any(w >= ev.W_SIGNATURE / 3 for n, w in named.weights.items() if n not in self.frozen)
 
     def _read_effective(self, cand: Candidate, outcome: Outcome) -> None:
-        """What the engine really used: overrides freeze a factor, defaults name "unset"."""
+        """What the engine really used: overrides freeze a factor, defaults name "unset". The
+        launches made so far are identified again when a value changed (a launch that left a
+        default is the same configuration as one that named it): a stale identity would launch
+        it twice."""
         flags = cand.flag_dict
+        changed = False
         for f in self.space.factors:
             if f.is_env or f.dest not in outcome.effective:
                 continue
             eff = normalise(outcome.effective[f.dest])
             req = flags.get(f.name)
             if req is None or normalise(req) == "auto":
+                changed |= self.default_eff.get(f.name, ("",))[0] != eff
                 self.default_eff[f.name] = (eff, f"seen in launch {len(self.observations) + 1}")
             elif not same_value(req, outcome.effective[f.dest]) and f.name not in self.frozen:
+                changed = True
                 self.frozen[f.name] = (
                     eff,
                     f"engine used {eff} when {req} was asked (launch {len(self.observations) + 1})",
                 )
+        if changed:
+            self._rekey()
+
+    def _rekey(self) -> None:
+        """Every launch's identity again, from what is known now of the engine's values."""
+        for o in self.observations:
+            o.key = self.predicted_key(o.candidate)
+        self.screens_passed = {
+            o.key for o in self.observations if o.source == "screen" and o.outcome.status == "works"
+        }
 
     def _grow_env(self, outcome: Outcome) -> None:
         """Variables this failure calls for join the space (named by its lines, or ranked)."""
@@ -812,6 +827,16 @@ class Strategy:
                 )
         if self.impossible() is not None:
             return Decision(None)
+        bare = self._without_users_settings()
+        if bare is not None and self.predicted_key(bare) not in tried:
+            return Decision(
+                bare,
+                self.success_probability(bare),
+                [
+                    "before blaming the model or the machine: the same failure twice, its words naming "
+                    "nothing the user set; the engine's defaults without any of the user's own settings"
+                ],
+            )
         self._pending_moves = [m for c in pending if (m := self._moves(c))]
         try:
             moves = set().union(*self._pending_moves) if self._pending_moves else set()
@@ -897,8 +922,8 @@ class Strategy:
             vs = [[v for v in self.verdicts(f, lv) if v.kind == "incompatible"] for lv in [None, *f.levels]]
             if vs and all(vs):
                 return f"no level of {f.name} can work here: {vs[0][0].reason}"
-        for b in self.blockers:
-            if b.seen >= 2 and b.outside_mass() >= IMPOSSIBLE_OUTSIDE:
+        for b in self._outside_blockers():
+            if self._users_settings_cleared(b):
                 o = next(o.outcome for o in reversed(self.observations) if o.blocker == b.key)
                 props = ", ".join(i for i in o.implicates if i.split(".")[0] in ("model", "gpu", "host"))
                 return (
@@ -907,6 +932,47 @@ class Strategy:
                     f"Evidence: {b.evidence[:200]}" + (f". Hint: {o.hint}" if o.hint else "")
                 )
         return None
+
+    def _outside_blockers(self) -> list[Blocker]:
+        """Failures seen twice that the beliefs place outside the space (the model, the machine)."""
+        return [b for b in self.blockers if b.seen >= 2 and b.outside_mass() >= IMPOSSIBLE_OUTSIDE]
+
+    def _users_settings_cleared(self, b: Blocker) -> bool:
+        """A person's check before blaming the model or the machine: the failure was seen on a
+        launch without any of the user's own settings (every one undone, or changed). Beliefs that
+        lean outside the space after two launches are not a proof while a setting the user chose has
+        never been away: a failure whose words name nothing can still be that setting's."""
+        mine = [
+            f for f in self.space.factors if f.name not in self.frozen and self._users_level(f) is not None
+        ]
+        if not mine:
+            return True
+        for o in self.observations:
+            if o.blocker != b.key:
+                continue
+            flags, env = o.candidate.flag_dict, o.candidate.env_dict
+            if all(self.eff(f, f.level_in(flags, env)) != self._users_level(f) for f in mine):
+                return True
+        return False
+
+    def _users_level(self, f: Factor) -> str | None:
+        """The user's own choice of this factor (the baseline's effective level, set to other than
+        what the engine picks by itself); None where the user left it."""
+        base = self.base_level(f)
+        if base is None or base is False:
+            return None
+        level = self.eff(f, base)
+        return level if self._user_set(f, level) else None
+
+    def _without_users_settings(self) -> Candidate | None:
+        """The baseline with every setting of the user's undone (the engine's own defaults for
+        them), when a failure the beliefs place outside the space has not been seen so."""
+        if not any(not self._users_settings_cleared(b) for b in self._outside_blockers()):
+            return None
+        undo = {
+            f.name: None for f in self.space.factors if f.name not in self.frozen and self._users_level(f)
+        }
+        return self.baseline.with_changes(undo)
 
     def propose(self, exclude: set[str] | None = None) -> Proposal | None:
         """The best untried candidate (None: nothing untried is left)."""

@@ -1,6 +1,6 @@
 """Minimizing, once a configuration validated: the smallest change from the baseline that fixes it.
 
-Delta debugging (`bringup.search.minimize`) between the failing baseline and the working candidate,
+Greedy deletion (`bringup.search.minimize`) between the failing baseline and the working candidate,
 answered first from what the run already knows (the strategy's observations, and on resume the
 journal's earlier minimizing trials), launching only what nobody has seen, within its own budget.
 Kept apart from the loop (bringup/session/run.py): it runs after the search, one question at a time.
@@ -26,8 +26,9 @@ def minimize(
     budget: int,
     launch: Callable[[Candidate], Outcome],
 ) -> MinimalFix:
-    """ddmin between the baseline and the working candidate; ``launch`` runs one candidate now,
-    at most ``budget`` times."""
+    """Shrink the changes between the baseline and the working candidate, the deletion the model
+    believes likeliest to still work first; ``launch`` runs one candidate now, at most ``budget``
+    times."""
     outcomes: dict[str, Outcome] = {o.key: o.outcome for o in strategy.observations}
     # On resume, earlier minimizing trials answer again from the journal.
     for rec in journal.trials(run_id, "minimize"):
@@ -40,4 +41,5 @@ def minimize(
         launch,
         budget,
         ignored=set(strategy.frozen),
+        likelihood=strategy.success_probability,
     )

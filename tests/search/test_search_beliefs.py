@@ -526,3 +526,30 @@ def test_a_switch_left_off_is_the_level_whose_code_failed() -> None:
     s.observe(s.baseline, first)
     nxt = s.next_launch([], [], set()).candidate
     assert nxt is not None and nxt.flag_dict.get("--enforce-eager") is True, nxt.flag_dict
+
+
+def test_the_machine_is_blamed_only_after_the_failure_came_back_without_the_users_settings() -> None:
+    """However far the beliefs lean outside the space, "no launch flag changes it" is a proof only
+    once the failure came back on a launch without any of the user's own settings: before that,
+    the next launch is that one (the engine's defaults for every setting the user chose)."""
+    s = make("--max-model-len 2048", env={"VLLM_CPU_KVCACHE_SPACE": "4"})
+    base = s.baseline
+    s.observe(base, HEAD.outcome())
+    s.observe(base.with_changes({"--max-model-len": None}), HEAD.outcome())
+    (b,) = s.blockers
+    for c in b.post:  # beliefs that lean outside the space, as many same-failure launches make them
+        b.post[c] = 0.95 if c.outside else 0.05 / (len(b.post) - 1)
+    assert b.seen == 2 and b.outside_mass() >= 0.8
+    assert s.impossible() is None  # the user's variable was never away
+    d = s.next_launch([], [], set())
+    assert (
+        d.candidate is not None
+        and d.candidate.env_dict == {}
+        and "--max-model-len" not in d.candidate.flag_dict
+    )
+    assert "before blaming the model or the machine" in d.reasons[0]
+    s.observe(d.candidate, HEAD.outcome())
+    for c in b.post:
+        b.post[c] = 0.95 if c.outside else 0.05 / (len(b.post) - 1)
+    proof = s.impossible()
+    assert proof is not None and "model.head_dim" in proof
