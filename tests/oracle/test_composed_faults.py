@@ -51,9 +51,10 @@ def test_every_atom_of_every_split_file_is_valid_and_ids_are_unique_across_files
     schema, its class, its fixes), has a home among the bases, and no id appears in two files. Only
     counts are asserted: a sealed split's atoms are named nowhere."""
     names = splits()
-    assert {"dev", "dev2", "heldout", "sealed"} <= set(names) and "bases" not in names
-    assert not is_sealed("dev") and not is_sealed("dev2")  # the dev* splits are readable
-    assert is_sealed("heldout") and is_sealed("sealed")
+    assert {"dev", "dev2", "dev3", "heldout", "sealed", "sealed2", "sealed3"} <= set(names)
+    assert "bases" not in names
+    assert not any(is_sealed(s) for s in ("dev", "dev2", "dev3"))  # the dev* splits are readable
+    assert all(is_sealed(s) for s in ("heldout", "sealed", "sealed2", "sealed3"))
     seen: set[str] = set()
     for split in names:
         atoms = load_atoms(split)  # raises on a schema error, an unknown class or a duplicate id
@@ -149,6 +150,55 @@ def test_every_sealed2_atom_is_drawn_in_the_first_sixty_cases(tmp_path):
     assert len(drawn) == len(load_atoms("sealed2"))
 
 
+LINKS = ("[value]", "[field]", "[component]", "[none]")  # what links the failure to the setting
+
+
+def _one_setting_split(split: str, prefix: str):
+    """The checks dev3 and sealed3 share (sealed2's kind, issue 36): every atom injects one setting
+    the user gave and none of its lines, warnings or repeats spell it; its first fix drops it; its
+    description starts with what links the failure to the setting; both engines and every engine
+    version the bases carry; the ways out named by the log, by frames and by nothing; a two-change
+    atom. Counts only (one of the two is sealed)."""
+    atoms = load_atoms(split)
+    assert all(a.id.startswith(prefix) for a in atoms)
+    assert {a.engine for a in atoms} >= {"vllm", "sglang"}
+    assert {v for a in atoms for v in a.versions} >= {"0.32.0", "0.5.10.post1", "0.5.23"}
+    assert all(a.inject.strip() for a in atoms)
+    assert all(fix_tokens(a.fixes[0])[0].startswith("drop:") for a in atoms)
+    assert all(a.description.startswith(LINKS) for a in atoms)
+    assert {a.named_by for a in atoms} == {"log", "frame", "none"}
+    assert sum(a.needs_two for a in atoms) >= 1
+    spelled = sum(_spelled(a, help_for(a.engine, v)[0]) for a in atoms for v in a.versions)
+    assert spelled == 0, f"{spelled} atom setting(s) spelled by their own lines"
+    return atoms
+
+
+def test_the_dev3_split_is_readable_one_user_setting_that_no_line_spells():
+    """dev3 (readable): 30 atoms of sealed2's kind, the readable part of one seeded split of 70."""
+    atoms = _one_setting_split("dev3", "dev3-")
+    assert len(atoms) == 30 and not is_sealed("dev3")
+    assert {a.description.split("]")[0] + "]" for a in atoms} == set(LINKS)
+
+
+def test_the_sealed3_split_is_one_user_setting_that_no_line_spells():
+    """sealed3 (sealed: counts only): the other 40 atoms of the same split of 70; the ways out
+    named by frames or by nothing are at least a third."""
+    atoms = _one_setting_split("sealed3", "sealed3-")
+    assert len(atoms) == 40 and is_sealed("sealed3")
+    assert 3 * sum(a.named_by != "log" for a in atoms) >= len(atoms)
+    assert not {a.id for a in atoms} & {a.id for a in load_atoms("dev3")}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("split", ["dev3", "sealed3"])
+def test_every_dev3_and_sealed3_atom_is_drawn_in_the_first_sixty_cases(tmp_path, split):
+    """The benchmark runs 60 cases of each: every atom appears in at least one (counts only)."""
+    drawn: set[str] = set()
+    for i in range(60):
+        drawn |= {a.id for a in compose_case(split, 0, i, tmp_path, ENV).atoms}
+    assert len(drawn) == len(load_atoms(split))
+
+
 def test_an_atom_can_make_the_engine_override_what_was_asked(tmp_path):
     """An atom's `force` entries join the composed scenario: the engine imposes its value whatever
     was asked, and the forced flag counts as touched by that atom (no other atom may draw it)."""
@@ -172,12 +222,13 @@ def test_a_split_name_that_is_no_file_is_refused():
 
 
 @pytest.mark.slow
-def test_the_sealed_split_composes_solvable_cases(tmp_path):
+@pytest.mark.parametrize("split", ["sealed", "dev3", "sealed3"])
+def test_the_sealed_split_composes_solvable_cases(tmp_path, split):
     """Aggregate only, as for any sealed split: 12 cases of seed 0 compose, each proven (every first
     fix together validates, the baseline fails), sizes vary, and a failed draw names no atom."""
     sizes, bases = set(), set()
     for i in range(12):
-        case = compose_case("sealed", 0, i, tmp_path, ENV)
+        case = compose_case(split, 0, i, tmp_path, ENV)
         sizes.add(len(case.atoms))
         bases.add(case.base)
         oracle, spec = _oracle(case), case.scenario.help_spec()
@@ -252,6 +303,25 @@ def test_a_two_change_atom_goes_only_when_both_halves_change(tmp_path):
     flags, env = merged_baseline(base, case.atoms, spec)
     apply_fix(flags, env, "SGLANG_ENABLE_JIT_DEEPGEMM=0 drop:--fp8-gemm-backend", spec)
     assert oracle.outcome(flags, env=env).validated
+
+
+@pytest.mark.parametrize("split", ["dev3", "sealed3"])
+def test_the_two_change_atoms_of_dev3_and_sealed3_go_only_when_both_halves_change(tmp_path, split):
+    """A setting given twice (two flags of one choice): either half alone still fails by the atom's
+    rule, both together validate (counts only)."""
+    two = [a for a in load_atoms(split) if a.needs_two]
+    assert two
+    for atom in two:
+        base = next(b for b in load_bases() if fits(atom, b))
+        case = compose_atoms(split, base["name"], [atom.id], tmp_path, ENV)
+        oracle, spec = _oracle(case), case.scenario.help_spec()
+        for half in fix_tokens(atom.fixes[0]):
+            flags, env = merged_baseline(base, case.atoms, spec)
+            apply_fix(flags, env, half, spec)
+            assert oracle.outcome(flags, env=env).rule == atom.id
+        flags, env = merged_baseline(base, case.atoms, spec)
+        apply_fix(flags, env, atom.fixes[0], spec)
+        assert oracle.outcome(flags, env=env).validated
 
 
 def test_a_fix_the_search_cannot_reach_is_out_of_space():
