@@ -28,7 +28,7 @@ from __future__ import annotations
 import ast
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 # Words of a destination that say nothing about what a setting is about: "mode", "format" and
@@ -62,6 +62,11 @@ _ENGINE_PLUMBING = frozenset(
     "scheduler_output base common init __init__ interface interfaces api server server_args "
     "arg_utils entrypoint entrypoints launcher process processes runner runners model_runner "
     "gpu_model_runner gpu_worker worker_base multiproc_executor tp_worker scheduler".split()
+)
+# Words of a function's name that say only that it runs, not what it is about.
+_FUNCTION_PLUMBING = frozenset(
+    "init initialize initialise setup start run main call wrapper inner outer forward execute create build "
+    "make load launch handle process step loop async sync from_engine_args from_config from_args".split()
 )
 _CONFIG_NAME = re.compile(r"\bvalidation errors? for (?P<name>[A-Z]\w*)")
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
@@ -302,9 +307,26 @@ def module_link(s: Setting, paths: list[str], package: str | None) -> str | None
     return None
 
 
-def component_link(s: Setting, paths: list[str], package: str | None) -> str | None:
+def engine_functions(frames: list[str], package: str | None, innermost: int = 4) -> list[str]:
+    """The functions of the innermost frames inside the engine's own package, as "path:function"
+    (innermost last): where a file is plumbing (a model runner), its function still says what it
+    was doing (``initialize_kv_cache``)."""
+    own = [f for f in frames if package_path(f, package) is not None and ":" in f]
+    return own[-innermost:]
+
+
+def _function_stems(frame: str) -> set[str]:
+    """The stems of a frame's function name, the words every function has left out."""
+    name = frame.rsplit(":", 1)[1]
+    return {stem(w) for w in words(name) if len(w) >= 4 and w not in _GENERIC and w not in _FUNCTION_PLUMBING}
+
+
+def component_link(
+    s: Setting, paths: list[str], package: str | None, functions: Sequence[str] = ()
+) -> str | None:
     """A failing frame is in the component the setting is about: a word of its destination or
-    group names the frame's file or one of its folders (``tokenizer`` for ``--tokenizer-mode``)."""
+    group names the frame's file or one of its folders (``tokenizer`` for ``--tokenizer-mode``),
+    or the function the frame is in (``initialize_kv_cache`` for the cache settings)."""
     subj = subject(s)
     if not subj:
         return None
@@ -312,6 +334,9 @@ def component_link(s: Setting, paths: list[str], package: str | None) -> str | N
         file_stems, folder_stems = _path_stems(p, package)
         if subj & (file_stems | folder_stems):
             return p
+    for f in reversed(functions):
+        if subj & _function_stems(f):
+            return f
     return None
 
 
@@ -327,6 +352,7 @@ def links(
     out: list[Link] = []
     objects = config_objects(lines, frames, package)
     paths = engine_frames(frames, package)
+    functions = engine_functions(frames, package)
     for s in settings:
         for tok in value_tokens(s.value):
             line = quoted(lines, tok)
@@ -346,7 +372,7 @@ def links(
             out.append(Link(s.name, "config", "the failure is raised where the engine checks its arguments"))
         if (p := module_link(s, paths, package)) is not None:
             out.append(Link(s.name, "module", f"the failing code is the module its value selects ({p})"))
-        elif (p := component_link(s, paths, package)) is not None:
+        elif (p := component_link(s, paths, package, functions)) is not None:
             out.append(Link(s.name, "component", f"the failing code is in the component it configures ({p})"))
     return out
 

@@ -254,9 +254,14 @@ def _phase(
     served: bool, phase_reached: str | None, frames_phase: str | None, known: str | None
 ) -> str | None:
     """Once ready, the trial knows when it died (which probe); before that the frames of the root
-    exception are the most precise, then the phase a signature or rule knows, then the log markers."""
+    exception are the most precise, then the phase a signature or rule knows where the log's markers
+    reached no further (a memory reservation is KV allocation even when the log last said
+    "distributed init"), then the log markers: a later marker stands (a Hub id refused after the
+    weights loaded is not an argument refused at parsing)."""
     if served:
         return phase_reached
+    if known and phase_index(phase_reached) > phase_index(known):
+        known = None  # a later marker stands: the log got past the phase the pattern usually strikes in
     return frames_phase or known or phase_reached
 
 
@@ -400,14 +405,9 @@ def _classify(
         add(h.line)
     if rm.rule is not None:
         rule = rm.rule
-        # A rule's own phase where the log's markers reached no further (a memory reservation is
-        # KV allocation even when the log last said "distributed init"); a later marker stands.
-        rule_phase = (
-            rule.phase if rule.phase and phase_index(phase_reached) <= phase_index(rule.phase) else None
-        )
         return Classification(
             failure_class=rule.failure_class,
-            phase=_phase(served, phase_reached, rm.phase, rule_phase),
+            phase=_phase(served, phase_reached, rm.phase, rule.phase),
             evidence=evidence[:max_evidence],
             hint=rule.hint,
             implicates=rm.implicates,

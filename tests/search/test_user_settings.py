@@ -131,6 +131,24 @@ def test_a_failure_in_the_component_a_setting_configures_implicates_it():
     assert mass(b, "--tokenizer-mode") > 2 * mass(b, "--max-num-seqs"), b.top(3)
 
 
+def test_the_function_a_failing_frame_is_in_names_the_component_where_its_file_does_not():
+    # a CUDA out-of-memory raised in the model runner (a file every failure passes through) while
+    # it allocates the KV cache: the user's block-count override is a cache setting, their
+    # --max-num-seqs is not, and the allocator's advice names neither
+    s = strategy("--num-gpu-blocks-override 120000 --max-num-seqs 7")
+    lines = traceback(
+        CORE,
+        ("vllm/v1/worker/gpu_model_runner.py", "initialize_kv_cache"),
+        ("vllm/v1/worker/gpu_model_runner.py", "_allocate_kv_cache_tensors"),
+        exc="torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 7.32 GiB. GPU 0 has a total "
+        "capacity of 139.80 GiB of which 4.21 GiB is free. If reserved but unallocated memory is large try "
+        "setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.",
+    )
+    _, b = first_blocker(s, lines)
+    assert mass(b, "--num-gpu-blocks-override") > 2 * mass(b, "--max-num-seqs"), b.top(3)
+    assert "--num-gpu-blocks-override" not in s.propose().candidate.flag_dict
+
+
 def test_a_kernel_family_a_frame_and_a_load_line_name_is_left_as_a_whole():
     # the engine chose CUTLASS for the FP8 linear layers (its load line says so) and CUTLASS's code
     # failed: every linear backend of that family (cutlass, flashinfer_cutlass) is as suspect as the
