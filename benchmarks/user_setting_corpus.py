@@ -17,12 +17,14 @@ For each case this does what a run does after its first launch:
 Per case it reports the class and phase, whether the outcome's ``implicates`` or
 ``implicated_levels`` name the setting ("named"), whether the new blocker's three likeliest culprits
 hold a condition on the setting's factor ("implicated"), and whether the next proposed launch
-changes or drops the setting ("reset"); then the totals. The ``sealed`` half is for measuring only:
-``--split sealed`` prints and writes its totals, never a row (the search must not be tuned to it).
+changes or drops the setting ("reset"); then the totals. Every split other than ``dev`` (``sealed``,
+``sealed2``, ...) is for measuring only: ``--split sealed2`` prints and writes its totals, never a
+row (the search must not be tuned to it).
 
-Run:  .venv/bin/python benchmarks/user_setting_corpus.py [--engine vllm] [--split dev|sealed|both]
+Run:  .venv/bin/python benchmarks/user_setting_corpus.py [--engine vllm] [--split dev|sealed|sealed2|all]
                                                        [--json FILE]
-(default: both, totals only; ``--split dev`` prints the dev rows). Figures: docs/user-settings.md.
+(default: all, every split's totals and no row; ``both`` is the same; ``--split dev`` prints the dev
+rows). Figures: docs/user-settings.md.
 """
 
 from __future__ import annotations
@@ -66,7 +68,7 @@ class CaseSpec(BaseModel):
     baseline: str  # the launch's command after the model: NAME=VALUE ... --flag value ...
     setting: str  # the flag (--name) or environment variable (NAME) at fault
     link: Literal["value", "field", "component", "none", "flag"]
-    split: Literal["dev", "sealed"]
+    split: str = Field(pattern=r"^(dev|sealed[0-9]*)$")  # dev, or a sealed half: sealed, sealed2, ...
     expect_class: str | None = None
     command: str
     note: str = ""
@@ -97,6 +99,15 @@ class Corpus(BaseModel):
 
     def log(self, case: CaseSpec) -> Path:
         return LOGS / f"{self.stem}-{case.name}.log"
+
+    def splits(self) -> list[str]:
+        """The corpus's splits, in the order their first case was added (dev, sealed, sealed2, ...)."""
+        return list(dict.fromkeys(c.split for c in self.cases))
+
+
+def sealed(split: str) -> bool:
+    """Every split but ``dev`` is for measuring only: its totals are printed, never a row."""
+    return split != "dev"
 
 
 def load_corpus(engine: str = "vllm") -> Corpus:
@@ -251,9 +262,10 @@ def measure(engine: str = "vllm", split: str | None = None) -> list[Row]:
 
 
 def report_lines(split: str, rows: list[Row], with_rows: bool) -> list[str]:
-    """The table (``with_rows``: only ever for the dev half) and the totals line."""
+    """The table (``with_rows``: only ever for the dev half; a sealed split gets its totals only,
+    whatever is asked) and the totals line."""
     out = []
-    if with_rows:
+    if with_rows and not sealed(split):
         yes = {True: "yes", False: "-"}
         out += [
             "| case | setting | link | class | phase | named | implicated | reset | next launch changes |",
@@ -277,11 +289,19 @@ def report_lines(split: str, rows: list[Row], with_rows: bool) -> list[str]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--engine", default="vllm", help="the corpus: tests/data/usercorpus/ENGINE-cpu.yaml")
-    ap.add_argument("--split", choices=("dev", "sealed", "both"), default="both")
+    ap.add_argument(
+        "--split",
+        default="all",
+        help="dev (its rows and totals), a sealed split (sealed, sealed2: totals only), "
+        "or all (every split's totals; 'both' is the same)",
+    )
     ap.add_argument("--json", type=Path, help="also write the result here")
     a = ap.parse_args()
+    splits = load_corpus(a.engine).splits()
+    if a.split not in (*splits, "all", "both"):
+        ap.error(f"--split: one of {', '.join([*splits, 'all'])}")
     result: dict[str, Any] = {"engine": a.engine}
-    for split in ("dev", "sealed") if a.split == "both" else (a.split,):
+    for split in splits if a.split in ("all", "both") else [a.split]:
         rows = measure(a.engine, split)
         shown = a.split == "dev"  # rows only for the readable half, and only when asked for it
         print("\n".join(report_lines(split, rows, with_rows=shown)))
