@@ -326,7 +326,9 @@ def component_link(
 ) -> str | None:
     """A failing frame is in the component the setting is about: a word of its destination or
     group names the frame's file or one of its folders (``tokenizer`` for ``--tokenizer-mode``),
-    or the function the frame is in (``initialize_kv_cache`` for the cache settings)."""
+    or, for a setting the user chose, the function the frame is in (``initialize_kv_cache`` for
+    their cache settings: a person asks which of *their* settings touch what failed; a function's
+    words are too common to tie every variable of the registry to it)."""
     subj = subject(s)
     if not subj:
         return None
@@ -334,7 +336,7 @@ def component_link(
         file_stems, folder_stems = _path_stems(p, package)
         if subj & (file_stems | folder_stems):
             return p
-    for f in reversed(functions):
+    for f in reversed(functions if s.user else ()):
         if subj & _function_stems(f):
             return f
     return None
