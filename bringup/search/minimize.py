@@ -114,10 +114,11 @@ def minimal_fix(
 
     def chance(subset: list[Change]) -> float:
         """A subset already seen ranks by what it did; an unseen one by the model."""
-        seen = outcomes.get(key_of(apply(baseline, subset)))
+        cand = apply(baseline, subset)
+        seen = outcomes.get(key_of(cand))
         if seen is not None:
             return 1.0 if seen.status == "works" else -1.0
-        return likelihood(apply(baseline, subset)) if likelihood is not None else 0.0
+        return likelihood(cand) if likelihood is not None else 0.0
 
     def blames(subset: list[Change], change: Change) -> bool:
         """The subset's failure names the setting the deleted change restores."""

@@ -587,11 +587,23 @@ class Strategy:
     def _user_set(self, f: Factor, level: str) -> bool:
         """The level is the user's own choice: the baseline sets it, to something other than what
         the engine would pick by itself."""
+        return level == self._users_level(f)
+
+    def _users_level(self, f: Factor) -> str | None:
+        """The user's own choice of this factor (the baseline's effective level, set to other than
+        what the engine picks by itself); None where the user left it."""
         base = self.base_level(f)
         if base is None or base is False:
-            return False
+            return None
         mine = self.eff(f, base)
-        return level == mine and mine != self.eff(f, None)
+        return mine if mine != self.eff(f, None) else None
+
+    def _users_factors(self) -> list[Factor]:
+        """The factors the user set (their level is the user's own choice), the engine's overrides
+        left out: what ran was not the user's value."""
+        return [
+            f for f in self.space.factors if f.name not in self.frozen and self._users_level(f) is not None
+        ]
 
     def _named_families(self, levels: dict[str, str], outcome: Outcome) -> dict[Condition, float]:
         """A kernel family the failure names (a library in a failing frame's path, the kernel a load
@@ -942,37 +954,23 @@ class Strategy:
         launch without any of the user's own settings (every one undone, or changed). Beliefs that
         lean outside the space after two launches are not a proof while a setting the user chose has
         never been away: a failure whose words name nothing can still be that setting's."""
-        mine = [
-            f for f in self.space.factors if f.name not in self.frozen and self._users_level(f) is not None
-        ]
+        mine = [(f, self._users_level(f)) for f in self._users_factors()]
         if not mine:
             return True
         for o in self.observations:
             if o.blocker != b.key:
                 continue
             flags, env = o.candidate.flag_dict, o.candidate.env_dict
-            if all(self.eff(f, f.level_in(flags, env)) != self._users_level(f) for f in mine):
+            if all(self.eff(f, f.level_in(flags, env)) != lv for f, lv in mine):
                 return True
         return False
-
-    def _users_level(self, f: Factor) -> str | None:
-        """The user's own choice of this factor (the baseline's effective level, set to other than
-        what the engine picks by itself); None where the user left it."""
-        base = self.base_level(f)
-        if base is None or base is False:
-            return None
-        level = self.eff(f, base)
-        return level if self._user_set(f, level) else None
 
     def _without_users_settings(self) -> Candidate | None:
         """The baseline with every setting of the user's undone (the engine's own defaults for
         them), when a failure the beliefs place outside the space has not been seen so."""
         if not any(not self._users_settings_cleared(b) for b in self._outside_blockers()):
             return None
-        undo = {
-            f.name: None for f in self.space.factors if f.name not in self.frozen and self._users_level(f)
-        }
-        return self.baseline.with_changes(undo)
+        return self.baseline.with_changes({f.name: None for f in self._users_factors()})
 
     def propose(self, exclude: set[str] | None = None) -> Proposal | None:
         """The best untried candidate (None: nothing untried is left)."""
