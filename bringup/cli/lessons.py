@@ -189,8 +189,7 @@ def describe(ls: Lesson, where: str) -> list[str]:
         f"  failure   {f.failure_class} in {f.phase or '?'}"
         + (f", signature {f.signature}" if f.signature else ""),
         f"  root      {f.root}",
-        f"  fix       {ls.describe_fix()}"
-        + ("  (minimal: delta debugging)" if ls.minimal else "  (not minimised)"),
+        f"  fix       {ls.describe_fix()}" + ("  (minimal: verified)" if ls.minimal else "  (not minimised)"),
         f"  scope     {ls.scope.describe()}",
         f"            driver {ls.scope.driver or '?'}, CUDA {ls.scope.cuda or '?'}",
         f"  strength  {ls.strength:g}",

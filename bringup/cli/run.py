@@ -148,7 +148,7 @@ class RunOptions:
         typer.Option(help="Time budget in hours (simulated hours for scenarios).", **ranges.HOURS.option()),
     ] = None
     minimize: Annotated[
-        bool, typer.Option(help="Find the minimal fix by delta debugging (extra launches).")
+        bool, typer.Option(help="Find the minimal fix: undo each change in turn (extra launches).")
     ] = True
     max_minimize_launches: Annotated[
         int, typer.Option(help="Launch budget for the minimal fix.", **ranges.MORE_LAUNCHES.option())

@@ -116,6 +116,19 @@ class GpuNeed(BaseModel):
     source: str = ""
 
 
+class StartupMemory(BaseModel):
+    """The engine reserves a share of the device's memory (of host memory, on a CPU build) when it
+    starts, and stops if less than that is free then: a level of ``flag`` whose share is over what
+    the machine has free cannot start (Strategy.limit_memory weighs it before any launch)."""
+
+    model_config = ConfigDict(extra="forbid")
+    flag: str | None = None  # the share (0-1] of the device's memory asked for; None: no such check
+    # by device (cuda, cpu): memory the engine's own processes take before its check (a CUDA
+    # context; on the CPU build, the API server and the engine core)
+    overhead_gib: dict[str, float] = Field(default_factory=dict)
+    source: str = ""
+
+
 class ReservedFlags(BaseModel):
     """Flags that choose where the server listens and what it serves, which bringup sets itself:
     refused from every origin (bringup/core/reserved.py reads them, with their aliases from the help
@@ -170,6 +183,7 @@ class EngineInfo(BaseModel):
     )
     log_marker: str | None = None  # a regex that tells this engine's log apart (bringup explain)
     gpus: GpuNeed = Field(default_factory=GpuNeed)
+    startup_memory: StartupMemory = Field(default_factory=StartupMemory)
     reserved: ReservedFlags = Field(default_factory=ReservedFlags)
     api_key: ApiKeySource = Field(default_factory=ApiKeySource)
 

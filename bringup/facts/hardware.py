@@ -214,6 +214,9 @@ def host_info() -> dict[str, Any]:
     if mem:
         info["memory_bytes"] = mem
         info["memory_gib"] = round(mem / GIB, 2)
+    avail = _host_memory_bytes("available")
+    if avail:
+        info["memory_available_bytes"] = avail
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
@@ -224,24 +227,24 @@ def host_info() -> dict[str, Any]:
     return info
 
 
-def _host_memory_bytes() -> int | None:
+def _host_memory_bytes(which: str = "total") -> int | None:
+    """Host memory in all ("total", MemTotal) or free for a new process now ("available",
+    MemAvailable: what the vLLM CPU build compares its reservation with at start-up, cpu_worker.py
+    "Available memory on node 0 ... on startup")."""
     try:
         import psutil  # optional: bare GPU images may lack it
 
-        return int(psutil.virtual_memory().total)
+        return int(getattr(psutil.virtual_memory(), which))
     except Exception:
         pass
+    key = {"total": "MemTotal:", "available": "MemAvailable:"}[which]
     try:
         for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal:"):
+            if line.startswith(key):
                 return int(line.split()[1]) * 1024
     except (OSError, ValueError, IndexError):
         pass
     return None
-
-
-# ---------------------------------------------------------------------------------------------
-# NVML: one raw read (machine), one pure parse (tests replay the raw dict)
 
 
 def read_nvml(
@@ -737,6 +740,11 @@ def facts_with_sources(snap: Snapshot) -> tuple[dict[str, Any], dict[str, str]]:
     mem = snap.host.get("memory_bytes")
     f["host.memory_gib"] = round(mem / GIB, 2) if mem else snap.host.get("memory_gib")
     src["host.memory_gib"] = "measured" if f["host.memory_gib"] else "unknown"
+    # free now, when the run starts: an engine that reserves a share of memory at start-up and
+    # stops when less is free (vLLM) cannot start a share above it (Strategy.limit_memory)
+    avail = snap.host.get("memory_available_bytes")
+    f["host.memory_available_gib"] = round(avail / GIB, 2) if avail else None
+    src["host.memory_available_gib"] = "measured" if avail else "unknown"
     f["gpu.link"] = snap.topology.link if gpus else "none"
     src["gpu.link"] = "measured" if snap.topology.link != "unknown" else "unknown"
     # the driver and the CUDA version it supports: a lesson's scope (bringup/knowledge/learned.py)
@@ -749,6 +757,7 @@ def facts_with_sources(snap: Snapshot) -> tuple[dict[str, Any], dict[str, str]]:
             "gpu.memory_gib",
             "gpu.smem_per_block_kib",
             "gpu.multiprocessor_count",
+            "gpu.memory_free_gib",
         ):
             f[k] = None
             src[k] = "unknown"
@@ -762,6 +771,12 @@ def facts_with_sources(snap: Snapshot) -> tuple[dict[str, Any], dict[str, str]]:
     src["gpu.compute_capability"] = "measured" if ccs else "unknown"
     f["gpu.memory_gib"] = round(min(g.memory_gib for g in gpus), 2)
     src["gpu.memory_gib"] = "measured"
+    free = [
+        (g.memory_total_mib - g.memory_used_mib) * MIB / GIB for g in gpus if g.memory_used_mib is not None
+    ]
+    # the least free GPU: a launch on every GPU starts only if each has room
+    f["gpu.memory_free_gib"] = round(min(free), 2) if free and len(free) == len(gpus) else None
+    src["gpu.memory_free_gib"] = "measured" if f["gpu.memory_free_gib"] is not None else "unknown"
 
     measured = [g.smem_per_block_optin for g in gpus if g.smem_per_block_optin]
     if measured and len(measured) == len(gpus):

@@ -291,7 +291,7 @@ class Lesson(Strict):
     failure: Failure
     fix: list[FixChange] = Field(min_length=1)
     scope: Scope
-    minimal: bool = False  # the fix was verified 1-minimal by delta debugging
+    minimal: bool = False  # the fix was verified 1-minimal (search/minimize.py)
     strength: float = Field(1.0, gt=0, le=1)
     source: Source
     confirmed: list[Source] = Field(default_factory=list)  # later runs that learned the same

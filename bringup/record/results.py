@@ -19,7 +19,7 @@ Purpose = Literal["search", "screen", "minimize", "dry-run"]
 
 class Attempt(BaseModel):
     number: int
-    purpose: Purpose  # search | screen | minimize (delta debugging)
+    purpose: Purpose  # search | screen | minimize (the minimal fix, search/minimize.py)
     changes: str
     status: str
     failure_class: str | None = None

@@ -116,7 +116,7 @@ def render_markdown(r: RunResult, tunes: Sequence[TuneResult] = ()) -> str:
         )
         if r.minimal_fix_str:
             how = (
-                f"verified by delta debugging, {r.minimize_launches} extra launch{'es' if r.minimize_launches != 1 else ''}"
+                f"verified by removing each change in turn, {r.minimize_launches} extra launch{'es' if r.minimize_launches != 1 else ''}"
                 if r.minimal_fix_verified
                 else "not minimised: the minimize budget ran out"
             )

@@ -1,8 +1,8 @@
 """What a finished run proved, as lessons another machine can use (`bringup lessons export`).
 
-A run that validated holds a fix (the minimal one when delta debugging ran: `minimal: true`) and the
+A run that validated holds a fix (the minimal one when the minimizer ran: `minimal: true`) and the
 launches on the way from its baseline to that fix: the baseline itself, the search's candidates
-that made only some of the fix's changes, delta debugging's subsets. Each failure those launches
+that made only some of the fix's changes, the minimizer's subsets. Each failure those launches
 showed becomes one lesson, cured by the fix's changes its launches single out: every launch that
 showed the failure kept the level the change replaces, and none that got past the failure's phase
 did. A change of the fix no failure singles out (a pair that fails alike) goes with the failure

@@ -61,6 +61,11 @@ P_NEAR_BOUND = 0.45  # just past an out-of-memory value: probably still too much
 # with budget left (6.7% of the sealed composed faults gave up so).
 P_BEYOND_BOUND = 0.96
 NEAR_FRACTION = 0.03
+# A share of memory over what the machine had free when the run began (less the engine's own
+# processes): the engine's start-up check stops it. A prediction from one reading of free memory,
+# which others may change, so likely, not certain; within MEM_SLACK of the total, a coin toss.
+P_OVER_FREE = 0.9
+MEM_SLACK = 0.03
 CERTAIN = 0.999
 P_KNOWN_GOOD = 0.95
 IMPOSSIBLE_OUTSIDE = 0.8  # a failure this sure to lie outside the space, seen twice: impossible here
@@ -118,6 +123,9 @@ class Strategy:
     gpu_limit: dict[str, int] = field(default_factory=dict)
     # the flags whose product is a launch's GPU count (engines.yaml gpus.product), for inert_factors
     parallel: list[str] = field(default_factory=list)
+    # factor -> (GiB free at the engine's start-up check, GiB in all) for the share of memory the
+    # engine reserves when it starts (engines.yaml startup_memory): a share over it cannot start
+    mem_room: dict[str, tuple[float, float]] = field(default_factory=dict)
     blockers: list[Blocker] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     advised: dict[str, list[str]] = field(default_factory=dict)  # factor -> values the log advised
@@ -358,6 +366,9 @@ class Strategy:
             r = P_OTHER
         if num is not None and self._near_bound(f, num):
             r = max(r, P_NEAR_BOUND)
+        if num is not None and f.name in self.mem_room:
+            # a hazard of its own, beside the distance from the user's value: both must be escaped
+            r = 1 - (1 - r) * (1 - self._over_free(num, *self.mem_room[f.name]))
         # a variable that overrides one of the engine's own checks hides a failure, it does not fix
         # it (VLLM_ALLOW_LONG_MAX_MODEL_LEN past the model's length): a last resort
         guard = f.is_env and e != self.eff(f, base) and bool(_GUARD.search(f.dest))
@@ -784,6 +795,29 @@ class Strategy:
             if f is not None:
                 self.gpu_limit[f.name] = gpus
                 self.notes.append(f"hardware: {gpus} GPU(s) here, so {f.name} above {gpus} cannot be placed")
+
+    def limit_memory(self, flag: str | None, free_gib: float | None, total_gib: float | None) -> None:
+        """The machine has ``free_gib`` of ``total_gib`` free when the engine checks (measured as
+        the run began, less the engine's own processes): a share of ``flag`` asking for more stops
+        at start-up (vLLM's "less than desired GPU memory utilization"). A fact of the machine now,
+        so a risk of the level (P_OVER_FREE), not a verdict: the engine's default is no exception
+        (the vLLM CPU build's 0.92 does not start on a 23.5 GiB machine with 21.5 GiB free)."""
+        f = self.space.get(flag) if flag else None
+        if f is None or not free_gib or not total_gib or f.kind != "number":
+            return
+        self.mem_room[f.name] = (free_gib, total_gib)
+        self.notes.append(
+            f"hardware: about {free_gib:.1f} of {total_gib:.1f} GiB free at start-up, so {f.name} above "
+            f"{free_gib / total_gib:.2f} cannot start"
+        )
+
+    @staticmethod
+    def _over_free(share: float, free_gib: float, total_gib: float) -> float:
+        """The risk that a share of the memory does not start with ``free_gib`` free."""
+        need = share * total_gib
+        if need > free_gib:
+            return P_OVER_FREE
+        return P_RISKY if need > free_gib - MEM_SLACK * total_gib else 0.0
 
     def over_gpus(self, f: Factor, level: str) -> bool:
         """A parallel size above the machine's GPU count (limit_gpus), whatever the factor's kind

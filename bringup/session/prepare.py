@@ -154,7 +154,27 @@ def gpu_plan(
     )
     screening.beside = bool(shrink) and screening.big_model
     strategy.limit_gpus(t.engine.parallel_flags(t.spec), len(gpus))
+    limit_memory(t, facts, strategy)
     return GpuSlots(gpus), width, shrink
+
+
+def limit_memory(t: Target, facts: dict[str, Any], strategy: Strategy) -> None:
+    """The memory free as the run begins, less what the engine's own processes take before its
+    start-up check (engines.yaml startup_memory), on the device the engine reserves it from: the
+    GPUs, or host memory for a CPU build."""
+    need = t.engine.info.startup_memory
+    device = facts.get("device")
+    if need.flag is None or device not in need.overhead_gib:
+        return
+    on = {"cpu": ("host.memory_available_gib", "host.memory_gib")}.get(
+        device, ("gpu.memory_free_gib", "gpu.memory_gib")
+    )
+    free, total = facts.get(on[0]), facts.get(on[1])
+    if free is None or total is None:
+        return
+    opt = t.spec.resolve(need.flag) if t.spec is not None else None
+    flag = opt.name if opt is not None else need.flag
+    strategy.limit_memory(flag, float(free) - need.overhead_gib[device], float(total))
 
 
 def run_reference(

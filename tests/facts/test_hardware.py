@@ -52,6 +52,9 @@ def test_doctor_without_gpu_reports_cpu_target_and_keeps_going():
     assert f["cpu.count"] == len(os.sched_getaffinity(0))
     assert f["host.memory_gib"] > 1
     assert src["host.memory_gib"] == "measured"
+    # free now, for the vLLM CPU build's start-up check (Strategy.limit_memory)
+    assert 0 < f["host.memory_available_gib"] <= f["host.memory_gib"]
+    assert f["gpu.memory_free_gib"] is None
     # Every engine package is reported, present or not.
     assert set(snap.packages) == set(hardware.PACKAGES)
     for name in ("torch", "transformers", "vllm"):
@@ -134,20 +137,29 @@ def test_h200_facts_measured_not_looked_up():
         "gpu.multiprocessor_count": 132,
         "gpu.driver": "580.159.04",
         "gpu.cuda": "13.0",
+        # NVML's total less its used (the driver's own 0.6 GiB): what vLLM's start-up check compares
+        # its share with (it saw 139.29 of 139.8 GiB free, its CUDA context made)
+        "gpu.memory_free_gib": 139.8,
+        "host.memory_available_gib": None,  # the recording predates it
     }
     assert src["gpu.smem_per_block_kib"] == "measured"
+    assert src["gpu.memory_free_gib"] == "measured" and src["host.memory_available_gib"] == "unknown"
 
 
 def test_h200_facts_agree_with_what_the_machine_printed():
     printed = json.loads((H200 / "doctor.json").read_text())
     snap = hardware.from_dict(printed)
     now, sources = hardware.facts(snap), hardware.facts_with_sources(snap)[1]
-    # the recording predates the driver and CUDA facts (issue 37's lesson scope): those two are
-    # the only ones added since, read from the same recording's driver and CUDA fields
+    # the recording predates the driver and CUDA facts (issue 37's lesson scope) and the free
+    # memory (issue 36): those are the only ones added since, read from the same recording's fields
     assert {k: v for k, v in now.items() if k in printed["facts"]} == printed["facts"]
     assert {k: now[k] for k in now.keys() - printed["facts"].keys()} == {
         "gpu.driver": snap.driver,
         "gpu.cuda": snap.cuda,
+        "gpu.memory_free_gib": round(
+            min((g.memory_total_mib - (g.memory_used_mib or 0)) / 1024 for g in snap.gpus), 2
+        ),
+        "host.memory_available_gib": None,
     }
     assert {k: v for k, v in sources.items() if k in printed["fact_sources"]} == printed["fact_sources"]
     assert printed["sources"]["smem"] == "libcuda"

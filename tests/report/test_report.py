@@ -154,7 +154,7 @@ def test_headline_says_result_command_and_fix_first(tmp_path):
         "0.67 simulated hours of launches; 3 earlier trials on this machine were used from the journal."
     )
     assert (
-        "Minimal fix from the baseline: `--nsa-decode-backend trtllm` (verified by delta debugging, 2 extra launches)."
+        "Minimal fix from the baseline: `--nsa-decode-backend trtllm` (verified by removing each change in turn, 2 extra launches)."
         in md
     )
     # the command to copy comes before the attempt table

@@ -242,7 +242,7 @@ def _run_view(r: RunResult, report_dir: Path) -> RunView:
     )
     if r.minimal_fix_str:
         note = (
-            "verified by delta debugging"
+            "verified by removing each change in turn"
             if r.minimal_fix_verified
             else "not minimised: the minimize budget ran out"
         )
