@@ -386,13 +386,15 @@ class Engine:
                 return m.phase
         return None
 
+    def teardown_line(self, line: str) -> bool:
+        """The engine's own shutdown line (engines.yaml teardown_log): what follows is teardown."""
+        marker = self.info.teardown_log
+        return marker is not None and re.search(marker, line) is not None
+
     def before_teardown(self, lines: list[str]) -> list[str]:
         """The log up to the engine's first shutdown line (what follows is teardown noise)."""
-        if not self.info.teardown_log:
-            return lines
-        rx = re.compile(self.info.teardown_log)
         for i, ln in enumerate(lines):
-            if rx.search(ln):
+            if self.teardown_line(ln):
                 return lines[:i]
         return lines
 

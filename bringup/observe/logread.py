@@ -159,12 +159,13 @@ class LineKeeper:
             self.keep(text, notable)
         return new
 
-    def lines(self) -> list[str]:
-        """The kept lines and the tail, in log order."""
+    def lines(self, before: int | None = None) -> list[str]:
+        """The kept lines and the tail, in log order; only the first ``before`` lines counted
+        when given (what a server printed before bringup stopped it)."""
         kept = dict(self.kept)
         for j, text in self.last:
             kept[j] = text
-        return [kept[k] for k in sorted(kept)]
+        return [kept[k] for k in sorted(kept) if before is None or k < before]
 
 
 def select_lines(

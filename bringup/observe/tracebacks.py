@@ -205,6 +205,14 @@ def strip_prefix(raw: str) -> tuple[str, str | None, bool, str | None]:
     return text, tag, prefixed, where
 
 
+def logged_benign(raw: str) -> bool:
+    """The line's log prefix gives a level below ERROR (DEBUG, INFO, WARNING): the engine logged
+    what it caught and went on (vLLM's "WARNING ... [base.py:380] Chat template warmup failed" and
+    its traceback, each line at WARNING, from a server that then starts). Never the end of a launch,
+    whatever the line says; a line without a level says nothing either way."""
+    return _strip(raw)[4] in _BENIGN_LEVELS
+
+
 # Decorations that name only the process (vLLM's "(Worker pid=1) ", torch's "[rank0]: "): the line
 # may continue the record above it.
 _TAG_ONLY = (_PREFIXES[0], _PREFIXES[3])

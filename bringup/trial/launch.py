@@ -33,6 +33,7 @@ from bringup.observe.effective import config_dump
 from bringup.observe.logread import LineKeeper, notable_line
 from bringup.observe.outcome import Outcome, OverrideRecord, ProbeResult, Timings
 from bringup.observe.signatures import Classification, Matcher, classify, warm_up
+from bringup.observe.tracebacks import logged_benign
 from bringup.trial.jitwatch import JitWatch
 from bringup.trial.process import ServerProcess, TimedLine, free_port, library_call, port_is_free
 from bringup.verify.probes import ProbeConfig, ProbeRunner
@@ -118,6 +119,7 @@ class Trial:
         self._prev_text = ""  # the last line read (an exact repeat needs no progress key)
         self._seen_ready_line = False
         self._warned: list[str] = []  # lines of non-fatal signatures, in log order (at most 20)
+        self._stopped_at: int | None = None  # lines counted when bringup began to stop a live server
         self._progress_t: float | None = None  # when the last line that was not a repeat arrived
         self._recent: deque[str] = deque(maxlen=REPEAT_WINDOW)
         self._probe_thread: threading.Thread | None = None
@@ -238,6 +240,15 @@ class Trial:
             if fatal is not None or time.monotonic() > stop:
                 return fatal
 
+    def _mark_stop(self, server: ServerProcess) -> None:
+        """Count what a live server said before bringup stops it: the lines after are its teardown,
+        which the engine may print out of order with its own shutdown marker (vLLM's "nanobind:
+        leaked" at exit came before the marker in the pipe, after a refused request, and read as
+        the failure)."""
+        if not server.exited():
+            self._drain(server)
+            self._stopped_at = self.keeper.total
+
     def _take(self, batch: list[TimedLine]) -> TimedLine | None:
         """The trial's reading of lines that arrived together: progress, then for each line the
         keeper calls new (the first few of its kind) its phase, signatures and readiness; the first
@@ -254,16 +265,23 @@ class Trial:
             sigs = self.matcher.match(text)
             phase = self.engine.phase_of(text)
             self._set_phase(phase)
-            if fatal is None and any(sig.fatal for sig in sigs):
+            # a line the engine logged at WARNING (a caught exception, a traceback it went on
+            # after) is a warning whatever signature it matches: the server may still start
+            caught = bool(sigs) and logged_benign(text)
+            if fatal is None and not caught and any(sig.fatal for sig in sigs):
                 fatal = line
             if (
-                any(not sig.fatal for sig in sigs)
+                (caught or any(not sig.fatal for sig in sigs))
                 and len(self._warned) < 20
                 and text.strip()[:300] not in self._warned
             ):
                 self._warned.append(text.strip()[:300])
             self._seen_ready_line = self._seen_ready_line or self.engine.is_ready_line(text)
-            self.keeper.keep(text, bool(sigs) or phase is not None or notable_line)
+            # the shutdown line is kept whatever else is dropped: it is where the classifier
+            # stops reading (before_teardown), so teardown noise never reads as the failure
+            self.keeper.keep(
+                text, bool(sigs) or phase is not None or self.engine.teardown_line(text) or notable_line
+            )
         self._last_t = batch[-1].t
         shown = next((ln.text for ln in reversed(batch) if ln.text.strip()), None)
         if shown is not None:
@@ -405,6 +423,7 @@ class Trial:
                         self._drain(server, block=0.02)
         finally:
             healthy = status in (None, "works", "wrong-output")
+            self._mark_stop(server)
             teardown = server.terminate(
                 grace=self.s.grace if healthy else self.s.fail_grace, port=port, host=host
             )
@@ -646,19 +665,16 @@ class Trial:
             return self._write(out)
 
         cls = classify(
-            self.engine.before_teardown(texts),
+            self.engine.before_teardown(self.keeper.lines(self._stopped_at)),
             self.engine.log_dialect,
             reached,
             settings=self.cand.settings(),
             matcher=self.matcher,
         )
         cls, status = self._probe_class(cls, status, failed_probe, texts, reached)
-        if (
-            cls.failure_class == "unknown"
-            and failed_probe is not None
-            and failed_probe.kind == "server-error"
-        ):
-            cls.evidence = [f"probe {failed_probe.name}: {failed_probe.detail}", *cls.evidence][:6]
+        answer = _probe_answer(failed_probe, cls.failure_class)
+        if answer is not None and answer not in cls.evidence:
+            cls.evidence = [answer, *cls.evidence][:6]
         out.status = "wrong-output" if status == "wrong-output" else "fails"
         out.failure_class = cls.failure_class
         out.phase = cls.phase
@@ -671,6 +687,22 @@ class Trial:
         out.remedies = cls.remedies
         out.frames = cls.frames
         return self._write(out)
+
+
+_REFUSED = re.compile(r"HTTP 4\d\d\b")
+
+
+def _probe_answer(bad: ProbeResult | None, klass: str | None) -> str | None:
+    """The failed probe's own line, when it is evidence: the engine's refusal of a request (an
+    HTTP 4xx with its reason) is the first thing a user reads, whatever the log shows after it
+    (the real vLLM CPU build answered "Tokenizer not available when `skip_tokenizer_init=True`",
+    400, then a chat request died on a bare AssertionError: only the first names the setting);
+    a server error when the log explains nothing."""
+    if bad is None or bad.kind == "nan":
+        return None
+    if _REFUSED.search(bad.detail) or (bad.kind == "server-error" and klass == "unknown"):
+        return f"probe {bad.name}: {bad.detail}"
+    return None
 
 
 def _probe_suspects(

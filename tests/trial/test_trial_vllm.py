@@ -114,6 +114,24 @@ def test_memory_fraction_099_is_oom_before_ready(tiny_model, tmp_path):
     assert (ex["failure_class"], ex["phase"]) == (o["failure_class"], o["phase"])
 
 
+def test_a_caught_warning_does_not_end_a_starting_server_and_the_refused_request_is_the_evidence(
+    tiny_model, tmp_path
+):
+    """`--skip-tokenizer-init`: the API server logs "Chat template warmup failed" and a traceback
+    ending in "ValueError: Tokenizer not available when `skip_tokenizer_init=True`", every line at
+    WARNING, and starts; the first completion is refused (HTTP 400, the same words), a chat request
+    then dies on a bare AssertionError. The trial once killed the server at the WARNING traceback
+    (fail fast on the generic exception signature), and read the "nanobind: leaked" lines the
+    engine prints at exit as the failure. Now: the server starts, the failure is at the first
+    request, and the engine's refusal, which names the setting, is the first evidence."""
+    rc, o = _trial(tiny_model, tmp_path, "--gpu-memory-utilization", "0.3", "--skip-tokenizer-init")
+    assert rc == 1 and o["status"] == "fails", o
+    assert o["timings"]["to_ready"] is not None and o["phase"] == "first-request", o
+    assert "skip_tokenizer_init" in o["evidence"][0] and "HTTP 400" in o["evidence"][0], o["evidence"]
+    assert not any("nanobind" in e for e in o["evidence"]), o["evidence"]
+    assert_nothing_left(Path(o["log_path"]).parent)
+
+
 def test_invalid_choice_is_bad_flag_fast_without_launch(tiny_model, tmp_path):
     rc, o = _trial(tiny_model, tmp_path, "--kv-cache-dtype", "nonsense")
     assert rc == 1 and o["failure_class"] == "bad-flag" and o["phase"] == "parse-args"
