@@ -31,6 +31,8 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from bringup.observe.tracebacks import strip_prefix
+
 # Words of a destination that say nothing about what a setting is about: "mode", "format" and
 # "backend" are what every selector is called; the subject is the other word ("tokenizer",
 # "load", "attention").
@@ -87,7 +89,7 @@ class Setting:
 @dataclass(frozen=True)
 class Link:
     name: str  # the setting (factor name)
-    kind: str  # value | field | config | module | component
+    kind: str  # value | field | config | module | component | subject
     why: str
 
 
@@ -98,6 +100,15 @@ def stem(word: str) -> str:
         if w.endswith(suffix) and len(w) - len(suffix) >= 4:
             return w[: -len(suffix)]
     return w
+
+
+# Stems of words an engine's failure prose uses whatever failed: never what one setting is about.
+_PROSE = frozenset(
+    stem(w)
+    for w in "model models request requests server engine token tokens input output error errors "
+    "memory device devices cuda tensor tensors process processes worker workers failed support "
+    "supported available found number value".split()
+)
 
 
 def words(text: str) -> list[str]:
@@ -376,6 +387,28 @@ def links(
             out.append(Link(s.name, "module", f"the failing code is the module its value selects ({p})"))
         elif (p := component_link(s, paths, package, functions)) is not None:
             out.append(Link(s.name, "component", f"the failing code is in the component it configures ({p})"))
+    return out + subject_links(lines, settings)
+
+
+def subject_links(lines: list[str], settings: Iterable[Setting]) -> list[Link]:
+    """The failure's own words name what one of the user's settings is about, and no other of
+    theirs: "mscclpp: failed to connect rank 0 to rank 1" for the ``--enable-mscclpp`` the user
+    turned on, "Tokenizer not available" for their ``--skip-tokenizer-init``. A person reads the
+    message against their own settings; a word two of them share, or one every failure uses
+    ("model", "request"), picks none. Only the message is read, not the logger's place in front
+    of it: "[parallel_state.py:1208] rank 0 in world size 2 ..." is where a hang's last line was
+    logged, and "parallel" there named the user's tensor-parallel size for every hang in start-up
+    (the place is the component links' to read, from the frames)."""
+    mine = [s for s in settings if s.user]
+    said = {stem(w) for ln in lines for w in words(strip_prefix(ln)[0]) if len(w) >= 4}
+    owners: dict[str, list[Setting]] = {}
+    for s in mine:
+        for w in subject(s) - _PROSE:
+            owners.setdefault(w, []).append(s)
+    out: list[Link] = []
+    for w, who in sorted(owners.items()):
+        if len(who) == 1 and w in said and all(link.name != who[0].name for link in out):
+            out.append(Link(who[0].name, "subject", f"the failure's words name what it is about ({w!r})"))
     return out
 
 

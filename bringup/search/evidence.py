@@ -48,7 +48,7 @@ W_BASE_ENV = 0.002
 # value the launch gave, quoted back; the config object that holds it; the module its value
 # selects, or the component it configures, in the failing frames. Likelihoods a person weighs the
 # same way: a quoted value of theirs is near proof, a component word is a lead.
-W_LINK = {"value": 0.9, "field": W_LINE, "module": 0.8, "config": 0.35, "component": 0.35}
+W_LINK = {"value": 0.9, "field": W_LINE, "module": 0.8, "config": 0.35, "component": 0.35, "subject": 0.35}
 # A setting the engine chose by itself (not the launch's own) linked by its component: a lead for
 # another level, weaker than the launch's own choice.
 W_LINK_DEFAULT = 0.5

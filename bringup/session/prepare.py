@@ -17,6 +17,7 @@ from bringup.core.candidate import Candidate, FlagError, parse_flags, split_env
 from bringup.core.reserved import ReservedFlag, refuse
 from bringup.engines.targets import Target
 from bringup.env.registry import absent_components, launch_environment
+from bringup.guard.secrets import is_secret_name
 from bringup.knowledge.rules import Knowledge, memory_model_for
 from bringup.record.journal import Journal
 from bringup.search.envfactors import EnvFactors
@@ -94,13 +95,12 @@ def search_space(
     if not (s.vary or s.space_file):
         add_baseline_flags(space, baseline, t.spec)
     env = EnvFactors(registry, device=facts.get("device"), absent=absent_components(facts))
-    for f in env.initial(
-        {
-            k: v
-            for k, v in baseline.env_dict.items()
-            if env.registry.status(k) in ("known", "deprecated", "ignored", "common")
-        }
-    ):
+    # Every variable the user sets is a suspect that can be undone (issue 36), whoever reads it:
+    # the engine, a library it loads (NCCL_NET, UCX_TLS, a plugin's own), or nobody known. Only
+    # the fresh dev4 split (2026-12-05) showed it: the user's NCCL_NET=IB on a machine without InfiniBand
+    # was no factor at all (the engine's registry does not list it, the common list neither), so
+    # nothing could drop it. A secret is never searched over: its value would be a level.
+    for f in env.initial({k: v for k, v in baseline.env_dict.items() if not is_secret_name(k)}):
         if f.name not in space.names and f.name[4:] not in (s.fix or {}) and f.name not in fix:
             space.factors.append(f)
     return space, env, not_here

@@ -377,6 +377,23 @@ def _on_signal(signum: int, frame: object) -> None:
 
 
 @contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    """Hold SIGTERM, SIGINT and SIGHUP back while bringup swaps its handlers in or out, so a
+    signal between two `signal.signal` calls cannot leave half of them swapped (seen under load:
+    a Ctrl-C while the scope closed left bringup's SIGHUP handler in the host). A held signal is
+    delivered when the mask is put back, to whichever handlers are then in place."""
+    try:
+        before = signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
+    except (AttributeError, OSError, ValueError):  # no pthread_sigmask on this platform
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
+
+
+@contextlib.contextmanager
 def handling_signals() -> Iterator[bool]:
     """SIGTERM, SIGINT and SIGHUP tear every live server down and raise `Interrupted` in the main
     thread while this scope is open; when the outermost scope closes, the host's handlers are put
@@ -393,7 +410,7 @@ def handling_signals() -> Iterator[bool]:
     if threading.current_thread() is not threading.main_thread():
         yield _scope_depth > 0
         return
-    with _scope_lock:
+    with _scope_lock, _signals_held():
         if _scope_depth == 0:
             _host_handlers.clear()
             for sig in SIGNALS:
@@ -407,7 +424,7 @@ def handling_signals() -> Iterator[bool]:
     try:
         yield True
     finally:
-        with _scope_lock:
+        with _scope_lock, _signals_held():
             _scope_depth -= 1
             if _scope_depth == 0:
                 for signum, old in _host_handlers.items():

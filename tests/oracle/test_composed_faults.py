@@ -51,10 +51,10 @@ def test_every_atom_of_every_split_file_is_valid_and_ids_are_unique_across_files
     schema, its class, its fixes), has a home among the bases, and no id appears in two files. Only
     counts are asserted: a sealed split's atoms are named nowhere."""
     names = splits()
-    assert {"dev", "dev2", "dev3", "heldout", "sealed", "sealed2", "sealed3"} <= set(names)
+    assert {"dev", "dev2", "dev3", "dev4", "heldout", "sealed", "sealed2", "sealed3", "sealed4"} <= set(names)
     assert "bases" not in names
-    assert not any(is_sealed(s) for s in ("dev", "dev2", "dev3"))  # the dev* splits are readable
-    assert all(is_sealed(s) for s in ("heldout", "sealed", "sealed2", "sealed3"))
+    assert not any(is_sealed(s) for s in ("dev", "dev2", "dev3", "dev4"))  # the dev* splits are readable
+    assert all(is_sealed(s) for s in ("heldout", "sealed", "sealed2", "sealed3", "sealed4"))
     seen: set[str] = set()
     for split in names:
         atoms = load_atoms(split)  # raises on a schema error, an unknown class or a duplicate id
@@ -189,8 +189,24 @@ def test_the_sealed3_split_is_one_user_setting_that_no_line_spells():
     assert not {a.id for a in atoms} & {a.id for a in load_atoms("dev3")}
 
 
+def test_the_dev4_split_is_readable_one_user_setting_that_no_line_spells():
+    """dev4 (readable): 18 atoms of sealed2's kind, the readable part of one seeded split of 44."""
+    atoms = _one_setting_split("dev4", "dev4-")
+    assert len(atoms) == 18 and not is_sealed("dev4")
+    assert {a.description.split("]")[0] + "]" for a in atoms} == set(LINKS)
+
+
+def test_the_sealed4_split_is_one_user_setting_that_no_line_spells():
+    """sealed4 (sealed: counts only): the other 26 atoms of the same split of 44; the ways out
+    named by frames or by nothing are at least a third."""
+    atoms = _one_setting_split("sealed4", "sealed4-")
+    assert len(atoms) == 26 and is_sealed("sealed4")
+    assert 3 * sum(a.named_by != "log" for a in atoms) >= len(atoms)
+    assert not {a.id for a in atoms} & {a.id for a in load_atoms("dev4")}
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("split", ["dev3", "sealed3"])
+@pytest.mark.parametrize("split", ["dev3", "sealed3", "dev4", "sealed4"])
 def test_every_dev3_and_sealed3_atom_is_drawn_in_the_first_sixty_cases(tmp_path, split):
     """The benchmark runs 60 cases of each: every atom appears in at least one (counts only)."""
     drawn: set[str] = set()
@@ -222,7 +238,7 @@ def test_a_split_name_that_is_no_file_is_refused():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("split", ["sealed", "dev3", "sealed3"])
+@pytest.mark.parametrize("split", ["sealed", "dev3", "sealed3", "dev4", "sealed4"])
 def test_the_sealed_split_composes_solvable_cases(tmp_path, split):
     """Aggregate only, as for any sealed split: 12 cases of seed 0 compose, each proven (every first
     fix together validates, the baseline fails), sizes vary, and a failed draw names no atom."""
@@ -305,7 +321,7 @@ def test_a_two_change_atom_goes_only_when_both_halves_change(tmp_path):
     assert oracle.outcome(flags, env=env).validated
 
 
-@pytest.mark.parametrize("split", ["dev3", "sealed3"])
+@pytest.mark.parametrize("split", ["dev3", "sealed3", "dev4", "sealed4"])
 def test_the_two_change_atoms_of_dev3_and_sealed3_go_only_when_both_halves_change(tmp_path, split):
     """A setting given twice (two flags of one choice): either half alone still fails by the atom's
     rule, both together validate (counts only)."""

@@ -10,6 +10,7 @@ and a person's prior (their own settings first). Each log below goes through the
 
 from __future__ import annotations
 
+import bringup.observe.links as lk
 from bringup.core.candidate import Candidate, parse_command
 from bringup.engines.explain import explain_lines
 from bringup.help.text import bundled_help
@@ -147,6 +148,27 @@ def test_the_function_a_failing_frame_is_in_names_the_component_where_its_file_d
     _, b = first_blocker(s, lines)
     assert mass(b, "--num-gpu-blocks-override") > 2 * mass(b, "--max-num-seqs"), b.top(3)
     assert "--num-gpu-blocks-override" not in s.propose().candidate.flag_dict
+
+
+def test_the_failures_words_name_what_one_of_the_users_settings_is_about():
+    # no line spells a flag, no frame is in the setting's component: the message's own word
+    # ("expert") is what the user's --enable-expert-parallel is about, and theirs alone
+    lines = [P + "RuntimeError: the expert weights cannot be split over 1 rank (all2all manager)"]
+    s = strategy("--enable-expert-parallel --max-num-seqs 7")
+    _, b = first_blocker(s, lines)
+    assert mass(b, "--enable-expert-parallel") > 2 * mass(b, "--max-num-seqs"), b.top(3)
+    # a word two of the user's settings share picks neither of them out
+    s2 = strategy("--enable-expert-parallel --expert-placement-strategy round_robin --max-num-seqs 7")
+    _, b2 = first_blocker(s2, lines)
+    assert mass(b2, "--enable-expert-parallel") < 2 * mass(b2, "--max-num-seqs"), b2.top(3)
+    # the logger's place in front of a message is not the message: "[expert_parallel.py:12]"
+    # says where the line was logged, not what failed
+    mine = [lk.Setting("--enable-expert-parallel", "true", "enable_expert_parallel", "ParallelConfig", True)]
+    said = "12-04 10:00:00 [expert_parallel.py:12] rank 0 in world size 2 is assigned as EP rank 0"
+    assert lk.subject_links(["(EngineCore_DP0 pid=7) INFO " + said], mine) == []
+    assert [x.name for x in lk.subject_links([P + "the expert weights cannot be split"], mine)] == [
+        "--enable-expert-parallel"
+    ]
 
 
 def test_a_kernel_family_a_frame_and_a_load_line_name_is_left_as_a_whole():
