@@ -96,10 +96,11 @@ def search_space(
         add_baseline_flags(space, baseline, t.spec)
     env = EnvFactors(registry, device=facts.get("device"), absent=absent_components(facts))
     # Every variable the user sets is a suspect that can be undone (issue 36), whoever reads it:
-    # the engine, a library it loads (NCCL_NET, UCX_TLS, a plugin's own), or nobody known. Only
-    # the fresh dev4 split (2026-12-05) showed it: the user's NCCL_NET=IB on a machine without InfiniBand
-    # was no factor at all (the engine's registry does not list it, the common list neither), so
-    # nothing could drop it. A secret is never searched over: its value would be a level.
+    # the engine, a library it loads (NCCL_NET, UCX_TLS, a plugin's own), or nobody known. The
+    # fresh dev4 split (2026-12-05) showed the hole: the user's NCCL_NET=IB on a machine without
+    # InfiniBand was no factor at all (neither the engine's registry nor the common list has it),
+    # so nothing could drop it. A secret is never searched over: its value would be a level. (The
+    # inherited environment is filtered before it reaches the baseline: launch_environment.)
     for f in env.initial({k: v for k, v in baseline.env_dict.items() if not is_secret_name(k)}):
         if f.name not in space.names and f.name[4:] not in (s.fix or {}) and f.name not in fix:
             space.factors.append(f)

@@ -141,20 +141,11 @@ def test_a_composed_baseline_reads_back_as_the_same_flags():
     assert "--seed 7 --enforce-eager" in line and "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True" in line
 
 
-@pytest.mark.slow
-def test_every_sealed2_atom_is_drawn_in_the_first_sixty_cases(tmp_path):
-    """The benchmark runs 60 cases of sealed2: each of its atoms appears in at least one (counts only)."""
-    drawn: set[str] = set()
-    for i in range(60):
-        drawn |= {a.id for a in compose_case("sealed2", 0, i, tmp_path, ENV).atoms}
-    assert len(drawn) == len(load_atoms("sealed2"))
-
-
 LINKS = ("[value]", "[field]", "[component]", "[none]")  # what links the failure to the setting
 
 
 def _one_setting_split(split: str, prefix: str):
-    """The checks dev3 and sealed3 share (sealed2's kind, issue 36): every atom injects one setting
+    """The checks dev3, sealed3, dev4 and sealed4 share (sealed2's kind, issue 36): every atom injects one setting
     the user gave and none of its lines, warnings or repeats spell it; its first fix drops it; its
     description starts with what links the failure to the setting; both engines and every engine
     version the bases carry; the ways out named by the log, by frames and by nothing; a two-change
@@ -173,41 +164,28 @@ def _one_setting_split(split: str, prefix: str):
     return atoms
 
 
-def test_the_dev3_split_is_readable_one_user_setting_that_no_line_spells():
-    """dev3 (readable): 30 atoms of sealed2's kind, the readable part of one seeded split of 70."""
-    atoms = _one_setting_split("dev3", "dev3-")
-    assert len(atoms) == 30 and not is_sealed("dev3")
+@pytest.mark.parametrize(("split", "size"), [("dev3", 30), ("dev4", 18)])
+def test_a_readable_split_is_one_user_setting_that_no_line_spells(split, size):
+    """dev3 (30 atoms, the readable part of one seeded split of 70) and dev4 (18, of 44): sealed2's
+    kind, every link kind present."""
+    atoms = _one_setting_split(split, split + "-")
+    assert len(atoms) == size and not is_sealed(split)
     assert {a.description.split("]")[0] + "]" for a in atoms} == set(LINKS)
 
 
-def test_the_sealed3_split_is_one_user_setting_that_no_line_spells():
-    """sealed3 (sealed: counts only): the other 40 atoms of the same split of 70; the ways out
-    named by frames or by nothing are at least a third."""
-    atoms = _one_setting_split("sealed3", "sealed3-")
-    assert len(atoms) == 40 and is_sealed("sealed3")
+@pytest.mark.parametrize(("split", "size", "twin"), [("sealed3", 40, "dev3"), ("sealed4", 26, "dev4")])
+def test_a_sealed_split_is_one_user_setting_that_no_line_spells(split, size, twin):
+    """sealed3 (the other 40 atoms of the split of 70) and sealed4 (the other 26 of 44), counts
+    only: the ways out named by frames or by nothing are at least a third, no atom in its twin."""
+    atoms = _one_setting_split(split, split + "-")
+    assert len(atoms) == size and is_sealed(split)
     assert 3 * sum(a.named_by != "log" for a in atoms) >= len(atoms)
-    assert not {a.id for a in atoms} & {a.id for a in load_atoms("dev3")}
-
-
-def test_the_dev4_split_is_readable_one_user_setting_that_no_line_spells():
-    """dev4 (readable): 18 atoms of sealed2's kind, the readable part of one seeded split of 44."""
-    atoms = _one_setting_split("dev4", "dev4-")
-    assert len(atoms) == 18 and not is_sealed("dev4")
-    assert {a.description.split("]")[0] + "]" for a in atoms} == set(LINKS)
-
-
-def test_the_sealed4_split_is_one_user_setting_that_no_line_spells():
-    """sealed4 (sealed: counts only): the other 26 atoms of the same split of 44; the ways out
-    named by frames or by nothing are at least a third."""
-    atoms = _one_setting_split("sealed4", "sealed4-")
-    assert len(atoms) == 26 and is_sealed("sealed4")
-    assert 3 * sum(a.named_by != "log" for a in atoms) >= len(atoms)
-    assert not {a.id for a in atoms} & {a.id for a in load_atoms("dev4")}
+    assert not {a.id for a in atoms} & {a.id for a in load_atoms(twin)}
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("split", ["dev3", "sealed3", "dev4", "sealed4"])
-def test_every_dev3_and_sealed3_atom_is_drawn_in_the_first_sixty_cases(tmp_path, split):
+@pytest.mark.parametrize("split", ["sealed2", "dev3", "sealed3", "dev4", "sealed4"])
+def test_every_atom_of_a_one_setting_split_is_drawn_in_the_first_sixty_cases(tmp_path, split):
     """The benchmark runs 60 cases of each: every atom appears in at least one (counts only)."""
     drawn: set[str] = set()
     for i in range(60):
@@ -322,7 +300,7 @@ def test_a_two_change_atom_goes_only_when_both_halves_change(tmp_path):
 
 
 @pytest.mark.parametrize("split", ["dev3", "sealed3", "dev4", "sealed4"])
-def test_the_two_change_atoms_of_dev3_and_sealed3_go_only_when_both_halves_change(tmp_path, split):
+def test_the_two_change_atoms_of_a_one_setting_split_go_only_when_both_halves_change(tmp_path, split):
     """A setting given twice (two flags of one choice): either half alone still fails by the atom's
     rule, both together validate (counts only)."""
     two = [a for a in load_atoms(split) if a.needs_two]

@@ -94,20 +94,3 @@ def test_after_the_kv_pools_advice_the_next_launch_asks_for_no_more_than_is_free
     share = float(s.eff(f, f.level_in(nxt.flag_dict, nxt.env_dict)))
     assert 0.3 < share and share * 23.54 <= free, nxt.flag_dict
     assert "--num-gpu-blocks-override" not in nxt.flag_dict
-
-
-def test_every_variable_the_user_sets_is_a_factor_whoever_reads_it_and_no_secret_is():
-    """Issue 36: a variable of the user's that neither the engine's registry nor the common list
-    knows (NCCL_NET, read by NCCL) is a suspect the search can drop; before, it was left out of the
-    space, and a run whose fault it was could not undo it. A secret is never a level."""
-    from bringup.session.prepare import search_space
-    from bringup.session.settings import RunSettings
-
-    t = Target(Engine(name="vllm"), "m", VL, "0.32.0")
-    baseline = Candidate.make("vllm", "m", {"--max-num-seqs": "8"}, {"NCCL_NET": "IB", "HF_TOKEN": "hf_x"})
-    reg = t.engine.env_registry("0.32.0")
-    assert reg.status("NCCL_NET") == "foreign"
-    space, _, _ = search_space(RunSettings(engine="vllm", model="m"), t, baseline, {"device": "cuda"}, reg)
-    f = space.get("env:NCCL_NET")
-    assert f is not None and f.levels == ["IB"]  # the user's own value; unset is every factor's level
-    assert space.get("env:HF_TOKEN") is None

@@ -12,11 +12,15 @@ from __future__ import annotations
 
 import bringup.observe.links as lk
 from bringup.core.candidate import Candidate, parse_command
+from bringup.engines.base import Engine
 from bringup.engines.explain import explain_lines
+from bringup.engines.targets import Target
 from bringup.help.text import bundled_help
 from bringup.knowledge.rules import Knowledge
 from bringup.search.space import Factor, add_baseline_flags, build_space, drop_inapplicable
 from bringup.search.strategy import Strategy
+from bringup.session.prepare import search_space
+from bringup.session.settings import RunSettings
 
 SPEC = bundled_help("vllm", "0.32.0")
 H200 = {
@@ -238,3 +242,17 @@ def test_the_changes_of_a_launch_that_got_further_are_kept():
     s.observe(second, explain_lines(kv, "vllm"))
     nxt = s.propose().candidate.flag_dict
     assert "--hf-overrides" not in nxt and "--worker-cls" not in nxt, nxt
+
+
+def test_every_variable_the_user_sets_is_a_factor_whoever_reads_it_and_no_secret_is():
+    """Issue 36: a variable of the user's that neither the engine's registry nor the common list
+    knows (NCCL_NET, read by NCCL) is a suspect the search can drop; before, it was left out of the
+    space, and a run whose fault it was could not undo it. A secret is never a level."""
+    t = Target(Engine(name="vllm"), "m", SPEC, "0.32.0")
+    baseline = Candidate.make("vllm", "m", {"--max-num-seqs": "8"}, {"NCCL_NET": "IB", "HF_TOKEN": "hf_x"})
+    reg = t.engine.env_registry("0.32.0")
+    assert reg.status("NCCL_NET") == "foreign"
+    space, _, _ = search_space(RunSettings(engine="vllm", model="m"), t, baseline, {"device": "cuda"}, reg)
+    f = space.get("env:NCCL_NET")
+    assert f is not None and f.levels == ["IB"]  # the user's own value; unset is every factor's level
+    assert space.get("env:HF_TOKEN") is None
