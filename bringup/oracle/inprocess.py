@@ -106,13 +106,12 @@ class _Startup(Startup):
 
     async def _strike(self, phase: str) -> None:
         assert self.action is not None
+        self.log.clock_line("died" if isinstance(self.action, Fail) else "hung")  # first, as served
         self.log.lines(self.action.lines, self.values)
         if isinstance(self.action, Fail):
             self.d.startup_death(phase)
-            self.log.clock_line("died")
             code = self.action.exit_code if self.action.exit_code is not None else self.d.exit_code(phase)
             raise _Ended("died", code)
-        self.log.clock_line("hung")
         _repeat(self.log, self.action, self.values)
         raise _Ended("hung")
 
@@ -253,9 +252,9 @@ class _ProbeWalk:
             _repeat(log, self.srv.action, values)
             self.hung = "hung"
             return
+        log.clock_line("died")
         log.lines(self.srv.action.lines, values)
         st.d.serving_death()
-        log.clock_line("died")
         self.hung = "died"
 
     # -- the ladder -----------------------------------------------------------------------------

@@ -107,15 +107,16 @@ class Startup:
     async def _strike(self, phase: str) -> None:
         """The rule's action in this phase: print its lines, then die or hang."""
         assert self.action is not None
+        # The time is stamped before the last words: a reader stops the process at its first fatal
+        # line, and a stamp after it may never be written (a loaded host). For a hang, it marks when
+        # progress stopped: the launch costs that plus the watcher's deadline.
+        self.log.clock_line("died" if isinstance(self.action, Fail) else "hung")
         self.log.lines(self.action.lines, self.values)
         if isinstance(self.action, Fail):
             self.d.startup_death(phase)
-            self.log.clock_line("died")
             code = self.action.exit_code if self.action.exit_code is not None else self.d.exit_code(phase)
             terminate(code)
-        # hang: never ready; silent, or repeating its watchdog lines (output, not progress). The clock
-        # line marks when progress stopped: the launch costs that plus the watcher's deadline.
-        self.log.clock_line("hung")
+        # hang: never ready; silent, or repeating its watchdog lines (output, not progress)
         await hang_forever(self.log, self.action.repeat, self.values)
 
     async def phase(

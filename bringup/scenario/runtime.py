@@ -110,9 +110,9 @@ class Runtime:
         self.dead = True
         self.clock.finish(started, spent)  # the time this request ran counts up to the crash
         self.drop = (fail.request or self.dialect.death_request) == "drop"
+        self.log.clock_line("died")  # stamped before the last words (see lifecycle._strike)
         self.log.lines(fail.lines, template_values(self.cfg))
         self.dialect.serving_death()
-        self.log.clock_line("died")
         code = fail.exit_code if fail.exit_code is not None else self.dialect.exit_code(fail.phase)
         loop = asyncio.get_running_loop()
         if self.drop:

@@ -13,7 +13,7 @@ what it does not name.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Container, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -136,11 +136,24 @@ class Named:
     advised: dict[str, list[str]] = field(default_factory=dict)  # flag -> values the log advises
     why: dict[str, str] = field(default_factory=dict)
     checklists: set[str] = field(default_factory=set)  # lines that list settings to check (no way out)
+    # Named by nothing but a word of what they are about (a subject link): a lead to try, never
+    # enough to overrule a signature that puts the cause in the model or the machine (vLLM CPU's
+    # "Unsupported CPU attention configuration: head_dim=16 ... kv_cache_idx=0" has "cache", the
+    # subject of the user's --gpu-memory-utilization; no flag serves that model)
+    leads: set[str] = field(default_factory=set)
 
-    def add(self, factor: str, w: float, why: str) -> None:
+    def add(self, factor: str, w: float, why: str, lead: bool = False) -> None:
+        if lead and factor not in self.weights:
+            self.leads.add(factor)
+        elif not lead:
+            self.leads.discard(factor)
         if w > self.weights.get(factor, 0.0):
             self.why[factor] = why
         self.weights[factor] = self.weights.get(factor, 0.0) + w
+
+    def strong(self, threshold: float, skip: Container[str] = ()) -> bool:
+        """A setting other than ``skip`` named at ``threshold`` or more by more than a lead."""
+        return any(w >= threshold for n, w in self.weights.items() if n not in skip and n not in self.leads)
 
 
 def _words(line: str) -> set[str]:
@@ -327,7 +340,7 @@ def link_weights(named: Named, outcome: Outcome, settings: list[lk.Setting], pac
         s = own.get(link.name)
         if s is not None and not s.user and not s.value and link.kind in ("component", "config"):
             w *= W_LINK_DEFAULT
-        named.add(link.name, w, link.why)
+        named.add(link.name, w, link.why, lead=link.kind == "subject")
 
 
 def _remedy_weights(named: Named, outcome: Outcome, plain: list[str], resolve) -> None:
@@ -409,7 +422,7 @@ def machine_only(outcome: Outcome, named: Named) -> bool:
     return (
         bool(outcome.implicates)
         and all(i.split(".")[0] in ("model", "gpu", "host") for i in outcome.implicates)
-        and not any(w >= W_SIGNATURE / 3 for w in named.weights.values())
+        and not named.strong(W_SIGNATURE / 3)
     )
 
 

@@ -715,7 +715,7 @@ class Strategy:
                 and g.name not in self.frozen
             ):
                 return False
-        return not any(w >= ev.W_SIGNATURE / 3 for n, w in named.weights.items() if n not in self.frozen)
+        return not named.strong(ev.W_SIGNATURE / 3, self.frozen)
 
     def _read_effective(self, cand: Candidate, outcome: Outcome) -> None:
         """What the engine really used: overrides freeze a factor, defaults name "unset". The

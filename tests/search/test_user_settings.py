@@ -256,3 +256,36 @@ def test_every_variable_the_user_sets_is_a_factor_whoever_reads_it_and_no_secret
     f = space.get("env:NCCL_NET")
     assert f is not None and f.levels == ["IB"]  # the user's own value; unset is every factor's level
     assert space.get("env:HF_TOKEN") is None
+
+
+def test_a_word_lead_never_overrules_a_signature_that_blames_the_model():
+    # vLLM CPU refuses head size 16 on the first request (signature vllm-cpu-unsupported-attention:
+    # no flag changes the CPU kernel). "kv_cache_idx" has "cache", the subject of the user's
+    # --gpu-memory-utilization (CacheConfig): a lead, so that setting is a suspect, but the model
+    # stays the likeliest cause (CI, stop 43: the lead alone turned "impossible" into a spent budget)
+    cpu = {"device": "cpu", "gpu.count": 0, "model.attention": "mha", "model.head_dim": 16}
+    s = Strategy(
+        *_cpu_space("--gpu-memory-utilization 0.4"), Knowledge(cpu, "vllm", "0.32.0", enabled=True), SPEC
+    )
+    lines = [
+        "(Worker pid=7) ERROR 12-05 14:15:10 [multiproc_executor.py:1063] RuntimeError: Unsupported CPU "
+        "attention configuration: head_dim=16 isa=2 kv_cache_idx=0"
+    ]
+    o, b = first_blocker(s, lines)
+    assert o.signature == "vllm-cpu-unsupported-attention"
+    links = lk.subject_links(lines, s._settings(s.baseline, s.levels_of(s.baseline)))
+    assert [x.name for x in links] == ["--gpu-memory-utilization"]  # the lead is there...
+    assert b.outside_mass() > 0.3, b.top(3)  # ...and stays one: the model keeps its share
+    # the lead followed (the next launch moves the fraction) and the same refusal: the model it is
+    nxt = s.propose().candidate
+    assert nxt.flag_dict.get("--gpu-memory-utilization") != "0.4"
+    s.observe(nxt, explain_lines(lines, "vllm"))
+    assert s.blockers[-1].outside_mass() > 0.7, s.blockers[-1].top(3)
+
+
+def _cpu_space(baseline: str):
+    flags, env = parse_command(baseline, SPEC)
+    base = Candidate.make("vllm", "m", flags, env)
+    space = build_space("vllm", SPEC, base)
+    add_baseline_flags(space, base, SPEC)
+    return space, base
