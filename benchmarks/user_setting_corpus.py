@@ -48,7 +48,7 @@ from bringup.engines.base import get_engine, later_phase  # noqa: E402
 from bringup.engines.explain import explain_file  # noqa: E402
 from bringup.engines.targets import Target  # noqa: E402
 from bringup.env.registry import Registry, load_registry  # noqa: E402
-from bringup.help.text import HelpSpec, bundled_help  # noqa: E402
+from bringup.help.text import HelpSpec, bundled_help, parse_help  # noqa: E402
 from bringup.observe.effective import normalise  # noqa: E402
 from bringup.observe.outcome import Outcome, ProbeResult  # noqa: E402
 from bringup.search.strategy import Strategy  # noqa: E402
@@ -83,7 +83,7 @@ class Working(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     command: str
-    log: str  # under LOGS
+    log: str | None = None  # under LOGS (None: served on another day, where `command` says)
 
 
 class Corpus(BaseModel):
@@ -95,6 +95,9 @@ class Corpus(BaseModel):
     facts_source: str
     working: Working
     cases: list[CaseSpec]
+    # the engine's --help captured where the launches ran (path from the project's root), when
+    # bringup bundles none for that version (vLLM 0.24.0 on the H200)
+    help: str | None = None
     stem: str = ""  # the manifest's name (vllm-cpu): its logs are LOGS/<stem>-<case>.log
 
     def log(self, case: CaseSpec) -> Path:
@@ -110,8 +113,13 @@ def sealed(split: str) -> bool:
     return split != "dev"
 
 
-def load_corpus(engine: str = "vllm") -> Corpus:
-    path = CORPUS / f"{engine}-cpu.yaml"
+def load_corpus(name: str = "vllm") -> Corpus:
+    """A corpus by its file's name: ``vllm-cpu``, ``vllm-h200``; an engine's name alone is its CPU
+    corpus (``vllm``)."""
+    path = CORPUS / f"{name if '-' in name else name + '-cpu'}.yaml"
+    if not path.is_file():
+        known = ", ".join(sorted(p.stem for p in CORPUS.glob("*.yaml")))
+        raise SystemExit(f"no corpus {name!r} (tests/data/usercorpus/: {known})")
     return Corpus.model_validate({**load_yaml(path), "stem": path.stem})
 
 
@@ -162,7 +170,10 @@ def outcome_of(log: Path, case: CaseSpec, engine: str) -> Outcome:
 
 
 @lru_cache(maxsize=4)
-def _help(engine: str, version: str) -> HelpSpec | None:
+def _help(engine: str, version: str, captured: str | None = None) -> HelpSpec | None:
+    """The corpus's own capture where it has one, else bringup's bundled help for the version."""
+    if captured:
+        return parse_help((ROOT / captured).read_text())
     return bundled_help(engine, version)
 
 
@@ -178,7 +189,7 @@ def strategy_for(corpus: Corpus, baseline: Candidate) -> Strategy:
     the corpus's facts in place of this machine's and the engine's bundled help and variable
     registry in place of the installed engine's)."""
     eng = get_engine(corpus.engine)
-    spec = _help(corpus.engine, corpus.version)
+    spec = _help(corpus.engine, corpus.version, corpus.help)
     t = Target(eng, corpus.model, spec, corpus.version)
     s = RunSettings(engine=corpus.engine, model=corpus.model)
     registry = _registry(corpus.engine, corpus.version)
@@ -206,7 +217,7 @@ def measure_case(corpus: Corpus, case: CaseSpec) -> Row:
     try:
         out = outcome_of(corpus.log(case), case, corpus.engine)
         row.status, row.failure_class, row.phase = out.status, out.failure_class, out.phase
-        flags, env = parse_command(case.baseline, _help(corpus.engine, corpus.version))
+        flags, env = parse_command(case.baseline, _help(corpus.engine, corpus.version, corpus.help))
         baseline = Candidate.make(corpus.engine, corpus.model, flags, env, label="baseline")
         s = strategy_for(corpus, baseline)
         factor = _factor_name(s, case.setting)
@@ -257,6 +268,7 @@ def totals(rows: list[Row]) -> dict[str, Any]:
 
 
 def measure(engine: str = "vllm", split: str | None = None) -> list[Row]:
+    """``engine``: a corpus's name (load_corpus)."""
     corpus = load_corpus(engine)
     return [measure_case(corpus, c) for c in corpus.cases if split in (None, c.split)]
 
@@ -288,7 +300,13 @@ def report_lines(split: str, rows: list[Row], with_rows: bool) -> list[str]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--engine", default="vllm", help="the corpus: tests/data/usercorpus/ENGINE-cpu.yaml")
+    ap.add_argument(
+        "--engine",
+        "--corpus",
+        dest="engine",
+        default="vllm",
+        help="the corpus: tests/data/usercorpus/NAME.yaml (vllm-cpu, vllm-h200; an engine alone: its -cpu corpus)",
+    )
     ap.add_argument(
         "--split",
         default="all",

@@ -162,3 +162,25 @@ def test_the_fresh_sealed_half_is_whole() -> None:
     )
     assert spelt == 0, f"{spelt} sealed2 log(s) spell their setting"
     assert sum(not c.setting.startswith("--") for c in cases) <= 4  # environment variables
+
+
+def test_the_h200_corpus_is_whole_and_measures() -> None:
+    """tests/data/usercorpus/vllm-h200.yaml: real vLLM 0.24.0 launches on the lent H200 (2026-12-05),
+    sealed (made from predictions written before the run; measured whole, never read): at least 10,
+    each a log on disk that failed, none spelling its setting, each measured without an exception
+    against the --help captured there. Counts only: no case is named."""
+    h200 = BENCH.load_corpus("vllm-h200")
+    assert h200.engine == "vllm" and h200.version == "0.24.0" and h200.help
+    assert len(h200.cases) >= 10 and {c.split for c in h200.cases} == {"sealed"}
+    missing = sum(not h200.log(c).is_file() for c in h200.cases)
+    assert missing == 0, f"{missing} H200 log(s) missing"
+    spelt = sum(
+        any(c.setting in line for line in h200.log(c).read_text(errors="replace").splitlines())
+        for c in h200.cases
+    )
+    assert spelt == 0, f"{spelt} H200 log(s) spell their setting"
+    measured = [BENCH.measure_case(h200, c) for c in h200.cases]
+    crashed = sum(bool(r.error) for r in measured)
+    assert crashed == 0, f"{crashed} H200 case(s) crashed the classifier or the search"
+    served = sum(r.status not in ("fails", "wrong-output") for r in measured)
+    assert served == 0, f"{served} H200 case(s) read as working"
