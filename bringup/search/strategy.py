@@ -166,7 +166,10 @@ class Strategy:
         if self.env is None:
             return
         d = self.env.default(f.dest)
-        if d is not None:
+        # a variable the user set is two levels, as given and unset, whatever the registry says its
+        # default is: the snapshot may not be the installed version's, and code that asks whether
+        # it is set at all reads the two apart (issue 36: every setting of theirs can be undone)
+        if d is not None and f.dest not in self.baseline.env_dict:
             self.default_eff.setdefault(f.name, (d, "the engine's registry default"))
         if self.env.ignored(f.dest):
             value = self.default_eff.get(f.name, (ev.UNSET_DEFAULT, ""))[0]

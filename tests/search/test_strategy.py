@@ -714,4 +714,6 @@ def test_the_users_own_variable_for_the_failing_component_is_a_suspect_though_no
     )
     b = s.blockers[-1]
     assert b.mass_of("env:NCCL_SOCKET_IFNAME") >= 0.1, b.top(6)
-    assert b.mass_of("env:VLLM_USE_FLASHINFER_SAMPLER") < 0.02, b.top(6)
+    # weak: a fifth of the component's variable (it is the user's own too, so not nothing: its "1"
+    # is the registry's default, yet set and unset are two levels; below 0.02 while they were one)
+    assert b.mass_of("env:VLLM_USE_FLASHINFER_SAMPLER") < b.mass_of("env:NCCL_SOCKET_IFNAME") / 5, b.top(6)

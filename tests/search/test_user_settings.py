@@ -289,3 +289,38 @@ def _cpu_space(baseline: str):
     space = build_space("vllm", SPEC, base)
     add_baseline_flags(space, base, SPEC)
     return space, base
+
+
+def test_a_variable_the_user_set_to_the_registry_default_can_still_be_undone():
+    """The user's VLLM_WORKER_MULTIPROC_METHOD=fork is the registry's default, yet as given and
+    unset are two levels: the registry is a snapshot (the installed version's default may differ),
+    and code that asks whether a variable is set reads them apart. Before, unset was the same
+    configuration as the baseline, so a failure that was the variable's could never drop it. A
+    variable the user did not set is still its default when the search sets that value."""
+    t = Target(Engine(name="vllm"), "m", SPEC, "0.32.0")
+    reg = t.engine.env_registry("0.32.0")
+    baseline = Candidate.make("vllm", "m", {"--max-num-seqs": "8"}, {"VLLM_WORKER_MULTIPROC_METHOD": "fork"})
+    space, env, _ = search_space(RunSettings(engine="vllm", model="m"), t, baseline, {"device": "cuda"}, reg)
+    assert env is not None and env.default("VLLM_WORKER_MULTIPROC_METHOD") == "fork"
+    s = Strategy(
+        space, baseline, Knowledge({"device": "cuda"}, "vllm", "0.32.0", enabled=False), SPEC, env=env
+    )
+    dropped = Candidate.make("vllm", "m", {"--max-num-seqs": "8"}, {})
+    assert s.predicted_key(dropped) != s.predicted_key(baseline)
+    # a failure that names nothing: undoing the user's variable is a way out the search weighs
+    lines = [P + "RuntimeError: Cannot re-initialize CUDA in forked subprocess."]
+    s.observe(baseline, explain_lines(lines, "vllm"))
+    assert s.blockers[-1].p_avoid(s.levels_of(dropped)) > 0.02, s.blockers[-1].top(5)
+    # a variable the user never set: the registry's default is what unset means
+    other = Candidate.make("vllm", "m", {"--max-num-seqs": "8"}, {"VLLM_WORKER_MULTIPROC_METHOD": "fork"})
+    s2 = Strategy(
+        *search_space(RunSettings(engine="vllm", model="m"), t, dropped, {"device": "cuda"}, reg)[:1],
+        dropped,
+        Knowledge({"device": "cuda"}, "vllm", "0.32.0", enabled=False),
+        SPEC,
+        env=env,
+    )
+    s2.add_factor(
+        Factor("env:VLLM_WORKER_MULTIPROC_METHOD", "env", ["fork", "spawn"], "VLLM_WORKER_MULTIPROC_METHOD")
+    )
+    assert s2.predicted_key(other) == s2.predicted_key(dropped)
