@@ -103,6 +103,10 @@ class Corpus(BaseModel):
     def log(self, case: CaseSpec) -> Path:
         return LOGS / f"{self.stem}-{case.name}.log"
 
+    def spec(self) -> HelpSpec | None:
+        """The --help the launches' flags are read with: the corpus's own capture, else bundled."""
+        return _help(self.engine, self.version, self.help)
+
     def splits(self) -> list[str]:
         """The corpus's splits, in the order their first case was added (dev, sealed, sealed2, ...)."""
         return list(dict.fromkeys(c.split for c in self.cases))
@@ -189,7 +193,7 @@ def strategy_for(corpus: Corpus, baseline: Candidate) -> Strategy:
     the corpus's facts in place of this machine's and the engine's bundled help and variable
     registry in place of the installed engine's)."""
     eng = get_engine(corpus.engine)
-    spec = _help(corpus.engine, corpus.version, corpus.help)
+    spec = corpus.spec()
     t = Target(eng, corpus.model, spec, corpus.version)
     s = RunSettings(engine=corpus.engine, model=corpus.model)
     registry = _registry(corpus.engine, corpus.version)
@@ -217,7 +221,7 @@ def measure_case(corpus: Corpus, case: CaseSpec) -> Row:
     try:
         out = outcome_of(corpus.log(case), case, corpus.engine)
         row.status, row.failure_class, row.phase = out.status, out.failure_class, out.phase
-        flags, env = parse_command(case.baseline, _help(corpus.engine, corpus.version, corpus.help))
+        flags, env = parse_command(case.baseline, corpus.spec())
         baseline = Candidate.make(corpus.engine, corpus.model, flags, env, label="baseline")
         s = strategy_for(corpus, baseline)
         factor = _factor_name(s, case.setting)

@@ -379,9 +379,11 @@ def _on_signal(signum: int, frame: object) -> None:
 @contextlib.contextmanager
 def _signals_held() -> Iterator[None]:
     """Hold SIGTERM, SIGINT and SIGHUP back while bringup swaps its handlers in or out, so a
-    signal between two `signal.signal` calls cannot leave half of them swapped (seen under load:
-    a Ctrl-C while the scope closed left bringup's SIGHUP handler in the host). A held signal is
-    delivered when the mask is put back, to whichever handlers are then in place."""
+    signal between two `signal.signal` calls cannot leave half of them swapped. A held signal is
+    delivered when the mask is put back, to whichever handlers are then in place. (The failure
+    that first suggested this window, a host test seeing SIGHUP "left" after a Ctrl-C, was most
+    likely its runner started under `nohup ... &`, which leaves SIGHUP and SIGINT ignored in every
+    child; the window itself is real, and the mask costs two system calls per scope.)"""
     try:
         before = signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
     except (AttributeError, OSError, ValueError):  # no pthread_sigmask on this platform

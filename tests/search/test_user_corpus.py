@@ -147,19 +147,29 @@ def test_the_sealed_half_prints_its_totals_only(rows, split) -> None:
     assert not bad, f"{len(bad)} {split} case(s) printed"
 
 
+def _missing_and_spelt(corpus: Any, cases: list[Any]) -> tuple[int, int]:
+    """How many of the cases have no log on disk, and how many spell their setting after all (a
+    `flag` link, or the flag or variable in a line of the log); counts only, no case named."""
+    missing = sum(not corpus.log(c).is_file() for c in cases)
+    spelt = sum(
+        c.link == "flag"
+        or (
+            corpus.log(c).is_file()
+            and any(c.setting in line for line in corpus.log(c).read_text(errors="replace").splitlines())
+        )
+        for c in cases
+    )
+    return missing, spelt
+
+
 def test_the_fresh_sealed_half_is_whole() -> None:
     """sealed2 (real launches made after the search was built, never read): at least 16 cases, each
     a log on disk, none whose log spells its flag or variable (the search must find the setting
     from the value, the field or the component). Counts only: no case is named."""
     cases = [c for c in CORPUS.cases if c.split == "sealed2"]
     assert len(cases) >= 16, len(cases)
-    missing = sum(not CORPUS.log(c).is_file() for c in cases)
+    missing, spelt = _missing_and_spelt(CORPUS, cases)
     assert missing == 0, f"{missing} sealed2 log(s) missing"
-    spelt = sum(
-        c.link == "flag"
-        or any(c.setting in line for line in CORPUS.log(c).read_text(errors="replace").splitlines())
-        for c in cases
-    )
     assert spelt == 0, f"{spelt} sealed2 log(s) spell their setting"
     assert sum(not c.setting.startswith("--") for c in cases) <= 4  # environment variables
 
@@ -172,12 +182,8 @@ def test_the_h200_corpus_is_whole_and_measures() -> None:
     h200 = BENCH.load_corpus("vllm-h200")
     assert h200.engine == "vllm" and h200.version == "0.24.0" and h200.help
     assert len(h200.cases) >= 10 and {c.split for c in h200.cases} == {"sealed"}
-    missing = sum(not h200.log(c).is_file() for c in h200.cases)
+    missing, spelt = _missing_and_spelt(h200, h200.cases)
     assert missing == 0, f"{missing} H200 log(s) missing"
-    spelt = sum(
-        any(c.setting in line for line in h200.log(c).read_text(errors="replace").splitlines())
-        for c in h200.cases
-    )
     assert spelt == 0, f"{spelt} H200 log(s) spell their setting"
     measured = [BENCH.measure_case(h200, c) for c in h200.cases]
     crashed = sum(bool(r.error) for r in measured)

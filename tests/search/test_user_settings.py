@@ -38,7 +38,14 @@ H200 = {
 P = "(EngineCore_DP0 pid=7) ERROR 12-04 10:00:00 [core.py:946] "
 
 
-def strategy(baseline: str, facts: dict | None = None, engine: str = "vllm", spec=SPEC, version="0.32.0"):
+def strategy(
+    baseline: str,
+    facts: dict | None = None,
+    engine: str = "vllm",
+    spec=SPEC,
+    version="0.32.0",
+    knowledge: bool = False,
+):
     facts = facts or H200
     flags, env = parse_command(baseline, spec)
     base = Candidate.make(engine, "m", flags, env)
@@ -46,7 +53,7 @@ def strategy(baseline: str, facts: dict | None = None, engine: str = "vllm", spe
     drop_inapplicable(space, facts)
     add_baseline_flags(space, base, spec)
     space.factors += [Factor("env:" + k, "env", [v], k, origin="baseline") for k, v in env.items()]
-    s = Strategy(space, base, Knowledge(facts, engine, version, enabled=False), spec)
+    s = Strategy(space, base, Knowledge(facts, engine, version, enabled=knowledge), spec)
     s.limit_gpus(["--tensor-parallel-size"], int(facts.get("gpu.count") or 1))
     return s
 
@@ -264,9 +271,7 @@ def test_a_word_lead_never_overrules_a_signature_that_blames_the_model():
     # --gpu-memory-utilization (CacheConfig): a lead, so that setting is a suspect, but the model
     # stays the likeliest cause (CI, stop 43: the lead alone turned "impossible" into a spent budget)
     cpu = {"device": "cpu", "gpu.count": 0, "model.attention": "mha", "model.head_dim": 16}
-    s = Strategy(
-        *_cpu_space("--gpu-memory-utilization 0.4"), Knowledge(cpu, "vllm", "0.32.0", enabled=True), SPEC
-    )
+    s = strategy("--gpu-memory-utilization 0.4", cpu, knowledge=True)
     lines = [
         "(Worker pid=7) ERROR 12-05 14:15:10 [multiproc_executor.py:1063] RuntimeError: Unsupported CPU "
         "attention configuration: head_dim=16 isa=2 kv_cache_idx=0"
@@ -281,14 +286,6 @@ def test_a_word_lead_never_overrules_a_signature_that_blames_the_model():
     assert nxt.flag_dict.get("--gpu-memory-utilization") != "0.4"
     s.observe(nxt, explain_lines(lines, "vllm"))
     assert s.blockers[-1].outside_mass() > 0.7, s.blockers[-1].top(3)
-
-
-def _cpu_space(baseline: str):
-    flags, env = parse_command(baseline, SPEC)
-    base = Candidate.make("vllm", "m", flags, env)
-    space = build_space("vllm", SPEC, base)
-    add_baseline_flags(space, base, SPEC)
-    return space, base
 
 
 def test_a_variable_the_user_set_to_the_registry_default_can_still_be_undone():
@@ -312,15 +309,11 @@ def test_a_variable_the_user_set_to_the_registry_default_can_still_be_undone():
     s.observe(baseline, explain_lines(lines, "vllm"))
     assert s.blockers[-1].p_avoid(s.levels_of(dropped)) > 0.02, s.blockers[-1].top(5)
     # a variable the user never set: the registry's default is what unset means
-    other = Candidate.make("vllm", "m", {"--max-num-seqs": "8"}, {"VLLM_WORKER_MULTIPROC_METHOD": "fork"})
+    space2, _, _ = search_space(RunSettings(engine="vllm", model="m"), t, dropped, {"device": "cuda"}, reg)
     s2 = Strategy(
-        *search_space(RunSettings(engine="vllm", model="m"), t, dropped, {"device": "cuda"}, reg)[:1],
-        dropped,
-        Knowledge({"device": "cuda"}, "vllm", "0.32.0", enabled=False),
-        SPEC,
-        env=env,
+        space2, dropped, Knowledge({"device": "cuda"}, "vllm", "0.32.0", enabled=False), SPEC, env=env
     )
     s2.add_factor(
         Factor("env:VLLM_WORKER_MULTIPROC_METHOD", "env", ["fork", "spawn"], "VLLM_WORKER_MULTIPROC_METHOD")
     )
-    assert s2.predicted_key(other) == s2.predicted_key(dropped)
+    assert s2.predicted_key(baseline) == s2.predicted_key(dropped)  # setting fork = leaving it
