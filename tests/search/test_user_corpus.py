@@ -174,19 +174,23 @@ def test_the_fresh_sealed_half_is_whole() -> None:
     assert sum(not c.setting.startswith("--") for c in cases) <= 4  # environment variables
 
 
-def test_the_h200_corpus_is_whole_and_measures() -> None:
-    """tests/data/usercorpus/vllm-h200.yaml: real vLLM 0.24.0 launches on the lent H200 (2026-12-05),
-    sealed (made from predictions written before the run; measured whole, never read): at least 10,
-    each a log on disk that failed, none spelling its setting, each measured without an exception
-    against the --help captured there. Counts only: no case is named."""
-    h200 = BENCH.load_corpus("vllm-h200")
-    assert h200.engine == "vllm" and h200.version == "0.24.0" and h200.help
-    assert len(h200.cases) >= 10 and {c.split for c in h200.cases} == {"sealed"}
-    missing, spelt = _missing_and_spelt(h200, h200.cases)
-    assert missing == 0, f"{missing} H200 log(s) missing"
-    assert spelt == 0, f"{spelt} H200 log(s) spell their setting"
-    measured = [BENCH.measure_case(h200, c) for c in h200.cases]
+@pytest.mark.parametrize(
+    ("corpus", "engine", "version"), [("vllm-h200", "vllm", "0.24.0"), ("sglang-h100", "sglang", "0.5.16")]
+)
+def test_a_gpu_corpus_is_whole_and_measures(corpus: str, engine: str, version: str) -> None:
+    """tests/data/usercorpus/vllm-h200.yaml and sglang-h100.yaml: real launches of vLLM 0.24.0 and
+    SGLang 0.5.16 on a lent Hopper GPU (2026-12-05), sealed (made from predictions written before the
+    run; measured whole, never read): at least 10, each a log on disk that failed, none spelling its
+    setting, each measured without an exception against the --help captured there. Counts only: no
+    case is named."""
+    gpu = BENCH.load_corpus(corpus)
+    assert gpu.engine == engine and gpu.version == version and gpu.help
+    assert len(gpu.cases) >= 10 and {c.split for c in gpu.cases} == {"sealed"}
+    missing, spelt = _missing_and_spelt(gpu, gpu.cases)
+    assert missing == 0, f"{missing} {corpus} log(s) missing"
+    assert spelt == 0, f"{spelt} {corpus} log(s) spell their setting"
+    measured = [BENCH.measure_case(gpu, c) for c in gpu.cases]
     crashed = sum(bool(r.error) for r in measured)
-    assert crashed == 0, f"{crashed} H200 case(s) crashed the classifier or the search"
+    assert crashed == 0, f"{crashed} {corpus} case(s) crashed the classifier or the search"
     served = sum(r.status not in ("fails", "wrong-output") for r in measured)
-    assert served == 0, f"{served} H200 case(s) read as working"
+    assert served == 0, f"{served} {corpus} case(s) read as working"

@@ -35,13 +35,15 @@ refpid=$!
 # SGLang's unpack and help capture run beside vLLM's launches: kept off the GPU (no CUDA context
 # that a vLLM memory profile or bringup's GPU-hygiene check would see).
 # A session packed with SITES=vsite (little device time left) sends no SGLang: its steps are skipped.
-sgl() { grep -q '^ssite ' "$GPU_HOME/parts.txt"; }
+# A session packed with one site (SITES=ssite, say) skips the other engine's install, corpus and steps.
+has() { grep -q "^$1 " "$GPU_HOME/parts.txt"; }
+sgl() { has ssite; }
 sglpid=
 if sgl; then
   CUDA_VISIBLE_DEVICES= bash "$here/h200_sglang.sh" install > "$RES/sglang-install.out" 2>&1 &
   sglpid=$!
 fi
-bash "$here/h200_vllm.sh" install doctor > "$RES/vllm-install.out" 2>&1
+has vsite && bash "$here/h200_vllm.sh" install doctor > "$RES/vllm-install.out" 2>&1
 wait $refpid
 log "reference: $(tail -1 "$RES/reference.txt")"
 # In order of worth: each engine's two bring-ups, then the benches, then the tunes. The corpora of
@@ -65,7 +67,7 @@ corpora() {  # corpora ENGINE: the chosen corpora of one engine, one after the o
   done
 }
 [ -z "$CORPORA" ] || {
-  corpora vllm
+  has vsite && corpora vllm
   [ -n "$sglpid" ] && while kill -0 "$sglpid" 2>/dev/null; do sleep 2; done
   sgl && corpora sglang
 } &
@@ -91,6 +93,7 @@ esac
 sglang_ready=
 for s in $ORDER; do
   case $s in
+    vllm-*) has vsite || continue ;;
     sglang-*)
       sgl || continue
       if [ -z "$sglang_ready" ]; then  # SGLang's unpack and help capture, then its doctor, once
