@@ -72,6 +72,7 @@ _FUNCTION_PLUMBING = frozenset(
 )
 _CONFIG_NAME = re.compile(r"\bvalidation errors? for (?P<name>[A-Z]\w*)")
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+_HOST_PORT = re.compile(r"(?:[\w.-]+|\[[0-9a-fA-F:]*\]):(\d{2,5})")
 _NUMBER_UNIT = r"\s*(?:[KMGT]i?B|bytes?|tokens?|GB|MB|s|ms|%|x)\b"
 
 
@@ -152,6 +153,9 @@ def value_tokens(value: str) -> list[str]:
         out += [p for p in v.split(".") if len(p) >= 4]
     if "," in v:
         out += [p.strip() for p in v.split(",")]
+    # host:port (an address, a URL's last part): an error names the port alone ("port: 29500, ...
+    # EADDRINUSE" for a distributed-init address 127.0.0.1:29500)
+    out += [m.group(1) for t in list(out) if (m := _HOST_PORT.fullmatch(t))]
     return _distinct([t for t in out if _distinctive(t)])
 
 

@@ -25,6 +25,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
+from bringup.core import reserved
 from bringup.core.candidate import Candidate, FlagValue, format_value
 from bringup.core.datafiles import disguises
 from bringup.env.registry import names_absent_component, names_class_component, one_gpu_components
@@ -35,6 +36,7 @@ from bringup.observe import links
 from bringup.observe.effective import normalise, same_value
 from bringup.observe.links import Setting
 from bringup.observe.outcome import Outcome
+from bringup.observe.ports import server_port_race
 from bringup.record.results import Attempt, Pinned, StrategyState
 from bringup.search import evidence as ev
 from bringup.search.beliefs import INERT, L_FIRED_NOT_HELD, W_FAMILY, Blocker, Condition, Culprit, new_blocker
@@ -281,6 +283,10 @@ class Strategy:
         opt = self.spec.resolve(name)
         if opt is None or opt.name in self.space.fixed or opt.name in self.not_here:
             return None
+        if reserved.role_of(opt.name, self.space.engine, self.spec) is not None:
+            # bringup sets it on every launch (the server's port, host, model): a signature that
+            # implicates --port names bringup's own choice, never a level to search
+            return None
         f = spec_for_flag(self.space.engine, opt.name, self.spec)
         if f is None:
             kind = "choice" if opt.takes_value else "switch"
@@ -422,7 +428,7 @@ class Strategy:
 
     # -- learning from outcomes ------------------------------------------------------------------
     def observe(self, cand: Candidate, outcome: Outcome, source: str = "launch") -> Observation:
-        if outcome.failure_class == "port-in-use":
+        if server_port_race(outcome):  # the machine's race for the server's port: nothing learned
             return Observation(cand, outcome, self.predicted_key(cand), "port")
         self._read_effective(cand, outcome)
         obs = Observation(cand, outcome, self.predicted_key(cand), source, ev.reach_of(outcome))
@@ -633,24 +639,31 @@ class Strategy:
         named = {t for t in named if len(t) >= 5}
         if not named:
             return {}
-        # the factors the failure's own words are about ("...LinearKernel" for --linear-backend),
-        # when some are: a family word alone (cutlass) names kernels of several components
+        # the kernel factors with a level in that family: every one whose launch level is in it, or
+        # whose level the engine chose (a default, auto: it may be one of them)
+        kernels: list[tuple[Factor, str, set[str]]] = []
+        for f in self.space.factors:
+            cur = levels.get(f.name)
+            if f.kind != "choice" or f.is_env or cur in (None, INERT) or f.name in self.frozen:
+                continue
+            fam = {e for lv in f.levels if set(links.words(e := self.eff(f, lv))) & named}
+            chose = cur == ev.UNSET_DEFAULT or cur == "auto" or self.eff(f, None) == cur
+            if fam and (cur in fam or chose):
+                kernels.append((f, cur, fam))
+        # of those, the ones the failure's own words are about ("...LinearKernel" for
+        # --linear-backend), when some are: a family word alone (cutlass) names kernels of several
+        # components. Asked of these factors only: a word of any other setting (the all-reduce
+        # backends a selection line lists) once left the attention backend out of a flashinfer
+        # failure it could be the cause of.
         said = {
             links.stem(w)
             for text in [*(outcome.selected or []), *(outcome.frames or [])[-4:]]
             for w in links.words(text)
         }
-        about = {f.name for f in self.space.factors if links.subject_words(f.dest, 3) & said}
+        about = {f.name for f, _, _ in kernels if links.subject_words(f.dest, 3) & said}
         out: dict[Condition, float] = {}
-        for f in self.space.factors:
-            cur = levels.get(f.name)
-            if f.kind != "choice" or f.is_env or cur in (None, INERT) or f.name in self.frozen:
-                continue
+        for f, cur, fam in kernels:
             if about and f.name not in about:
-                continue
-            fam = {e for lv in f.levels if set(links.words(e := self.eff(f, lv))) & named}
-            chose = cur == ev.UNSET_DEFAULT or cur == "auto" or self.eff(f, None) == cur
-            if not fam or not (cur in fam or chose):
                 continue
             out[Condition(f.name, "|".join(sorted(fam | {cur})), "in")] = ev.W_SIGNATURE
             self.notes.append(

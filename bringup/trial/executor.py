@@ -27,6 +27,7 @@ from typing import Any, Protocol
 from bringup.core.candidate import Candidate
 from bringup.core.clock import Clock, clock_for
 from bringup.observe.outcome import Outcome
+from bringup.observe.ports import server_port_race
 from bringup.record.results import Purpose
 from bringup.trial.slots import GpuSlots, PortPool
 
@@ -300,7 +301,7 @@ class LocalExecutor:
         cancelled = job.cancelled_at is not None
         if (
             isinstance(res, TrialRun)
-            and res.outcome.failure_class == "port-in-use"
+            and server_port_race(res.outcome)
             and job.port_tries < 3
             and not cancelled
         ):

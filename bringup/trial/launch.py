@@ -32,6 +32,7 @@ from bringup.help.text import HelpSpec
 from bringup.observe.effective import config_dump
 from bringup.observe.logread import LineKeeper, notable_line
 from bringup.observe.outcome import Outcome, OverrideRecord, ProbeResult, Timings
+from bringup.observe.ports import server_port_race, setting_port_hint
 from bringup.observe.signatures import Classification, Matcher, classify, warm_up
 from bringup.observe.tracebacks import logged_benign
 from bringup.trial.jitwatch import JitWatch
@@ -686,6 +687,8 @@ class Trial:
         out.root_exception = cls.root_exception
         out.remedies = cls.remedies
         out.frames = cls.frames
+        if out.failure_class == "port-in-use" and not server_port_race(out):
+            out.hint = setting_port_hint(out)  # not bringup's port: a setting's address
         return self._write(out)
 
 

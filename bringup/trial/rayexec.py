@@ -45,6 +45,7 @@ from bringup.engines.base import Engine
 from bringup.guard import files
 from bringup.help.text import HelpSpec
 from bringup.observe.outcome import Outcome
+from bringup.observe.ports import server_port_race
 from bringup.trial.executor import Done, FinishOrder, Job, TrialRun
 from bringup.trial.launch import TrialSettings
 from bringup.trial.slots import parallel_width
@@ -389,7 +390,7 @@ class RayExecutor:
             res = _lost_why(e)
         if (
             isinstance(res, TrialRun)
-            and res.outcome.failure_class == "port-in-use"
+            and server_port_race(res.outcome)
             and job.port_tries < 3
             and job.cancelled_at is None
         ):

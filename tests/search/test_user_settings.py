@@ -78,6 +78,11 @@ def mass(b, factor: str) -> float:
     return b.mass_of(factor)
 
 
+def avoid(s: Strategy, b, flag: str, level: str) -> float:
+    """The chance a launch of the baseline with ``flag`` at ``level`` does not show blocker ``b``."""
+    return b.p_avoid(s.levels_of(s.baseline.with_changes({flag: level})))
+
+
 def top_factors(b, n: int = 1) -> list[str]:
     return [c.conds[0].factor for c, _ in b.top(n) if c.conds]
 
@@ -195,13 +200,44 @@ def test_a_kernel_family_a_frame_and_a_load_line_name_is_left_as_a_whole():
         exc="RuntimeError: Error Internal",
     )
     _, b = first_blocker(s, lines)
-
-    def avoid(level: str) -> float:
-        return b.p_avoid(s.levels_of(s.baseline.with_changes({"--linear-backend": level})))
-
-    assert avoid("triton") > 2 * avoid("flashinfer_cutlass") and avoid("triton") > 2 * avoid("cutlass")
+    triton, fi_cutlass, cutlass = (
+        avoid(s, b, "--linear-backend", lv) for lv in ("triton", "flashinfer_cutlass", "cutlass")
+    )
+    assert triton > 2 * fi_cutlass and triton > 2 * cutlass
     # it names the linear layers' kernel: the MoE backend's cutlass level is no suspect for it
-    assert avoid("triton") > 0.5
+    assert triton > 0.5
+
+
+def test_a_kernel_library_failure_suspects_the_backend_the_engine_chose_whatever_else_a_line_selects():
+    # flashinfer's JIT fails inside the sampler while the engine sizes its memory; the attention
+    # backend was left to the engine, which may have chosen flashinfer too. A selection line about
+    # another component (the all-reduce backends) must not narrow the suspects to the settings its
+    # words are about: it once left the attention backend out, and the search spent its launches on
+    # the user's two settings and on variables (dev2, 12 launches; 10 with this)
+    dense = {
+        **H200,
+        "model.moe": False,
+        "model.quantization": None,
+        "model.architecture": "LlamaForCausalLM",
+        "model.model_type": "llama",
+        "gpu.count": 2,
+    }
+    s = strategy("--tensor-parallel-size 2 --max-model-len 8192", dense)
+    lines = [
+        "(Worker_TP0 pid=8) INFO 12-05 18:20:37 [cuda_communicator.py:264] Using ['SYMM_MEM', 'PYNCCL'] all-reduce backends"
+    ]
+    lines += traceback(
+        ("vllm/v1/worker/gpu_worker.py", "determine_available_memory"),
+        ("vllm/v1/sample/ops/topk_topp_sampler.py", "flashinfer_sample"),
+        ("flashinfer/jit/core.py", "build_and_load"),
+        ("flashinfer/jit/cpp_ext.py", "get_cuda_path"),
+        exc="RuntimeError: Could not find nvcc and default cuda_home='/usr/local/cuda' doesn't exist",
+    )
+    _, b = first_blocker(s, lines)
+    assert mass(b, "--attention-backend") > 0.25, b.top(4)
+    assert avoid(s, b, "--attention-backend", "TRITON_ATTN") > 10 * avoid(
+        s, b, "--attention-backend", "FLASHINFER"
+    )
 
 
 def test_a_backend_for_a_component_the_model_lacks_is_undone_never_varied():
@@ -317,3 +353,35 @@ def test_a_variable_the_user_set_to_the_registry_default_can_still_be_undone():
         Factor("env:VLLM_WORKER_MULTIPROC_METHOD", "env", ["fork", "spawn"], "VLLM_WORKER_MULTIPROC_METHOD")
     )
     assert s2.predicted_key(baseline) == s2.predicted_key(dropped)  # setting fork = leaving it
+
+
+def test_a_port_a_setting_gives_taken_is_that_settings_failure_not_the_machines():
+    # torch's TCPStore cannot bind the master port the user's --dist-init-addr gives: not the
+    # server's own port (bringup's pick, a race it relaunches elsewhere), so the search learns from
+    # it and suspects the setting whose value holds that port. Once, every such failure was ignored
+    # as the machine's and the same launch was made again until the budget was spent.
+    spec = bundled_help("sglang", "0.5.23")
+    s = strategy(
+        "--dist-init-addr 127.0.0.1:29500 --context-length 4096", engine="sglang", spec=spec, version="0.5.23"
+    )
+    lines = [
+        "[2026-12-05 10:00:00 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+        '  File "/usr/local/lib/python3.12/dist-packages/sglang/srt/distributed/parallel_state.py", line 10, in init_distributed_environment',
+        "    x()",
+        "RuntimeError: The server socket has failed to listen on any local network address. "
+        "port: 29500, useIpv6: 0, code: -98, name: EADDRINUSE, message: address already in use",
+    ]
+    o = explain_lines(lines, "sglang").model_copy(update={"argv": ["sglang", "--port", "30000"]})
+    assert o.failure_class == "port-in-use"
+    s.observe(s.baseline, o)
+    assert len(s.blockers) == 1, "a setting's port taken is evidence, not the machine's race"
+    assert top_factors(s.blockers[0], 1) == ["--dist-init-addr"], s.blockers[0].top(3)
+    # the signature implicates --port, bringup's own pick for every launch: never a factor
+    assert s.space.get("--port") is None
+    # the server's own port taken: nothing learned (the executor launches it again elsewhere)
+    own = o.model_copy(update={"argv": ["sglang", "--port", "29500"]})
+    s2 = strategy(
+        "--dist-init-addr 127.0.0.1:29500 --context-length 4096", engine="sglang", spec=spec, version="0.5.23"
+    )
+    s2.observe(s2.baseline, own)
+    assert s2.blockers == []

@@ -330,3 +330,36 @@ def test_wait_until_wakes_at_its_time_when_nothing_ends_by_then():
     assert ex.wait_until(ex.now() + 0.1) is None  # back at its deadline, before the 1 s trial ends
     assert ex.wait_until(None) is not None
     ex.close()
+
+
+class PortTaken(FakeTrials):
+    """Every launch dies of "address already in use", naming ``port`` (None: the launch's own)."""
+
+    def __init__(self, port: int | None):
+        super().__init__(cls="port-in-use")
+        self.port = port
+
+    def __call__(self, j: Job) -> TrialRun:
+        run = super().__call__(j)
+        named = self.port if self.port is not None else j.port
+        run.outcome.phase = "distributed-init"
+        run.outcome.argv = ["vllm", "serve", "m", "--port", str(j.port)]
+        run.outcome.evidence = [
+            "RuntimeError: The server socket has failed to listen on any local network address. "
+            f"port: {named}, useIpv6: 0, code: -98, name: EADDRINUSE, message: address already in use"
+        ]
+        return run
+
+
+def test_only_the_servers_own_port_taken_is_launched_again_elsewhere():
+    # the server's own port taken between the pick and the bind: the machine's race, again on
+    # another port (three times at most); a port a setting gives (a distributed-init master port)
+    # taken: the configuration's failure, answered at once (a new server port changes nothing)
+    for named, calls in ((None, 4), (29500, 1)):
+        trials = PortTaken(named)
+        ex = LocalExecutor(trials, GpuSlots(["0"]), width=1)
+        ex.submit(job(1, 1, 0.0))
+        d = ex.wait()
+        assert len(trials.ports) == calls and len(set(trials.ports)) == calls, trials.ports
+        assert d.run is not None and d.run.outcome.failure_class == "port-in-use"
+        ex.close()
