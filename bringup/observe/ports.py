@@ -7,7 +7,10 @@ another port, the address is one a setting of the launch gives (a distributed-in
 KV connector's or a ZMQ socket's port, a torch TCPStore's master port): the failure is that
 setting's, and the search must learn from it like any other. Relaunching it on a new server port
 changes nothing: a run that treated every such failure as the machine's relaunched the same
-configuration until its budget was spent.
+configuration until its budget was spent. (An engine's own internal port, a free one it picked,
+raced by another process, also names another port: rare, as engines check that a port is free
+first, and it does not come back on the next launch, while a setting's port fails every time, so
+the search soon tells the two apart.)
 
 Port forms read (each from a real message): torch's TCPStore "port: 29500, useIpv6: 0, code: -98,
 name: EADDRINUSE, message: address already in use" (modelscope/ms-swift#3988, om-ai-lab/VLM-R1#289),
