@@ -39,6 +39,11 @@ def ports_named(lines: list[str]) -> set[int]:
     return {int(m.group(1)) for ln in said for rx in _PORTS for m in rx.finditer(ln)}
 
 
+def _ports_of(out: Outcome) -> set[int]:
+    """The ports a failure's evidence and root exception name."""
+    return ports_named([*out.evidence, out.root_exception or ""])
+
+
 def server_port(argv: list[str]) -> int | None:
     """The port the launch's own command gives the server (``--port N`` or ``--port=N``)."""
     for i, a in enumerate(argv):
@@ -60,14 +65,14 @@ def server_port_race(out: Outcome) -> bool:
         return False
     if out.phase == "spawn":  # bringup's own check before the launch: its pick was taken
         return True
-    named = ports_named([*out.evidence, out.root_exception or ""])
+    named = _ports_of(out)
     own = server_port(out.argv)
     return not named or (own is not None and own in named)
 
 
 def setting_port_hint(out: Outcome) -> str:
     """What to say of a port-in-use failure that is not the server's own port."""
-    named = ", ".join(str(p) for p in sorted(ports_named([*out.evidence, out.root_exception or ""])))
+    named = ", ".join(str(p) for p in sorted(_ports_of(out)))
     own = server_port(out.argv)
     return (
         f"The address in use is port {named}, not the server's own"
