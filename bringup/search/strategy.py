@@ -117,6 +117,7 @@ class Strategy:
     screening: ScreeningPolicy | None = None
     env: EnvFactors | None = None
     frozen: dict[str, tuple[str, str]] = field(default_factory=dict)  # factor -> (value, why)
+    overridden: dict[str, tuple[str, str]] = field(default_factory=dict)  # user's flag -> (value used, why)
     default_eff: dict[str, tuple[str, str]] = field(default_factory=dict)
     observations: list[Observation] = field(default_factory=list)
     screens_passed: set[str] = field(default_factory=set)  # predicted keys whose screen passed
@@ -207,6 +208,10 @@ class Strategy:
     def eff(self, f: Factor, level: FlagValue | None) -> str:
         if f.name in self.frozen:
             return self.frozen[f.name][0]
+        if f.name in self.overridden and level is not None and level is not False:
+            # a level asked of a setting the engine overrode is taken to be overridden alike; only
+            # dropping the setting is another configuration
+            return self.overridden[f.name][0]
         if (
             level is None
             or level is False
@@ -308,6 +313,8 @@ class Strategy:
     def _level_for_verdicts(self, f: Factor, level: FlagValue | None) -> FlagValue | None:
         if f.name in self.frozen:
             return self.frozen[f.name][0]
+        if f.name in self.overridden and level is not None and level is not False:
+            return self.overridden[f.name][0]
         if level is None and f.name in self.default_eff:
             return self.default_eff[f.name][0]
         return level
@@ -734,10 +741,10 @@ class Strategy:
         return not named.strong(ev.W_SIGNATURE / 3, self.frozen)
 
     def _read_effective(self, cand: Candidate, outcome: Outcome) -> None:
-        """What the engine really used: overrides freeze a factor, defaults name "unset". The
-        launches made so far are identified again when a value changed (a launch that left a
-        default is the same configuration as one that named it): a stale identity would launch
-        it twice."""
+        """What the engine really used: overrides freeze a factor (the user's own flag is only noted
+        as overridden), defaults name "unset". The launches made so far are identified again when a
+        value changed (a launch that left a default is the same configuration as one that named
+        it): a stale identity would launch it twice."""
         flags = cand.flag_dict
         changed = False
         for f in self.space.factors:
@@ -748,7 +755,11 @@ class Strategy:
             if req is None or normalise(req) == "auto":
                 changed |= self.default_eff.get(f.name, ("",))[0] != eff
                 self.default_eff[f.name] = (eff, f"seen in launch {len(self.observations) + 1}")
-            elif not same_value(req, outcome.effective[f.dest]) and f.name not in self.frozen:
+            elif f.name in self.frozen:
+                continue
+            elif req == self.base_level(f):
+                changed |= self._note_override(f, req, outcome.effective[f.dest])
+            elif not same_value(req, outcome.effective[f.dest]):
                 changed = True
                 self.frozen[f.name] = (
                     eff,
@@ -756,6 +767,25 @@ class Strategy:
                 )
         if changed:
             self._rekey()
+
+    def _note_override(self, f: Factor, req: FlagValue, used: object) -> bool:
+        """The user's own flag, and what the engine ran for it: overridden is noted, never frozen
+        (issue 36, item 1: every setting of theirs can be undone; an override may hold only beside
+        another setting, and a flag may do more than the one value the engine reports). Its other
+        levels are taken to be overridden alike; dropping it stays another configuration. An
+        override a later launch does not repeat (it held beside another setting) is forgotten."""
+        if same_value(req, used):
+            return self.overridden.pop(f.name, None) is not None
+        if f.name in self.overridden:
+            return False
+        eff = normalise(used)
+        why = f"engine used {eff} when {req} was asked (launch {len(self.observations) + 1})"
+        self.overridden[f.name] = (eff, why)
+        self.notes.append(
+            f"{f.name}: the {why}; another level is taken to be overridden alike, and dropping the"
+            " user's flag stays a candidate"
+        )
+        return True
 
     def _rekey(self) -> None:
         """Every launch's identity again, from what is known now of the engine's values."""

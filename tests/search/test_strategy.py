@@ -77,8 +77,10 @@ def test_nan_in_decode_changes_the_decode_backend_and_never_repeats():
     p = s.propose()
     changed = {c.flag for c in p.candidate.diff(s.baseline)}
     assert "--nsa-decode-backend" in changed
-    # the engine used nsa when flashinfer was asked: frozen, never varied again
-    assert s.frozen["--attention-backend"][0] == "nsa" and "--attention-backend" not in changed
+    # the engine used nsa when flashinfer was asked: the user's flag is noted as overridden, not
+    # frozen (it can still be dropped), and never varied to another level (any would be nsa too)
+    assert s.overridden["--attention-backend"][0] == "nsa" and "--attention-backend" not in s.frozen
+    assert p.candidate.flag_dict.get("--attention-backend") in (None, "flashinfer")
     assert p.key != s.observations[0].key
 
 
@@ -717,3 +719,50 @@ def test_the_users_own_variable_for_the_failing_component_is_a_suspect_though_no
     # weak: a fifth of the component's variable (it is the user's own too, so not nothing: its "1"
     # is the registry's default, yet set and unset are two levels; below 0.02 while they were one)
     assert b.mass_of("env:VLLM_USE_FLASHINFER_SAMPLER") < b.mass_of("env:NCCL_SOCKET_IFNAME") / 5, b.top(6)
+
+
+def test_a_users_setting_the_engine_overrides_can_still_be_dropped():
+    """Issue 36, item 1: the engine said it ran triton where the user asked fa3 (SGLang does so
+    beside an fp8_e5m2 KV cache), yet the failure is raised in fa3's own code: the override the
+    engine reports is not the whole story. The user's flag is noted as overridden, its other
+    levels are taken to be overridden alike, and dropping it stays a candidate (it was frozen,
+    and the search could only vary everything else)."""
+    s = make(baseline="--tp 8 --attention-backend fa3 --kv-cache-dtype fp8_e5m2")
+    base = s.propose().candidate
+    s.observe(
+        base,
+        outcome(
+            cls="no-kernel-image",
+            phase="load-weights",
+            effective={"attention_backend": "triton", "kv_cache_dtype": "fp8_e5m2"},
+            implicates=["--attention-backend"],
+        ),
+    )
+    assert "--attention-backend" not in s.frozen
+    assert s.overridden["--attention-backend"][0] == "triton"
+    f = s.space.get("--attention-backend")
+    # every level asked is what the engine ran; only dropping the flag is another configuration
+    assert s.eff(f, "flashinfer") == s.eff(f, "fa3") == "triton" != s.eff(f, None)
+    nxt = s.propose().candidate
+    assert "--attention-backend" not in nxt.flag_dict
+
+
+def test_an_override_a_later_launch_does_not_repeat_is_forgotten():
+    """The engine ran triton for the user's fa3 beside an fp8_e5m2 KV cache; a launch with a bf16
+    cache ran fa3 as asked: the override held only beside the other setting, and fa3's levels are
+    their own configurations again."""
+    s = make(baseline="--tp 8 --attention-backend fa3 --kv-cache-dtype fp8_e5m2")
+    base = s.propose().candidate
+    s.observe(
+        base, outcome(cls="no-kernel-image", phase="load-weights", effective={"attention_backend": "triton"})
+    )
+    f = s.space.get("--attention-backend")
+    assert s.eff(f, "flashinfer") == "triton"
+    other = Candidate.make(
+        "sglang", "m", parse_flags("--tp 8 --attention-backend fa3 --kv-cache-dtype auto", SG)
+    )
+    s.observe(
+        other, outcome(cls="no-kernel-image", phase="load-weights", effective={"attention_backend": "fa3"})
+    )
+    assert "--attention-backend" not in s.overridden
+    assert s.eff(f, "flashinfer") == "flashinfer" and s.eff(f, "fa3") == "fa3"
