@@ -719,7 +719,7 @@ def _relevance() -> tuple[
     classes: dict[str, dict[str, tuple[str, ...]]] = {}
     for k, v in (doc.get("classes") or {}).items():
         v = v or {}
-        extra = set(v) - {"components", "variables"}
+        extra = set(v) - {"components", "variables", "shared"}
         unknown = [c for c in v.get("components") or () if c not in comps]
         if extra or unknown:
             raise KnowledgeFileError(
@@ -730,6 +730,7 @@ def _relevance() -> tuple[
         classes[k] = {
             "components": tuple(v.get("components") or ()),
             "variables": tuple(v.get("variables") or ()),
+            "shared": ("shared",) if v.get("shared") else (),
         }
     platforms = {k: tuple(v or ()) for k, v in (doc.get("other_platforms") or {}).items()}
     return comps, classes, platforms
@@ -812,6 +813,13 @@ def names_class_component(name: str, failure_class: str) -> bool:
     ``classes``: NCCL_SOCKET_IFNAME names nccl, which a distributed-init failure implicates)."""
     cls = _relevance()[1].get(failure_class, {})
     return bool(_components_in(name) & set(cls.get("components", ())))
+
+
+def class_draws_on_every_setting(failure_class: str) -> bool:
+    """The class's resource is one every setting draws on (relevance.yaml ``shared``: GPU memory),
+    so each setting the user chose is a suspect of it though no line names it: an adapter pool, a
+    draft model, a graph batch list or a workspace all take from the memory an OOM ran out of."""
+    return bool(_relevance()[1].get(failure_class, {}).get("shared"))
 
 
 def names_absent_component(name: str, absent: Iterable[str]) -> bool:

@@ -41,7 +41,10 @@ W_USER_SET = 0.6
 # for an NCCL failure), though no line names it: a variable is silent in logs, unlike a flag the
 # engine prints with its configuration, and what the user set by hand for that component is the
 # first thing an engineer undoes (NCCL's troubleshooting guide: a wrong NCCL_SOCKET_IFNAME fails
-# the bootstrap; docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html).
+# the bootstrap; docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html). Every
+# setting of the user's, flag or variable, for a class whose resource all settings draw on (an
+# out-of-memory: relevance.yaml `shared`): an adapter pool, a draft model or a graph batch list eats
+# the memory the engine's advice only says how to enlarge.
 W_USER_COMPONENT = 0.3
 W_BASE_ENV = 0.002
 # What links a failure to a setting when no line spells its flag (bringup/observe/links.py): the

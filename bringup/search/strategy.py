@@ -28,7 +28,12 @@ from dataclasses import dataclass, field
 from bringup.core import reserved
 from bringup.core.candidate import Candidate, FlagValue, format_value
 from bringup.core.datafiles import disguises
-from bringup.env.registry import names_absent_component, names_class_component, one_gpu_components
+from bringup.env.registry import (
+    class_draws_on_every_setting,
+    names_absent_component,
+    names_class_component,
+    one_gpu_components,
+)
 from bringup.help.text import HelpSpec
 from bringup.knowledge.conditions import as_number
 from bringup.knowledge.rules import Knowledge
@@ -561,12 +566,17 @@ class Strategy:
     def _culprit_weights(self, levels: dict[str, str], named: ev.Named, cls: str) -> dict[Condition, float]:
         """A new failure's single culprits, each weighed by how directly the failure names its
         factor (evidence.relevance), the user's own choices among them raised (W_USER_SET), and
-        the user's own variables for a component the failure's class implicates (W_USER_COMPONENT)."""
+        the user's own variables for a component the failure's class implicates, and every setting
+        of theirs for a class whose resource all settings draw on (memory), raised to
+        W_USER_COMPONENT."""
         weights: dict[Condition, float] = {}
         # the user's own settings are the first suspects of a failure that names nothing; beside
         # a failure that names its settings, they stay weak ones (ev.W_USER_PRIOR)
         named_any = any(w >= ev.W_SIGNATURE / 2 for w in named.weights.values())
         user_prior = 3 * ev.W_BASE_FLAG if named_any else ev.W_USER_PRIOR
+        # an out-of-memory: every setting draws on the memory, and the engine's advice (the
+        # fraction, the context) says what to move, not what ate it (relevance.yaml `shared`)
+        shared = class_draws_on_every_setting(cls)
         for f in self.space.factors:
             if f.name in self.frozen or levels[f.name] == INERT:
                 continue  # (an inert factor cannot have caused what this launch showed)
@@ -580,7 +590,7 @@ class Strategy:
             w = named.weights.get(f.name, 0.0) + base
             if named.weights.get(f.name, 0.0) > 0 and mine:
                 w = max(w, ev.W_USER_SET)
-            elif f.is_env and mine and names_class_component(f.dest, cls):
+            elif mine and (shared or (f.is_env and names_class_component(f.dest, cls))):
                 w = max(w, ev.W_USER_COMPONENT)
             w = max(w, self.env_weight.get(f.name, 0.0))
             weights[Condition(f.name, levels[f.name])] = w
