@@ -210,13 +210,20 @@ class Strategy:
     def base_level(self, f: Factor) -> FlagValue | None:
         return f.level_in(self.baseline.flag_dict, self.baseline.env_dict)
 
-    def eff(self, f: Factor, level: FlagValue | None) -> str:
+    def _imposed(self, f: Factor, level: FlagValue | None) -> str | None:
+        """The value the engine runs whatever this level asks: a frozen factor's, or, for a level
+        asked of a user's flag the engine overrode, the override's (taken to hold alike; only
+        dropping the flag is another configuration). None where the level stands for itself."""
         if f.name in self.frozen:
             return self.frozen[f.name][0]
         if f.name in self.overridden and level is not None and level is not False:
-            # a level asked of a setting the engine overrode is taken to be overridden alike; only
-            # dropping the setting is another configuration
             return self.overridden[f.name][0]
+        return None
+
+    def eff(self, f: Factor, level: FlagValue | None) -> str:
+        imposed = self._imposed(f, level)
+        if imposed is not None:
+            return imposed
         if (
             level is None
             or level is False
@@ -316,10 +323,9 @@ class Strategy:
 
     # -- knowledge -------------------------------------------------------------------------------
     def _level_for_verdicts(self, f: Factor, level: FlagValue | None) -> FlagValue | None:
-        if f.name in self.frozen:
-            return self.frozen[f.name][0]
-        if f.name in self.overridden and level is not None and level is not False:
-            return self.overridden[f.name][0]
+        imposed = self._imposed(f, level)
+        if imposed is not None:
+            return imposed
         if level is None and f.name in self.default_eff:
             return self.default_eff[f.name][0]
         return level
