@@ -1012,11 +1012,26 @@ class Strategy:
         out = []
         for f in self.space.factors:
             level = f.level_in(flags, env)
-            if any(v.kind == "incompatible" for v in self.verdicts(f, level, flags)) and not any(
-                v.kind == "incompatible" for v in self.verdicts(f, level)
-            ):
+            if not self._refused(f, level, flags):
+                continue
+            if not self._refused(f, level) or self._no_level_left(f, flags):
                 out.append(f.name)
         return out
+
+    def _refused(
+        self, f: Factor, level: FlagValue | None, others: dict[str, FlagValue] | None = None
+    ) -> bool:
+        return any(v.kind == "incompatible" for v in self.verdicts(f, level, others))
+
+    def _no_level_left(self, f: Factor, flags: dict[str, FlagValue]) -> bool:
+        """Every level of ``f`` is refused beside this candidate's other settings, where some level
+        is not beside the baseline's: the other settings are what a rule refuses, whatever this
+        one is set to (a parallel size dropped to one GPU whose weights no memory fraction holds,
+        where the baseline's own fraction was refused only for start-up headroom)."""
+        levels: list[FlagValue | None] = [None, *f.levels]
+        return all(self._refused(f, lv, flags) for lv in levels) and not all(
+            self._refused(f, lv) for lv in levels
+        )
 
     # -- verdicts ------------------------------------------------------------------------------------
     def impossible(self) -> str | None:

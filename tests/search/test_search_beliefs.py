@@ -553,3 +553,39 @@ def test_the_machine_is_blamed_only_after_the_failure_came_back_without_the_user
         b.post[c] = 0.95 if c.outside else 0.05 / (len(b.post) - 1)
     proof = s.impossible()
     assert proof is not None and "model.head_dim" in proof
+
+
+def _plan_weights(flag, level, others):
+    """A memory plan for a checkpoint that fits two GPUs only: at one GPU every fraction is refused
+    (the weights), at two only fractions over 0.9 (start-up headroom), the engine's default among them."""
+    from bringup.knowledge.rules import Verdict
+
+    if flag != "--gpu-memory-utilization":
+        return None
+    if others.get("--tensor-parallel-size") in (None, "1"):
+        return Verdict("incompatible", "memory plan: the weights do not fit", "test", "memory-plan")
+    if float(level) > 0.9:
+        return Verdict("incompatible", "memory plan: more than is free at start-up", "test", "memory-plan")
+    return None
+
+
+def test_a_parallel_size_no_memory_fraction_can_hold_is_a_risk_whatever_the_fraction() -> None:
+    """The baseline's own (default) fraction is refused for start-up headroom, so dropping the
+    parallel size does not change *that* level's verdict; but beside one GPU every fraction is
+    refused, where beside two some fits: the drop is what the plan refuses (dev2's T4 pair, where
+    the search dropped --tensor-parallel-size to escape a hang and ran out of memory loading the
+    weights, launch after launch)."""
+    base = Candidate.make("vllm", "m", parse_flags("--tensor-parallel-size 2", VL), {})
+    space = build_space("vllm", VL, base)
+    drop_inapplicable(space, H200)
+    add_baseline_flags(space, base, VL)
+    s = Strategy(space, base, Knowledge(H200, "vllm", "0.32.0", rules=(), memory_model=_plan_weights), VL)
+    s.limit_gpus(["--tensor-parallel-size"], 2)
+    frac = s.space.get("--gpu-memory-utilization")
+    assert frac is not None and any(v.kind == "incompatible" for v in s.verdicts(frac, None))  # the default
+    drop = base.with_changes({"--tensor-parallel-size": None})
+    assert 0.9 < s.combination_risk(drop) < 1.0 and s.combination_risk(base) == 0.0
+    # a fraction that fits beside two GPUs does not beside one: the old, per-level comparison
+    lower = base.with_changes({"--gpu-memory-utilization": "0.8"})
+    assert s.combination_risk(lower) == 0.0
+    assert 0.9 < s.combination_risk(lower.with_changes({"--tensor-parallel-size": None})) < 1.0
