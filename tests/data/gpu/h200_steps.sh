@@ -91,6 +91,13 @@ mistakes_with() {  # mistakes_with NAME FLAGS...: the mistakes bring-up with FLA
 # Issue 36: the three user-setting mistakes of $USERBAD, from a fresh runs folder of their own.
 step_usermistakes() { user_with usermistakes --dry-run never; }
 step_usermistakes_dryrun() { user_with usermistakes-dryrun --dry-run auto; }
+# A second set (issue 36, 2026-12-06): three other mistakes, written by a helper before the run from
+# the engines' sources (usermistakes2.sh says which and why), under the default --dry-run auto.
+step_usermistakes2() {
+  . "$GPU_HOME/tests/data/gpu/usermistakes2.sh"
+  local v="USERBAD2_$E"
+  USERBAD=${!v} user_with usermistakes2 --dry-run auto
+}
 step_usercorpus_late() { bash "$GPU_HOME/tests/data/gpu/h200_usercorpus.sh" "$E" late > "$RES/usercorpus-$E-late.out" 2>&1; }
 
 user_with() {  # user_with NAME FLAGS...: `bringup run` from $USERBAD with FLAGS, its own runs folder
