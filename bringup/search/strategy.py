@@ -36,7 +36,7 @@ from bringup.env.registry import (
 )
 from bringup.help.text import HelpSpec
 from bringup.knowledge.conditions import as_number
-from bringup.knowledge.rules import Knowledge
+from bringup.knowledge.rules import Knowledge, Verdict
 from bringup.observe import links
 from bringup.observe.effective import normalise, same_value
 from bringup.observe.links import Setting
@@ -1028,10 +1028,19 @@ class Strategy:
         is not beside the baseline's: the other settings are what a rule refuses, whatever this
         one is set to (a parallel size dropped to one GPU whose weights no memory fraction holds,
         where the baseline's own fraction was refused only for start-up headroom)."""
-        levels: list[FlagValue | None] = [None, *f.levels]
-        return all(self._refused(f, lv, flags) for lv in levels) and not all(
-            self._refused(f, lv) for lv in levels
-        )
+        return self._every_level_refused(f, flags) is not None and self._every_level_refused(f) is None
+
+    def _every_level_refused(self, f: Factor, others: dict[str, FlagValue] | None = None) -> Verdict | None:
+        """The refusal of ``f``'s unset level when a rule refuses every level of it beside ``others``
+        (the baseline's settings by default), else None."""
+        first: Verdict | None = None
+        for lv in [None, *f.levels]:
+            refusal = next((v for v in self.verdicts(f, lv, others) if v.kind == "incompatible"), None)
+            if refusal is None:
+                return None
+            if first is None:
+                first = refusal
+        return first
 
     # -- verdicts ------------------------------------------------------------------------------------
     def impossible(self) -> str | None:
@@ -1042,9 +1051,8 @@ class Strategy:
         if self.lessons.blocked is not None:
             return f"no level of {self.lessons.blocked[0]} can work here: {self.lessons.blocked[1]}"
         for f in self.space.factors:
-            vs = [[v for v in self.verdicts(f, lv) if v.kind == "incompatible"] for lv in [None, *f.levels]]
-            if vs and all(vs):
-                return f"no level of {f.name} can work here: {vs[0][0].reason}"
+            if (refusal := self._every_level_refused(f)) is not None:
+                return f"no level of {f.name} can work here: {refusal.reason}"
         for b in self._outside_blockers():
             if self._users_settings_cleared(b):
                 o = next(o.outcome for o in reversed(self.observations) if o.blocker == b.key)
