@@ -32,9 +32,13 @@ class Remedy(BaseModel):
 
 
 _ADVICE = re.compile(
-    r"(?i)\b(try|please|use|using|set|change|switch|disable|enable|consider|increas\w*|decreas\w*|reduc\w*|lower"
-    r"|rais\w*|pass|add|specify|remove|instead)\b"
+    r"(?i)\b(try|please|use|by using|set|change|switch|disable|enable|consider|increas\w*|decreas\w*|reduc\w*"
+    r"|lower|rais\w*|pass|add|specify|remove|instead)\b"
 )
+# A line that opens with "Using" reports what the engine chose ("Using KV cache dtype:
+# torch.bfloat16", "Using FLASH_ATTN backend"): a status line of every launch, advice for none.
+# (Bare "using" was an advice word until 2026-12-06: SGLang's KV-dtype line then read as the
+# engine advising --kv-cache-dtype under a watchdog timeout that named nothing.)
 _ADVICE_HEADER = re.compile(
     r"(?i)^\s*(possible (solutions|suggestions|fixes)|suggestions?|solutions?|to fix\b|workarounds?)"
 )

@@ -101,6 +101,20 @@ def test_debugging_advice_config_dumps_and_frame_sources_are_not_remedies():
     assert pairs(lines) == []
 
 
+def test_a_line_that_reports_what_the_engine_is_using_advises_nothing():
+    """SGLang's status line "Using KV cache dtype: torch.bfloat16" comes on every launch; read as advice
+    it made a watchdog timeout that names nothing look like the engine prescribing --kv-cache-dtype.
+    Advice that says "by using" still counts."""
+    status = [
+        "[2026-12-06 04:10:01 TP0] Using KV cache dtype: torch.bfloat16",
+        "(EngineCore pid=7) INFO 12-06 04:10:02 [cuda.py:301] Using max model len 4096",
+        "[2026-12-06 04:15:01 TP0] Scheduler watchdog timeout (self.watchdog_timeout=300, self.soft=False)",
+    ]
+    assert pairs(status) == [] and pairs(status, "vllm") == []
+    advice = ["The graph runner ran out of memory: avoid it by using --cuda-graph-max-bs 16"]
+    assert pairs(advice) == [("--cuda-graph-max-bs", "16", "set")]
+
+
 def test_advice_before_the_failure_is_not_its_remedy():
     """A deprecation note at start-up names a flag and a value, but it is not about the failure."""
     lines = [
