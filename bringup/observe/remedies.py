@@ -45,7 +45,16 @@ _ADVICE_HEADER = re.compile(
 _ITEM = re.compile(r"^\s*(\d+[.)]|[-*•])\s+")
 # Not a remedy for the failure: CUDA's and the engines' advice for debugging, where to report.
 _NOT_REMEDY = re.compile(
-    r"(?i)(debug|TORCH_USE_CUDA_DSA|asynchronously reported|open an issue|pip install|ulimit)"
+    r"(?i)(debug|TORCH_USE_CUDA_DSA|asynchronously reported|open an issue|pip install|ulimit"
+    # What the engine chose by itself, and how to choose otherwise or quieten the note: lines a
+    # launch that serves prints too, so advice for no failure (each seen in real logs,
+    # tests/data/logs): SGLang's "Attention backend not specified. Use fa3 backend by default.",
+    # vLLM's "Detected the chat template content format to be 'string'. You can set
+    # `--chat-template-content-format` to override this.", "Resolved `--runner auto` to `--runner
+    # pooling`. Pass the value explicitly to silence this message.", "Model Runner V2 requires
+    # Triton; using the V1 model runner instead.", "To silence this warning, specify
+    # disable_custom_all_reduce=True explicitly."
+    r"|\bby default\.?\s*$|\bto (?:override|silence|suppress) (?:this|these|the)\b|[;,]\s*using\b.*\binstead\b)"
 )
 _PYDANTIC_TAIL = re.compile(r"\s*\[type=[^\]]*\]?.*$")  # pydantic's dump of the input after its message
 _FRAME_LINE = re.compile(r'^\s+File "[^"]+", line \d+')

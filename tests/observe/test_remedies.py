@@ -111,6 +111,19 @@ def test_a_line_that_reports_what_the_engine_is_using_advises_nothing():
         "[2026-12-06 04:15:01 TP0] Scheduler watchdog timeout (self.watchdog_timeout=300, self.soft=False)",
     ]
     assert pairs(status) == [] and pairs(status, "vllm") == []
+    # what the engine chose by itself, and how to quieten or override the note (real lines,
+    # tests/data/logs): printed by launches that serve as well
+    chosen = [
+        "[2026-12-01 15:20:01] Attention backend not specified. Use fa3 backend by default.",
+        "(APIServer pid=1) INFO 12-05 01:02:03 [chat_utils.py:1] Detected the chat template content format to be"
+        " 'string'. You can set `--chat-template-content-format` to override this.",
+        "(APIServer pid=1) INFO 12-05 01:02:03 [config.py:1] Resolved `--runner auto` to `--runner pooling`. Pass"
+        " the value explicitly to silence this message.",
+        "(APIServer pid=1) WARNING 12-01 20:16:42 [vllm.py:725] Model Runner V2 does not yet support custom logits"
+        " processors; using the V1 model runner instead.",
+        "To silence this warning, specify disable_custom_all_reduce=True explicitly.",
+    ]
+    assert pairs(chosen) == [] and pairs(chosen, "vllm") == []
     advice = ["The graph runner ran out of memory: avoid it by using --cuda-graph-max-bs 16"]
     assert pairs(advice) == [("--cuda-graph-max-bs", "16", "set")]
 
