@@ -213,6 +213,12 @@ def logged_benign(raw: str) -> bool:
     return _strip(raw)[4] in _BENIGN_LEVELS
 
 
+def logged_progress(raw: str) -> bool:
+    """The line's log prefix gives DEBUG or INFO: the engine reporting its progress or what it
+    chose ("INFO ... [model.py:1510] Using max model len 32768"), not a failure's words."""
+    return _strip(raw)[4] in ("DEBUG", "INFO")
+
+
 # Decorations that name only the process (vLLM's "(Worker pid=1) ", torch's "[rank0]: "): the line
 # may continue the record above it.
 _TAG_ONLY = (_PREFIXES[0], _PREFIXES[3])

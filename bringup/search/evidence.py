@@ -22,6 +22,7 @@ from bringup.observe import links as lk
 from bringup.observe.effective import config_dump, normalise
 from bringup.observe.outcome import Outcome
 from bringup.observe.remedies import under_condition, usage_line
+from bringup.observe.tracebacks import logged_progress
 from bringup.search.space import Factor
 
 W_REMEDY = 3.0  # the engine printed this flag as the way out
@@ -191,7 +192,11 @@ def message_lines(outcome: Outcome) -> list[str]:
         out.append(_IN_FUNC.sub("", outcome.root_exception))
     for ln in outcome.evidence:
         body = _PREFIX.sub("", ln.rstrip())
-        if not _FRAME.search(body):
+        # Without an exception (a hang, a stall, an exit with no traceback) the evidence is the
+        # log's last lines: an INFO record there is progress ("Using max model len 32768"), which
+        # echoes the launch's own values; read as the failure's words it named every setting it
+        # echoed (a vLLM hang in NCCL start-up sent the search after --max-model-len).
+        if not _FRAME.search(body) and (outcome.root_exception or not logged_progress(ln)):
             out.append(ln)
     return out
 

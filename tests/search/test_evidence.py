@@ -36,3 +36,29 @@ def test_a_switch_is_named_by_what_it_switches():
         crash, Factor("--use-custom-all-reduce", "choice", ["a", "b"], "use_custom_all_reduce"), "a"
     )
     assert not named_in_line("no such graph", Factor("--no-graph", "switch", [], "no_graph"), "false")
+
+
+def test_a_hang_s_progress_lines_name_none_of_the_values_they_echo():
+    """A vLLM hang in NCCL start-up ends its log with INFO progress records; "Using max model len
+    32768" echoes the launch's own --max-model-len and said nothing about the hang (it sent the
+    search after that flag). A warning or an unlevelled line of the same tail still speaks, and so
+    does an INFO line beneath an exception."""
+    from bringup.observe.outcome import Outcome
+    from bringup.search.evidence import message_lines, relevance
+
+    tail = [
+        "(APIServer pid=4242) INFO 12-06 04:25:23 [model.py:1510] Using max model len 32768",
+        "(Worker_TP0 pid=4373) INFO 12-06 04:25:43 [pynccl.py:113] vLLM is using nccl==2.28.9",
+        "(EngineCore_DP0 pid=4339) WARNING 12-06 04:27:46 [x.py:1] max_model_len is large for this GPU",
+    ]
+    mml = Factor("--max-model-len", "number", ["4096", "32768"], "max_model_len")
+    hang = Outcome(status="timeout", failure_class="hang", phase="distributed-init", evidence=tail[:2])
+    assert message_lines(hang) == []
+    named = relevance(
+        hang, [mml], {"--max-model-len": "32768"}, set(), lambda n: mml if n == mml.name else None
+    )
+    assert "--max-model-len" not in named.weights
+    warned = hang.model_copy(update={"evidence": tail})
+    assert message_lines(warned) == [tail[2]]
+    crash = hang.model_copy(update={"status": "fails", "root_exception": "RuntimeError: boom"})
+    assert tail[0] in message_lines(crash)
