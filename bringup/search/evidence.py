@@ -72,7 +72,12 @@ _PREFIX = re.compile(
     r"^(?:\([^)]*pid=\d+\)\s*|(?:INFO|WARNING|ERROR|DEBUG|CRITICAL)\s+|\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?\s+|"
     r"\[[^\]]*\] ?)+"
 )
-_GENERIC = {"auto", "true", "false", "none", "default", "<engine default>", "1", "0", "disabled", "enabled"}
+# Values too common in any failure's words to name a setting: "cuda" is in every CUDA error ("This
+# may lead to incorrect model outputs or CUDA errors" named a user's --device cuda), the platforms' too.
+_GENERIC = {
+    "auto", "true", "false", "none", "default", "<engine default>", "1", "0", "disabled", "enabled",
+    "cuda", "cpu", "gpu",
+}  # fmt: skip
 _ADVICE = re.compile(
     r"\b(try|please|use|set|change|choose|leave|disable|enable|consider|increase|decrease|reduce|lower|raise|pass|add)\b",
     re.I,
@@ -259,7 +264,8 @@ def named_in_line(line: str, f: Factor, level: str, aliases: tuple[str, ...] = (
         f.name.lower() in low
         or dest + "=" in low
         or dest + ":" in low
-        or re.search(rf"\b{re.escape(dest)}\b", low)
+        # a word of its own, not part of a compound ("device-side assert" names no --device)
+        or re.search(rf"(?<![\w-]){re.escape(dest)}(?![\w-])", low)
     ):
         return True
     if len(dest) > 6 and dest.replace("_", " ") in low:

@@ -62,3 +62,16 @@ def test_a_hang_s_progress_lines_name_none_of_the_values_they_echo():
     assert message_lines(warned) == [tail[2]]
     crash = hang.model_copy(update={"status": "fails", "root_exception": "RuntimeError: boom"})
     assert tail[0] in message_lines(crash)
+
+
+def test_a_platform_word_or_a_compound_names_no_setting():
+    """Every CUDA error says "CUDA" and "device": neither names a user's --device cuda (SGLang's
+    context-length check "may lead to incorrect model outputs or CUDA errors"; "device-side assert
+    triggered"). The dest as a word of its own still does."""
+    device = Factor("--device", "choice", ["cuda", "cpu"], "device")
+    assert not named_in_line("AcceleratorError: CUDA error: device-side assert triggered", device, "cuda")
+    assert not named_in_line("This may lead to incorrect model outputs or CUDA errors.", device, "cuda")
+    assert named_in_line(
+        "RuntimeError: Expected one of cpu, cuda device type at start of device string", device, "x"
+    )
+    assert named_in_line("ValueError: unknown device: 'npu'", device, "npu")
