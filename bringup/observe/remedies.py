@@ -224,6 +224,16 @@ def conditional_part(text: str) -> bool:
 _USAGE = re.compile(r"^\s*(usage:|\[-{1,2}[\w-]+[^\]]*\](\s+\[-{1,2}[\w-]+[^\]]*\])*\s*$)")
 
 
+_OPTION_NAME = re.compile(r"(?<![\w-])--?[A-Za-z][\w-]*|`[^`]*`")
+
+
+def prose(text: str) -> str:
+    """The line without the option names it spells: an advice word inside one is no advice
+    ("ValueError: --enable-lora requires --max-loras" advises nothing; "--enable-torch-compile"
+    holds no "enable")."""
+    return _OPTION_NAME.sub(" ", text)
+
+
 def usage_line(text: str) -> bool:
     """argparse's usage block ("usage: api_server.py [-h] ...", "[--enable-x | --no-enable-x]"):
     every option the engine has, advice for none."""
@@ -250,7 +260,7 @@ def advising_lines(lines: list[str]) -> list[str]:
             continue
         if frame or source or config_dump(raw) or _NOT_REMEDY.search(text) or usage_line(text):
             continue
-        if (in_list and _ITEM.match(text)) or _ADVICE.search(text):
+        if (in_list and _ITEM.match(text)) or _ADVICE.search(prose(text)):
             out.append(_PYDANTIC_TAIL.sub("", text).strip())
         elif in_list and not _ITEM.match(text):
             in_list = False

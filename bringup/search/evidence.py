@@ -21,7 +21,7 @@ from bringup.core.datafiles import phase_index
 from bringup.observe import links as lk
 from bringup.observe.effective import config_dump, normalise
 from bringup.observe.outcome import Outcome
-from bringup.observe.remedies import under_condition, usage_line
+from bringup.observe.remedies import prose, under_condition, usage_line
 from bringup.observe.tracebacks import logged_progress
 from bringup.search.space import Factor
 
@@ -174,7 +174,7 @@ def remedies(lines: list[str]) -> list[tuple[str, str | None, str]]:
     --cuda-graph-backend-prefill=tc_piecewise"; "Try increasing `gpu_memory_utilization`")."""
     out: list[tuple[str, str | None, str]] = []
     for line, conditional in zip(lines, under_condition(lines), strict=True):
-        if conditional or not _ADVICE.search(line) or line.count("--") > 4 or usage_line(line):
+        if conditional or not _ADVICE.search(prose(line)) or line.count("--") > 4 or usage_line(line):
             continue  # advice for another situation ("If this is intentional and you are using: ...")
         for m in _REMEDY_FLAG.finditer(line):
             value = m.group(2)
@@ -309,7 +309,7 @@ def relevance(
     plain = [
         ln
         for ln in message_lines(outcome)
-        if sum(1 for f in factors if not f.is_env and f.dest + "=" in ln) <= 2
+        if sum(1 for f in factors if not f.is_env and f.dest + "=" in ln) <= 2 and not _own_note(ln)
     ]
     _remedy_weights(named, outcome, plain, resolve)
     lines = [ln for ln in plain[:6] if not any(c in ln for c in named.checklists)]
@@ -333,17 +333,19 @@ def relevance(
     return named
 
 
+def _own_note(line: str) -> bool:
+    """bringup's own notes beside the evidence ("this launch asked for: ...", "torch-compile (raised
+    inside it) is used by: --enable-torch-compile true"): what the classifier inferred, weighed where
+    it was inferred (the failing code's levels, W_FRAMES), not the engine's words. Read as a line it
+    named its settings again (W_LINE), and a flag spelled with "enable" read as advice (W_REMEDY)."""
+    return line.startswith(("this launch asked for:", "notes:")) or " is used by: " in line
+
+
 def failure_words(outcome: Outcome) -> list[str]:
     """The lines in which a failure says what went wrong: its message lines without the engine's
     dump of its whole configuration (which quotes every value, so it links none) and without
     bringup's own notes beside the evidence ("this launch asked for: ...")."""
-    return [
-        ln
-        for ln in message_lines(outcome)
-        if not config_dump(ln)
-        and not ln.startswith(("this launch asked for:", "notes:"))
-        and " is used by: " not in ln
-    ]
+    return [ln for ln in message_lines(outcome) if not config_dump(ln) and not _own_note(ln)]
 
 
 def link_weights(named: Named, outcome: Outcome, settings: list[lk.Setting], package: str | None) -> None:

@@ -151,3 +151,17 @@ def test_outcome_carries_the_remedies_of_a_real_shaped_log_and_round_trips():
     assert again.remedies == out.remedies
     # a log that served has no remedies
     assert explain_file(LOGS / "transformers-works.log").remedies == []
+
+
+def test_an_advice_word_inside_an_option_s_name_is_no_advice():
+    """"--enable-lora requires --max-loras" names two options and advises neither; bringup's own
+    note "torch-compile (raised inside it) is used by: --enable-torch-compile true" neither."""
+    from bringup.search.evidence import remedies
+
+    lines = [
+        "ValueError: --enable-lora requires --max-loras > 0",
+        "torch-compile (raised inside it) is used by: --enable-torch-compile true",
+    ]
+    assert pairs(lines[:1], "vllm") == [] and pairs(lines[:1]) == []
+    assert remedies(lines) == []
+    assert pairs(["Please enable LoRA by passing --enable-lora"], "vllm") == [("--enable-lora", None, "set")]

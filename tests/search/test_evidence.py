@@ -75,3 +75,21 @@ def test_a_platform_word_or_a_compound_names_no_setting():
         "RuntimeError: Expected one of cpu, cuda device type at start of device string", device, "x"
     )
     assert named_in_line("ValueError: unknown device: 'npu'", device, "npu")
+
+
+def test_bringup_s_own_notes_are_not_the_failure_s_words():
+    """The classifier's note "torch-compile (raised inside it) is used by: --enable-torch-compile
+    true" is weighed where it was inferred (the failing code's level); read again as a line it named
+    the flag (1.0) and, for a flag spelled with "enable", read as the engine's advice (3.0)."""
+    from bringup.observe.outcome import Outcome
+    from bringup.search.evidence import W_LINE, relevance
+
+    tc = Factor("--enable-torch-compile", "switch", [], "enable_torch_compile")
+    out = Outcome(
+        status="fails",
+        failure_class="unsupported-hardware",
+        root_exception="OutOfResources: out of resource: shared memory, Required: 98304",
+        evidence=["torch-compile (raised inside it) is used by: --enable-torch-compile true"],
+    )
+    named = relevance(out, [tc], {tc.name: "true"}, set(), lambda n: tc if n == tc.name else None)
+    assert named.weights.get(tc.name, 0.0) < W_LINE and not named.advised
