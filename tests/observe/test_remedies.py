@@ -154,7 +154,7 @@ def test_outcome_carries_the_remedies_of_a_real_shaped_log_and_round_trips():
 
 
 def test_an_advice_word_inside_an_option_s_name_is_no_advice():
-    """"--enable-lora requires --max-loras" names two options and advises neither; bringup's own
+    """ "--enable-lora requires --max-loras" names two options and advises neither; bringup's own
     note "torch-compile (raised inside it) is used by: --enable-torch-compile true" neither."""
     from bringup.search.evidence import remedies
 
