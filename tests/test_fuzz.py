@@ -344,7 +344,7 @@ def test_signatures_all_have_sources():
 
 
 # ---- round three (issue 40): each kind of attack, generated -----------------------------------------
-_RESERVED_LONG = ["--host", "--port", "--uds", "--model", "--served-model-name"]
+_RESERVED_LONG = ["--host", "--port", "--uds", "--model"]
 
 
 @FAST

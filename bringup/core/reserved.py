@@ -1,4 +1,4 @@
-"""Engine flags bringup sets itself (host, port, socket, model, served name), refused in every
+"""Engine flags bringup sets itself (host, port, socket, model), refused in every
 spelling and from every origin before a launch.
 
 bringup launches each server on its own host and port and probes the model it launched by its own
@@ -34,8 +34,6 @@ _WHY = {
     "socket": "bringup reaches every server on its own host and port: a unix socket would leave that port "
     "unserved (a working server reported as a hang); leave it out",
     "model": "give the model with bringup's own --model, not as an engine flag",
-    "served-name": "bringup asks the server for the model it launched by that model's own name: leave the "
-    "served-name flag out",
 }
 
 
@@ -97,7 +95,7 @@ def _spellings(name: str) -> list[str]:
 def role_of(
     name: str, engine: str | None, spec: HelpSpec | None = None, model_flag: str | None = None
 ) -> str | None:
-    """The reserved setting an option string sets (host, port, socket, model, served-name), or None."""
+    """The reserved setting an option string sets (host, port, socket, model), or None."""
     table = _table(engine)
     roles = (
         table.roles if not model_flag or model_flag in table.roles else {**table.roles, model_flag: "model"}

@@ -135,7 +135,7 @@ class ReservedFlags(BaseModel):
     captures)."""
 
     model_config = ConfigDict(extra="forbid")
-    flags: dict[str, Literal["host", "port", "socket", "model", "served-name"]] = Field(default_factory=dict)
+    flags: dict[str, Literal["host", "port", "socket", "model"]] = Field(default_factory=dict)
     source: str = ""
 
 

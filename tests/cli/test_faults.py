@@ -443,7 +443,7 @@ def test_shell_metacharacters_in_flags_are_never_executed(tmp_path):
         "--json",
         "--",
         *WORKS,
-        "--chat-template",  # a value-taking flag (--served-model-name is bringup's own now: reserved.py)
+        "--chat-template",  # a value-taking flag
         f"$(touch {canary}); touch {canary}",
     )
     assert d is not None and not canary.exists()

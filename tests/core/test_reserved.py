@@ -80,9 +80,10 @@ ENGINES = yaml.safe_load((ROOT / "bringup" / "data" / "engines.yaml").read_text(
         ("vllm", "--po", "port"),  # a prefix argparse expands
         ("vllm", "--host", "host"),
         ("vllm", "--uds", "socket"),  # vLLM: "If set, host and port arguments are ignored"
-        ("vllm", "--served-model-name", "served-name"),
-        ("vllm", "--served_model_name", "served-name"),  # a dest spelling: vLLM's parser takes it
-        ("vllm", "--serv", "served-name"),
+        # the served name is the user's own setting (the probes ask /v1/models for it): no role
+        ("vllm", "--served-model-name", None),
+        ("vllm", "--served_model_name", None),
+        ("sglang", "--served-model-name", None),
         ("vllm", "--model", "model"),
         ("sglang", "--model", "model"),  # SGLang's alias of --model-path, from its help capture
         ("sglang", "--model-path", "model"),
@@ -119,7 +120,7 @@ def test_no_other_flag_of_an_engine_is_refused(capture):
         assert role_of(opt.name, engine, spec) is None, opt.name
 
 
-@pytest.mark.parametrize("flag", ["--port", "--host", "--uds", "--model", "--served-model-name", "--po"])
+@pytest.mark.parametrize("flag", ["--port", "--host", "--uds", "--model", "--po"])
 def test_no_candidate_can_hold_a_reserved_flag_whatever_made_it(flag):
     """The one place every candidate passes: made, changed (a fix, a knob, a lesson's cure), or read
     back from a journal, a candidate with a reserved flag is refused, naming what made it."""
@@ -130,6 +131,15 @@ def test_no_candidate_can_hold_a_reserved_flag_whatever_made_it(flag):
         Candidate.from_json({"engine": "vllm", "model": "m", "flags": {flag: "1"}, "label": "journal run r1"})
     with pytest.raises(ReservedFlag):
         Candidate("vllm", "m", ((flag, "1"),))
+
+
+def test_a_served_name_is_the_user_s_own_setting():
+    """A launch script's --served-model-name is kept and searched like any other setting (the probes
+    ask /v1/models for the name the server answers to); refused until 2026-12-06, when a sealed real
+    bring-up on an H100 was refused before its first launch."""
+    base = Candidate.make("vllm", "m", {"--served-model-name": "chat"}, label="baseline")
+    assert base.flag_dict["--served-model-name"] == "chat"
+    assert "--served-model-name" not in base.with_changes({"--served-model-name": None}).flag_dict
 
 
 def test_the_function_for_other_origins_names_its_origin():
@@ -151,7 +161,7 @@ def _target():
     [
         ({"--port": "8123"}, None, "--fix: give the port"),
         ({"--host": "0.0.0.0"}, None, "--fix: bringup sets the host"),
-        ({"--served_model_name": "x"}, None, "--fix: bringup asks the server"),
+        ({"--model": "other/model"}, None, "--fix: give the model"),
         ({"--model-path": "other/model"}, None, "--fix: give the model"),
         (None, ["--port"], "--vary: give the port"),
     ],
@@ -204,7 +214,7 @@ def test_a_knob_override_that_is_reserved_is_refused():
         (["run", "--fix", "port=8123"], "--fix: give the port"),
         (["run", "--fix", "host=0.0.0.0"], "--fix: bringup sets the host"),
         (["run", "--fix", "model-path=other/model"], "--fix: give the model"),
-        (["tune", "--config", "--tp 8 --served-model-name x"], "tune --config: bringup asks the server"),
+        (["tune", "--config", "--tp 8 --host 0.0.0.0"], "tune --config: bringup sets the host"),
         (["run", "--baseline", "--tp 8 --port 9000"], "--baseline: give the port"),
     ],
 )
