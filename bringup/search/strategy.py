@@ -654,7 +654,8 @@ class Strategy:
         launch's own level with them when the engine chose it (a default, auto), so the way out is a
         level outside the family, not a sibling of the one that failed (vLLM's flashinfer_cutlass
         after flashinfer_trtllm). Weighed as a signature's first suspect: a lead, not a proof."""
-        named = links.library_tokens(outcome.frames or [], self.space.engine)
+        in_frames = {t for t in links.library_tokens(outcome.frames or [], self.space.engine) if len(t) >= 5}
+        named = set(in_frames)
         if outcome.frames:
             # what the engine says it selected is printed by every launch, working ones too: it
             # names the family of a failure raised in the engine's code, not of fluent wrong output
@@ -684,9 +685,17 @@ class Strategy:
             for w in links.words(text)
         }
         about = {f.name for f, _, _ in kernels if links.subject_words(f.dest, 3) & said}
+        own = in_frames | {links.stem(w) for text in outcome.frames or [] for w in links.words(text)}
         out: dict[Condition, float] = {}
         for f, cur, fam in kernels:
             if about and f.name not in about:
+                continue
+            # a family only a selection line names (every launch prints it) is this failure's only
+            # where the failing frames are about that factor's component (a failure in the MoE
+            # routing capturer once blamed "Using FLASH_ATTN attention backend", 36%)
+            if not any({links.stem(w) for w in links.words(e)} & own for e in fam) and not (
+                links.subject_words(f.dest, 3) & own
+            ):
                 continue
             out[Condition(f.name, "|".join(sorted(fam | {cur})), "in")] = ev.W_SIGNATURE
             self.notes.append(

@@ -422,3 +422,27 @@ def test_an_out_of_memory_suspects_the_users_own_settings_beside_the_fraction_it
         s.observe(nxt, o)
         nxt = s.propose().candidate
     assert not mine <= set(nxt.flag_dict), nxt.flag_dict
+
+
+def test_a_selection_line_names_no_family_for_a_failure_in_another_component():
+    # the real H100 run of 2026-12-06 (tests/data/gpu/h100-2026-12-06, vllm-usermistakes2, launch 3):
+    # --enable-return-routed-experts on a dense model fails in the MoE routing capturer; vLLM had
+    # printed "Using FLASH_ATTN attention backend" as every launch does, and that line made the
+    # flash family of --attention-backend 36% of the blame: the working launch changed the attention
+    # backend for nothing
+    dense = {**H200, "model.moe": False, "model.quantization": None, "model.architecture": "LlamaForCausalLM"}
+    s = strategy("--enable-return-routed-experts --max-num-seqs 7", dense)
+    lines = [
+        "(EngineCore pid=1601) INFO 12-06 04:57:08 [cuda.py:480] Using FLASH_ATTN attention backend out of "
+        "potential backends: ['FLASH_ATTN', 'FLASHINFER', 'TRITON_ATTN', 'FLEX_ATTENTION']."
+    ]
+    lines += traceback(
+        CORE,
+        ("vllm/v1/worker/gpu_model_runner.py", "init_routed_experts_capturer"),
+        ("vllm/model_executor/layers/fused_moe/routed_experts_capturer.py", "_get_num_experts_per_tok"),
+        exc="ValueError: Cannot determine num_experts_per_tok: HF config has neither 'num_experts_per_tok' "
+        "nor 'top_k'",
+    )
+    _, b = first_blocker(s, lines)
+    assert mass(b, "--attention-backend") < 0.1, b.top(4)
+    assert mass(b, "--enable-return-routed-experts") > 0.4, b.top(4)
