@@ -1027,10 +1027,17 @@ class Strategy:
                 out.append(f.name)
         return out
 
+    def _refusal(
+        self, f: Factor, level: FlagValue | None, others: dict[str, FlagValue] | None = None
+    ) -> Verdict | None:
+        """The first rule that calls this level incompatible beside ``others`` (the baseline's
+        settings by default), or None."""
+        return next((v for v in self.verdicts(f, level, others) if v.kind == "incompatible"), None)
+
     def _refused(
         self, f: Factor, level: FlagValue | None, others: dict[str, FlagValue] | None = None
     ) -> bool:
-        return any(v.kind == "incompatible" for v in self.verdicts(f, level, others))
+        return self._refusal(f, level, others) is not None
 
     def _no_level_left(self, f: Factor, flags: dict[str, FlagValue]) -> bool:
         """Every level of ``f`` is refused beside this candidate's other settings, where some level
@@ -1044,7 +1051,7 @@ class Strategy:
         (the baseline's settings by default), else None."""
         first: Verdict | None = None
         for lv in [None, *f.levels]:
-            refusal = next((v for v in self.verdicts(f, lv, others) if v.kind == "incompatible"), None)
+            refusal = self._refusal(f, lv, others)
             if refusal is None:
                 return None
             if first is None:
