@@ -19,7 +19,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validat
 
 from bringup.core.datafiles import DATA, KnowledgeFileError, classes, load_yaml, phases
 from bringup.observe.links import imports_value
-from bringup.observe.tracebacks import PyException, frame_text
+from bringup.observe.tracebacks import PyException, errorish, frame_text
 
 ROOTCAUSE_FILE = DATA / "rootcause.yaml"
 
@@ -570,6 +570,50 @@ def where_class(
         return comp.failure_class, f"raised in {comp.id}"
     cls = knowledge().by_phase.get(phase or "")
     return (cls, f"raised in the engine while in {phase}") if cls else None
+
+
+# A native error line names the source file it was raised in: a CUDA check macro's "Failed: Cuda
+# error /workspace/csrc/custom_all_reduce.cuh:455 'invalid argument'" (vLLM csrc/custom_all_reduce.cuh
+# and sgl-kernel csrc/allreduce/custom_all_reduce.cuh CUDACHECK), c10's "Exception raised from f at
+# /pytorch/c10/cuda/CUDAException.cpp:43". Its path is the failure's innermost frame.
+_NATIVE_AT = re.compile(
+    r"(?P<path>(?:[\w.+-]+/)+[\w.+-]+\.(?:cuh|cu|cpp|cc|cxx|hpp|hh|h|c))[:(](?P<line>\d+)"
+)
+
+
+@dataclass
+class NativeWhere:
+    """Where a failure with no Python exception was raised, read from a native error line."""
+
+    failure_class: str
+    why: str
+    path: str  # the source file, the failure's innermost frame
+    line: str  # the error line that names it
+    levels: dict[str, list[str]]  # the levels that load the code it names (rootcause.yaml modules)
+
+
+def native_where(lines: list[str], phase: str | None, engine: str | None = None) -> NativeWhere | None:
+    """The class of a failure with no Python exception whose error line names a native source file
+    (issue 36, a class from where it raised): the component that file belongs to (rootcause.yaml
+    ``components``), else the phase it struck in (``by_phase``: the file is in the engine or a
+    library it loads); and the levels that load the code it names, as for a frame (``modules``:
+    custom_all_reduce.cuh is the custom all-reduce, which --disable-custom-all-reduce turns off).
+    None where no error line names a native source."""
+    for line in reversed(lines):
+        m = _NATIVE_AT.search(line) if errorish(line) else None
+        if m is None:
+            continue
+        path = m.group("path")
+        mods = [x for x in knowledge().modules if x.named_in(line) or x.raised_in(path)]
+        levels = module_levels(mods, engine)
+        comp = next((c for c in knowledge().components if re.search(c.frames, path)), None)
+        if comp is not None:
+            return NativeWhere(comp.failure_class, f"raised in {comp.id} ({path})", path, line, levels)
+        cls = knowledge().by_phase.get(phase or "")
+        if cls is None:
+            return None
+        return NativeWhere(cls, f"raised in native code ({path}) while in {phase}", path, line, levels)
+    return None
 
 
 def describe(exc: PyException) -> str:

@@ -28,7 +28,7 @@ from bringup.core.datafiles import (
 )
 from bringup.observe.digitblind import digit_blind
 from bringup.observe.remedies import Remedy, find_remedies
-from bringup.observe.tracebacks import LogAnalysis, PyException, strip_prefix
+from bringup.observe.tracebacks import LogAnalysis, PyException, errorish, strip_prefix
 from bringup.observe.unknown import unknown_hint
 
 if TYPE_CHECKING:
@@ -238,9 +238,6 @@ class Matcher:
         return [Hit(i, ln, s) for i, ln in enumerate(lines) for s in self.match(ln)]
 
 
-_ERRORISH = re.compile(r"(Error|Exception|error:|FAILED|Traceback|Assertion|assert|fatal|Killed)", re.I)
-
-
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
@@ -357,7 +354,7 @@ def _classify(
     root = analysis.root
     served = phase_index(phase_reached) >= phase_index("ready")
     if root is None:
-        return _classify_hits(hits, lines, phase_reached, served, max_evidence)
+        return _classify_hits(hits, lines, phase_reached, served, max_evidence, matcher.engine)
 
     chain = next(c for c in analysis.chains if root in c.exceptions)
     chain_idx = {i for e in chain.exceptions for i in e.span}
@@ -435,11 +432,34 @@ def _classify(
 
 
 def _classify_hits(
-    hits: list[Hit], lines: list[str], phase_reached: str | None, served: bool, max_evidence: int
+    hits: list[Hit],
+    lines: list[str],
+    phase_reached: str | None,
+    served: bool,
+    max_evidence: int,
+    engine: str | None = None,
 ) -> Classification:
-    """A log with no Python exception: the highest-priority signature hit is the root cause."""
+    """A log with no Python exception: the highest-priority signature hit is the root cause; where
+    only a generic line (a wrapper's "died unexpectedly") or nothing matched, an error line that
+    names the native source it was raised in gives the class (rootcause.native_where)."""
+    from bringup.observe.rootcause import native_where
+
+    if not any(not h.signature.generic for h in hits):
+        where = native_where(lines, phase_reached, engine)
+        if where is not None:
+            rest = [c for h in sorted(hits, key=lambda h: h.index) if (c := _clean(h.line)) != where.line]
+            return Classification(
+                failure_class=where.failure_class,
+                phase=_phase(served, phase_reached, None, None),
+                evidence=[_clean(where.line), *rest][:max_evidence],
+                hint=f"Classed {where.failure_class} by where it was raised ({where.why}); no signature "
+                "knows this line.",
+                hits=hits,
+                implicated_levels=where.levels,
+                frames=[where.path],
+            )
     if not hits:
-        tail = [ln for ln in lines if _ERRORISH.search(ln)][-max_evidence:]
+        tail = [ln for ln in lines if errorish(ln)][-max_evidence:]
         if not tail:
             tail = [ln for ln in lines if ln.strip()][-3:]
         return Classification("unknown", phase_reached, [_clean(t) for t in tail], unknown_hint(None, [], {}))

@@ -15,6 +15,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+_ERRORISH = re.compile(r"(Error|Exception|error:|FAILED|Traceback|Assertion|assert|fatal|Killed)", re.I)
+
+
+def errorish(line: str) -> bool:
+    """A line that reads as an error: what an unknown failure keeps as evidence, and where a native
+    source location is looked for (rootcause.native_where)."""
+    return bool(_ERRORISH.search(line))
+
+
 # Log decorations at the start of a line, stripped one after another. A named group ``tag``
 # names the process the line came from.
 _PREFIXES: tuple[re.Pattern[str], ...] = (

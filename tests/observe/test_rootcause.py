@@ -349,6 +349,53 @@ def test_an_error_inside_the_custom_all_reduce_implicates_running_it():
 
 
 @pytest.mark.parametrize(
+    ("engine", "lines"),
+    [
+        # vllm #42609: the custom all-reduce's CUDACHECK prints the file and exits; the executor's
+        # wrapper line is all the rest of the log says
+        (
+            "vllm",
+            [
+                "Failed: Cuda error /workspace/csrc/custom_all_reduce.cuh:455 'invalid argument'",
+                "(EngineCore_DP0 pid=2) ERROR 12-06 08:00:00 [multiproc_executor.py:262] Worker proc "
+                "VllmWorker-0 died unexpectedly, shutting down executor.",
+            ],
+        ),
+        (
+            "sglang",
+            [
+                "Failed: Cuda error /sgl-kernel/csrc/allreduce/custom_all_reduce.cuh:455 'invalid argument'",
+                "[2026-12-06 08:00:01] Received sigquit from a child process. It usually means the child failed.",
+            ],
+        ),
+    ],
+)
+def test_a_native_error_line_classes_the_failure_by_the_file_it_names(engine, lines):
+    """No Python exception, no signature: the source file the error line names is where it was
+    raised (issue 36, a class from where it raised): the engine's collectives, and the switch that
+    turns the custom all-reduce off is implicated as for a Python frame inside it."""
+    c = classify(["INFO capture begins", *lines], engine, "graph-capture")
+    assert c.failure_class == "distributed-init" and c.phase == "graph-capture"
+    assert c.evidence[0].startswith("Failed: Cuda error") and c.frames[0].endswith("custom_all_reduce.cuh")
+    assert c.implicated_levels == {"--disable-custom-all-reduce": ["false"]}
+
+
+def test_a_native_file_outside_any_component_gives_the_phase_class_and_a_signature_wins():
+    c = classify(
+        ["Failed: Cuda error /src/csrc/some_kernel.cu:12 'invalid argument'"],
+        "vllm",
+        "load-weights",
+    )
+    assert c.failure_class == "model-load" and c.implicated_levels == {}  # by_phase: load-weights
+    nccl = classify(
+        ["misc/shmutils.cc:72 NCCL WARN Error: failed to extend /dev/shm/nccl-x to 9637892 bytes"],
+        "vllm",
+        "graph-capture",
+    )
+    assert nccl.failure_class == "distributed-init" and nccl.signature_id == "nccl-error"
+
+
+@pytest.mark.parametrize(
     "msg",
     [
         "no kernel image is available for execution on the device",
