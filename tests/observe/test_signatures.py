@@ -57,6 +57,36 @@ def test_a_missing_compiler_toolchain_is_a_missing_dependency_not_a_bad_path(lin
     assert c.failure_class == "missing-dependency" and c.signature_id == "jit-toolchain-missing"
 
 
+# SGLang's watchdog stops a scheduler that made no progress and SIGQUITs the parent: the server
+# exits though nothing raised (shapes from sglang/srt/utils/watchdog.py and SGLang's hang guide).
+_WATCHDOG = [
+    "[2026-12-06 08:01:02 TP0] Decode batch, #running-req: 1, #token: 40, token usage: 0.00, gen throughput (token/s): 0.00",
+    "[2026-12-06 08:06:02 TP0] Scheduler watchdog timeout (self.watchdog_timeout=300, self.soft=False)",
+    "[2026-12-06 08:06:02 TP1] Scheduler watchdog timeout (self.watchdog_timeout=300, self.soft=False)",
+    "[2026-12-06 08:06:02 TP0] Pyspy dump for PID 4187:",
+    'Thread 4187 (active): "MainThread"',
+    "    cuStreamSynchronize (libcuda.so.1)",
+    "    synchronize (torch/cuda/streams.py:92)",
+    "[2026-12-06 08:06:07] Received sigquit from a child process. It usually means the child failed.",
+]
+
+
+@pytest.mark.parametrize(
+    "first", [_WATCHDOG[1], "[2025-04-03 20:06:34 DP1 TP0] Watchdog timeout (self.watchdog_timeout=300)"]
+)
+def test_an_sglang_watchdog_stop_is_a_hang_and_a_real_exception_beside_it_wins(first):
+    c = classify([_WATCHDOG[0], first, *_WATCHDOG[2:]], "sglang", "decode")
+    assert c.failure_class == "hang" and c.signature_id == "sglang-scheduler-watchdog", c
+    raised = [
+        "Traceback (most recent call last):",
+        '  File "/x/sglang/srt/managers/scheduler.py", line 9, in f',
+        "    g()",
+        "RuntimeError: NCCL error: unhandled cuda error",
+    ]
+    assert classify([*raised, first, *_WATCHDOG[2:]], "sglang", "decode").failure_class == "distributed-init"
+    assert classify([first], "vllm", "decode").failure_class != "hang"  # SGLang's words only
+
+
 def test_fa3_requires_sm90():
     c = classify(_lines("sglang-fa3-sm120.log"), "sglang", "kv-alloc")
     assert c.failure_class == "unsupported-hardware"
