@@ -839,6 +839,19 @@ def not_a_fix(name: str) -> bool:
     return bool(_NOT_A_FIX.search(name.upper()))
 
 
+# The engine's own test harness: SGLang's SGLANG_TEST_* inject faults (..._CRASH_AFTER_STREAM_OUTPUTS,
+# ..._STUCK_SCHEDULER_INIT, ..._RANDOM_FAILURE, ..._MAMBA_LAZY_ALLOC_FAIL) or point at test models;
+# vLLM's VLLM_TEST_* force a path for its tests. One that shares a failure's words is no suspect
+# (an out-of-memory once proposed SGLANG_TEST_MAMBA_LAZY_ALLOC_FAIL=1, which makes allocation fail);
+# one the failure's lines name still joins.
+_TEST_HOOK = re.compile(r"(^|_)TESTS?(_|$)")
+
+
+def is_test_hook(name: str) -> bool:
+    """A variable of the engine's own test harness (a TEST word in its name)."""
+    return bool(_TEST_HOOK.search(name.upper()))
+
+
 def of_absent_family(name: str, absent: Iterable[str]) -> bool:
     """A variable named after a model family the target is not (absent_components' family:...)."""
     up = name.upper().replace("-", "_")

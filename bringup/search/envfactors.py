@@ -25,6 +25,7 @@ from bringup.env.registry import (
     Registry,
     check_value,
     common_vars,
+    is_test_hook,
     levels,
     mentions_in_lines,
     not_a_fix,
@@ -166,6 +167,7 @@ class EnvFactors:
             if (
                 any(p.factor.name == name for p in out)
                 or not_a_fix(r.var.name)
+                or is_test_hook(r.var.name)
                 or of_absent_family(r.var.name, self.absent)
             ):
                 continue

@@ -801,3 +801,24 @@ def test_the_variable_read_where_the_failure_was_raised_is_a_first_suspect(sglan
     assert strong == {"env:SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK"}
     enable = next(p for p in proposals if p.factor.name == "env:SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK")
     assert "0" in [str(x) for x in enable.factor.levels]
+
+
+def test_a_test_hook_of_the_engine_is_no_suspect_of_what_shares_its_words(sglang):
+    # SGLANG_TEST_MAMBA_LAZY_ALLOC_FAIL=1 makes an allocation fail on purpose: an out-of-memory shares
+    # its words (alloc, memory), but a variable of the engine's own test harness is no fix to try
+    from bringup.search.envfactors import EnvFactors
+
+    oom = Outcome(
+        status="fails",
+        failure_class="oom-weights",
+        phase="load-weights",
+        evidence=[
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.50 GiB. GPU 0 has a total "
+            "capacity of 95.00 GiB of which 1.31 GiB is free. Of the allocated memory 92.1 GiB is allocated "
+            "by PyTorch (lazy alloc failed)"
+        ],
+        implicates=["--mem-fraction-static", "--tp-size", "--quantization"],
+    )
+    names = {p.factor.name for p in EnvFactors(sglang, device="cuda").after_failure(oom, have=[])}
+    assert names, "the out-of-memory ranks some memory variables"
+    assert not {n for n in names if "_TEST_" in n}, names
