@@ -685,6 +685,15 @@ class Strategy:
             for w in links.words(text)
         }
         about = {f.name for f, _, _ in kernels if links.subject_words(f.dest, 3) & said}
+        in_code = {links.stem(w) for text in (outcome.frames or [])[-4:] for w in links.words(text)}
+        # the library the frames name, as the kernel levels spell it (flashinfer, not the sampler's
+        # own words a library token may carry)
+        library = {links.stem(w) for _, _, fam in kernels for e in fam for w in links.words(e)}
+        library &= {links.stem(t) for t in in_frames}
+        if not any(links.subject_words(f.dest, 3) & in_code for f, _, _ in kernels) and (
+            self._library_switched_here(library, in_code, {f.name for f, _, _ in kernels})
+        ):
+            return {}
         own = in_frames | {links.stem(w) for text in outcome.frames or [] for w in links.words(text)}
         out: dict[Condition, float] = {}
         for f, cur, fam in kernels:
@@ -703,6 +712,23 @@ class Strategy:
                 f"{f.name} {', '.join(sorted(fam))} suspected together"
             )
         return out
+
+    def _library_switched_here(self, library: set[str], in_code: set[str], kernels: set[str]) -> bool:
+        """A setting other than the kernel factors switches this library on in the component the
+        failing frames are in: its name holds the library's ("VLLM_USE_FLASHINFER_SAMPLER") and its
+        other words the frames' ("topk_topp_sampler.py"). The library was called by that
+        component's code, not by an attention or GEMM backend of the same family: a FlashInfer
+        sampler's JIT failure once made the flashinfer levels of --linear-backend and
+        --attention-backend first suspects, and six launches went to them."""
+        family = library
+        package = {links.stem(w) for w in ("vllm", "sglang", "transformers", self.space.engine or "")}
+        for f in self.space.factors:
+            if f.name in kernels or f.name in self.frozen:
+                continue
+            sw = links.subject_words(f.dest, 4) - package
+            if sw & family and (sw - family) & in_code:
+                return True
+        return False
 
     def _family(self, f: Factor, level: str) -> set[str]:
         """The levels of a choice factor that share this one's family (the first word of the name),

@@ -6,6 +6,8 @@ engine's printed remedy, a property no flag changes) and checks what the strateg
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from bringup.core.candidate import Candidate, parse_flags
 from bringup.help.text import bundled_help
 from bringup.knowledge.rules import Knowledge
@@ -272,6 +274,32 @@ SAMPLER = Fault(
     "RuntimeError: TopKTopPSamplingFromProbs failed with error code no kernel image is available for execution "
     "on the device in flashinfer_sample (vllm/v1/sample/ops/topk_topp_sampler.py:301)",
 )
+
+
+def test_a_library_called_by_the_component_a_variable_switches_it_on_for_is_not_the_backends():
+    """FlashInfer's JIT fails under vLLM's sampler (topk_topp_sampler.py): VLLM_USE_FLASHINFER_SAMPLER
+    switches the library on in that component, so the flashinfer levels of the attention and GEMM
+    backends, which no failing frame passes through, are not suspected together (they were, at a
+    signature's first weight, and six launches went to them)."""
+    jit = replace(NO_NVCC, failure_class="missing-dependency")  # as rootcause.yaml classes it
+    s = make("--max-model-len 4096", env={"VLLM_USE_FLASHINFER_SAMPLER": "1"})
+    kernels = [
+        f.name
+        for f in s.space.factors
+        if f.kind == "choice" and any("flashinfer" in str(v).lower() for v in f.levels)
+    ]
+    assert "--attention-backend" in kernels, kernels
+    s.observe(s.baseline, jit.outcome())
+    blocker = s.blockers[-1]
+    assert blocker.top(1)[0][0].conds[0].factor == "env:VLLM_USE_FLASHINFER_SAMPLER", blocker.top(4)
+    assert all(blocker.mass_of(k) < 0.1 for k in kernels), [
+        (k, round(blocker.mass_of(k), 3)) for k in kernels
+    ]
+    # the same library failing under the attention backend's own code is that backend's
+    attn = replace(jit, frames=["vllm/v1/attention/backends/flashinfer.py:build", *jit.frames[2:]])
+    t = make("--max-model-len 4096", env={"VLLM_USE_FLASHINFER_SAMPLER": "1"})
+    t.observe(t.baseline, attn.outcome())
+    assert t.blockers[-1].mass_of("--attention-backend") > 0.2, t.blockers[-1].top(4)
 
 
 def test_a_variable_that_joined_for_an_earlier_failure_is_implicated_by_the_next_one() -> None:
