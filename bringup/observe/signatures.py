@@ -444,14 +444,16 @@ def _classify_hits(
     names the native source it was raised in gives the class (rootcause.native_where)."""
     from bringup.observe.rootcause import native_where
 
-    if not any(not h.signature.generic for h in hits):
+    specific = [h for h in hits if not h.signature.generic]
+    if not specific:
         where = native_where(lines, phase_reached, engine)
         if where is not None:
-            rest = [c for h in sorted(hits, key=lambda h: h.index) if (c := _clean(h.line)) != where.line]
+            first = _clean(where.line)
+            rest = [c for h in sorted(hits, key=lambda h: h.index) if (c := _clean(h.line)) != first]
             return Classification(
                 failure_class=where.failure_class,
                 phase=_phase(served, phase_reached, None, None),
-                evidence=[_clean(where.line), *rest][:max_evidence],
+                evidence=[first, *rest][:max_evidence],
                 hint=f"Classed {where.failure_class} by where it was raised ({where.why}); no signature "
                 "knows this line.",
                 hits=hits,
@@ -464,7 +466,6 @@ def _classify_hits(
             tail = [ln for ln in lines if ln.strip()][-3:]
         return Classification("unknown", phase_reached, [_clean(t) for t in tail], unknown_hint(None, [], {}))
     best = max(hits, key=lambda h: (h.signature.priority, -h.index))
-    specific = [h for h in hits if not h.signature.generic]
     chosen = specific if specific else hits
     ordered: list[str] = []
     for h in sorted(chosen, key=lambda h: (h.index != best.index, h.index)):

@@ -679,13 +679,9 @@ class Strategy:
         # components. Asked of these factors only: a word of any other setting (the all-reduce
         # backends a selection line lists) once left the attention backend out of a flashinfer
         # failure it could be the cause of.
-        said = {
-            links.stem(w)
-            for text in [*(outcome.selected or []), *(outcome.frames or [])[-4:]]
-            for w in links.words(text)
-        }
-        about = {f.name for f, _, _ in kernels if links.subject_words(f.dest, 3) & said}
         in_code = {links.stem(w) for text in (outcome.frames or [])[-4:] for w in links.words(text)}
+        said = in_code | {links.stem(w) for text in outcome.selected or [] for w in links.words(text)}
+        about = {f.name for f, _, _ in kernels if links.subject_words(f.dest, 3) & said}
         # the library the frames name, as the kernel levels spell it (flashinfer, not the sampler's
         # own words a library token may carry)
         library = {links.stem(w) for _, _, fam in kernels for e in fam for w in links.words(e)}
@@ -720,13 +716,12 @@ class Strategy:
         component's code, not by an attention or GEMM backend of the same family: a FlashInfer
         sampler's JIT failure once made the flashinfer levels of --linear-backend and
         --attention-backend first suspects, and six launches went to them."""
-        family = library
         package = {links.stem(w) for w in ("vllm", "sglang", "transformers", self.space.engine or "")}
         for f in self.space.factors:
             if f.name in kernels or f.name in self.frozen:
                 continue
             sw = links.subject_words(f.dest, 4) - package
-            if sw & family and (sw - family) & in_code:
+            if sw & library and (sw - library) & in_code:
                 return True
         return False
 
