@@ -175,7 +175,9 @@ def select_lines(
     max_distinct: int = 30000,
     max_notable: int = 20000,
     tail: int = 3000,
-    max_line: int = 4000,
+    # SGLang 0.5.16 logs every argument on one line ("server_args=ServerArgs(...)", ~20,000
+    # characters), where explain reads what the launch set: cut at 4,000 it lost the user's values.
+    max_line: int = 64 << 10,
     repeats: int = 3,
     max_kept_bytes: int = 24 << 20,
 ) -> LogSelection:

@@ -558,13 +558,18 @@ def where_class(
     comp = next((c for c in knowledge().components if any(re.search(c.frames, f) for f in frames[-4:])), None)
     if not ours and comp is None:
         return None
+    # What the launch was given (a trial knows its argv) is the user's; the rest of a dump is the
+    # engine's own choice, which links by value or module only (SGLang dumps every argument).
     settings = [
-        Setting(flag, value, flag.lstrip("-").replace("-", "_"), None, True)
+        Setting(flag, value, flag.lstrip("-").replace("-", "_"), None, launched is None or flag in launched)
         for flag, value in known_settings(log_lines, engine, launched).items()
     ]
+    given = set(launched or ())
     message = [ln for ln in f"{exc.type}: {naming_text(exc)}".splitlines() if ln.strip()]
     for link in links(message, frames, settings, engine):
-        if link.kind in ("value", "module"):
+        # a setting given to this launch whose component the failing frames are in selected that
+        # path (`--enable-return-routed-experts` and SGLang's routed_experts.py capturer)
+        if link.kind in ("value", "module") or (link.kind == "component" and link.name in given):
             return "bad-flag", f"{link.name}: {link.why}"
     if comp is not None:
         return comp.failure_class, f"raised in {comp.id}"

@@ -77,6 +77,12 @@ WRAPPER = re.compile(
     r"Worker proc \S+ died unexpectedly|exited with code|Failed core proc|unhandled errors in a TaskGroup)",
     re.I,
 )
+# A message that is only an HTTP status's reason phrase: a client's view of a server that failed
+# (SGLang's warmup asserts the response's text, "AssertionError: Internal Server Error"); the
+# server's own traceback for that request is the cause (RFC 9110 section 15.6 phrases).
+HTTP_STATUS_ONLY = re.compile(
+    r"^\s*(?:\d{3}\s*)?(?:Internal Server Error|Bad Gateway|Service Unavailable|Gateway Timeout)\W*$", re.I
+)
 
 
 @dataclass
@@ -169,7 +175,8 @@ class PyException:
     def is_wrapper(self) -> bool:
         # Only the message counts: the context ("Scheduler hit an exception:") is the wrapper's
         # own log line, and the exception below it is the real one.
-        return bool(WRAPPER.search(self.full_message))
+        msg = self.full_message
+        return bool(WRAPPER.search(msg) or HTTP_STATUS_ONLY.match(msg))
 
     @property
     def is_root_candidate(self) -> bool:

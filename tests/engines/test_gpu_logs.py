@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from bringup.engines.explain import explain_file
+from bringup.engines.explain import explain_file, explain_lines
 from tests.paths import DATA
 
 LOGS = DATA / "logs"
@@ -205,6 +205,19 @@ CASES += [
         [],
     ),
 ]
+# The 2026-12-06 H100 run (tests/data/gpu/h100-2026-12-06b): SGLang 0.5.16's three-mistake set
+# (usermistakes2.sh), launch 3. The warmup's "AssertionError: Internal Server Error" is the client's
+# view of a 500; the server's own traceback after it is the cause, and it quotes a key of the
+# user's JSON flag (the OpenAI name max_tokens, where SGLang's is max_new_tokens).
+CASES += [
+    (
+        "sglang-h100-real-warmup-preferred-sampling-max-tokens.log",
+        "bad-flag",
+        "first-request",
+        "TypeError: Unexpected keyword argument 'max_tokens'",
+        ["--preferred-sampling-params"],
+    ),
+]
 
 
 @pytest.mark.parametrize("name, cls, phase, line, implicates", CASES, ids=[c[0] for c in CASES])
@@ -223,8 +236,26 @@ def test_a_remedy_for_another_setup_is_read_as_conditional():
     assert ray and all(r.conditional for r in ray)
 
 
+def test_a_failure_in_the_component_a_given_flag_turns_on_is_that_flags():
+    # launch 2 of the same run: SGLang's routed-experts capturer (state_capturer/routed_experts.py),
+    # which --enable-return-routed-experts turns on, asks a dense Llama's config for
+    # num_experts_per_tok; transformers raises it in its own configuration_utils. The trial knows
+    # what it launched: the flag it gave selected the failing code, so the class is bad-flag, not
+    # the model-load of config loading (issue 36 item 3).
+    lines = (LOGS / "sglang-h100-real-routed-experts-dense-model.log").read_text().splitlines()
+    given = {
+        "--enable-return-routed-experts": "true",
+        "--preferred-sampling-params": '{"max_tokens": 1024, "temperature": 0.6}',
+    }
+    out = explain_lines(lines, "sglang", settings=given)
+    assert (out.failure_class, out.phase) == ("bad-flag", "kv-alloc")
+    assert "--enable-return-routed-experts" in out.hint and "routed_experts.py" in out.hint
+    # the log alone (every argument in SGLang's dump, most of them its own choices) says less
+    assert explain_lines(lines, "sglang").failure_class == "model-load"
+
+
 def test_every_real_h200_log_is_a_case_and_documented():
-    names = sorted(p.name for p in LOGS.glob("*-h200-real-*.log"))
+    names = sorted(p.name for p in LOGS.glob("*-h*-real-*.log") if "routed-experts" not in p.name)
     assert names == sorted(c[0] for c in CASES)
     readme = (LOGS / "README.md").read_text()
     assert all(n in readme for n in names)
