@@ -5,10 +5,10 @@ queries answer from the facts (capability, name, count, memory) before SGLang is
 ``prepare_server_args(argv)`` parses the candidate's flags with SGLang's own parser and builds
 ``ServerArgs``, whose ``__post_init__`` runs SGLang's argument checks and overrides (the FA3 range
 of compute capabilities, the forced backends for sparse attention, the context length against the
-model's). For a model folder it then does what the scheduler does first, before any weight or GPU
-memory: ``ModelConfig.from_server_args`` and, for a quantized candidate, the loader's
-``get_quant_config`` (which looks for the method's config file: "Cannot find the config file for
-awq"). An AssertionError or ValueError raised from SGLang's own argument, config or quantization
+model's), then ``check_server_args()``, the checks the engine runs before it starts a process.
+For a model folder it then does what the scheduler does first, before any weight or GPU memory:
+``ModelConfig.from_server_args`` and, for a quantized candidate, the loader's ``get_quant_config``
+(which looks for the method's config file: "Cannot find the config file for awq"). An AssertionError or ValueError raised from SGLang's own argument, config or quantization
 lookup code is a refusal; anything else (a check that needs a real GPU, a kernel package the
 environment lacks) is "cannot check".
 
@@ -106,6 +106,12 @@ def answer(req: dict[str, Any]) -> dict[str, Any]:
             server_args = prepare_server_args(
                 ["--model-path", req.get("model") or "model", *list(req.get("argv") or [])]
             )
+        # The engine's next check, before it starts any process (entrypoints/engine.py
+        # _launch_subprocesses -> ServerArgs.check_server_args: parallel sizes, the served name's
+        # colon, LoRA, chunked prefill against the page size); absent in older versions.
+        check = getattr(server_args, "check_server_args", None)
+        if callable(check):
+            check()
         phase = "load-weights"  # the model config and quantization lookup run as the scheduler starts
         _model_checks(server_args)
     except SystemExit as e:
@@ -126,7 +132,7 @@ def answer(req: dict[str, Any]) -> dict[str, Any]:
                 "traceback": tb,
                 "phase": phase,
                 "source": (
-                    "sglang/srt/server_args.py ServerArgs.__post_init__"
+                    "sglang/srt/server_args.py ServerArgs.__post_init__, check_server_args"
                     if phase == "parse-args"
                     else "sglang/srt/configs/model_config.py ModelConfig; model_loader/weight_utils.py get_quant_config"
                 ),

@@ -4,6 +4,7 @@ the refusal as an Outcome, and a scenario run that never launches a refused cand
 from __future__ import annotations
 
 import json
+import os
 import sys
 import textwrap
 from pathlib import Path
@@ -253,3 +254,48 @@ def test_a_backend_refused_for_its_block_size_implicates_the_block_size_too() ->
     assert out.implicates[:2] == ["--attention-backend", "--block-size"]
     assert out.implicated_levels["--block-size"] == ["24"]
     assert out.implicated_levels["--attention-backend"] == ["FLASH_ATTN"]
+
+
+def test_sglang_child_runs_the_checks_the_engine_runs_before_its_processes(tmp_path) -> None:
+    """SGLang checks the served name's colon (and parallel sizes, LoRA, ...) in
+    ServerArgs.check_server_args, which the engine calls before it starts a process
+    (entrypoints/engine.py, SGLang 0.5.16), not in ServerArgs.__post_init__: a dry run that stopped
+    at prepare_server_args let a launch fail on it (H100, 2026-12-06). A stand-in SGLang package
+    with the real names (sglang/srt/server_args.py) answers through the child's own pipe protocol."""
+    import subprocess
+
+    pkg = tmp_path / "sglang" / "srt"
+    pkg.mkdir(parents=True)
+    (tmp_path / "sglang" / "__init__.py").write_text("__version__ = '0.0-standin'\n")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "server_args.py").write_text(
+        "class ServerArgs:\n"
+        "    def __init__(self, argv):\n"
+        "        self.model_path = argv[argv.index('--model-path') + 1]\n"
+        "        self.served_model_name = dict(zip(argv, argv[1:])).get('--served-model-name', self.model_path)\n"
+        "    def check_server_args(self):\n"
+        "        assert ':' not in self.served_model_name, (\n"
+        "            \"served_model_name cannot contain a colon (':') character. \"\n"
+        "            f\"Invalid value: '{self.served_model_name}'\")\n"
+        "def prepare_server_args(argv):\n"
+        "    return ServerArgs(argv)\n"
+    )
+    child = ROOT / "bringup" / "dryrun" / "sglang_child.py"
+    reqs = [
+        {"id": 1, "model": str(tmp_path / "m"), "argv": ["--served-model-name", "llama3.1:8b"], "facts": {}},
+        {"id": 2, "model": str(tmp_path / "m"), "argv": ["--served-model-name", "llama3.1-8b"], "facts": {}},
+    ]
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    out = subprocess.run(
+        [sys.executable, str(child)],
+        input="".join(json.dumps(r) + "\n" for r in reqs),
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    hello, colon, plain = (json.loads(ln) for ln in out.stdout.splitlines())
+    assert hello["ready"], hello
+    assert colon["status"] == "refused" and colon["check"] == "server-args"
+    assert "served_model_name cannot contain a colon" in colon["message"]
+    assert plain["status"] == "passes"
