@@ -110,6 +110,12 @@ class GpuNeed(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     product: list[str] = Field(default_factory=list)  # flags whose values multiply (tp x pp x dp)
+    # the ones of them that split the weights (tp x pp; data parallel replicates them): below the
+    # split the weights need, a launch cannot load them (Strategy.limit_weights)
+    shard: list[str] = Field(default_factory=list)
+    # flags that change the size of the weights themselves (a quantization): the split they need
+    # is not known where a launch sets one other than the baseline's
+    resize: list[str] = Field(default_factory=list)
     # A flag (or its default, when absent) at one of these values spreads the model over every
     # visible GPU (transformers' device_map "auto"): such a launch takes the whole machine.
     all_when: dict[str, list[str]] = Field(default_factory=dict)
@@ -288,6 +294,16 @@ class Engine:
             opt = spec.get(name) if spec is not None else None
             out.append(opt.name if opt is not None else name)
         return out
+
+    def shard_flags(self, spec: HelpSpec | None) -> tuple[list[str], list[str]]:
+        """The flags whose product splits the weights over GPUs, and those that change the weights'
+        size, by their canonical names."""
+
+        def canon(name: str) -> str:
+            opt = spec.get(name) if spec is not None else None
+            return opt.name if opt is not None else name
+
+        return [canon(n) for n in self.info.gpus.shard], [canon(n) for n in self.info.gpus.resize]
 
     def gpus_needed(self, cand: Candidate, spec: HelpSpec | None, machine_gpus: int) -> int:
         """GPUs one launch of ``cand`` takes on a machine with ``machine_gpus`` (0: none needed)."""

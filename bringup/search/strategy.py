@@ -134,6 +134,14 @@ class Strategy:
     # factor -> (GiB free at the engine's start-up check, GiB in all) for the share of memory the
     # engine reserves when it starts (engines.yaml startup_memory): a share over it cannot start
     mem_room: dict[str, tuple[float, float]] = field(default_factory=dict)
+    # the flags that split the weights (engines.yaml gpus.shard) and the smallest split whose
+    # share of the weights is no more than one GPU's memory (limit_weights); 0: not known
+    shard: list[str] = field(default_factory=list)
+    min_split: int = 0
+    # factors a failure of a one-GPU launch named: inert there by the prior (mark_inert), but the
+    # evidence says otherwise (NCCL initialises for one rank too), so they act everywhere
+    not_inert: set[str] = field(default_factory=set)
+    resize: list[str] = field(default_factory=list)  # flags that change the weights' size (quantization)
     blockers: list[Blocker] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     advised: dict[str, list[str]] = field(default_factory=dict)  # factor -> values the log advised
@@ -242,16 +250,20 @@ class Strategy:
         rest += sorted(f"env:{k}={v}" for k, v in env.items() if "env:" + k not in names)
         return "|".join(parts + rest)
 
-    def levels_of(self, cand: Candidate) -> dict[str, str]:
+    def levels_of(self, cand: Candidate, inert: bool = True) -> dict[str, str]:
         flags, env = cand.flag_dict, cand.env_dict
-        return self.mark_inert({f.name: self.eff(f, f.level_in(flags, env)) for f in self.space.factors})
+        levels = {f.name: self.eff(f, f.level_in(flags, env)) for f in self.space.factors}
+        return self.mark_inert(levels) if inert else levels
 
     def mark_inert(self, levels: dict[str, str]) -> dict[str, str]:
         """Levels with the factors that cannot act at them marked INERT: on a launch of one GPU
         (the product of its parallel sizes), nothing talks to a peer, so NCCL, custom all-reduce
         and symmetric-memory settings (relevance.yaml components that need two GPUs) do nothing.
         A culprit on an inert factor is not held there: a one-GPU launch that did not hang says
-        nothing against NCCL_P2P_DISABLE as the cause of a hang at four."""
+        nothing against NCCL_P2P_DISABLE as the cause of a hang at four. A prior, which a failure
+        that names the setting overrules (not_inert). An unset size counts as unknown, not as one
+        (SGLang's --help gives --tp-size no default): read as one, it cost the sealed splits
+        (docs/composed-faults.md, 2026-12-06)."""
         gpus = 1.0
         for name in self.parallel:
             n = as_number(levels.get(name, ""))
@@ -261,7 +273,7 @@ class Strategy:
         if not self.parallel or gpus > 1:
             return levels
         for name in self._inert_on_one_gpu():
-            if name in levels:
+            if name in levels and name not in self.not_inert:
                 levels[name] = INERT
         return levels
 
@@ -373,7 +385,7 @@ class Strategy:
         """The risk of a level before what launches with it survived: knowledge, advice, distance."""
         kinds = {v.kind for v in self.verdicts(f, level, others)}
         base = self.base_level(f)
-        if "incompatible" in kinds or self.over_gpus(f, e):
+        if "incompatible" in kinds or self.over_gpus(f, e) or self.under_split(f, e, others):
             return P_INCOMPATIBLE
         if "risky" in kinds:
             r = P_RISKY
@@ -519,18 +531,23 @@ class Strategy:
     def _new_blocker(
         self, cand: Candidate, outcome: Outcome, obs: Observation, levels: dict[str, str], key: str
     ) -> None:
-        base_levels = self.levels_of(self.baseline)
-        changed = {n for n, e in levels.items() if base_levels.get(n) != e}
+        base_levels = self.levels_of(self.baseline, inert=False)
+        # read with every factor at its level: that a one-GPU launch has no peer is a prior, and a
+        # failure that names an NCCL variable all the same overrules it (not_inert)
+        raw = self.levels_of(cand, inert=False)
+        changed = {n for n, e in raw.items() if base_levels.get(n) != e}
         named = ev.relevance(
             outcome,
             self.space.factors,
-            levels,
+            raw,
             changed,
             self._flag_factor,
             self._aliases(),
-            self._settings(cand, levels),
+            self._settings(cand, raw),
             self.space.engine,
         )
+        woken = {n for n, w in named.weights.items() if w >= ev.W_SIGNATURE / 2 and levels.get(n) == INERT}
+        self.not_inert |= woken
         if not any(w >= ev.W_ENV_NAMED for w in self.env_weight.values()):
             ev.phase_weights(named, outcome, self._flag_factor)  # nothing named: the phase's settings
         levels = self.levels_of(cand)  # a remedy may have added a factor
@@ -887,6 +904,55 @@ class Strategy:
             if f is not None:
                 self.gpu_limit[f.name] = gpus
                 self.notes.append(f"hardware: {gpus} GPU(s) here, so {f.name} above {gpus} cannot be placed")
+
+    def limit_weights(
+        self,
+        shard_flags: list[str],
+        resize_flags: list[str],
+        weights_gib: float | None,
+        replicated_gib: float | None,
+        gpu_gib: float | None,
+    ) -> None:
+        """The model's weights (``weights_gib``, of which ``replicated_gib`` sit on every GPU)
+        cannot load on GPUs of ``gpu_gib`` split fewer ways than their size needs: a split of tensor
+        x pipeline parallel sizes below that is as good as incompatible. A fact of the machine
+        and the model's files, not a rule of any engine (so it holds with --no-knowledge, as the
+        GPU count does); a level only, still tried if nothing else is left. Not where a launch asks
+        for another quantization than the baseline's (its weights are another size)."""
+        # every one of them, in the space or not: a baseline's pipeline size splits the weights too
+        self.shard = [f.name if (f := self.space.get(flag)) is not None else flag for flag in shard_flags]
+        self.resize = list(resize_flags)
+        if not self.shard or not weights_gib or not gpu_gib or weights_gib <= gpu_gib:
+            return
+        rep = min(float(replicated_gib or 0.0), float(weights_gib))
+        if rep >= gpu_gib:
+            return
+        split = 1
+        while split < 1024 and (weights_gib - rep) / split + rep > gpu_gib:
+            split *= 2
+        self.min_split = split
+        self.notes.append(
+            f"hardware: {weights_gib:.1f} GiB of weights on GPUs of {gpu_gib:.1f} GiB, so a split "
+            f"({' x '.join(self.shard)}) below {split} cannot load them"
+        )
+
+    def under_split(self, f: Factor, level: str, others: dict[str, FlagValue] | None) -> bool:
+        """This level of a weight-splitting size, with the other sizes of the launch (unset: 1,
+        both engines' default), splits the weights fewer ways than they need (limit_weights)."""
+        if self.min_split <= 1 or f.name not in self.shard:
+            return False
+        flags = dict(others or {})
+        base = self.baseline.flag_dict
+        if any(str(flags.get(k)) != str(base.get(k)) for k in self.resize):
+            return False
+        split = 1.0
+        for name in self.shard:
+            v = level if name == f.name else flags.get(name)
+            n = as_number(v) if v is not None and v != ev.UNSET_DEFAULT else 1.0
+            if n is None:
+                return False
+            split *= max(n, 1.0)
+        return split < self.min_split
 
     def limit_memory(self, flag: str | None, free_gib: float | None, total_gib: float | None) -> None:
         """The machine has ``free_gib`` of ``total_gib`` free when the engine checks (measured as

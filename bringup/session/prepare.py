@@ -155,8 +155,25 @@ def gpu_plan(
     )
     screening.beside = bool(shrink) and screening.big_model
     strategy.limit_gpus(t.engine.parallel_flags(t.spec), len(gpus))
+    strategy.limit_weights(
+        *t.engine.shard_flags(t.spec),
+        facts.get("model.weights_gib"),
+        facts.get("model.replicated_gib"),
+        weights_room(t, facts),
+    )
     limit_memory(t, facts, strategy)
     return GpuSlots(gpus), width, shrink
+
+
+def weights_room(t: Target, facts: dict[str, Any]) -> float | None:
+    """GiB one GPU has for weights: what is free as the run begins (else all of it), less what
+    the engine's own processes take there first (engines.yaml startup_memory: a CUDA context)."""
+    if facts.get("device") != "cuda":
+        return None
+    free = facts.get("gpu.memory_free_gib") or facts.get("gpu.memory_gib")
+    if not free:
+        return None
+    return float(free) - t.engine.info.startup_memory.overhead_gib.get("cuda", 0.0)
 
 
 def limit_memory(t: Target, facts: dict[str, Any], strategy: Strategy) -> None:

@@ -177,3 +177,20 @@ def test_duplicate_ids_rejected(tmp_path):
     )
     with pytest.raises(KnowledgeFileError, match="duplicate id"):
         load_signatures([f])
+
+
+def test_an_oom_while_loading_the_weights_is_the_split_or_the_size_not_the_memory_fraction():
+    """Both engines load the weights before they apply their memory fraction (vLLM's
+    gpu_worker.load_model, then determine_available_memory; SGLang's model_runner.initialize:
+    load_model, then the memory pool): no fraction makes an allocator OOM while loading go away."""
+    lines = [
+        "Traceback (most recent call last):",
+        '  File "/x/vllm/model_executor/model_loader/default_loader.py", line 300, in load_weights',
+        "    param.copy_(w)",
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.50 GiB. GPU 0 has a total "
+        "capacity of 79.19 GiB of which 1.31 GiB is free.",
+    ]
+    c = classify(lines, "vllm", "load-weights")
+    assert c.failure_class == "oom-weights"
+    assert "--tensor-parallel-size" in c.implicates and "--quantization" in c.implicates
+    assert "--gpu-memory-utilization" not in c.implicates

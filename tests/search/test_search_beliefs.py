@@ -617,3 +617,54 @@ def test_a_parallel_size_no_memory_fraction_can_hold_is_a_risk_whatever_the_frac
     lower = base.with_changes({"--gpu-memory-utilization": "0.8"})
     assert s.combination_risk(lower) == 0.0
     assert 0.9 < s.combination_risk(lower.with_changes({"--tensor-parallel-size": None})) < 1.0
+
+
+def test_weights_larger_than_a_gpu_rule_out_the_splits_that_cannot_hold_them() -> None:
+    """A machine-and-model fact, with no knowledge rule on: 200 GiB of weights (2 of them on every
+    GPU) on 80 GiB GPUs need a tensor x pipeline split of 4 (3 is no power of two here: 2 holds
+    101 GiB a GPU). Dropping the parallel size (the engine's default, 1) is as good as incompatible;
+    so is 2; 4 and 8 are not. Another quantization is another size of weights: not ruled out."""
+    s = make("--tensor-parallel-size 8")
+    s.limit_gpus(["--tensor-parallel-size", "--pipeline-parallel-size"], 8)
+    s.limit_weights(
+        ["--tensor-parallel-size", "--pipeline-parallel-size"], ["--quantization"], 200.0, 2.0, 80.0
+    )
+    tp = s.space.get("--tensor-parallel-size")
+    assert tp is not None and s.min_split == 4
+    flags = s.baseline.flag_dict
+    assert s.risk(tp, None, {}) > 0.9 and s.risk(tp, "2", {**flags, "--tensor-parallel-size": "2"}) > 0.9
+    assert s.risk(tp, "4", {**flags, "--tensor-parallel-size": "4"}) < 0.5
+    # a pipeline split of 2 beside tensor 2 holds them too
+    assert s.risk(tp, "2", {"--tensor-parallel-size": "2", "--pipeline-parallel-size": "2"}) < 0.5
+    assert s.risk(tp, None, {"--quantization": "fp8"}) < 0.5
+    assert any("below 4 cannot load them" in n for n in s.notes)
+    # weights that fit one GPU: nothing ruled out
+    s2 = make("--tensor-parallel-size 8")
+    s2.limit_weights(["--tensor-parallel-size"], ["--quantization"], 60.0, 1.0, 80.0)
+    tp2 = s2.space.get("--tensor-parallel-size")
+    assert tp2 is not None and s2.min_split == 0 and s2.risk(tp2, None, {}) < 0.5
+
+
+NCCL_ON_ONE_GPU = Fault(
+    "nccl-value",
+    lambda f, e: e.get("NCCL_P2P_DISABLE") == "2",
+    "distributed-init",
+    "distributed-init",
+    "RuntimeError: NCCL error: invalid argument (run with NCCL_DEBUG=INFO for details)",
+    evidence=["NCCL WARN Invalid value 2 for NCCL_P2P_DISABLE, using default 0"],
+)
+
+
+def test_a_failure_that_names_an_nccl_variable_on_one_gpu_keeps_it_a_suspect() -> None:
+    """The user's launch spans two GPUs on a one-GPU machine, so the search runs one GPU, where NCCL
+    variables are inert by the prior (nothing talks to a peer); but the engine initialises its
+    process group for one rank too, and this failure names the user's NCCL_P2P_DISABLE: the
+    evidence overrules the prior, and the variable is what the next launch changes."""
+    s = make("--tensor-parallel-size 2", env={"NCCL_P2P_DISABLE": "2"})
+    s.limit_gpus(["--tensor-parallel-size"], 1)
+    one = s.baseline.with_changes({"--tensor-parallel-size": None})
+    assert s.levels_of(one).get("env:NCCL_P2P_DISABLE") == "<inert>"
+    path = solve(s, World([NCCL_ON_ONE_GPU]), budget=4)
+    assert path[-1][1].status == "works" and len(path) <= 2, [(c.flag_dict, c.env_dict) for c, _ in path]
+    assert path[-1][0].env_dict.get("NCCL_P2P_DISABLE") != "2"
+    assert "env:NCCL_P2P_DISABLE" in s.not_inert
