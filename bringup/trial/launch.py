@@ -36,7 +36,7 @@ from bringup.observe.ports import server_port_race, setting_port_hint
 from bringup.observe.signatures import Classification, Matcher, classify, warm_up
 from bringup.observe.tracebacks import logged_benign
 from bringup.trial.jitwatch import JitWatch
-from bringup.trial.process import ServerProcess, TimedLine, free_port, library_call, port_is_free
+from bringup.trial.process import ServerProcess, TimedLine, free_port, interrupted, library_call, port_is_free
 from bringup.verify.probes import ProbeConfig, ProbeRunner
 
 JIT_LOOK_S = 5.0  # how often a silent server is looked under for a busy compiler (bringup/trial/jitwatch.py)
@@ -54,6 +54,19 @@ _VOLATILE = re.compile(
 def progress_key(text: str) -> str:
     """A log line as progress sees it: the same text with another timestamp or pid is a repeat."""
     return _VOLATILE.sub("#", text).strip()
+
+
+def unless_interrupted(out: Outcome) -> Outcome:
+    """A launch that did not work while a signal stopped bringup and tore its server down is
+    cancelled: what it would have shown is not known, and a resumed run must not read the teardown
+    as its failure (the H100 run of 2026-12-06 recorded a launch cut at the harness's deadline, its
+    graphs captured and nothing wrong in its log, as a failure classed unknown)."""
+    if not interrupted() or out.status == "works":
+        return out
+    out.status, out.failure_class, out.signature, out.root_exception = "cancelled", None, None, None
+    out.implicates, out.implicated_levels, out.remedies = [], {}, []
+    out.evidence = ["bringup was stopped by a signal while this launch ran: no verdict"]
+    return out
 
 
 @dataclass
@@ -192,6 +205,7 @@ class Trial:
         return None
 
     def _write(self, out: Outcome) -> Outcome:
+        out = unless_interrupted(out)
         self.dir.mkdir(parents=True, exist_ok=True)
         secrets.write_text(self.dir / "outcome.json", out.model_dump_json(indent=2))
         secrets.write_text(

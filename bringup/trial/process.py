@@ -362,6 +362,16 @@ _scope_depth = 0
 _host_handlers: dict[int, Any] = {}  # what the host had, put back when the outermost scope ends
 
 
+# Set when a signal stops bringup: a trial whose server this tore down ended for that reason, not
+# for one of its own, and says so (Trial._write: cancelled, no verdict a resumed run would read).
+_INTERRUPTED = threading.Event()
+
+
+def interrupted() -> bool:
+    """bringup is being stopped by a signal (SIGTERM/SIGINT/SIGHUP) in this scope."""
+    return _INTERRUPTED.is_set()
+
+
 def _on_signal(signum: int, frame: object) -> None:
     """Tear every live server down, let the host's own handler run, then stop the bringup call.
 
@@ -369,6 +379,7 @@ def _on_signal(signum: int, frame: object) -> None:
     exception is swallowed somewhere. A handler the host had installed itself (a service's
     graceful stop, a notebook's) is called after the teardown, so it still sees its signal; what
     it raises goes up in place of `Interrupted`."""
+    _INTERRUPTED.set()
     teardown_all()
     host = _host_handlers.get(signum)
     if callable(host) and host is not signal.default_int_handler:
@@ -429,6 +440,7 @@ def handling_signals() -> Iterator[bool]:
         with _scope_lock, _signals_held():
             _scope_depth -= 1
             if _scope_depth == 0:
+                _INTERRUPTED.clear()
                 for signum, old in _host_handlers.items():
                     with contextlib.suppress(ValueError, OSError, TypeError):
                         # None: a handler not set from Python; the default is the nearest we can give

@@ -198,3 +198,22 @@ def test_an_interrupt_in_a_host_process_stops_it_as_ctrl_c_does(monkeypatch):
         os.kill(os.getpid(), signal.SIGINT)
     assert isinstance(e.value, process.Interrupted) and e.value.exit_code == 130 and torn
     assert {s: signal.getsignal(s) for s in saved} == saved
+
+
+def test_a_launch_a_signal_cut_short_is_cancelled_not_failed() -> None:
+    """The signal tears the server down from the main thread; the trial's own thread then sees its
+    server gone. Its outcome is no failure of the launch's settings (a resumed run would read one),
+    and the flag is cleared when bringup's outermost scope closes."""
+    from bringup.observe.outcome import Outcome
+    from bringup.trial import process
+    from bringup.trial.launch import unless_interrupted
+
+    gone = Outcome(status="fails", failure_class="unknown", evidence=["(the server exited)"])
+    assert unless_interrupted(gone.model_copy()).status == "fails"
+    with process.handling_signals():
+        with pytest.raises(process.Interrupted):
+            process._on_signal(signal.SIGTERM, None)
+        out = unless_interrupted(gone.model_copy())
+        assert (out.status, out.failure_class, out.implicates) == ("cancelled", None, [])
+        assert unless_interrupted(Outcome(status="works")).status == "works"
+    assert not process.interrupted()
