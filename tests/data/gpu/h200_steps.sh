@@ -98,6 +98,13 @@ step_usermistakes2() {
   local v="USERBAD2_$E"
   USERBAD=${!v} user_with usermistakes2 --dry-run auto
 }
+# A third set (issue 36, 2026-12-06 afternoon), written the same way and sealed the same way
+# (usermistakes3.sh), after the second had been read.
+step_usermistakes3() {
+  . "$GPU_HOME/tests/data/gpu/usermistakes3.sh"
+  local v="USERBAD3_$E"
+  USERBAD=${!v} user_with usermistakes3 --dry-run auto
+}
 step_usercorpus_late() { bash "$GPU_HOME/tests/data/gpu/h200_usercorpus.sh" "$E" late > "$RES/usercorpus-$E-late.out" 2>&1; }
 
 user_with() {  # user_with NAME FLAGS...: `bringup run` from $USERBAD with FLAGS, its own runs folder
