@@ -927,9 +927,8 @@ class Strategy:
         rep = min(float(replicated_gib or 0.0), float(weights_gib))
         if rep >= gpu_gib:
             return
-        split = 1
-        while split < 1024 and (weights_gib - rep) / split + rep > gpu_gib:
-            split *= 2
+        # the fewest ways whose share fits: (weights - replicated) / n + replicated <= one GPU
+        split = math.ceil((weights_gib - rep) / (gpu_gib - rep) - 1e-9)
         self.min_split = split
         self.notes.append(
             f"hardware: {weights_gib:.1f} GiB of weights on GPUs of {gpu_gib:.1f} GiB, so a split "

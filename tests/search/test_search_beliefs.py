@@ -621,23 +621,23 @@ def test_a_parallel_size_no_memory_fraction_can_hold_is_a_risk_whatever_the_frac
 
 def test_weights_larger_than_a_gpu_rule_out_the_splits_that_cannot_hold_them() -> None:
     """A machine-and-model fact, with no knowledge rule on: 200 GiB of weights (2 of them on every
-    GPU) on 80 GiB GPUs need a tensor x pipeline split of 4 (3 is no power of two here: 2 holds
-    101 GiB a GPU). Dropping the parallel size (the engine's default, 1) is as good as incompatible;
-    so is 2; 4 and 8 are not. Another quantization is another size of weights: not ruled out."""
+    GPU) on 80 GiB GPUs need a tensor x pipeline split of 3 (2 holds 101 GiB a GPU, 3 holds 68).
+    Dropping the parallel size (the engine's default, 1) is as good as incompatible; so is 2; 4 and
+    8 are not. Another quantization is another size of weights: not ruled out."""
     s = make("--tensor-parallel-size 8")
     s.limit_gpus(["--tensor-parallel-size", "--pipeline-parallel-size"], 8)
     s.limit_weights(
         ["--tensor-parallel-size", "--pipeline-parallel-size"], ["--quantization"], 200.0, 2.0, 80.0
     )
     tp = s.space.get("--tensor-parallel-size")
-    assert tp is not None and s.min_split == 4
+    assert tp is not None and s.min_split == 3
     flags = s.baseline.flag_dict
     assert s.risk(tp, None, {}) > 0.9 and s.risk(tp, "2", {**flags, "--tensor-parallel-size": "2"}) > 0.9
     assert s.risk(tp, "4", {**flags, "--tensor-parallel-size": "4"}) < 0.5
     # a pipeline split of 2 beside tensor 2 holds them too
     assert s.risk(tp, "2", {"--tensor-parallel-size": "2", "--pipeline-parallel-size": "2"}) < 0.5
     assert s.risk(tp, None, {"--quantization": "fp8"}) < 0.5
-    assert any("below 4 cannot load them" in n for n in s.notes)
+    assert any("below 3 cannot load them" in n for n in s.notes)
     # weights that fit one GPU: nothing ruled out
     s2 = make("--tensor-parallel-size 8")
     s2.limit_weights(["--tensor-parallel-size"], ["--quantization"], 60.0, 1.0, 80.0)
