@@ -8,8 +8,9 @@ of compute capabilities, the forced backends for sparse attention, the context l
 model's), then ``check_server_args()``, the checks the engine runs before it starts a process.
 For a model folder it then does what the scheduler does first, before any weight or GPU memory:
 ``ModelConfig.from_server_args`` and, for a quantized candidate, the loader's ``get_quant_config``
-(which looks for the method's config file: "Cannot find the config file for awq"). An AssertionError or ValueError raised from SGLang's own argument, config or quantization
-lookup code is a refusal; anything else (a check that needs a real GPU, a kernel package the
+(which looks for the method's config file: "Cannot find the config file for awq"). An
+AssertionError or ValueError raised from SGLang's own argument, config or quantization lookup code
+is a refusal; anything else (a check that needs a real GPU, a kernel package the
 environment lacks) is "cannot check".
 
 Run against SGLang 0.5.16 (its H200 site, on this CPU machine and on the H200: docs/dryrun.md).
