@@ -223,6 +223,11 @@ def help_cache_dir() -> Path:
     return Path(base) / "help"
 
 
+def _canonical(names: list[str], spec: HelpSpec | None) -> list[str]:
+    """Flag names as the engine's --help spells them (an alias resolved), where it knows them."""
+    return [opt.name if (opt := spec.get(n) if spec is not None else None) is not None else n for n in names]
+
+
 @dataclass
 class Engine:
     """A real engine installed in a Python environment (``python`` runs it)."""
@@ -289,21 +294,12 @@ class Engine:
 
     def parallel_flags(self, spec: HelpSpec | None) -> list[str]:
         """The flags whose product is a launch's GPU count, by their canonical names."""
-        out = []
-        for name in self.info.gpus.product:
-            opt = spec.get(name) if spec is not None else None
-            out.append(opt.name if opt is not None else name)
-        return out
+        return _canonical(self.info.gpus.product, spec)
 
     def shard_flags(self, spec: HelpSpec | None) -> tuple[list[str], list[str]]:
         """The flags whose product splits the weights over GPUs, and those that change the weights'
         size, by their canonical names."""
-
-        def canon(name: str) -> str:
-            opt = spec.get(name) if spec is not None else None
-            return opt.name if opt is not None else name
-
-        return [canon(n) for n in self.info.gpus.shard], [canon(n) for n in self.info.gpus.resize]
+        return _canonical(self.info.gpus.shard, spec), _canonical(self.info.gpus.resize, spec)
 
     def gpus_needed(self, cand: Candidate, spec: HelpSpec | None, machine_gpus: int) -> int:
         """GPUs one launch of ``cand`` takes on a machine with ``machine_gpus`` (0: none needed)."""

@@ -138,10 +138,10 @@ class Strategy:
     # share of the weights is no more than one GPU's memory (limit_weights); 0: not known
     shard: list[str] = field(default_factory=list)
     min_split: int = 0
+    resize: list[str] = field(default_factory=list)  # flags that change the weights' size (quantization)
     # factors a failure of a one-GPU launch named: inert there by the prior (mark_inert), but the
     # evidence says otherwise (NCCL initialises for one rank too), so they act everywhere
     not_inert: set[str] = field(default_factory=set)
-    resize: list[str] = field(default_factory=list)  # flags that change the weights' size (quantization)
     blockers: list[Blocker] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     advised: dict[str, list[str]] = field(default_factory=dict)  # factor -> values the log advised
