@@ -357,15 +357,34 @@ def component_link(
     return None
 
 
+def logged_places(lines: Iterable[str], package: str | None) -> list[str]:
+    """Where a failure with no traceback logged its last records ("[ray_utils.py:212]" of a vLLM
+    hang waiting for a Ray placement group), as engine paths ("vllm/ray_utils.py"): the module a
+    value selects, when its file is named for that value. Only that: the place of a hang's last
+    line in start-up ("[parallel_state.py:1208]") says where it stopped, not which setting's
+    component failed (subject_links)."""
+    out: list[str] = []
+    for ln in lines:
+        where = strip_prefix(ln)[3]
+        if where and package:
+            path = f"{package}/{where.split(':', 1)[0]}"
+            if path.endswith(".py") and path not in out:
+                out.append(path)
+    return out
+
+
 def links(
     lines: list[str],
     frames: list[str],
     settings: Iterable[Setting],
     package: str | None,
+    places: Sequence[str] = (),
 ) -> list[Link]:
     """Every link between this failure and a setting of the launch. ``lines``: the failure's
     words (root exception and evidence lines, frames left out); ``frames``: the root exception's
-    frames, innermost last, as "path:function"; ``package``: the engine's own package."""
+    frames, innermost last, as "path:function"; ``package``: the engine's own package;
+    ``places``: for a failure with no traceback, where its last records were logged
+    (logged_places), read for a module named for a value only."""
     out: list[Link] = []
     objects = config_objects(lines, frames, package)
     paths = engine_frames(frames, package)
@@ -389,6 +408,10 @@ def links(
             out.append(Link(s.name, "config", "the failure is raised where the engine checks its arguments"))
         if (p := module_link(s, paths, package)) is not None:
             out.append(Link(s.name, "module", f"the failing code is the module its value selects ({p})"))
+        elif (p := module_link(s, list(places), package)) is not None:
+            out.append(
+                Link(s.name, "module", f"the failure was logged in the module its value selects ({p})")
+            )
         elif (p := component_link(s, paths, package, functions)) is not None:
             out.append(Link(s.name, "component", f"the failing code is in the component it configures ({p})"))
     return out + subject_links(lines, settings)

@@ -329,6 +329,31 @@ def _setting_not_model(
             return
 
 
+LEAD_UP = 8  # records of the failing process just before its failure that a person reads upward
+
+
+def lead_up(analysis: LogAnalysis, root: PyException, settings: dict[str, str]) -> list[str]:
+    """The records the failing process logged just before its failure that name a setting of the
+    launch by its field (issue 36: "the setting's destination or config-field name appears"). A
+    person reads upward from a traceback: vLLM logs "reserved 150.0 GiB memory for KV Cache as
+    specified by kv_cache_memory_bytes config" three records before the CUDA OOM that the user's
+    ``--kv-cache-memory-bytes`` caused, and the OOM itself names nothing. Only a field spelled as an
+    identifier (with an underscore: "max_model_len", never "model" or "port", which prose uses) or
+    a variable's name counts, and never the engine's dump of its whole configuration."""
+    from bringup.observe.effective import config_dump
+
+    names = {
+        (f.lstrip("-").replace("-", "_") if f.startswith("--") else f.removeprefix("env:")) for f in settings
+    }
+    names = {n for n in names if "_" in n and len(n) >= 6}
+    if not names:
+        return []
+    rx = re.compile(r"(?<![\w-])(?:" + "|".join(map(re.escape, sorted(names))) + r")(?![\w-])")
+    start = failure_start(analysis)
+    mine = [ln for ln in analysis.lines[:start] if ln.tag == root.line.tag and ln.text.strip()]
+    return [ln.raw for ln in mine[-LEAD_UP:] if rx.search(ln.text) and not config_dump(ln.raw)]
+
+
 def _classify(
     lines: list[str],
     matcher: Matcher,
@@ -365,20 +390,22 @@ def _classify(
     best = max(candidates, key=lambda h: (h.signature.priority, h.index in root_idx, -h.index), default=None)
     key = root.key_line
     evidence: list[str] = []
+    from bringup.observe.rootcause import known_settings
 
-    def add(line: str) -> None:
-        c = _clean(line)
-        if c and c not in evidence:
-            evidence.append(c)
+    before = lead_up(analysis, root, known_settings(lines, engine, settings))
+
+    def add(*lines: str) -> None:
+        for line in lines:
+            c = _clean(line)
+            if c and c not in evidence:
+                evidence.append(c)
 
     if best is not None and best.signature.priority >= rm.priority:
         sig = best.signature
         # The root exception is the evidence unless the winning line lies outside its chain
         # (a kernel's own assertion printed before the Python exception that reports it).
-        add(best.line if best.index not in chain_idx else key.raw)
-        add(root.line.raw)
-        for h in sorted(candidates, key=lambda h: h.index):
-            add(h.line)
+        add(best.line if best.index not in chain_idx else key.raw, root.line.raw, *before)
+        add(*(h.line for h in sorted(candidates, key=lambda h: h.index)))
         return Classification(
             failure_class=sig.failure_class,
             phase=_phase(served, phase_reached, rm.phase, sig.phase),
@@ -392,14 +419,8 @@ def _classify(
             root_exception=describe(root),
         )
 
-    add(key.raw)
-    add(root.line.raw)
-    for note in rm.notes:
-        add(note)
-    for c in root.continuation[:2]:
-        add(c.raw)
-    for h in sorted(candidates, key=lambda h: h.index):
-        add(h.line)
+    add(key.raw, root.line.raw, *before, *rm.notes, *(c.raw for c in root.continuation[:2]))
+    add(*(h.line for h in sorted(candidates, key=lambda h: h.index)))
     if rm.rule is not None:
         rule = rm.rule
         return Classification(

@@ -351,7 +351,10 @@ def failure_words(outcome: Outcome) -> list[str]:
 def link_weights(named: Named, outcome: Outcome, settings: list[lk.Setting], package: str | None) -> None:
     """What links the failure to a setting beyond its flag's name (bringup/observe/links.py)."""
     own = {s.name: s for s in settings}
-    for link in lk.links(failure_words(outcome), list(outcome.frames or []), settings, package):
+    words = failure_words(outcome)
+    # no traceback (a hang, a stall): where its last records were logged stands in for the frames
+    places = lk.logged_places(outcome.evidence, package) if not outcome.frames else []
+    for link in lk.links(words, list(outcome.frames or []), settings, package, places):
         w = W_LINK.get(link.kind, 0.0)
         s = own.get(link.name)
         if s is not None and not s.user and not s.value and link.kind in ("component", "config"):

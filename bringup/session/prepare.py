@@ -159,21 +159,70 @@ def gpu_plan(
         *t.engine.shard_flags(t.spec),
         facts.get("model.weights_gib"),
         facts.get("model.replicated_gib"),
-        weights_room(t, facts),
+        weights_room(t, facts, strategy),
     )
     limit_memory(t, facts, strategy)
     return GpuSlots(gpus), width, shrink
 
 
-def weights_room(t: Target, facts: dict[str, Any]) -> float | None:
+def weights_room(t: Target, facts: dict[str, Any], strategy: Strategy | None = None) -> float | None:
     """GiB one GPU has for weights: what is free as the run begins (else all of it), less what
-    the engine's own processes take there first (engines.yaml startup_memory: a CUDA context)."""
+    the engine's own processes take there first (engines.yaml startup_memory: a CUDA context),
+    and no more than the largest share of the GPU the run's memory fraction can ask for (its
+    highest level, the baseline's included): both engines size the KV cache as that share less
+    the weights (vLLM gpu_worker.determine_available_memory, SGLang
+    model_runner.profile_max_num_token; bringup/facts/memplan.py), so weights above it leave no
+    cache at all ("No available memory for the cache blocks", "Not enough memory. Please try to
+    increase --mem-fraction-static") whatever else the launch changes."""
     if facts.get("device") != "cuda":
         return None
     free = facts.get("gpu.memory_free_gib") or facts.get("gpu.memory_gib")
     if not free:
         return None
-    return float(free) - t.engine.info.startup_memory.overhead_gib.get("cuda", 0.0)
+    room = float(free) - t.engine.info.startup_memory.overhead_gib.get("cuda", 0.0)
+    share = _largest_share(t, strategy)
+    total = facts.get("gpu.memory_gib")
+    if share is None or not total:
+        return room
+    from bringup.facts import memplan
+
+    # the memory plan of one GPU with no weights at that share: what its KV budget would be is the
+    # most the weights can take and leave any cache (CUDA graphs left out, the lenient side)
+    try:
+        bound = memplan.plan(
+            gpu_mem_gib=float(total),
+            mem_fraction=share,
+            engine=t.engine.log_dialect,  # the arithmetic of the engine whose logs it writes
+            weights_gib=0.0,
+            disable_cuda_graph=True,
+        ).kv_budget_gib
+    except ValueError:  # an engine the plan does not model
+        return room
+    if 0 < bound < room:
+        room = bound
+        if strategy is not None:
+            strategy.notes.append(
+                f"hardware: at a memory fraction of {share:g} at most, {room:.1f} GiB of each "
+                f"{float(total):.1f} GiB GPU can hold weights and leave a KV cache (bringup/facts/memplan.py)"
+            )
+    return room
+
+
+def _largest_share(t: Target, strategy: Strategy | None) -> float | None:
+    """The highest level of the engine's memory fraction (engines.yaml startup_memory.flag) the
+    run may launch with; None where it has no such factor (nothing bounds the weights' room)."""
+    flag = t.engine.info.startup_memory.flag
+    if strategy is None or flag is None:
+        return None
+    opt = t.spec.resolve(flag) if t.spec is not None else None
+    f = strategy.space.get(opt.name if opt is not None else flag)
+    if f is None or f.kind != "number":
+        return None
+    from bringup.knowledge.conditions import as_number
+
+    shares = [n for lv in [*f.levels, strategy.base_level(f)] if (n := as_number(lv)) is not None]
+    shares = [n for n in shares if 0 < n <= 1]
+    return max(shares) if shares else None
 
 
 def limit_memory(t: Target, facts: dict[str, Any], strategy: Strategy) -> None:

@@ -220,6 +220,20 @@ CASES += [
 ]
 
 
+# The 2026-12-06 H100 run (tests/data/gpu/h100-2026-12-06c): vLLM 0.24.0's third three-mistake set
+# (usermistakes3.sh), launch 2. The CUDA OOM names nothing; the engine's record three lines above it
+# names the field of the user's flag (test_the_record_before_a_failure_that_names_a_field_is_evidence).
+CASES += [
+    (
+        "vllm-h100-real-kv-cache-memory-bytes-150g.log",
+        "oom-kv-cache",
+        "kv-alloc",
+        "torch.OutOfMemoryError: CUDA out of memory",
+        ["--gpu-memory-utilization"],
+    ),
+]
+
+
 @pytest.mark.parametrize("name, cls, phase, line, implicates", CASES, ids=[c[0] for c in CASES])
 def test_real_h200_logs_give_class_phase_root_line_and_factors(name, cls, phase, line, implicates):
     out = explain_file(LOGS / name)
@@ -252,6 +266,37 @@ def test_a_failure_in_the_component_a_given_flag_turns_on_is_that_flags():
     assert "--enable-return-routed-experts" in out.hint and "routed_experts.py" in out.hint
     # the log alone (every argument in SGLang's dump, most of them its own choices) says less
     assert explain_lines(lines, "sglang").failure_class == "model-load"
+
+
+def test_the_record_before_a_failure_that_names_a_field_is_evidence():
+    """vLLM logs "reserved 150.0 GiB memory for KV Cache as specified by kv_cache_memory_bytes
+    config" three records before the CUDA OOM in _allocate_kv_cache; the OOM names no setting. A
+    person reads upward from the traceback: the record is evidence, and the search's next launch
+    drops the user's --kv-cache-memory-bytes (it kept it and moved --gpu-memory-utilization, which
+    the field overrides, on the H100)."""
+    from bringup.core.candidate import Candidate
+    from tests.search.test_startup_memory import _bench
+
+    name = "vllm-h100-real-kv-cache-memory-bytes-150g.log"
+    lines = (LOGS / name).read_text().splitlines()
+    out = explain_lines(lines, "vllm", settings={"--kv-cache-memory-bytes": "150G"})
+    assert any("as specified by kv_cache_memory_bytes config" in e for e in out.evidence[:3])
+    # only a record of the failing process that names a setting of the launch: never the dump
+    assert not any("non-default args" in e for e in out.evidence)
+    # explain, with the log alone, knows the setting from that dump; without it, nothing names it
+    assert any("kv_cache_memory_bytes config" in e for e in explain_lines(lines, "vllm").evidence)
+    bare = [ln for ln in lines if "non-default args" not in ln]
+    assert not any("kv_cache_memory_bytes" in e for e in explain_lines(bare, "vllm").evidence)
+    bench = _bench()
+    corpus = bench.load_corpus("vllm-h200")  # the same engine and help; the H100's 79.65 GiB below
+    facts = {**corpus.facts, "gpu.name": "NVIDIA H100 80GB HBM3", "gpu.memory_gib": 79.65}
+    facts |= {"gpu.memory_free_gib": 79.18, "model.weights_gib": 15.04, "model.max_context": 8192}
+    corpus = corpus.model_copy(update={"facts": facts, "model": "/tmp/m8b"})
+    base = Candidate.make("vllm", "/tmp/m8b", {"--kv-cache-memory-bytes": "150G"}, {}, label="baseline")
+    s = bench.strategy_for(corpus, base)
+    s.observe(base, out)
+    nxt = s.next_launch([], [], set()).candidate
+    assert nxt is not None and "--kv-cache-memory-bytes" not in nxt.flag_dict, nxt.flag_dict
 
 
 def test_every_real_h200_log_is_a_case_and_documented():

@@ -20,7 +20,7 @@ from bringup.oracle.faults.compose import (
     in_space,
     merged_baseline,
 )
-from bringup.oracle.faults.measure import stop_kind
+from bringup.oracle.faults.measure import named, named_text, stop_kind
 from bringup.oracle.inprocess import InProcessTrial
 from bringup.oracle.trials import Oracle
 from bringup.scenario.engine_args import help_for
@@ -364,6 +364,25 @@ def test_stop_kinds_read_the_runs_words():
     assert stop_kind(res("no-working-config")) == "false-verdict"
     assert stop_kind(res("impossible")) == "false-verdict"
     assert stop_kind(res("not-found")) == "gave-up"
+
+
+def test_a_variable_the_failure_implicates_counts_as_named():
+    """The outcome implicates a variable as its factor ("env:NCCL_P2P_DISABLE"), a candidate's
+    changes name it bare: a launch that sets it changed what the failure named (the measure
+    counted it unimplicated before)."""
+    from bringup.observe.outcome import Outcome
+
+    out = Outcome(
+        status="fails",
+        failure_class="hang",
+        evidence=["no progress for 300 s"],
+        implicates=["--tensor-parallel-size", "env:NCCL_P2P_DISABLE"],
+    )
+    text = named_text(out)
+    assert named("NCCL_P2P_DISABLE", (None, "1"), out, text)
+    assert named("--tensor-parallel-size", ("2", None), out, text)
+    assert not named("NCCL_IB_DISABLE", (None, "1"), out, text)
+    assert not named("--max-model-len", ("4096", None), out, text)
 
 
 @pytest.mark.slow

@@ -134,6 +134,35 @@ def test_a_failure_in_the_module_the_users_value_selects_implicates_that_setting
     assert s.propose().candidate.flag_dict.get("--load-format") != "gguf"
 
 
+def test_a_hang_logged_in_the_module_the_users_value_selects_implicates_that_setting():
+    """No traceback: vLLM waits for a Ray placement group and logs from ray_utils.py until the
+    trial's deadline. The place of the records is the module the user's ``ray`` selects; the
+    logger's place of a hang in the process group's start-up (parallel_state.py) links nothing."""
+    from bringup.observe.outcome import Outcome
+
+    facts = {**H200, "gpu.count": 2}
+    s = strategy("--distributed-executor-backend ray --tensor-parallel-size 2 --max-model-len 4096", facts)
+    wait = "Waiting for creating a placement group of specs for 30 seconds. Check `ray status`."
+    lines = [
+        "(EngineCore_DP0 pid=7) WARNING 12-04 10:00:00 [ray_utils.py:315] The number of required GPUs "
+        "exceeds the total number of available GPUs in the placement group.",
+        f"(EngineCore_DP0 pid=7) INFO 12-04 10:00:30 [ray_utils.py:212] {wait}",
+    ]
+    assert lk.logged_places(lines, "vllm") == ["vllm/ray_utils.py"]
+    hang = Outcome(status="timeout", failure_class="hang", phase="distributed-init", evidence=lines)
+    s.observe(s.baseline, hang)
+    b = s.blockers[-1]
+    assert top_factors(b) == ["--distributed-executor-backend"], b.top(3)
+    assert mass(b, "--distributed-executor-backend") > 2 * mass(b, "--max-model-len")
+    # a hang whose records come from the collectives' start-up: nothing of the user's is named by place
+    stuck = [
+        "(Worker_TP0 pid=8) INFO 12-04 10:00:00 [parallel_state.py:1208] rank 0 in world size 2 is "
+        "assigned as DP rank 0, PP rank 0, TP rank 0"
+    ]
+    setting = lk.Setting("--tensor-parallel-size", "2", "tensor_parallel_size", "ParallelConfig", True)
+    assert not lk.links(stuck, [], [setting], "vllm", lk.logged_places(stuck, "vllm"))
+
+
 def test_a_failure_in_the_component_a_setting_configures_implicates_it():
     # the tokenizer's own code failed: the user's tokenizer mode is the setting of that component,
     # their --max-num-seqs is not

@@ -90,7 +90,10 @@ def named_text(out: Outcome) -> str:
 
 def named(name: str, values: tuple[Any, Any], out: Outcome, text: str) -> bool:
     """Did this failure's evidence name this factor (see the module docstring)?"""
-    if name in out.implicated_levels or name in out.implicates:
+    # a variable is "env:NAME" among the outcome's implicates and implicated levels (the factor's
+    # name), and NAME among a candidate's changes
+    forms = {name} if name.startswith("-") else {name, "env:" + name}
+    if forms & (set(out.implicated_levels) | set(out.implicates)):
         return True
     bare = name.lstrip("-").lower()
     if name.startswith("-"):

@@ -105,6 +105,13 @@ step_usermistakes3() {
   local v="USERBAD3_$E"
   USERBAD=${!v} user_with usermistakes3 --dry-run auto
 }
+# A fourth set (issue 36, 2026-12-06 evening), written the same way by a helper and sealed the same
+# way (usermistakes4.sh), after the third had been read.
+step_usermistakes4() {
+  . "$GPU_HOME/tests/data/gpu/usermistakes4.sh"
+  local v="USERBAD4_$E"
+  USERBAD=${!v} user_with usermistakes4 --dry-run auto
+}
 step_usercorpus_late() { bash "$GPU_HOME/tests/data/gpu/h200_usercorpus.sh" "$E" late > "$RES/usercorpus-$E-late.out" 2>&1; }
 
 user_with() {  # user_with NAME FLAGS...: `bringup run` from $USERBAD with FLAGS, its own runs folder
