@@ -339,7 +339,9 @@ def lead_up(analysis: LogAnalysis, root: PyException, settings: dict[str, str]) 
     specified by kv_cache_memory_bytes config" three records before the CUDA OOM that the user's
     ``--kv-cache-memory-bytes`` caused, and the OOM itself names nothing. Only a field spelled as an
     identifier (with an underscore: "max_model_len", never "model" or "port", which prose uses) or
-    a variable's name counts, and never the engine's dump of its whole configuration."""
+    a variable's name counts, in a record that names no other setting of the launch: never the
+    engine's dump of its configuration, nor a status line that lists several of its values
+    (SGLang's "max_total_num_tokens=..., chunked_prefill_size=8192, max_running_requests=...")."""
     from bringup.observe.effective import config_dump
 
     names = {
@@ -351,7 +353,9 @@ def lead_up(analysis: LogAnalysis, root: PyException, settings: dict[str, str]) 
     rx = re.compile(r"(?<![\w-])(?:" + "|".join(map(re.escape, sorted(names))) + r")(?![\w-])")
     start = failure_start(analysis)
     mine = [ln for ln in analysis.lines[:start] if ln.tag == root.line.tag and ln.text.strip()]
-    return [ln.raw for ln in mine[-LEAD_UP:] if rx.search(ln.text) and not config_dump(ln.raw)]
+    return [
+        ln.raw for ln in mine[-LEAD_UP:] if len(set(rx.findall(ln.text))) == 1 and not config_dump(ln.raw)
+    ]
 
 
 def _classify(
@@ -392,7 +396,8 @@ def _classify(
     evidence: list[str] = []
     from bringup.observe.rootcause import known_settings
 
-    before = lead_up(analysis, root, known_settings(lines, engine, settings))
+    # the trial's own settings where it gives them (an engine's dump lists values it chose itself)
+    before = lead_up(analysis, root, settings if settings else known_settings(lines, engine, None))
 
     def add(*lines: str) -> None:
         for line in lines:

@@ -194,3 +194,32 @@ def test_an_oom_while_loading_the_weights_is_the_split_or_the_size_not_the_memor
     assert c.failure_class == "oom-weights"
     assert "--tensor-parallel-size" in c.implicates and "--quantization" in c.implicates
     assert "--gpu-memory-utilization" not in c.implicates
+
+
+def test_a_record_before_the_failure_is_evidence_only_when_it_names_one_setting():
+    """The record just above a traceback that names one setting of the launch by its field is
+    evidence (vLLM's "Overriding num_gpu_blocks=52326 with num_gpu_blocks_override=1"); a status
+    line that lists several of the launch's values (SGLang's pool summary) is not, nor a record
+    that names a setting the launch does not have."""
+    tb = [
+        "[2026-12-06 10:00:01 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+        '  File "/usr/local/lib/python3.12/dist-packages/sglang/srt/managers/scheduler.py", line 1, in run',
+        "    x()",
+        "RuntimeError: something failed",
+    ]
+    one = "[2026-12-06 10:00:00 TP0] Overriding num_gpu_blocks=52326 with num_gpu_blocks_override=1"
+    status = "[2026-12-06 10:00:00 TP0] max_total_num_tokens=314624, chunked_prefill_size=8192, max_running_requests=1229"
+    given = {
+        "--num-gpu-blocks-override": "1",
+        "--chunked-prefill-size": "8192",
+        "--max-running-requests": "1229",
+    }
+    assert any(
+        "num_gpu_blocks_override=1" in e
+        for e in classify([one, *tb], "sglang", None, settings=given).evidence
+    )
+    assert not any(
+        "max_total_num_tokens" in e for e in classify([status, *tb], "sglang", None, settings=given).evidence
+    )
+    other = {"--max-model-len": "4096"}
+    assert not any("Overriding" in e for e in classify([one, *tb], "sglang", None, settings=other).evidence)

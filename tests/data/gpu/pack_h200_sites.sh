@@ -9,8 +9,8 @@
 #   optuna's set, pydantic's, zstandard, pandas -> bsite (bringup's own needs, before an engine is there;
 #                                                 pandas for vLLM's sweep in the tuners step)
 # Writes .carry/gpu (bringup/, tests/data/gpu/*.sh|*.py, bsite.tgz, parts.txt: NAME COUNT MD5) and
-# .carry/p/NN/ (one folder per device call, parts of 57 MiB: a call carries at most 64 MiB with the
-# work tree, ~5 MB). Call 00 carries .carry/gpu too, so its part is smaller by that much.
+# .carry/p/NN/ (one folder per device call, parts of PART_MIB: a call carries at most 64 MiB with the
+# work tree). Call 00 carries .carry/gpu too, so its part is smaller by that much.
 # h200_driver.sh (on the device) waits for the parts in /tmp/z and unpacks them.
 set -euo pipefail
 # SITES="vsite" packs vLLM alone (a session with little device time left); default both engines.
@@ -19,7 +19,9 @@ root=$(pwd)
 shared=${SHARED:-$root/../shared/gpu}
 work=${WORK:-/tmp/gw}
 carry=${CARRY:-$root/.carry}
-part=$((${PART_MIB:-57} * 1024 * 1024))  # PART_MIB: less when the work tree has grown (a call carries 64 MiB in all)
+# PART_MIB: a call carries 64 MiB in all, the work tree (about 18 MB since the GPU runs' folders were
+# committed) included; 46 (48.2 MB) was refused on 2026-12-06 with that tree, 36 (37.7 MB) leaves room
+part=$((${PART_MIB:-36} * 1024 * 1024))
 plat=()
 for p in manylinux_2_34 manylinux_2_31 manylinux_2_28 manylinux_2_27 manylinux_2_24 manylinux_2_17 \
   manylinux2014 manylinux1 manylinux_2_5; do plat+=(--platform "${p}_x86_64"); done
