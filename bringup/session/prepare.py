@@ -203,7 +203,7 @@ def weights_room(t: Target, facts: dict[str, Any], strategy: Strategy | None = N
         if strategy is not None:
             strategy.notes.append(
                 f"hardware: at a memory fraction of {share:g} at most, {room:.1f} GiB of each "
-                f"{float(total):.1f} GiB GPU can hold weights and leave a KV cache (bringup/facts/memplan.py)"
+                f"{float(total):.1f} GiB GPU can hold weights and leave a KV cache (the memory plan)"
             )
     return room
 
