@@ -168,12 +168,13 @@ def gpu_plan(
 def weights_room(t: Target, facts: dict[str, Any], strategy: Strategy | None = None) -> float | None:
     """GiB one GPU has for weights: what is free as the run begins (else all of it), less what
     the engine's own processes take there first (engines.yaml startup_memory: a CUDA context),
-    and no more than the largest share of the GPU the run's memory fraction can ask for (its
-    highest level, the baseline's included): both engines size the KV cache as that share less
-    the weights (vLLM gpu_worker.determine_available_memory, SGLang
-    model_runner.profile_max_num_token; bringup/facts/memplan.py), so weights above it leave no
-    cache at all ("No available memory for the cache blocks", "Not enough memory. Please try to
-    increase --mem-fraction-static") whatever else the launch changes."""
+    and no more than the memory plan's KV budget of a GPU with no weights at the highest memory
+    fraction the run may ask for (its highest level, the baseline's included; CUDA graphs left
+    out): both engines size the KV cache as that share less the weights and what else they need
+    (vLLM gpu_worker.determine_available_memory, SGLang model_runner.profile_max_num_token;
+    bringup/facts/memplan.py), so weights above it leave no cache at all ("No available memory
+    for the cache blocks", "Not enough memory. Please try to increase --mem-fraction-static")
+    whatever else the launch changes."""
     if facts.get("device") != "cuda":
         return None
     free = facts.get("gpu.memory_free_gib") or facts.get("gpu.memory_gib")
@@ -211,11 +212,10 @@ def weights_room(t: Target, facts: dict[str, Any], strategy: Strategy | None = N
 def _largest_share(t: Target, strategy: Strategy | None) -> float | None:
     """The highest level of the engine's memory fraction (engines.yaml startup_memory.flag) the
     run may launch with; None where it has no such factor (nothing bounds the weights' room)."""
-    flag = t.engine.info.startup_memory.flag
+    flag = fraction_flag(t)
     if strategy is None or flag is None:
         return None
-    opt = t.spec.resolve(flag) if t.spec is not None else None
-    f = strategy.space.get(opt.name if opt is not None else flag)
+    f = strategy.space.get(flag)
     if f is None or f.kind != "number":
         return None
     from bringup.knowledge.conditions import as_number
@@ -223,6 +223,16 @@ def _largest_share(t: Target, strategy: Strategy | None) -> float | None:
     shares = [n for lv in [*f.levels, strategy.base_level(f)] if (n := as_number(lv)) is not None]
     shares = [n for n in shares if 0 < n <= 1]
     return max(shares) if shares else None
+
+
+def fraction_flag(t: Target) -> str | None:
+    """The engine's memory-fraction flag (engines.yaml startup_memory.flag) as this version's
+    --help spells it; None for an engine with none."""
+    flag = t.engine.info.startup_memory.flag
+    if flag is None:
+        return None
+    opt = t.spec.resolve(flag) if t.spec is not None else None
+    return opt.name if opt is not None else flag
 
 
 def limit_memory(t: Target, facts: dict[str, Any], strategy: Strategy) -> None:
@@ -239,9 +249,7 @@ def limit_memory(t: Target, facts: dict[str, Any], strategy: Strategy) -> None:
     free, total = facts.get(on[0]), facts.get(on[1])
     if free is None or total is None:
         return
-    opt = t.spec.resolve(need.flag) if t.spec is not None else None
-    flag = opt.name if opt is not None else need.flag
-    strategy.limit_memory(flag, float(free) - need.overhead_gib[device], float(total))
+    strategy.limit_memory(fraction_flag(t), float(free) - need.overhead_gib[device], float(total))
 
 
 def run_reference(
