@@ -177,6 +177,10 @@ class EngineInfo(BaseModel):
     # flat field as asked and the nested one as resolved. The nested value wins.
     config_paths: dict[str, str] = Field(default_factory=dict)
     teardown_log: str | None = None
+    # The lines of the engine's own shutdown sequence, whoever started it: when one of them comes
+    # before the teardown marker, the engine began to stop by itself (a failure of its own front
+    # end after it was up), and what follows is that failure, not noise.
+    shutdown_log: str | None = None
     # Lines where the engine says which implementation it picked ("Using FlashInfer for top-p &
     # top-k sampling."): evidence that names a component when output is silently wrong.
     implementation_log: list[str] = Field(
@@ -404,10 +408,17 @@ class Engine:
         return marker is not None and re.search(marker, line) is not None
 
     def before_teardown(self, lines: list[str]) -> list[str]:
-        """The log up to the engine's first shutdown line (what follows is teardown noise)."""
+        """The log up to the engine's first shutdown line (what follows is teardown noise), unless
+        the engine's shutdown sequence began before that line: then the engine stopped itself and
+        the whole log is its failure (vLLM 0.24.0, after "Starting vLLM server", stops its engine
+        core with SIGTERM and then prints the API server's own traceback: a TLS certificate that
+        does not exist, tests/data/logs/vllm-h100-real-ssl-certfile-missing.log)."""
+        own = self.info.shutdown_log
         for i, ln in enumerate(lines):
             if self.teardown_line(ln):
                 return lines[:i]
+            if own is not None and re.search(own, ln):
+                return lines
         return lines
 
     def implementation_lines(self, lines: list[str], limit: int = 6) -> list[str]:

@@ -217,6 +217,54 @@ def quoted(lines: Iterable[str], token: str) -> str | None:
     return next((ln for ln in lines if rx.search(ln)), None)
 
 
+# Sizes: a value that carries its unit ("24G", "150GiB", "0=24G" for a device's limit,
+# "max_split_size_mb:512"), or a number whose destination names the unit (cpu_offload_gb=40), is
+# quoted by a failure that states the same size in any unit ("a total capacity of 24.00 GiB",
+# "reserved 150.0 GiB"): engines print sizes in their own unit and precision, never the user's text.
+_POWERS = {"": 0, "k": 1, "m": 2, "g": 3, "t": 4}
+_VALUE_SIZE = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)\s*([kmgt])(i?b)?(?![\w.])", re.I)
+_KEYED_SIZE = re.compile(
+    r"(?:^|[_\W])(kb|kib|mb|mib|gb|gib|tb|tib|bytes)[:=]\s*(\d+(?:\.\d+)?)(?![\w.])", re.I
+)
+_DEST_UNIT = re.compile(r"(?:^|_)(kb|kib|mb|mib|gb|gib|tb|tib|bytes)$", re.I)
+_TEXT_SIZE = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)\s*(KiB|MiB|GiB|TiB|KB|MB|GB|TB|bytes)\b")
+_SMALLEST_SIZE = 2**26  # 64 MiB: smaller sizes are too common in any log to name a setting
+_SIZE_TOLERANCE = 0.01
+
+
+def _bytes(number: str, unit: str) -> list[float]:
+    """The sizes a number and a unit can mean: a bare K/M/G/T, KB or GB is read both ways (binary
+    and decimal), since users and engines use them loosely; KiB..TiB are binary only."""
+    u = unit.lower()
+    if u == "bytes":
+        return [float(number)]
+    power = _POWERS[u[0]]
+    binary = float(number) * 1024**power
+    return [binary] if u.endswith("ib") else [binary, float(number) * 1000**power]
+
+
+def sizes(value: str, dest: str = "") -> list[float]:
+    """The sizes (bytes) a setting's value states, from its own unit or its destination's."""
+    out = [b for m in _VALUE_SIZE.finditer(value) for b in _bytes(m.group(1), m.group(2))]
+    out += [b for m in _KEYED_SIZE.finditer(value) for b in _bytes(m.group(2), m.group(1))]
+    if (u := _DEST_UNIT.search(dest)) and re.fullmatch(r"\d+(?:\.\d+)?", value.strip()):
+        out += _bytes(value.strip(), u.group(1))
+    return [b for b in out if b >= _SMALLEST_SIZE]
+
+
+def quoted_size(lines: Iterable[str], value: str, dest: str = "") -> str | None:
+    """The first line that states a size the setting's value states (within 1%), or None."""
+    want = sizes(value, dest)
+    if not want:
+        return None
+    for ln in lines:
+        for m in _TEXT_SIZE.finditer(ln):
+            for got in _bytes(m.group(1), m.group(2)):
+                if any(abs(got - w) <= _SIZE_TOLERANCE * w for w in want):
+                    return ln
+    return None
+
+
 _NO_MODULE = re.compile(
     r"No module named ['\"](?P<mod>[\w.]+)['\"]|cannot import name ['\"](?P<name>\w+)['\"]"
 )
@@ -373,6 +421,19 @@ def logged_places(lines: Iterable[str], package: str | None) -> list[str]:
     return out
 
 
+def value_link(s: Setting, lines: list[str]) -> Link | None:
+    """The failure quotes the setting's value (a distinctive piece of it), imports what it names,
+    or states the size it gives in its own unit; None if none of these."""
+    for tok in value_tokens(s.value):
+        if (line := quoted(lines, tok)) is not None:
+            return Link(s.name, "value", f"the failure quotes its value {tok!r}: {line.strip()[:160]}")
+    if (line := next((ln for ln in lines if imports_value(ln, s.value)), None)) is not None:
+        return Link(s.name, "value", f"the failure imports what its value names: {line.strip()[:160]}")
+    if (line := quoted_size(lines, s.value, s.dest)) is not None:
+        return Link(s.name, "value", f"the failure states the size it gives: {line.strip()[:160]}")
+    return None
+
+
 def links(
     lines: list[str],
     frames: list[str],
@@ -390,18 +451,8 @@ def links(
     paths = engine_frames(frames, package)
     functions = engine_functions(frames, package)
     for s in settings:
-        for tok in value_tokens(s.value):
-            line = quoted(lines, tok)
-            if line is not None:
-                out.append(
-                    Link(s.name, "value", f"the failure quotes its value {tok!r}: {line.strip()[:160]}")
-                )
-                break
-        else:
-            if (line := next((ln for ln in lines if imports_value(ln, s.value)), None)) is not None:
-                out.append(
-                    Link(s.name, "value", f"the failure imports what its value names: {line.strip()[:160]}")
-                )
+        if (link := value_link(s, lines)) is not None:
+            out.append(link)
         if (obj := _in_object(s, objects)) is not None:
             out.append(Link(s.name, "config", f"the failure names its config object ({obj})"))
         elif "args" in objects and s.user:

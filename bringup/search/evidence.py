@@ -59,6 +59,11 @@ W_LINK_DEFAULT = 0.5
 # When nothing names any setting, what the user changed from the engine's defaults is likelier
 # than what they never touched: a person undoes their own settings first.
 W_USER_PRIOR = 0.12
+# A setting of the phase a crash that names nothing struck in (classes.yaml hang_implicates), the
+# first of the list; the k-th gets 1/k. Below the user's own prior: on a real SGLang bring-up the
+# phase's attention backend (the engine's own choice) at half a signature's weight turned the
+# user's prior off and outweighed the user's --max-queued-requests 0 that refused the warmup.
+W_PHASE = 0.1
 OUTSIDE_PRIOR = 0.03
 OUTSIDE_MACHINE = 0.6  # the failure implicates only the model or the machine
 UNSET_DEFAULT = "<engine default>"  # the level of a factor left to the engine (Strategy.eff)
@@ -418,7 +423,8 @@ def phase_weights(named: Named, outcome: Outcome, resolve) -> None:
     """A crash that names no setting (an assertion, a CUDA error, an unknown exception) and whose
     classifier implicates none: the settings of the phase it struck in are its suspects, as for a
     hang in that phase (classes.yaml hang_implicates: the graph settings in graph capture, the
-    collectives in distributed start-up), at half a signature's weight."""
+    collectives in distributed start-up), as leads (W_PHASE): a person suspects their own settings
+    first (W_USER_PRIOR), and a setting of theirs in the phase's list most (W_USER_SET)."""
     if (
         outcome.implicates
         or outcome.status == "timeout"
@@ -432,7 +438,7 @@ def phase_weights(named: Named, outcome: Outcome, resolve) -> None:
         f = resolve(n)
         if f is not None:
             named.add(
-                f.name, 0.5 * W_SIGNATURE / (k + 1), f"a setting of the phase it failed in ({outcome.phase})"
+                f.name, W_PHASE / (k + 1), f"a setting of the phase it failed in ({outcome.phase})", lead=True
             )
 
 

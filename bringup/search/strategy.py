@@ -535,7 +535,12 @@ class Strategy:
         # read with every factor at its level: that a one-GPU launch has no peer is a prior, and a
         # failure that names an NCCL variable all the same overrules it (not_inert)
         raw = self.levels_of(cand, inert=False)
-        changed = {n for n, e in raw.items() if base_levels.get(n) != e}
+        # what this launch set away from the baseline, for a failure nothing else explains: a
+        # setting put back to the engine's own default is not one (the default is the engine's
+        # tested path, and a person who got further by undoing their settings does not put them
+        # back for a failure that names nothing)
+        default = {f.name: self.eff(f, None) for f in self.space.factors}
+        changed = {n for n, e in raw.items() if base_levels.get(n) != e and e != default.get(n)}
         named = ev.relevance(
             outcome,
             self.space.factors,
@@ -595,7 +600,7 @@ class Strategy:
         weights: dict[Condition, float] = {}
         # the user's own settings are the first suspects of a failure that names nothing; beside
         # a failure that names its settings, they stay weak ones (ev.W_USER_PRIOR)
-        named_any = any(w >= ev.W_SIGNATURE / 2 for w in named.weights.values())
+        named_any = named.strong(ev.W_SIGNATURE / 2)  # leads (a word, the phase) name nothing
         user_prior = 3 * ev.W_BASE_FLAG if named_any else ev.W_USER_PRIOR
         # an out-of-memory: every setting draws on the memory, and the engine's advice (the
         # fraction, the context) says what to move, not what ate it (relevance.yaml `shared`)

@@ -231,6 +231,9 @@ CASES += [
         "torch.OutOfMemoryError: CUDA out of memory",
         ["--gpu-memory-utilization"],
     ),
+    # the API server's own traceback after a shutdown it began itself
+    # (test_a_shutdown_the_engine_began_itself_is_read_to_its_end)
+    ("vllm-h100-real-ssl-certfile-missing.log", "bad-flag", "first-request", "FileNotFoundError", []),
 ]
 
 
@@ -304,3 +307,56 @@ def test_every_real_h200_log_is_a_case_and_documented():
     assert names == sorted(c[0] for c in CASES)
     readme = (LOGS / "README.md").read_text()
     assert all(n in readme for n in names)
+
+
+def test_a_shutdown_the_engine_began_itself_is_read_to_its_end():
+    # vLLM 0.24.0's API server, up and "Starting vLLM server", fails to load a TLS certificate
+    # that is not there: it stops its engine core itself (its "[shutdown]" lines come before the
+    # core's "trigger received signal=SIGTERM") and prints its traceback after them. Cut at the
+    # SIGTERM line, as a teardown bringup started is, the log read as a healthy server's.
+    out = explain_file(LOGS / "vllm-h100-real-ssl-certfile-missing.log")
+    assert out.status == "fails", out
+    assert out.root_exception and out.root_exception.startswith("FileNotFoundError"), out.root_exception
+    assert any("create_ssl_context" in f for f in out.frames), out.frames
+    # a server bringup stopped (SIGTERM first, then the engine's "[shutdown]" lines and vLLM's
+    # EngineDeadError traceback) is still read up to the teardown: it served
+    healthy = DATA / "gpu/h200-2026-12-03d/runs/vllm-nok-dryrun/runs/20261203-182039-vllm-m8b"
+    assert explain_file(healthy / "trials/04-search-8fcbb510/server.log").status == "works"
+
+
+def test_a_failure_that_names_nothing_after_dropped_settings_suspects_the_users_others_first():
+    # The fourth sealed SGLang set on the H100 (tests/data/gpu/h100-2026-12-06d, read after it ran):
+    # the dry run refused --enable-eplb, launch 1 failed on --base-gpu-id 4 (invalid device
+    # ordinal), launch 2 dropped both and came up, and the warmup request was refused ("The request
+    # queue is full.") by the user's --max-queued-requests 0, in an AssertionError that names no
+    # setting. The run put the two dropped settings back (a failure that names nothing suspected
+    # what the launch had changed) and tried the warmup phase's attention backends (the engine's own
+    # choice, weighed above the user's prior). The next launch must drop the user's remaining
+    # setting and put neither dropped one back.
+    import json
+
+    from bringup.core.candidate import Candidate
+    from bringup.observe.outcome import Outcome
+    from tests.search.test_startup_memory import _bench
+
+    bench = _bench()
+    corpus = bench.load_corpus("sglang-h100")
+    run = DATA / "gpu/h100-2026-12-06d/runs/sglang-usermistakes4/runs/20261206-184942-sglang-m8b/trials"
+    flags = {"--enable-eplb": True, "--base-gpu-id": "4", "--max-queued-requests": "0"}
+    base = Candidate.make("sglang", "/tmp/m8b", flags, {}, label="baseline")
+    s = bench.strategy_for(corpus.model_copy(update={"model": "/tmp/m8b"}), base)
+    for trial in ("01-dry-run-31721e3e", "02-search-4965b57c", "03-search-d129d705"):
+        d = run / trial
+        out = Outcome.model_validate_json((d / "outcome.json").read_text())
+        if (d / "server.log").exists():
+            out = explain_file(d / "server.log", "sglang").model_copy(update={"candidate": out.candidate})
+        c = (
+            json.loads((d / "candidate.json").read_text())
+            if (d / "candidate.json").exists()
+            else out.candidate
+        )
+        s.observe(Candidate.make("sglang", "/tmp/m8b", c["flags"], {}, label=trial), out)
+    nxt = s.next_launch([], [], set()).candidate
+    assert nxt is not None
+    f = nxt.flag_dict
+    assert "--max-queued-requests" not in f and "--enable-eplb" not in f and "--base-gpu-id" not in f, f

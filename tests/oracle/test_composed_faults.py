@@ -385,6 +385,45 @@ def test_a_variable_the_failure_implicates_counts_as_named():
     assert not named("--max-model-len", ("4096", None), out, text)
 
 
+def test_a_quoted_piece_of_a_value_or_a_link_counts_as_named():
+    """A failure that quotes a key or value of a JSON flag, a size in its own unit, or fails in
+    the module a value selects names that setting though no line spells its flag or whole value
+    (the measure counted the launch that reset it unimplicated before); a word of the prose does
+    not, nor does the user having set it."""
+    from bringup.help.text import bundled_help
+    from bringup.observe.outcome import Outcome
+    from bringup.oracle.faults.measure import linked
+
+    out = Outcome(
+        status="fails",
+        failure_class="bad-flag",
+        root_exception="ValueError: Unsupported KV connector: 'NixlConnector'. Is nixl installed?",
+        evidence=["ValueError: Unsupported KV connector: 'NixlConnector'. Is nixl installed?"],
+    )
+    cfg = '{"kv_connector":"NixlConnector","kv_role":"kv_both"}'
+    assert named("--kv-transfer-config", (cfg, None), out, named_text(out))
+    assert not named("--max-model-len", ("8192", None), out, named_text(out))
+    oom = Outcome(
+        status="fails",
+        failure_class="oom-weights",
+        root_exception="OutOfMemoryError: CUDA out of memory. GPU 0 has a total capacity of 24.00 GiB",
+    )
+    assert named("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", ("0=24G", None), oom, named_text(oom))
+    assert not named("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", ("0=40G", None), oom, named_text(oom))
+    spec = bundled_help("vllm", "0.32.0")
+    frames = [
+        "/usr/lib/python3/dist-packages/vllm/v1/engine/core.py:__init__",
+        "/usr/lib/python3/dist-packages/vllm/model_executor/layers/quantization/awq.py:get_quant_method",
+    ]
+    crash = Outcome(
+        status="fails", failure_class="unknown", root_exception="KeyError: 'qweight'", frames=frames
+    )
+    prev = Candidate.make("vllm", "m", {"--quantization": "awq", "--max-model-len": "8192"}, {})
+    base = {"flags": {"--quantization": "awq", "--max-model-len": "8192"}, "env": {}}
+    changed = {"--quantization": ("awq", None), "--max-model-len": ("8192", None)}
+    assert linked(crash, prev, changed, spec, base, "vllm") == {"--quantization"}
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "base,atom",

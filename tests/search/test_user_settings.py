@@ -475,3 +475,21 @@ def test_a_selection_line_names_no_family_for_a_failure_in_another_component():
     _, b = first_blocker(s, lines)
     assert mass(b, "--attention-backend") < 0.1, b.top(4)
     assert mass(b, "--enable-return-routed-experts") > 0.4, b.top(4)
+
+
+def test_a_size_the_user_gave_is_quoted_in_the_engines_own_unit():
+    # a device limit of 24G (CUDA's MPS variable, read by the driver, named by no engine line);
+    # torch's out-of-memory states the capacity the limit left, in its own unit and precision
+    assert lk.quoted_size(["a total capacity of 24.00 GiB of which 312.00 MiB is free"], "0=24G")
+    assert lk.quoted_size(["reserved 150.0 GiB memory for KV Cache"], "161061273600", "kv_cache_memory_bytes")
+    assert lk.quoted_size(["Tried to allocate 20.00 MiB"], "0=24G") is None
+    assert lk.sizes("8") == lk.sizes("true") == []  # a bare number is a size only by its destination
+    s = strategy("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=24G --max-model-len 8192 --max-num-seqs 512")
+    lines = traceback(
+        CORE,
+        ("vllm/model_executor/model_loader/default_loader.py", "load_weights"),
+        exc="torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.25 GiB. GPU 0 has a total "
+        "capacity of 24.00 GiB of which 312.00 MiB is free.",
+    )
+    _, b = first_blocker(s, lines)
+    assert mass(b, "env:CUDA_MPS_PINNED_DEVICE_MEM_LIMIT") > 1.5 * mass(b, "--max-num-seqs") > 0, b.top(6)

@@ -11,7 +11,12 @@ Definitions (docs/composed-faults.md says them in words):
   its root exception, its signature id, the factors its signature or class implicates and the
   factors of its implicated levels. A factor is named when its flag (with or without dashes,
   dashes or underscores) or its variable appears in that text, or a level it was set to or from
-  does (a kernel library in a frame's path: `flashinfer/sampling.py` names `FLASHINFER`).
+  does (a kernel library in a frame's path: `flashinfer/sampling.py` names `FLASHINFER`), or a
+  piece of such a level is quoted as bringup/observe/links.py reads a quote (a path's file name, a
+  JSON key or value, a size in any unit: `0=24G` as "a total capacity of 24.00 GiB"), or the
+  failure links it as bringup/observe/links.py links a failure to a setting (its field or config
+  object named, the failing module its value selects, the component it configures; never a common
+  word of the failure's prose). Not evidence: that the user set it (the search's prior).
 - A failed launch is *classified right* when its failure class is the class of the atom that
   decided it (`class:` in the atom file; a wrong-output atom also takes nan-output).
 - A failed launch no atom decided was refused by a *law* of the machine (compose.machine_rules:
@@ -29,10 +34,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bringup.core.candidate import Candidate
+from bringup.core.candidate import Candidate, format_value, parse_command
+from bringup.observe import links as lk
+from bringup.observe.links import quoted, quoted_size, value_tokens
 from bringup.observe.outcome import Outcome
 from bringup.oracle.faults.compose import Case, touched
 from bringup.oracle.trials import Oracle
+from bringup.search.evidence import failure_words
 
 FALSE_VERDICTS = ("no-working-config", "impossible")
 MIN_LEVEL_CHARS = 4  # shorter level names ("0", "16", "auto") are too common in any text to name anything
@@ -102,11 +110,58 @@ def named(name: str, values: tuple[Any, Any], out: Outcome, text: str) -> bool:
             return True
     elif bare in text:
         return True
+    lines = [*out.evidence, out.root_exception or ""]
     for v in values:
         s = str(v).lower() if v is not None and not isinstance(v, bool) else ""
         if len(s) >= MIN_LEVEL_CHARS and s in text:
             return True
+        if s and _quotes_value(lines, str(v), bare.replace("-", "_")):
+            return True
     return False
+
+
+def _quotes_value(lines: list[str], value: str, dest: str) -> bool:
+    """A piece of the value the evidence quotes, as bringup/observe/links.py reads a quote: a
+    path's file name, a JSON key or value, a size in any unit ("24G" as "24.00 GiB")."""
+    if any(quoted(lines, tok) for tok in value_tokens(value) if len(tok) >= MIN_LEVEL_CHARS):
+        return True
+    return quoted_size(lines, value, dest) is not None
+
+
+def linked(
+    out: Outcome,
+    prev: Candidate,
+    changed: dict[str, tuple[Any, Any]],
+    spec: Any,
+    base: dict[str, dict[str, Any]],
+    package: str,
+) -> set[str]:
+    """The changed factors this failure links beyond their names (bringup/observe/links.py: its
+    value quoted, its field or config object named, the failing module its value selects or the
+    component it configures), read from the failure and the launch alone. A link by a word of the
+    failure's prose (`subject`) is left out: a common word names nothing."""
+    flags, env = prev.flag_dict, prev.env_dict
+    settings = []
+    for k in changed:
+        is_env = not k.startswith("-")
+        v = (env if is_env else flags).get(k)
+        opt = None if is_env else spec.get(k)
+        settings.append(
+            lk.Setting(
+                k,
+                "" if v is None or v is False else format_value(v),
+                k if is_env else (opt.dest if opt else k.lstrip("-").replace("-", "_")),
+                opt.section if opt else None,
+                v is not None and base["env" if is_env else "flags"].get(k) == v,
+            )
+        )
+    words = failure_words(out)
+    places = lk.logged_places(out.evidence, package) if not out.frames else []
+    return {
+        x.name
+        for x in lk.links(words, list(out.frames or []), settings, package, places)
+        if x.kind != "subject"
+    }
 
 
 def _load(trial_dir: str) -> Outcome | None:
@@ -125,6 +180,8 @@ def _class_right(out: Outcome, expect: str) -> bool:
 def judge(case: Case, result: Any, oracle: Oracle) -> dict[str, Any]:
     """Counts (judged, unimplicated, off_target, failed, classified) and per-launch rows."""
     spec = case.scenario.help_spec()
+    base_flags, base_env = parse_command(case.baseline, spec)
+    base: dict[str, dict[str, Any]] = {"flags": dict(base_flags), "env": dict(base_env)}
     atoms = {a.id: a for a in case.atoms}
     runs = [a for a in result.attempts if a.purpose in ("search", "screen")]
     n = {"judged": 0, "unimplicated": 0, "off_target": 0, "failed": 0, "classified": 0, "law": 0}
@@ -153,7 +210,9 @@ def judge(case: Case, result: Any, oracle: Oracle) -> dict[str, Any]:
             pcand, pout, prule = prev
             changed = _changes(pcand, cand)
             text = named_text(pout)
-            hit = any(named(k, v, pout, text) for k, v in changed.items())
+            hit = any(named(k, v, pout, text) for k, v in changed.items()) or bool(
+                linked(pout, pcand, changed, spec, base, case.scenario.engine)
+            )
             atom = atoms.get(prule or "")
             on = atom is not None and bool(set(changed) & touched(atom, spec))
             n["judged"] += 1
