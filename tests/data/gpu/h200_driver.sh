@@ -81,7 +81,7 @@ ORDER=${ORDER:-vllm-defaults sglang-defaults vllm-mistakes sglang-mistakes vllm-
 declare -A COST=([vllm-dryrun]=60 [sglang-dryrun]=60 [vllm-dryrun-mistakes]=200 [sglang-dryrun-mistakes]=230
   [vllm-nok-dryrun]=300 [sglang-nok-dryrun]=330 [vllm-nok]=330 [sglang-nok]=360
   [vllm-usermistakes]=300 [sglang-usermistakes]=320 [vllm-usermistakes-dryrun]=280
-  [sglang-usermistakes-dryrun]=340 [vllm-usermistakes2]=300 [sglang-usermistakes2]=340 [vllm-usermistakes3]=300 [sglang-usermistakes3]=340 [vllm-usermistakes4]=330 [sglang-usermistakes4]=360 [vllm-usercorpus-late]=180 [sglang-usercorpus-late]=260
+  [sglang-usermistakes-dryrun]=340 [vllm-usermistakes2]=300 [sglang-usermistakes2]=340 [vllm-usermistakes3]=300 [sglang-usermistakes3]=340 [vllm-usermistakes4]=440 [sglang-usermistakes4]=480 [vllm-usercorpus-late]=180 [sglang-usercorpus-late]=260
   [vllm-lgcheck]=180)
 # Issue 38 (h200_steps.sh tuners): launches of 70-90 s (vLLM) and 80-95 s (SGLang, with its 5 s
 # teardown) warm; tiny ~7 launches, small ~15, issue ~50.
