@@ -1,4 +1,5 @@
 # Issue 36, a fourth held-out set of user-setting mistakes (step usermistakes4 of h200_steps.sh,
+# run once as a whole on 2026-12-06, fifth session, tests/data/gpu/h100-2026-12-06d; read after it: a dev set now;
 # sourced there; `bringup run --baseline "$USERBAD4_$E" --dry-run auto`). Written before the run
 # from the engines' sources only (vLLM 0.24.0 and SGLang 0.5.16 as packed for the lent machines),
 # never from bringup's search or knowledge. None of the settings is one of the first set (USERBAD
