@@ -879,9 +879,19 @@ def _component_weights(
     implicates: list[str],
     lines: list[str],
     absent: frozenset[str],
+    named: Iterable[str] = (),
+    hint: str | None = None,
 ) -> dict[str, int]:
     """How strongly the failure names each component: its lines most, then the flags it
-    implicates, then its class; a component the target lacks (``absent``) not at all."""
+    implicates, then its class; a component the target lacks (``absent``) not at all.
+
+    The names of variables the engine's lines mention (``named``: "Unknown vLLM environment
+    variable detected: VLLM_ATTENTION_BACKEND", "run with NCCL_DEBUG=INFO") are left out of
+    ``lines``: the variable itself is named (rank's first reason), but the words of its name are no
+    component the failure is about. Read as prose, a distributed-init hang whose log warned of the
+    user's stale VLLM_ATTENTION_BACKEND called the attention variables (dev2). A signature's hint
+    (``hint``, read whole) is different: a person who wrote "try NCCL_P2P_DISABLE=1 on PCIe
+    machines" named the component (p2p) on purpose."""
     weight: dict[str, int] = {}
     for c in cls.get("components", ()):
         weight[c] = max(weight.get(c, 0), W_CLASS)
@@ -889,7 +899,11 @@ def _component_weights(
         weight[c] = max(weight.get(c, 0), W_CLASS)
     for c in _components_in(" ".join(f for f in implicates if not f.startswith("env:"))):
         weight[c] = max(weight.get(c, 0), W_IMPLICATED_FLAG)
-    for c in _components_in(" ".join(lines)):
+    names = sorted(set(named), key=len, reverse=True)
+    text = " ".join(lines)
+    for n in names:
+        text = re.sub(rf"(?<![A-Za-z0-9_]){re.escape(n)}(?![A-Za-z0-9_])", " ", text)
+    for c in _components_in(f"{text} {hint or ''}"):
         weight[c] = W_EVIDENCE
     for c in absent:
         weight.pop(c, None)
@@ -945,7 +959,8 @@ def rank(
     elsewhere = {m.name: m for m in mentions_in_lines(log_lines, known_names)}
     cls = _relevance()[1].get(failure_class, {})
     absent = frozenset(absent)
-    weight = _component_weights(cls, failure_class, implicates, lines, absent)
+    said = [m.name for m in mentions_in_lines(evidence, known_names)]
+    weight = _component_weights(cls, failure_class, implicates, evidence, absent, said, hint)
     implicated_env = [f[4:] for f in implicates if f.startswith("env:")]
     for mention in [*found, *elsewhere.values()]:
         pool.setdefault(mention.name, common_vars().get(mention.name) or EnvVar(mention.name, owner="log"))

@@ -12,6 +12,16 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 
+def flag_dest(flag: str) -> str:
+    """The destination argparse gives a long option ("--kv-cache-dtype" -> "kv_cache_dtype")."""
+    return flag.lstrip("-").replace("-", "_")
+
+
+def dest_of(flag: str, opt: HelpOption | None) -> str:
+    """A flag's destination: its option's, where --help knows it, else the one argparse would give."""
+    return opt.dest if opt is not None else flag_dest(flag)
+
+
 @dataclass
 class HelpOption:
     """One option as the help text describes it."""
@@ -38,7 +48,7 @@ class HelpOption:
         # A click metavar is a type name (TEXT, INTEGER), not the destination.
         if self.value_type is None and self.metavar and re.fullmatch(r"[A-Z0-9_]+", self.metavar):
             return self.metavar.lower()
-        return self.name.lstrip("-").replace("-", "_")
+        return flag_dest(self.name)
 
     @property
     def all_names(self) -> list[str]:

@@ -16,6 +16,7 @@ from typing import Any
 
 from bringup.core.candidate import FlagValue
 from bringup.guard import secrets
+from bringup.help.spec import dest_of
 from bringup.help.text import HelpSpec
 
 
@@ -286,7 +287,7 @@ def find_overrides(
         if secrets.is_secret_flag(flag):
             continue  # the log bringup read holds *** for it: a comparison would be a false override
         opt = spec.get(flag) if spec else None
-        dest = opt.dest if opt else flag.lstrip("-").replace("-", "_")
+        dest = dest_of(flag, opt)
         if dest not in values:
             continue
         eff = values[dest]

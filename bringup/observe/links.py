@@ -94,12 +94,28 @@ class Link:
     why: str
 
 
+# Endings stem() takes off, longest first: one of them, then a final e, then a doubled last letter.
+_SUFFIXES = (
+    "ations", "ation", "ators", "ator", "ated", "ates", "ate", "ings", "ing",
+    "ers", "er", "ors", "or", "ed", "es", "s",
+)  # fmt: skip
+
+
 def stem(word: str) -> str:
-    """A crude stem that lets "loader" meet "load", "tokenizers" "tokenizer", "outputs" "output"."""
+    """A crude stem, so that the forms of one word meet: "loader" and "load", "tokenizers" and
+    "tokenizer", "queued" and "queue", "sampled" and "sampling", "quantization" and "quantized",
+    "allocate", "allocated" and "allocation", "padding" and "pad". One ending comes off (leaving 4
+    letters at least; "process" keeps its s), then a final e, then the second of a doubled last
+    letter (not l, s or z: "fill", "pass")."""
     w = word.lower()
-    for suffix in ("ers", "er", "ing", "ors", "or", "es", "s"):
-        if w.endswith(suffix) and len(w) - len(suffix) >= 4:
-            return w[: -len(suffix)]
+    for suffix in _SUFFIXES:
+        if w.endswith(suffix) and len(w) - len(suffix) >= 4 and not (suffix == "s" and w.endswith("ss")):
+            w = w[: -len(suffix)]
+            break
+    if w.endswith("e") and len(w) >= 5:
+        w = w[:-1]
+    if len(w) >= 4 and w[-1] == w[-2] and w[-1] not in "lsz" and w[-1].isalpha():
+        w = w[:-1]
     return w
 
 

@@ -18,6 +18,7 @@ from typing import Annotated
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
 from bringup.core.datafiles import DATA, KnowledgeFileError, classes, load_yaml, phases
+from bringup.help.spec import flag_dest
 from bringup.observe.links import imports_value
 from bringup.observe.tracebacks import PyException, errorish, frame_text
 
@@ -561,7 +562,7 @@ def where_class(
     # What the launch was given (a trial knows its argv) is the user's; the rest of a dump is the
     # engine's own choice, which links by value or module only (SGLang dumps every argument).
     settings = [
-        Setting(flag, value, flag.lstrip("-").replace("-", "_"), None, launched is None or flag in launched)
+        Setting(flag, value, flag_dest(flag), None, launched is None or flag in launched)
         for flag, value in known_settings(log_lines, engine, launched).items()
     ]
     given = set(launched or ())

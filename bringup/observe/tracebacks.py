@@ -267,6 +267,10 @@ def _strip(raw: str) -> tuple[str, str | None, bool, str | None, str | None, boo
                 break
         else:
             break
+    if prefixed:
+        # the box behind a process's tag ("(APIServer pid=2021)   |   File ..."): vLLM's API
+        # server prints an anyio TaskGroup's ExceptionGroup so (--tool-server, 0.24.0 on the H200)
+        text = _GROUP_BOX.sub("", text)
     return text, tag, prefixed, where, level, record
 
 
@@ -402,7 +406,33 @@ def pick_root(chains: list[Chain]) -> PyException | None:
     if not first_by_tag:
         return None
     first = min(first_by_tag.values(), key=lambda c: c.start)
-    return _with_frames(first.root, chains)
+    return _in_group(_with_frames(first.root, chains), first, chains)
+
+
+def _in_group(root: PyException | None, chain: Chain, chains: list[Chain]) -> PyException | None:
+    """A sub-exception of an ExceptionGroup (PEP 654: an anyio TaskGroup's "unhandled errors in a
+    TaskGroup (1 sub-exception)") is printed after the group, with the frames of the task that
+    raised it only (a library's: httpx, httpcore). The group's own frames, printed just above it in
+    the same process, say which of the engine's code ran that task (vLLM's
+    ``entrypoints/mcp/tool_server.py:add_tool_server`` for --tool-server): they are the outer frames
+    of the sub-exception, as a person reads the two."""
+    if root is None:
+        return None
+    before = [c for c in chains if c.tag == chain.tag and c.start < chain.start]
+    if not before:
+        return root
+    group = next(
+        (e for e in reversed(before[-1].exceptions) if e.short_type.endswith("ExceptionGroup")), None
+    )
+    if group is None or not group.frames or root.frames[: len(group.frames)] == group.frames:
+        return root
+    # in place (classify finds the chain's own exception); the task's innermost frames only, so that
+    # the engine's frames of the group stay among the frames an outcome keeps (MAX_FRAMES)
+    root.frames = [*group.frames, *root.frames[-GROUP_TASK_FRAMES:]]
+    return root
+
+
+GROUP_TASK_FRAMES = 4
 
 
 def _with_frames(root: PyException | None, chains: list[Chain]) -> PyException | None:

@@ -19,6 +19,7 @@ from bringup.core import reserved
 from bringup.core.candidate import Candidate, FlagValue, format_value
 from bringup.core.datafiles import DATA, KnowledgeFileError, describe_validation, load_yaml
 from bringup.env.registry import absent_components, names_absent_component, other_platform
+from bringup.help.spec import dest_of
 from bringup.help.text import HelpSpec
 from bringup.knowledge.conditions import values_equal
 from bringup.observe.effective import normalise
@@ -194,7 +195,7 @@ def _factor(spec: FactorSpec, helpspec: HelpSpec | None, origin: str, where: str
         name,
         kind,
         levels,
-        opt.dest if opt else name.lstrip("-").replace("-", "_"),
+        dest_of(name, opt),
         cost,
         spec.group,
         origin,
@@ -392,7 +393,7 @@ def add_baseline_flags(space: Space, baseline: Candidate, helpspec: HelpSpec | N
         if space.get(name) is not None or name in space.fixed:
             continue
         opt = helpspec.resolve(name) if helpspec is not None else None
-        dest = opt.dest if opt is not None else name.lstrip("-").replace("-", "_")
+        dest = dest_of(name, opt)
         if value is True:
             f = Factor(name, "switch", [True], dest, {}, None, "baseline", 0.02)
         else:

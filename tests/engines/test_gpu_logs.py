@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import pytest
 
+import bringup.observe.links as lk
 from bringup.engines.explain import explain_file, explain_lines
+from bringup.search.evidence import failure_words
 from tests.paths import DATA
 
 LOGS = DATA / "logs"
@@ -235,6 +237,17 @@ CASES += [
     # (test_a_shutdown_the_engine_began_itself_is_read_to_its_end)
     ("vllm-h100-real-ssl-certfile-missing.log", "bad-flag", "first-request", "FileNotFoundError", []),
 ]
+# The 2026-12-06 H200 run (tests/data/gpu/h200-2026-12-06e): vLLM 0.24.0's fifth three-mistake set
+# (usermistakes5.sh), launch 2 (test_a_sub_exception_of_a_task_group_fails_in_the_engine_code_that_ran_it).
+CASES += [
+    (
+        "vllm-h200-real-tool-server-unreachable.log",
+        "incompatible-options",
+        "warmup",
+        "ConnectError: All connection attempts failed",
+        [],
+    ),
+]
 
 
 @pytest.mark.parametrize("name, cls, phase, line, implicates", CASES, ids=[c[0] for c in CASES])
@@ -322,6 +335,23 @@ def test_a_shutdown_the_engine_began_itself_is_read_to_its_end():
     # EngineDeadError traceback) is still read up to the teardown: it served
     healthy = DATA / "gpu/h200-2026-12-03d/runs/vllm-nok-dryrun/runs/20261203-182039-vllm-m8b"
     assert explain_file(healthy / "trials/04-search-8fcbb510/server.log").status == "works"
+
+
+def test_a_sub_exception_of_a_task_group_fails_in_the_engine_code_that_ran_it():
+    # vLLM 0.24.0's API server with --tool-server localhost:8081,localhost:8082 and no tool server
+    # there: add_tool_server's MCP client raises in an anyio TaskGroup, and the API server prints the
+    # ExceptionGroup inside PEP 654's box ("  |   File ...") behind its process tag. Read without the
+    # box, the traceback had no root ("unknown", no frames); the sub-exception's own frames are
+    # httpx's and httpcore's only, and the group's, above it, are the engine's code that ran the task.
+    out = explain_file(LOGS / "vllm-h200-real-tool-server-unreachable.log")
+    assert out.root_exception and out.root_exception.startswith("ConnectError"), out.root_exception
+    assert any(f.endswith("mcp/tool_server.py:add_tool_server") for f in out.frames), out.frames
+    assert out.frames[-1].endswith("httpcore/_exceptions.py:map_exceptions"), out.frames
+    assert out.failure_class != "unknown"
+    tool = lk.Setting("--tool-server", "localhost:8081,localhost:8082", "tool_server", "Frontend", True)
+    other = lk.Setting("--max-num-seqs", "7", "max_num_seqs", "SchedulerConfig", True)
+    found = lk.links(failure_words(out), list(out.frames), [tool, other], "vllm")
+    assert [(x.name, x.kind) for x in found] == [("--tool-server", "component")], found
 
 
 def test_a_failure_that_names_nothing_after_dropped_settings_suspects_the_users_others_first():

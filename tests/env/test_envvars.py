@@ -602,6 +602,31 @@ def test_a_word_a_variables_name_shares_with_the_failure_is_no_reason(sglang, vl
         assert joined == [], joined
 
 
+def test_the_words_of_a_variable_a_line_names_are_no_component_of_the_failure(vllm):
+    """A distributed-init hang whose log warned of the user's stale VLLM_ATTENTION_BACKEND (dev2):
+    the variable is named, but "attention" in its name is not what hung; read as prose it called
+    an attention variable (VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE) into the search."""
+    from bringup.search.envfactors import MIN_RANK_SCORE, RANKED_PER_FAILURE
+
+    hang = {
+        "failure_class": "hang",
+        "implicates": ["--disable-custom-all-reduce", "--tensor-parallel-size"],
+        "evidence": [
+            "(APIServer pid=1) WARNING [envs.py:1721] Unknown vLLM environment variable detected: VLLM_ATTENTION_BACKEND",
+            "(EngineCore_DP0 pid=2) INFO [shm_broadcast.py:501] No available shared memory broadcast block found in 60 seconds.",
+        ],
+    }
+    ranked = [r for r in rank(_pool(vllm), hang, device="cuda") if r.score >= MIN_RANK_SCORE]
+    assert ranked[0].var.name == "VLLM_ATTENTION_BACKEND", ranked[0]
+    for_attention = [r.var.name for r in ranked[1:] if any(x.startswith("attention") for x in r.reasons)]
+    assert for_attention == [], for_attention
+    # the three that join beside it are the hang's own (NCCL, memory), none an attention variable
+    assert not [r.var.name for r in ranked[1 : 1 + RANKED_PER_FAILURE] if "ATTN" in r.var.name], ranked[:4]
+    # the same word in the failure's prose still names the component
+    prose = {**hang, "evidence": ["RuntimeError: the attention backend hung in its warmup"]}
+    assert any(x.startswith("attention") for r in rank(_pool(vllm), prose, device="cuda") for x in r.reasons)
+
+
 def test_nccl_hang_ranks_nccl_and_allreduce_variables_first(vllm):
     hang = Outcome(
         status="timeout",

@@ -218,6 +218,35 @@ def test_the_failures_words_name_what_one_of_the_users_settings_is_about():
     ]
 
 
+def test_a_word_in_another_form_still_names_what_the_users_setting_is_about():
+    # "queue" / "queued", "sampled" / "sampling", "quantized" / "quantization": the forms of one
+    # word meet; "process" / "processes" and "class" / "classes" too, and no word meets another
+    # that only starts like it ("general" is not "generation")
+    for a, b in [
+        ("queue", "queued"),
+        ("sampled", "sampling"),
+        ("quantized", "quantization"),
+        ("allocated", "allocator"),
+        ("padding", "pad"),
+        ("process", "processes"),
+        ("class", "classes"),
+        ("compiled", "compilation"),
+    ]:
+        assert lk.stem(a) == lk.stem(b), (a, b)
+    assert lk.stem("general") != lk.stem("generation")
+    assert lk.stem("fill") == "fill" and lk.stem("pass") == "pass"
+    queue = lk.Setting("--max-queued-requests", "0", "max_queued_requests", None, True)
+    seqs = lk.Setting("--max-num-seqs", "7", "max_num_seqs", None, True)
+    said = ["[2026-12-06 18:01:02] The request queue is full."]
+    assert [x.name for x in lk.subject_links(said, [queue, seqs])] == ["--max-queued-requests"]
+    sharded = lk.Setting(
+        "--enable-batch-sharded-sampling", "true", "enable_batch_sharded_sampling", None, True
+    )
+    assert [x.name for x in lk.subject_links(["probe sampled disagrees"], [sharded, seqs])] == [
+        "--enable-batch-sharded-sampling"
+    ]
+
+
 def test_a_kernel_family_a_frame_and_a_load_line_name_is_left_as_a_whole():
     # the engine chose CUTLASS for the FP8 linear layers (its load line says so) and CUTLASS's code
     # failed: every linear backend of that family (cutlass, flashinfer_cutlass) is as suspect as the

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from bringup.core.candidate import Candidate, format_value, parse_command
+from bringup.help.spec import dest_of
 from bringup.observe import links as lk
 from bringup.observe.links import quoted, quoted_size, value_tokens
 from bringup.observe.outcome import Outcome
@@ -150,7 +151,7 @@ def linked(
             lk.Setting(
                 k,
                 "" if v is None or v is False else format_value(v),
-                k if is_env else (opt.dest if opt else k.lstrip("-").replace("-", "_")),
+                k if is_env else dest_of(k, opt),
                 opt.section if opt else None,
                 v is not None and base["env" if is_env else "flags"].get(k) == v,
             )

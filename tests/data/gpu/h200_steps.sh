@@ -112,6 +112,13 @@ step_usermistakes4() {
   local v="USERBAD4_$E"
   USERBAD=${!v} user_with usermistakes4 --dry-run auto
 }
+# A fifth set (issue 36, 2026-12-06 night), written the same way by a helper and sealed the same way
+# (usermistakes5.sh), after the fourth had been read.
+step_usermistakes5() {
+  . "$GPU_HOME/tests/data/gpu/usermistakes5.sh"
+  local v="USERBAD5_$E"
+  USERBAD=${!v} user_with usermistakes5 --dry-run auto
+}
 step_usercorpus_late() { bash "$GPU_HOME/tests/data/gpu/h200_usercorpus.sh" "$E" late > "$RES/usercorpus-$E-late.out" 2>&1; }
 
 user_with() {  # user_with NAME FLAGS...: `bringup run` from $USERBAD with FLAGS, its own runs folder
