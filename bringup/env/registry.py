@@ -454,7 +454,11 @@ _TO = re.compile(
     rf"(?P<q>[`'\"]?)(?P<value>[\w.:+\-/]+)(?P=q)"
 )
 _BARE = re.compile(rf"(?<![\w./-])(?P<name>{_NAME})(?![\w(])")
-_ADVICE = re.compile(r"\b(?P<verb>unset|set|export|setting|passing|pass|launch(?:ing)? with|add|use)\b", re.I)
+# "try" too: "try NCCL_P2P_DISABLE=1 on PCIe machines" (a signature's hint, NCCL's own advice) tells
+# the value to set as plainly as "set" does
+_ADVICE = re.compile(
+    r"\b(?P<verb>unset|set|export|setting|passing|pass|launch(?:ing)? with|add|use|try)\b", re.I
+)
 _ADVICE_SETTING = re.compile(
     r"\b(?:try|consider|by|please|recommend(?:ed)?|you can|you may|could)\s+(?:\w+\s+){0,2}setting\b", re.I
 )

@@ -151,6 +151,11 @@ class Strategy:
     env_weight: dict[str, float] = field(
         default_factory=dict
     )  # variable -> how directly the last failure named it
+    # variable -> values the last failure itself advises ("set NAME=1", "try NAME=1" in its lines or
+    # its signature's hint): the way out it names, so never its culprit at that value. Not a flag's
+    # remedy: those are read from prose that also says what was asked ("A CUDA device was asked for
+    # (--device cuda)" gave "cuda" as advice, and the launch's own --device cuda went unsuspected)
+    advised_now: dict[str, set[str]] = field(default_factory=dict)
     best_left: Proposal | None = None
     not_here: set[str] = field(default_factory=set)  # flags named by a log that the target rules out
     _pending_moves: list[frozenset[tuple[str, str]]] = field(default_factory=list)
@@ -615,6 +620,12 @@ class Strategy:
                 continue
             mine = self._user_set(f, levels[f.name])
             base = user_prior if mine else (ev.W_BASE_ENV if f.is_env else ev.W_BASE_FLAG)
+            if levels[f.name] in self.advised_now.get(f.name, ()):
+                # the launch already runs the level this failure advises ("try NCCL_P2P_DISABLE=1"
+                # with it set): the failure names it as the way out, not as what failed; a failure
+                # that then persists was behind the one that level fixed
+                weights[Condition(f.name, levels[f.name])] = base
+                continue
             w = named.weights.get(f.name, 0.0) + base
             if named.weights.get(f.name, 0.0) > 0 and mine:
                 w = max(w, ev.W_USER_SET)
@@ -866,6 +877,7 @@ class Strategy:
     def _grow_env(self, outcome: Outcome) -> None:
         """Variables this failure calls for join the space (named by its lines, or ranked)."""
         self.env_weight = {}
+        self.advised_now = {}
         if self.env is None:
             return
         # A failure that implicates only what no launch changes (the model's head size) is not
@@ -888,8 +900,10 @@ class Strategy:
                 prop.factor.origin = "ranked"
                 prop.named = False
             self.env_weight[prop.factor.name] = ev.W_ENV_NAMED if prop.named else ev.W_ENV_RANKED
-            if prop.advised is not None and prop.advised not in self.advised.get(prop.factor.name, []):
-                self.advised.setdefault(prop.factor.name, []).append(prop.advised)
+            if prop.advised is not None:
+                self.advised_now.setdefault(prop.factor.name, set()).add(normalise(prop.advised))
+                if prop.advised not in self.advised.get(prop.factor.name, []):
+                    self.advised.setdefault(prop.factor.name, []).append(prop.advised)
             if not prop.known:
                 self.add_factor(prop.factor)
                 self.notes.append(f"{prop.factor.name} joined the search space: {prop.why}")

@@ -766,3 +766,48 @@ def test_an_override_a_later_launch_does_not_repeat_is_forgotten():
     )
     assert "--attention-backend" not in s.overridden
     assert s.eff(f, "flashinfer") == "flashinfer" and s.eff(f, "fa3") == "fa3"
+
+
+def test_a_level_the_failure_itself_advises_is_not_its_culprit():
+    """dev2: a distributed-init hang on PCIe, then NCCL_P2P_DISABLE=1 (the classic fix) got past it
+    and met NCCL's "unhandled system error", whose signature hint says "try NCCL_P2P_DISABLE=1 on
+    PCIe machines". The search blamed the new failure on NCCL_P2P_DISABLE=1, the very level the
+    failure advises, and spent its launches putting the hang back. A failure does not name its own
+    way out as its cause: that level is no suspect of it, and whatever else the launch set is."""
+    from bringup.env.registry import load_registry, mentions_in_lines
+    from bringup.search.envfactors import EnvFactors
+
+    # "try NAME=VALUE" advises the value, as "set NAME=VALUE" does
+    said = mentions_in_lines(["hang on PCIe: try NCCL_P2P_DISABLE=1 on PCIe machines"], ["NCCL_P2P_DISABLE"])
+    assert [(m.name, m.action, m.value) for m in said] == [("NCCL_P2P_DISABLE", "set", "1")]
+
+    def blocker(p2p: str):
+        base = Candidate.make("vllm", "m", {"--tensor-parallel-size": "2"}, {"NCCL_P2P_DISABLE": p2p})
+        env = EnvFactors(load_registry("vllm", version="0.32.0", installed=False), device="cuda")
+        space = build_space("vllm", VL, base)
+        space.factors += env.initial(base.env_dict)
+        kn = Knowledge({"device": "cuda", "gpu.count": 2}, "vllm", "0.32.0", enabled=False)
+        s = Strategy(space, base, kn, VL, env=env)
+        s.observe(
+            base,
+            Outcome(
+                status="fails",
+                failure_class="distributed-init",
+                phase="distributed-init",
+                implicates=["--tensor-parallel-size", "env:NCCL_P2P_DISABLE", "env:NCCL_IB_DISABLE"],
+                evidence=[
+                    "RuntimeError: NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for details)"
+                ],
+                hint="The GPUs could not form a process group. Try NCCL_P2P_DISABLE=1 on PCIe machines.",
+            ),
+        )
+        return s.blockers[-1]
+
+    at_advice, elsewhere = blocker("1"), blocker("0")
+    assert at_advice.mass_of("env:NCCL_P2P_DISABLE") < 0.5 * elsewhere.mass_of("env:NCCL_P2P_DISABLE"), (
+        at_advice.top(4),
+        elsewhere.top(4),
+    )
+    assert at_advice.mass_of("env:NCCL_P2P_DISABLE") < at_advice.mass_of("env:NCCL_IB_DISABLE"), (
+        at_advice.top(4)
+    )

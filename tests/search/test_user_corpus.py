@@ -37,6 +37,7 @@ from tests.paths import ROOT
 IMPLICATED_FLOOR = {"dev": 100.0, "sealed": 87.5}
 RESET_FLOOR = {"dev": 100.0, "sealed": 87.5}
 UNKNOWN_CEILING = {"dev": 0.0, "sealed": 0.0}
+GPU_FLOOR = {"vllm-h200": (100.0, 100.0), "sglang-h100": (100.0, 92.8)}  # implicated, reset (13 of 14)
 CLASS_RIGHT_FLOOR = {"dev": 13, "sealed": 9}  # cases classed as their expect_class says (of 13 and 9)
 WORKING = ["--gpu-memory-utilization", "0.3"]  # the corpus's working launch on this machine
 
@@ -194,3 +195,7 @@ def test_a_gpu_corpus_is_whole_and_measures(corpus: str, engine: str, version: s
     assert crashed == 0, f"{crashed} {corpus} case(s) crashed the classifier or the search"
     served = sum(r.status not in ("fails", "wrong-output") for r in measured)
     assert served == 0, f"{served} {corpus} case(s) read as working"
+    # today's shares as a floor (totals only; measured 2026-12-06, sixth session)
+    t = BENCH.totals(measured)
+    assert t["implicated_pct"] >= GPU_FLOOR[corpus][0] and t["reset_pct"] >= GPU_FLOOR[corpus][1], t
+    assert t["unknown_pct"] == 0.0, t
