@@ -68,7 +68,8 @@ class CaseSpec(BaseModel):
     baseline: str  # the launch's command after the model: NAME=VALUE ... --flag value ...
     setting: str  # the flag (--name) or environment variable (NAME) at fault
     link: Literal["value", "field", "component", "none", "flag"]
-    split: str = Field(pattern=r"^(dev|sealed[0-9]*)$")  # dev, or a sealed half: sealed, sealed2, ...
+    # a readable half (dev, dev2, ...) or a sealed one (sealed, sealed2, ...)
+    split: str = Field(pattern=r"^(dev|sealed)[0-9]*$")
     expect_class: str | None = None
     command: str
     note: str = ""
@@ -113,8 +114,9 @@ class Corpus(BaseModel):
 
 
 def sealed(split: str) -> bool:
-    """Every split but ``dev`` is for measuring only: its totals are printed, never a row."""
-    return split != "dev"
+    """Every split but the dev halves (``dev``, ``dev2``, ...) is for measuring only: its totals
+    are printed, never a row."""
+    return not split.startswith("dev")
 
 
 def load_corpus(name: str = "vllm") -> Corpus:
@@ -314,7 +316,7 @@ def main() -> None:
     ap.add_argument(
         "--split",
         default="all",
-        help="dev (its rows and totals), a sealed split (sealed, sealed2: totals only), "
+        help="a dev half (dev, dev2: its rows and totals), a sealed split (sealed, sealed2: totals only), "
         "or all (every split's totals; 'both' is the same)",
     )
     ap.add_argument("--json", type=Path, help="also write the result here")
@@ -325,7 +327,7 @@ def main() -> None:
     result: dict[str, Any] = {"engine": a.engine}
     for split in splits if a.split in ("all", "both") else [a.split]:
         rows = measure(a.engine, split)
-        shown = a.split == "dev"  # rows only for the readable half, and only when asked for it
+        shown = a.split == split and not sealed(split)  # rows: a readable half, asked for alone
         print("\n".join(report_lines(split, rows, with_rows=shown)))
         result[split] = {"totals": totals(rows), **({"rows": [asdict(r) for r in rows]} if shown else {})}
     if a.json:

@@ -51,8 +51,8 @@ def test_every_atom_of_every_split_file_is_valid_and_ids_are_unique_across_files
     schema, its class, its fixes), has a home among the bases, and no id appears in two files. Only
     counts are asserted: a sealed split's atoms are named nowhere."""
     names = splits()
-    readable = ("dev", "dev2", "dev3", "dev4", "dev5")
-    sealed = ("heldout", "sealed", "sealed2", "sealed3", "sealed4", "sealed5")
+    readable = ("dev", "dev2", "dev3", "dev4", "dev5", "dev6")
+    sealed = ("heldout", "sealed", "sealed2", "sealed3", "sealed4", "sealed5", "sealed6")
     assert {*readable, *sealed} <= set(names)
     assert "bases" not in names
     assert not any(is_sealed(s) for s in readable)  # the dev* splits are readable
@@ -202,8 +202,44 @@ def test_a_memory_split_is_one_user_setting_that_no_line_spells(split, size):
     }
 
 
+@pytest.mark.parametrize(("split", "size"), [("dev6", 14), ("sealed6", 14)])
+def test_a_mixed_issue36_split_is_a_user_setting_that_no_line_spells(split, size):
+    """dev6 (readable, 14 atoms) and sealed6 (sealed, 14), written together with different settings:
+    issue 36's kind across components and phases. Every atom that injects a setting has no line,
+    warning or repeat spelling it and a first fix that drops it; a few atoms are a default of the
+    engine (inject nothing); both engines and every engine version the bases carry, every link kind
+    but none in each, the three ways out, a two-change atom, a hang and a phase past start-up
+    (counts only); no engine's setting is given in both."""
+    atoms = load_atoms(split)
+    assert len(atoms) == size and is_sealed(split) == (split == "sealed6")
+    assert all(a.id.startswith(split + "-") for a in atoms)
+    assert {a.engine for a in atoms} >= {"vllm", "sglang"}
+    assert {v for a in atoms for v in a.versions} >= {"0.32.0", "0.5.10.post1", "0.5.23"}
+    given = [a for a in atoms if a.inject.strip()]
+    assert len(given) >= size - 2
+    assert all(fix_tokens(a.fixes[0])[0].startswith("drop:") for a in given)
+    assert all(a.description.startswith(LINKS) for a in atoms)
+    assert {a.named_by for a in atoms} == {"log", "frame", "none"}
+    assert sum(a.needs_two for a in atoms) >= 1
+    assert any(a.hang is not None for a in atoms)
+    assert any(a.phase in ("warmup", "first-request", "decode") for a in atoms)
+    spelled = sum(_spelled(a, help_for(a.engine, v)[0]) for a in given for v in a.versions)
+    assert spelled == 0, f"{spelled} atom setting(s) spelled by their own lines"
+    if split == "dev6":
+        assert sum(not a.inject.strip() for a in atoms) >= 1
+        other = load_atoms("sealed6")
+        spec = {e: help_for(e, v)[0] for e, v in (("vllm", "0.32.0"), ("sglang", "0.5.23"))}
+        from bringup.oracle.faults.compose import _names
+
+        mine = {(a.engine, n) for a in atoms for n in _names(a.inject, spec[a.engine])}
+        theirs = {(a.engine, n) for a in other for n in _names(a.inject, spec[a.engine])}
+        assert not mine & theirs
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("split", ["sealed2", "dev3", "sealed3", "dev4", "sealed4", "dev5", "sealed5"])
+@pytest.mark.parametrize(
+    "split", ["sealed2", "dev3", "sealed3", "dev4", "sealed4", "dev5", "sealed5", "dev6", "sealed6"]
+)
 def test_every_atom_of_a_one_setting_split_is_drawn_in_the_first_sixty_cases(tmp_path, split):
     """The benchmark runs 60 cases of each: every atom appears in at least one (counts only)."""
     drawn: set[str] = set()
@@ -237,7 +273,17 @@ def test_a_split_name_that_is_no_file_is_refused():
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("split", "min_bases"),
-    [("sealed", 4), ("dev3", 4), ("sealed3", 4), ("dev4", 4), ("sealed4", 4), ("dev5", 3), ("sealed5", 3)],
+    [
+        ("sealed", 4),
+        ("dev3", 4),
+        ("sealed3", 4),
+        ("dev4", 4),
+        ("sealed4", 4),
+        ("dev5", 3),
+        ("sealed5", 3),
+        ("dev6", 4),
+        ("sealed6", 4),
+    ],
 )
 def test_the_sealed_split_composes_solvable_cases(tmp_path, split, min_bases):
     """Aggregate only, as for any sealed split: 12 cases of seed 0 compose, each proven (every first

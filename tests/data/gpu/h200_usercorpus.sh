@@ -8,6 +8,7 @@
 # the logs afterwards, off the device; nothing is decided here.
 #
 #   h200_usercorpus.sh vllm|sglang [early|late|all]
+#   UC_CASES=usercorpus2-h200.sh h200_usercorpus.sh ...   another corpus's cases, in place of these
 #
 # early  mistakes that fail before the engine sizes its KV cache (argument and config checks,
 #        imports, tokenizer and chat template, model loaders, model construction, weight load):
@@ -202,7 +203,11 @@ if [ "$STAGE" = late ] && [ -f "$OUTD/$E-early.started" ] && [ ! -f "$OUTD/$E-ea
 fi
 [ "$STAGE" = late ] || touch "$OUTD/$E-early.started"
 
-if [ "$E" = vllm ]; then
+if [ -n "${UC_CASES:-}" ]; then
+  # another corpus's cases (a file beside this one: its own `early`, `late`, `late_req` and
+  # `stage_done` calls for each engine, on $E), in place of the first corpus's below
+  . "$here/$UC_CASES"
+elif [ "$E" = vllm ]; then
   # early: import, argument and config checks (API server), then the engine core's start
   early logging-level-verbose VLLM_LOGGING_LEVEL=VERBOSE
   early modelscope-on VLLM_USE_MODELSCOPE=true

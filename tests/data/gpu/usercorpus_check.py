@@ -10,6 +10,9 @@
 3. No predicted error spells the setting at fault (its flag, or its variable's name).
 
 Run:  PYTHONPATH=. python tests/data/gpu/usercorpus_check.py [--help-dir DIR]
+      [--manifest tests/data/gpu/usercorpus2-h200.yaml --script tests/data/gpu/usercorpus2-h200.sh]
+(defaults: the first corpus, usercorpus-h200.yaml and h200_usercorpus.sh; a corpus whose manifest
+has no `usermistakes` skips step 2's three-mistake baselines)
 Exit status 1 on a mismatch; a flag that the help in use does not know is reported, not fatal
 (the bundled helps are of other versions than the H200's).
 """
@@ -34,12 +37,14 @@ BUNDLED = {"vllm": "0.32.0", "sglang": "0.5.23"}
 ENV = re.compile(r"^[A-Z_][A-Z0-9_]*=")
 
 
-def script_cases() -> dict[tuple[str, str], tuple[str, list[str]]]:
-    """(engine, name) -> (early|late|late_req, the case's words after its name)."""
+def script_cases(script: Path = SCRIPT) -> dict[tuple[str, str], tuple[str, list[str]]]:
+    """(engine, name) -> (early|late|late_req, the case's words after its name): the cases inside
+    the script's `if [ "$E" = vllm ]` ... `else` (SGLang) ... `fi` block, h200_usercorpus.sh's own or
+    a UC_CASES file's."""
     out: dict[tuple[str, str], tuple[str, list[str]]] = {}
     engine = None
-    for line in SCRIPT.read_text().splitlines():
-        if line.startswith('if [ "$E" = vllm ]'):
+    for line in script.read_text().splitlines():
+        if line.startswith(('if [ "$E" = vllm ]', 'elif [ "$E" = vllm ]')):
             engine = "vllm"
         elif line.startswith("else") and engine == "vllm":
             engine = "sglang"
@@ -129,9 +134,11 @@ def check_userbad(spec: dict, manifest: dict) -> int:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--help-dir", type=Path, help="ENGINE-VERSION.txt help captures (a session's $RES/help)")
+    ap.add_argument("--manifest", type=Path, default=MANIFEST, help="the corpus's manifest (YAML)")
+    ap.add_argument("--script", type=Path, default=SCRIPT, help="the script holding its cases")
     args = ap.parse_args()
-    manifest = yaml.safe_load(MANIFEST.read_text())
-    script = script_cases()
+    manifest = yaml.safe_load(args.manifest.read_text())
+    script = script_cases(args.script)
     spec = helps(args.help_dir, manifest)
     listed = {(c["engine"], c["name"]) for c in manifest["cases"]}
     bad = 0
@@ -146,7 +153,12 @@ def main() -> int:
         for c in manifest["cases"]
         if (c["engine"], c["name"]) in script
     )
-    bad += check_userbad(spec, manifest)
+    if manifest.get("usermistakes"):
+        bad += check_userbad(spec, manifest)
+    print(
+        f"{len(script)} cases in {args.script.name}, {len(listed)} in {args.manifest.name}: "
+        f"{'all match' if not bad else f'{bad} problem(s)'}"
+    )
     return 1 if bad else 0
 
 
