@@ -11,6 +11,7 @@ the module map there says which factor level loads a package that failed to impo
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Annotated
@@ -545,17 +546,31 @@ def where_class(
     phase: str | None,
     log_lines: list[str],
     launched: dict[str, str] | None = None,
+    later: Sequence[PyException] = (),
 ) -> tuple[str, str] | None:
     """The class of an exception no signature or rule knows, from where it was raised (issue 36):
     a launch setting the failure links by its value or the module it selects makes it the setting's
     (bad-flag); else the component of its innermost frames (rootcause.yaml ``components``: tokenizer
     and config loading is model-load, ...); else the phase it struck in (``by_phase``). None when no
-    frame is in the engine or a library it loads: then it is unknown, and says so."""
+    frame is in the engine or a library it loads: then it is unknown, and says so.
+
+    ``later``: the exceptions its chain raised from it ("The above exception was the direct cause
+    of the following exception"). A library's exception holds only the library's frames (httpcore's
+    ConnectError in ``map_exceptions``); the one raised from it carries the engine's frames that
+    called the library (vLLM CPU's ``entrypoints/mcp/tool_server.py`` for an unreachable
+    ``--tool-server``), and a person reads the chain whole."""
     from bringup.observe.links import Setting, links, package_path
 
     engine = engine or engine_from_frames(exc)
     frames = [f"{f.module_path}:{f.func}" for f in exc.frames]
     ours = any(package_path(f, engine) for f in frames) or bool(modules_of(exc))
+    if not ours:
+        for e in later:
+            engine = engine or engine_from_frames(e)
+            outer = [f"{f.module_path}:{f.func}" for f in e.frames]
+            if any(package_path(f, engine) for f in outer):
+                frames, ours = [*outer, *frames], True
+                break
     comp = next((c for c in knowledge().components if any(re.search(c.frames, f) for f in frames[-4:])), None)
     if not ours and comp is None:
         return None

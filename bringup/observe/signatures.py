@@ -442,7 +442,8 @@ def _classify(
         )
     from bringup.observe.rootcause import launch_settings, where_class
 
-    where = where_class(root, engine, rm.phase or phase_reached, lines, settings)
+    later = chain.exceptions[chain.exceptions.index(root) + 1 :]
+    where = where_class(root, engine, rm.phase or phase_reached, lines, settings, later)
     return Classification(
         failure_class=where[0] if where is not None else "unknown",
         phase=_phase(served, phase_reached, rm.phase, None),

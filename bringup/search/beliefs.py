@@ -14,6 +14,9 @@ Every later launch updates every blocker through a likelihood, never a deletion:
 showed the failure again under a change lowers that change (a pair holding it keeps its weight);
 one that went past the failure's phase without it lowers every culprit it still held (so the
 change that cured it is kept in later candidates: progress); one that died earlier says nothing.
+One that died in the same phase of another failure lowers what it held once per other failure: the
+other failure struck first there, and a second launch where it strikes first again is the same
+order seen twice, not a second witness.
 Only the engine's own refusals and the hardware facts rule a level out outright, and those live
 in the strategy, not here.
 """
@@ -120,6 +123,8 @@ class Blocker:
     evidence: str  # its root line, for the report
     post: dict[Culprit, float] = field(default_factory=dict)
     seen: int = 1
+    # (the other failure, a culprit it masked this one under): counted once (update)
+    masked_by: set[tuple[str, Culprit]] = field(default_factory=set)
 
     def normalise(self) -> None:
         total = sum(self.post.values()) or 1.0
@@ -140,9 +145,17 @@ class Blocker:
     def top(self, n: int = 3) -> list[tuple[Culprit, float]]:
         return sorted(self.post.items(), key=lambda kv: -kv[1])[:n]
 
-    def update(self, levels: Mapping[str, str], shown: str) -> None:
+    def update(self, levels: Mapping[str, str], shown: str, other: str | None = None) -> None:
         """A launch with ``levels`` showed this failure (``fired``), went past it (``absent``), or
-        died in its phase of something else (``same-phase``); ``masked`` says nothing."""
+        died in its phase of something else (``same-phase``, ``other`` the key of what it died of);
+        ``masked`` says nothing.
+
+        Of ``same-phase`` launches, only the first that held a culprit beside one other failure
+        lowers it: which of two failures of one phase strikes first is the engine's order, the same
+        at every launch that holds both, so the second such launch is no new witness against the
+        culprit (dev2: an NCCL error met after six launches of a hang had lowered every setting the
+        hang's launches shared by 0.35 per launch, and the one change that revealed it took the
+        blame)."""
         if shown == "masked":
             return
         if shown == "fired":
@@ -153,8 +166,13 @@ class Blocker:
                 like = 1.0 if held else L_FIRED_NOT_HELD
             elif shown == "absent":
                 like = L_ABSENT_HELD if held else 1.0
+            elif not held:
+                like = 1.0
+            elif other is None:
+                like = L_SAME_PHASE_OTHER
             else:
-                like = L_SAME_PHASE_OTHER if held else 1.0
+                like = 1.0 if (other, c) in self.masked_by else L_SAME_PHASE_OTHER
+                self.masked_by.add((other, c))
             self.post[c] *= like
         self.normalise()
 

@@ -404,12 +404,39 @@ def _code_weights(named: Named, outcome: Outcome, levels: Mapping[str, str], res
         # a switch left off is its "false" level (--enforce-eager not given: the compiled path)
         if have in want or (f.kind == "switch" and have == UNSET_DEFAULT and "false" in want):
             named.add(f.name, W_FRAMES, "the failing code belongs to this level")
+    generic = generic_suspects(outcome)
     for k, n in enumerate(outcome.implicates or []):
         f = resolve(n)
-        if f is not None:
-            named.add(
-                f.name, W_SIGNATURE / (k + 1), f"implicated by {outcome.signature or 'the failure class'}"
-            )
+        if f is None:
+            continue
+        # the trial's list for every failure of this kind (the settings of the phase a hang stopped
+        # in, of the path a wrong answer came from) names nothing of this one: weighed as before,
+        # but as leads, beside which the user's own settings stay suspects (W_USER_PRIOR); read as
+        # named, they had turned that prior off, and the user's --nnodes 2 or rotary-base override
+        # waited behind every kernel and variable of the list (the composed-fault benchmark's dev6)
+        why = (
+            f"a setting of what {generic}"
+            if generic
+            else f"implicated by {outcome.signature or 'the failure class'}"
+        )
+        named.add(f.name, W_SIGNATURE / (k + 1), why, lead=generic is not None)
+
+
+def generic_suspects(outcome: Outcome) -> str | None:
+    """Where the failure's suspects came from when no signature read it: the settings of the phase
+    it hung in (classes.yaml hang_implicates) or of the answers it got wrong (probe_implicates), the
+    trial's list for every failure of that kind; None when they are the failure's own (a signature's,
+    a probe only users' requests run)."""
+    from bringup.core.datafiles import hang_implicates, probe_implicates
+
+    if outcome.signature or not outcome.implicates:
+        return None
+    have = list(outcome.implicates)
+    if have == list(hang_implicates().get(outcome.phase or "", [])):
+        return f"hangs in {outcome.phase}"
+    if have == list(probe_implicates().get(outcome.failure_class or "", [])):
+        return f"answers wrongly ({outcome.failure_class})"
+    return None
 
 
 # Classes whose cause is not a setting of the phase they struck in (a package, the model folder,

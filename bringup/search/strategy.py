@@ -499,7 +499,7 @@ class Strategy:
             elif source == "screen" and _screen_shows(b) == "masked":
                 continue  # a screen past a memory blocker's phase says nothing of memory
             else:
-                b.update(levels, self._shown(b, obs.reach, key, outcome))
+                b.update(levels, self._shown(b, obs.reach, key, outcome), key)
         if current is not None:
             current.seen += 1
         else:
@@ -588,7 +588,7 @@ class Strategy:
                 shown = (
                     "absent" if o.outcome.status == "works" else self._shown(b, o.reach, o.blocker, o.outcome)
                 )
-                b.update(self.levels_of(o.candidate), shown)
+                b.update(self.levels_of(o.candidate), shown, o.blocker or None)
         self.blockers.append(b)
         top = b.top(2)
         self.notes.append(

@@ -354,6 +354,25 @@ def test_a_sub_exception_of_a_task_group_fails_in_the_engine_code_that_ran_it():
     assert [(x.name, x.kind) for x in found] == [("--tool-server", "component")], found
 
 
+def test_a_librarys_exception_the_engine_raised_again_is_classed_where_the_engine_called_it():
+    # The same --tool-server on the vLLM CPU build (the corpus's dev2 half): no task group, a plain
+    # chain instead. httpcore's ConnectError (its frames httpcore's only) is "the direct cause of"
+    # httpx's, whose frames run through vllm/entrypoints/mcp/tool_server.py. Read from the first
+    # exception's frames alone, no frame was the engine's: `unknown`. The chain read whole, it was
+    # raised where the engine called the library.
+    log = LOGS / "usercorpus/vllm-cpu-tool-server-unreachable.log"
+    out = explain_file(log)
+    assert out.root_exception and out.root_exception.startswith("ConnectError"), out.root_exception
+    assert out.failure_class != "unknown", out
+    assert "by where it was raised" in (out.hint or "")
+    # and given the launch's settings (a trial's), the tool server the user named selected that path
+    from bringup.observe.signatures import classify
+
+    lines = log.read_text().splitlines()
+    given = classify(lines, "vllm", "warmup", settings={"--tool-server": "127.0.0.1:9"})
+    assert given.failure_class == "bad-flag" and "--tool-server" in (given.hint or ""), given
+
+
 def test_a_failure_that_names_nothing_after_dropped_settings_suspects_the_users_others_first():
     # The fourth sealed SGLang set on the H100 (tests/data/gpu/h100-2026-12-06d, read after it ran):
     # the dry run refused --enable-eplb, launch 1 failed on --base-gpu-id 4 (invalid device

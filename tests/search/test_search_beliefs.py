@@ -154,6 +154,26 @@ def test_a_failure_that_stays_after_a_change_lowers_that_change_without_deleting
     assert b.p_avoid({"a": "0", "b": "0"}) > 0.9  # changing both now most likely cures it
 
 
+def test_another_failure_of_the_same_phase_witnesses_against_a_culprit_once() -> None:
+    """Which of two failures of one phase strikes first is the engine's order: a second launch
+    where the other failure struck first again, with the same culprit held, is no new witness.
+    A different other failure is one."""
+    weights = {Condition("a", "1"): 1.0, Condition("b", "1"): 1.0}
+    b = new_blocker("k", "x", 3, 1, "", weights, 0.03)
+    b.update({"a": "1", "b": "0"}, "same-phase", "hang")  # a held, b not: the hang struck first
+    once = b.p_avoid({"a": "0", "b": "1"})  # the chance a is the culprit
+    assert once < 0.5
+    b.update({"a": "1", "b": "0"}, "same-phase", "hang")  # the same order again
+    assert abs(b.p_avoid({"a": "0", "b": "1"}) - once) < 1e-9
+    b.update({"a": "1", "b": "0"}, "same-phase", "refusal")  # another failure struck first: a witness
+    assert b.p_avoid({"a": "0", "b": "1"}) < once - 0.05
+    # with no key for the other failure (an old journal), every launch counts, as before
+    c = new_blocker("k", "x", 3, 1, "", weights, 0.03)
+    for _ in range(2):
+        c.update({"a": "1", "b": "0"}, "same-phase")
+    assert c.p_avoid({"a": "0", "b": "1"}) < once - 0.05
+
+
 REMEDY = Fault(
     "remedy",
     lambda f, e: f.get("--compilation-config") is None and f.get("--max-num-seqs") != "16",
@@ -380,6 +400,42 @@ def test_a_users_own_setting_among_the_suspects_of_a_wrong_answer_is_changed_fir
     path = solve(s, World([fp16]))
     assert [o.status for _, o in path] == ["fails", "works"]
     assert path[-1][0].flag_dict.get("--dtype") != "float16"
+
+
+def test_a_users_own_setting_outside_the_suspects_of_a_wrong_answer_is_undone_early() -> None:
+    """The class's list of suspects for a wrong answer is what every wrong answer suspects (the
+    answering path's kernels), not what this one names: leads, beside which the user's own settings
+    stay the likelier culprits. The user's rotary-base override (a recipe for another model) is on
+    no such list; read as a signature's suspects, the list had swept six kernels and variables
+    before the override was undone (the composed-fault benchmark's dev6)."""
+    from bringup.core.datafiles import probe_implicates
+
+    rope = _wrong_answers(
+        lambda f, e: f.get("--hf-overrides") is not None, probe_implicates()["wrong-output"]
+    )
+    s = make("""--max-model-len 4096 --hf-overrides '{"rope_theta": 10000}'""")
+    path = solve(s, World([rope]))
+    assert path[-1][1].status == "works" and len(path) <= 3, [c.flag_dict for c, _ in path]
+    assert "--hf-overrides" not in path[-1][0].flag_dict
+
+
+def test_a_hangs_phase_list_is_a_lead_and_a_signatures_suspects_are_not() -> None:
+    """What the trial lists for every hang in a phase (classes.yaml hang_implicates) names nothing
+    of this hang: leads; the same flags from a signature are named."""
+    from bringup.core.datafiles import hang_implicates
+    from bringup.observe.outcome import Outcome
+    from bringup.search.evidence import generic_suspects, relevance
+
+    s = make("--max-model-len 4096")
+    listed = hang_implicates()["graph-capture"]
+    hang = Outcome(status="timeout", failure_class="hang", phase="graph-capture", implicates=listed)
+    assert generic_suspects(hang) == "hangs in graph-capture"
+    levels = s.levels_of(s.baseline)
+    named = relevance(hang, s.space.factors, levels, set(), s._flag_factor)
+    assert named.weights and not named.strong(0.3)  # weighed, but none strong enough to name it
+    sig = hang.model_copy(update={"signature": "cuda-graph-capture-hang"})
+    assert generic_suspects(sig) is None
+    assert relevance(sig, s.space.factors, levels, set(), s._flag_factor).strong(0.3)
 
 
 def test_a_backend_a_failure_names_is_not_searched_for_a_component_the_model_lacks() -> None:

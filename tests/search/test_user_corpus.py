@@ -34,11 +34,19 @@ from tests.paths import ROOT
 # raised by issue 36's search change (the measure before it: dev 37.5 / 43.8 / 12.5 / 9, sealed
 # 43.8 / 50.0 / 37.5 / 7, with the five imports of a user's qualified name labelled
 # missing-dependency then; the issue calls them bad-flag)
-IMPLICATED_FLOOR = {"dev": 100.0, "sealed": 87.5}
-RESET_FLOOR = {"dev": 100.0, "sealed": 87.5}
-UNKNOWN_CEILING = {"dev": 0.0, "sealed": 0.0}
-GPU_FLOOR = {"vllm-h200": (100.0, 100.0), "sglang-h100": (100.0, 92.8)}  # implicated, reset (13 of 14)
-CLASS_RIGHT_FLOOR = {"dev": 13, "sealed": 9}  # cases classed as their expect_class says (of 13 and 9)
+# sealed raised 2026-12-07 (87.5 -> 100: a hang's or a wrong answer's generic suspects are leads);
+# dev2 is the third half's readable part (13 cases, 2026-12-07: one `--tool-server` chain that was
+# `unknown` is now read where the engine called the library)
+IMPLICATED_FLOOR = {"dev": 100.0, "sealed": 100.0, "dev2": 92.3}
+RESET_FLOOR = {"dev": 100.0, "sealed": 100.0, "dev2": 92.3}
+UNKNOWN_CEILING = {"dev": 0.0, "sealed": 0.0, "dev2": 0.0}
+# implicated, reset, unknown (sglang-h100: 13 of 14 reset; sglang-h100b: one of 10 `unknown`)
+GPU_FLOOR = {
+    "vllm-h200": (100.0, 100.0, 0.0),
+    "sglang-h100": (100.0, 92.8, 0.0),
+    "sglang-h100b": (100.0, 100.0, 10.0),
+}
+CLASS_RIGHT_FLOOR = {"dev": 13, "sealed": 9, "dev2": 4}  # cases classed as their expect_class says
 WORKING = ["--gpu-memory-utilization", "0.3"]  # the corpus's working launch on this machine
 
 
@@ -112,7 +120,7 @@ def test_the_launch_without_the_settings_served() -> None:
     assert shlex.split(CORPUS.working.command)[-len(WORKING) :] == WORKING
 
 
-@pytest.mark.parametrize("split", ["dev", "sealed"])
+@pytest.mark.parametrize("split", ["dev", "sealed", "dev2"])
 def test_every_log_classifies_and_the_search_answers(rows, split) -> None:
     bad = [r for r in rows[split] if r.error]
     crashed = len(bad)
@@ -122,7 +130,7 @@ def test_every_log_classifies_and_the_search_answers(rows, split) -> None:
     assert working == 0, _short(split, bad, "read as working")
 
 
-@pytest.mark.parametrize("split", ["dev", "sealed"])
+@pytest.mark.parametrize("split", ["dev", "sealed", "dev2"])
 def test_the_class_the_engine_makes_certain(rows, split) -> None:
     """Today some are not (docs/user-settings.md): the count right must not fall."""
     right = BENCH.totals(rows[split])["expect_class_right"]
@@ -130,7 +138,7 @@ def test_the_class_the_engine_makes_certain(rows, split) -> None:
     assert right >= CLASS_RIGHT_FLOOR[split], _short(split, bad, "classed otherwise than expect_class")
 
 
-@pytest.mark.parametrize("split", ["dev", "sealed"])
+@pytest.mark.parametrize("split", ["dev", "sealed", "dev2"])
 def test_the_search_does_no_worse_than_today(rows, split) -> None:
     t = BENCH.totals(rows[split])  # totals only: they may be printed for either half
     assert t["implicated_pct"] >= IMPLICATED_FLOOR[split], t
@@ -138,7 +146,7 @@ def test_the_search_does_no_worse_than_today(rows, split) -> None:
     assert t["unknown_pct"] <= UNKNOWN_CEILING[split], t
 
 
-@pytest.mark.parametrize("split", ["sealed", "sealed2"])
+@pytest.mark.parametrize("split", ["sealed", "sealed2", "sealed3"])
 def test_the_sealed_half_prints_its_totals_only(rows, split) -> None:
     """What the benchmark prints for a sealed half names no case and no setting, even when rows are
     asked for."""
@@ -163,20 +171,26 @@ def _missing_and_spelt(corpus: Any, cases: list[Any]) -> tuple[int, int]:
     return missing, spelt
 
 
-def test_the_fresh_sealed_half_is_whole() -> None:
-    """sealed2 (real launches made after the search was built, never read): at least 16 cases, each
-    a log on disk, none whose log spells its flag or variable (the search must find the setting
-    from the value, the field or the component). Counts only: no case is named."""
-    cases = [c for c in CORPUS.cases if c.split == "sealed2"]
-    assert len(cases) >= 16, len(cases)
+@pytest.mark.parametrize(("split", "least"), [("sealed2", 16), ("sealed3", 10)])
+def test_the_fresh_sealed_half_is_whole(split: str, least: int) -> None:
+    """sealed2 and sealed3 (real launches made by helpers after the search was built, never read):
+    each case a log on disk, none whose log spells its flag or variable (the search must find the
+    setting from the value, the field or the component). Counts only: no case is named."""
+    cases = [c for c in CORPUS.cases if c.split == split]
+    assert len(cases) >= least, len(cases)
     missing, spelt = _missing_and_spelt(CORPUS, cases)
-    assert missing == 0, f"{missing} sealed2 log(s) missing"
-    assert spelt == 0, f"{spelt} sealed2 log(s) spell their setting"
-    assert sum(not c.setting.startswith("--") for c in cases) <= 4  # environment variables
+    assert missing == 0, f"{missing} {split} log(s) missing"
+    assert spelt == 0, f"{spelt} {split} log(s) spell their setting"
+    assert sum(not c.setting.startswith("--") for c in cases) <= 5  # environment variables
 
 
 @pytest.mark.parametrize(
-    ("corpus", "engine", "version"), [("vllm-h200", "vllm", "0.24.0"), ("sglang-h100", "sglang", "0.5.16")]
+    ("corpus", "engine", "version"),
+    [
+        ("vllm-h200", "vllm", "0.24.0"),
+        ("sglang-h100", "sglang", "0.5.16"),
+        ("sglang-h100b", "sglang", "0.5.16"),
+    ],
 )
 def test_a_gpu_corpus_is_whole_and_measures(corpus: str, engine: str, version: str) -> None:
     """tests/data/usercorpus/vllm-h200.yaml and sglang-h100.yaml: real launches of vLLM 0.24.0 and
@@ -186,7 +200,8 @@ def test_a_gpu_corpus_is_whole_and_measures(corpus: str, engine: str, version: s
     case is named."""
     gpu = BENCH.load_corpus(corpus)
     assert gpu.engine == engine and gpu.version == version and gpu.help
-    assert len(gpu.cases) >= 10 and {c.split for c in gpu.cases} == {"sealed"}
+    # sglang-h100b (2026-12-07, tests/data/gpu/usercorpus2-h200.yaml) has a readable dev half
+    assert len(gpu.cases) >= 10 and {c.split for c in gpu.cases} <= {"dev", "sealed"}
     missing, spelt = _missing_and_spelt(gpu, gpu.cases)
     assert missing == 0, f"{missing} {corpus} log(s) missing"
     assert spelt == 0, f"{spelt} {corpus} log(s) spell their setting"
@@ -197,5 +212,6 @@ def test_a_gpu_corpus_is_whole_and_measures(corpus: str, engine: str, version: s
     assert served == 0, f"{served} {corpus} case(s) read as working"
     # today's shares as a floor (totals only; measured 2026-12-06, sixth session)
     t = BENCH.totals(measured)
-    assert t["implicated_pct"] >= GPU_FLOOR[corpus][0] and t["reset_pct"] >= GPU_FLOOR[corpus][1], t
-    assert t["unknown_pct"] == 0.0, t
+    implicated, reset, unknown = GPU_FLOOR[corpus]
+    assert t["implicated_pct"] >= implicated and t["reset_pct"] >= reset, t
+    assert t["unknown_pct"] <= unknown, t
