@@ -94,6 +94,7 @@ def probe_implicates_by_probe() -> dict[str, list[str]]:
     return dict(load_yaml(DATA / "classes.yaml").get("probe_implicates_by_probe") or {})
 
 
+@lru_cache(maxsize=1)
 def hang_implicates() -> dict[str, list[str]]:
     """What a hang implicates, by the phase it hung in (classes.yaml)."""
     return dict(load_yaml(DATA / "classes.yaml").get("hang_implicates") or {})

@@ -17,7 +17,7 @@ from collections.abc import Container, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from bringup.core.datafiles import phase_index
+from bringup.core.datafiles import hang_implicates, phase_index, probe_implicates
 from bringup.observe import links as lk
 from bringup.observe.effective import config_dump, normalise
 from bringup.observe.outcome import Outcome
@@ -427,8 +427,6 @@ def generic_suspects(outcome: Outcome) -> str | None:
     it hung in (classes.yaml hang_implicates) or of the answers it got wrong (probe_implicates), the
     trial's list for every failure of that kind; None when they are the failure's own (a signature's,
     a probe only users' requests run)."""
-    from bringup.core.datafiles import hang_implicates, probe_implicates
-
     if outcome.signature or not outcome.implicates:
         return None
     have = list(outcome.implicates)
@@ -459,8 +457,6 @@ def phase_weights(named: Named, outcome: Outcome, resolve) -> None:
         or any(w >= W_LINK["module"] for w in named.weights.values())
     ):
         return
-    from bringup.core.datafiles import hang_implicates
-
     for k, n in enumerate(hang_implicates().get(outcome.phase or "", [])):
         f = resolve(n)
         if f is not None:
