@@ -44,6 +44,7 @@ sys.path.insert(0, str(ROOT))
 
 from bringup.core.candidate import Candidate, parse_command  # noqa: E402
 from bringup.core.datafiles import load_yaml  # noqa: E402
+from bringup.core.reserved import ReservedFlag  # noqa: E402
 from bringup.engines.base import get_engine, later_phase  # noqa: E402
 from bringup.engines.explain import explain_file  # noqa: E402
 from bringup.engines.targets import Target  # noqa: E402
@@ -145,6 +146,7 @@ class Row:
     top: list[str] = field(default_factory=list)  # the new blocker's likeliest culprits
     next_changes: str = ""  # what the next launch changes from the baseline
     error: str = ""  # the measure could not run this case (a finding: the classifier crashed...)
+    refused: bool = False  # bringup refuses the baseline before any launch (a flag it sets itself)
 
 
 def outcome_of(log: Path, case: CaseSpec, engine: str) -> Outcome:
@@ -221,6 +223,19 @@ def _names(s: Strategy, out: Outcome, factor: str) -> bool:
 def measure_case(corpus: Corpus, case: CaseSpec) -> Row:
     row = Row(case.name, case.split, case.setting, case.link, expect_class=case.expect_class)
     try:
+        Candidate.make(corpus.engine, corpus.model, *parse_command(case.baseline, corpus.spec()))
+    except ReservedFlag as e:
+        # a flag bringup sets itself (where the server listens, the model): `bringup run` refuses
+        # the baseline before any launch, naming the flag and saying to leave it out
+        # (bringup/core/reserved.py), so the user's next launch is without it; implicated and reset
+        # when the refused flag is the setting at fault
+        row.status, row.refused = "refused", True
+        row.implicated = row.reset = row.named = _same_flag(corpus, e.flag, case.setting)
+        row.next_changes = f"refused before any launch: {e}"[:200]
+        return row
+    except Exception:
+        pass  # measured (and any crash recorded) below
+    try:
         out = outcome_of(corpus.log(case), case, corpus.engine)
         row.status, row.failure_class, row.phase = out.status, out.failure_class, out.phase
         flags, env = parse_command(case.baseline, corpus.spec())
@@ -246,6 +261,13 @@ def measure_case(corpus: Corpus, case: CaseSpec) -> Row:
     return row
 
 
+def _same_flag(corpus: Corpus, flag: str, setting: str) -> bool:
+    """Two spellings of one engine flag (an alias, a ``--x=value`` form)."""
+    spec = corpus.spec()
+    a, b = (spec.resolve(x.split("=", 1)[0]) if spec else None for x in (flag, setting))
+    return flag.split("=", 1)[0] == setting.split("=", 1)[0] or (a is not None and a is b)
+
+
 def _changes(s: Strategy, base: Candidate, cand: Candidate) -> str:
     moved = []
     for f in s.space.factors:
@@ -264,6 +286,7 @@ def totals(rows: list[Row]) -> dict[str, Any]:
     return {
         "cases": n,
         "errors": sum(bool(r.error) for r in rows),
+        "refused": sum(r.refused for r in rows),
         "named_pct": share("named"),
         "implicated_pct": share("implicated"),
         "reset_pct": share("reset"),
@@ -299,7 +322,8 @@ def report_lines(split: str, rows: list[Row], with_rows: bool) -> list[str]:
     out.append(
         f"{split}: {t['cases']} cases, implicated {t['implicated_pct']}%, reset {t['reset_pct']}%, "
         f"unknown {t['unknown_pct']}%, named by the outcome {t['named_pct']}%, "
-        f"expected class {t['expect_class_right']}/{t['expect_class_given']}, errors {t['errors']}"
+        f"expected class {t['expect_class_right']}/{t['expect_class_given']}, errors {t['errors']}, "
+        f"refused before any launch {t['refused']}"
     )
     return out
 
