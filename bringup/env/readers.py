@@ -140,6 +140,23 @@ def read_here(sites: Iterable[str], frames: Iterable[str], package: str | None) 
     return None
 
 
+def read_in_module(
+    sites: Iterable[str], frames: Iterable[str], package: str | None, innermost: int = 4
+) -> str | None:
+    """The innermost failing frame of the engine's own (one of the ``innermost`` last) whose file
+    reads the variable, in any of its functions: weaker than the very function (``read_here``),
+    and a lead only for a variable the user set (a person asks which of their settings the failing
+    code reads: VLLM_MQ_MAX_CHUNK_BYTES_MB is read by the multiprocessing executor's set-up, which
+    builds the message queue whose enqueue failed, two frames below its collective_rpc)."""
+    from bringup.observe.links import engine_frames
+
+    files = {s.split(":", 1)[0] for s in sites}
+    for p in reversed(engine_frames(list(frames), package, innermost)):
+        if p.split(":", 1)[0] in files:
+            return p
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     """Write the bundled readers of one engine version from its unpacked package directory."""
     from bringup.env.extract import extract

@@ -819,6 +819,25 @@ def names_class_component(name: str, failure_class: str) -> bool:
     return bool(_components_in(name) & set(cls.get("components", ())))
 
 
+@lru_cache(maxsize=1)
+def _phase_components() -> dict[str, frozenset[str]]:
+    """Phase -> the components that phase is the work of (relevance.yaml ``phases``)."""
+    path = ENV_DATA / "relevance.yaml"
+    raw = (load_yaml(path) or {}).get("phases") or {}
+    comps = _relevance()[0]
+    unknown = sorted({c for v in raw.values() for c in v or () if c not in comps})
+    if unknown:
+        raise KnowledgeFileError(f"{path}: phases: unknown components {unknown}")
+    return {k: frozenset(v or ()) for k, v in raw.items()}
+
+
+def names_phase_component(name: str, phase: str | None) -> bool:
+    """A setting's name names a component whose work the phase is (relevance.yaml ``phases``:
+    --nnodes and NCCL_P2P_LEVEL name the distributed start-up, --kv-cache-dtype the KV cache's
+    allocation): a failure there that names nothing else is likelier theirs."""
+    return bool(phase) and bool(_components_in(name) & _phase_components().get(phase or "", frozenset()))
+
+
 def class_draws_on_every_setting(failure_class: str) -> bool:
     """The class's resource is one every setting draws on (relevance.yaml ``shared``: GPU memory),
     so each setting the user chose is a suspect of it though no line names it: an adapter pool, a

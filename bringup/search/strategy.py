@@ -27,11 +27,13 @@ from dataclasses import dataclass, field
 
 from bringup.core import reserved
 from bringup.core.candidate import Candidate, FlagValue, format_value
-from bringup.core.datafiles import disguises
+from bringup.core.datafiles import disguises, hang_implicates
+from bringup.env.readers import read_in_module
 from bringup.env.registry import (
     class_draws_on_every_setting,
     names_absent_component,
     names_class_component,
+    names_phase_component,
     one_gpu_components,
 )
 from bringup.help.text import HelpSpec
@@ -562,7 +564,9 @@ class Strategy:
             ev.phase_weights(named, outcome, self._flag_factor)  # nothing named: the phase's settings
         levels = self.levels_of(cand)  # a remedy may have added a factor
         self._take_advice(named)
-        weights = self._culprit_weights(levels, named, outcome.failure_class or "")
+        weights = self._culprit_weights(
+            levels, named, outcome.failure_class or "", outcome.phase, list(outcome.frames or [])
+        )
         weights.update(self._named_families(levels, outcome))
         outside = ev.OUTSIDE_MACHINE if self._machine_only(outcome, named) else ev.OUTSIDE_PRIOR
         b = new_blocker(
@@ -596,11 +600,21 @@ class Strategy:
             + "; ".join(f"{c.describe()} ({p:.0%})" for c, p in top)
         )
 
-    def _culprit_weights(self, levels: dict[str, str], named: ev.Named, cls: str) -> dict[Condition, float]:
+    def _culprit_weights(
+        self,
+        levels: dict[str, str],
+        named: ev.Named,
+        cls: str,
+        phase: str | None = None,
+        frames: list[str] | None = None,
+    ) -> dict[Condition, float]:
         """A new failure's single culprits, each weighed by how directly the failure names its
         factor (evidence.relevance), the user's own choices among them raised (W_USER_SET), and
-        the user's own variables for a component the failure's class implicates, and every setting
-        of theirs for a class whose resource all settings draw on (memory), raised to
+        the user's own variables for a component the failure's class implicates or that the failing
+        code's modules read (bringup/env/readers.py), the user's own settings for a component whose
+        work the failing phase is (--nnodes in the distributed start-up, --kv-cache-dtype in the KV
+        cache's allocation: a person asks which of their settings touch what failed), and every
+        setting of theirs for a class whose resource all settings draw on (memory), raised to
         W_USER_COMPONENT."""
         weights: dict[Condition, float] = {}
         # the user's own settings are the first suspects of a failure that names nothing; beside
@@ -610,6 +624,7 @@ class Strategy:
         # an out-of-memory: every setting draws on the memory, and the engine's advice (the
         # fraction, the context) says what to move, not what ate it (relevance.yaml `shared`)
         shared = class_draws_on_every_setting(cls)
+        phase_list = set(hang_implicates().get(phase or "", ()))
         for f in self.space.factors:
             if f.name in self.frozen or levels[f.name] == INERT:
                 continue  # (an inert factor cannot have caused what this launch showed)
@@ -629,7 +644,16 @@ class Strategy:
             w = named.weights.get(f.name, 0.0) + base
             if named.weights.get(f.name, 0.0) > 0 and mine:
                 w = max(w, ev.W_USER_SET)
-            elif mine and (shared or (f.is_env and names_class_component(f.dest, cls))):
+            elif mine and (
+                shared
+                or (f.is_env and names_class_component(f.dest, cls))
+                or (f.is_env and self._read_by_failing_code(f, frames or []))
+                # a setting on the phase's own list of suspects (classes.yaml hang_implicates) is
+                # weighed by that list already: the phase is one piece of evidence, counted once
+                # (the user's --tensor-parallel-size 4, which their 70 B model needs, on a hang's
+                # list of the distributed start-up)
+                or (names_phase_component(f.dest, phase) and f.name not in phase_list)
+            ):
                 w = max(w, ev.W_USER_COMPONENT)
             w = max(w, self.env_weight.get(f.name, 0.0))
             weights[Condition(f.name, levels[f.name])] = w
@@ -639,6 +663,12 @@ class Strategy:
         for name, direction in self.lessons.adjusted.items():
             weights.update(self._thresholds(name, levels[name], direction))
         return weights
+
+    def _read_by_failing_code(self, f: Factor, frames: list[str]) -> bool:
+        """A module among the failing frames reads this variable (bringup/env/readers.py)."""
+        if self.env is None or not frames:
+            return False
+        return read_in_module(self.env.read_in().get(f.dest, ()), frames, self.space.engine) is not None
 
     def _settings(self, cand: Candidate, levels: dict[str, str]) -> list[Setting]:
         """The launch's settings as the failure links read them (bringup/observe/links.py): each

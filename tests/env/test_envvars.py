@@ -847,3 +847,46 @@ def test_a_test_hook_of_the_engine_is_no_suspect_of_what_shares_its_words(sglang
     names = {p.factor.name for p in EnvFactors(sglang, device="cuda").after_failure(oom, have=[])}
     assert names, "the out-of-memory ranks some memory variables"
     assert not {n for n in names if "_TEST_" in n}, names
+
+
+def test_a_phase_names_the_components_whose_work_it_is_and_no_other() -> None:
+    """relevance.yaml `phases`: the distributed start-up is the work of the process group (its
+    nodes, its parallel sizes, NCCL), the KV cache's allocation of the KV cache; a setting of
+    another component, or a phase not listed, names none."""
+    from bringup.env.registry import names_phase_component
+
+    assert names_phase_component("--nnodes", "distributed-init")
+    assert names_phase_component("data_parallel_size", "distributed-init")
+    assert names_phase_component("NCCL_P2P_LEVEL", "distributed-init")
+    assert names_phase_component("--kv-cache-dtype", "kv-alloc")
+    assert names_phase_component("--cuda-graph-max-bs", "graph-capture")
+    assert not names_phase_component("--max-model-len", "kv-alloc")
+    assert not names_phase_component("--kv-cache-dtype", "distributed-init")
+    assert not names_phase_component("--nnodes", "decode")
+    assert not names_phase_component("--nnodes", None)
+
+
+def test_a_module_of_the_failing_frames_that_reads_a_variable_is_found_only_among_the_innermost(vllm) -> None:
+    """bringup/env/readers.read_in_module: vLLM's multiprocessing executor reads
+    VLLM_MQ_MAX_CHUNK_BYTES_MB when it builds its message queue (bundled readers of 0.32.0); a
+    queue's enqueue failing below the executor's collective_rpc is in a module that reads it. The
+    engine core every traceback passes through is too far out to count, and a variable no failing
+    module reads is not found."""
+    from bringup.env.readers import read_in_module, readers
+
+    sites = readers("vllm", "0.32.0", vllm.variables)
+    assert any(
+        s.startswith("vllm/v1/executor/multiproc_executor.py:") for s in sites["VLLM_MQ_MAX_CHUNK_BYTES_MB"]
+    )
+    frames = [
+        "/x/site-packages/vllm/v1/engine/core.py:run_engine_core",
+        "/x/site-packages/vllm/v1/engine/core.py:_initialize_kv_caches",
+        "/x/site-packages/vllm/v1/executor/abstract.py:get_kv_cache_specs",
+        "/x/site-packages/vllm/v1/executor/multiproc_executor.py:collective_rpc",
+        "/x/site-packages/vllm/distributed/device_communicators/shm_broadcast.py:enqueue",
+    ]
+    hit = read_in_module(sites["VLLM_MQ_MAX_CHUNK_BYTES_MB"], frames, "vllm")
+    assert hit == "vllm/v1/executor/multiproc_executor.py"
+    # the same module further out than the innermost engine frames asked for: not counted
+    assert read_in_module(sites["VLLM_MQ_MAX_CHUNK_BYTES_MB"], frames, "vllm", innermost=1) is None
+    assert read_in_module(sites.get("VLLM_LOGGING_LEVEL", ()), frames, "vllm") is None

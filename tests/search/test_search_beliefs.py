@@ -724,3 +724,60 @@ def test_a_failure_that_names_an_nccl_variable_on_one_gpu_keeps_it_a_suspect() -
     assert path[-1][1].status == "works" and len(path) <= 2, [(c.flag_dict, c.env_dict) for c, _ in path]
     assert path[-1][0].env_dict.get("NCCL_P2P_DISABLE") != "2"
     assert "env:NCCL_P2P_DISABLE" in s.not_inert
+
+
+def _no_kernel_in_kv_alloc(when) -> Fault:
+    """A CUDA error with no flag in it, in the KV cache's allocation (the profiling pass that writes
+    the cache), whose signature suspects the attention backends (as cuda-no-kernel-image does)."""
+    return Fault(
+        "no-kernel",
+        when,
+        "unsupported-hardware",
+        "kv-alloc",
+        "torch.AcceleratorError: CUDA error: no kernel image is available for execution on the device",
+        implicates=["--attention-backend"],
+        signature="cuda-no-kernel-image",
+    )
+
+
+def test_a_users_setting_of_the_failing_phases_component_is_suspected_before_the_engines_variables() -> None:
+    """The user's FP8 KV cache on a GPU without FP8 kernels: the CUDA error names no flag, its
+    signature suspects the attention backends, and it struck while the KV cache was set up. A person
+    asks which of their settings touch what failed; the user's --kv-cache-dtype names the KV cache,
+    whose set-up the phase is (relevance.yaml `phases`), and their --max-model-len does not. Without
+    that prior the search walked attention backends and the engine's variables first (the
+    composed-fault benchmark's dev3: 5-6 launches for this one mistake)."""
+    fp8 = _no_kernel_in_kv_alloc(lambda f, e: str(f.get("--kv-cache-dtype", "")).startswith("fp8"))
+    s = make("--max-model-len 8192 --kv-cache-dtype fp8_e4m3")
+    s.observe(s.baseline, fp8.outcome())
+    top = {c.conds[0].factor for c, _ in s.blockers[-1].top(3) if len(c.conds) == 1}
+    assert "--kv-cache-dtype" in top, s.blockers[-1].top(4)
+    weights = {c.conds[0].factor: p for c, p in s.blockers[-1].post.items() if len(c.conds) == 1}
+    assert weights["--kv-cache-dtype"] > 2 * weights.get("--max-model-len", 0.0)
+    path = solve(make("--max-model-len 8192 --kv-cache-dtype fp8_e4m3"), World([fp8]))
+    assert path[-1][1].status == "works" and len(path) <= 3, [c.flag_dict for c, _ in path]
+
+
+def test_a_users_setting_of_the_hanging_phases_component_is_the_likelier_culprit() -> None:
+    """A hang in the distributed start-up names nothing; the user's --nnodes 2 (brought from a
+    two-node recipe) names the distributed start-up's component: likelier than their context
+    length, and the first of the suspects, the phase's generic list (leads) included."""
+    from bringup.core.datafiles import hang_implicates
+
+    nodes = Fault(
+        "nodes",
+        lambda f, e: f.get("--nnodes") == "2",
+        "hang",
+        "distributed-init",
+        "no output for 300 s after: Init torch distributed begin.",
+        implicates=list(hang_implicates()["distributed-init"]),
+    )
+    s = make("--max-model-len 8192 --nnodes 2")
+    s.observe(s.baseline, nodes.outcome())
+    singles = {c.conds[0].factor: p for c, p in s.blockers[-1].post.items() if len(c.conds) == 1}
+    assert max(singles, key=lambda k: singles[k]) == "--nnodes", sorted(
+        singles.items(), key=lambda kv: -kv[1]
+    )[:4]
+    assert singles["--nnodes"] > 2 * singles["--max-model-len"]
+    path = solve(make("--max-model-len 8192 --nnodes 2"), World([nodes]))
+    assert [o.status for _, o in path] == ["fails", "works"], [c.flag_dict for c, _ in path]

@@ -37,8 +37,8 @@ from tests.paths import ROOT
 # sealed raised 2026-12-07 (87.5 -> 100: a hang's or a wrong answer's generic suspects are leads);
 # dev2 is the third half's readable part (13 cases, 2026-12-07: one `--tool-server` chain that was
 # `unknown` is now read where the engine called the library)
-IMPLICATED_FLOOR = {"dev": 100.0, "sealed": 100.0, "dev2": 92.3}
-RESET_FLOOR = {"dev": 100.0, "sealed": 100.0, "dev2": 92.3}
+IMPLICATED_FLOOR = {"dev": 100.0, "sealed": 100.0, "dev2": 100.0}
+RESET_FLOOR = {"dev": 100.0, "sealed": 100.0, "dev2": 100.0}
 UNKNOWN_CEILING = {"dev": 0.0, "sealed": 0.0, "dev2": 0.0}
 # implicated, reset, unknown (sglang-h100: 13 of 14 reset; sglang-h100b: one of 10 `unknown`)
 GPU_FLOOR = {
