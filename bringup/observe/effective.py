@@ -237,11 +237,19 @@ def _as_mapping(v: Any) -> dict | None:
     return None
 
 
+# An enum member as Python prints it inside a dict ("<CompilationMode.VLLM_COMPILE: 3>"): vLLM's
+# printed compilation_config holds some, which no literal parser reads.
+_ENUM_REPR = re.compile(r"<([A-Za-z_][\w.]*): [^<>]*>")
+
+
 def _mapping(text: str) -> dict | None:
-    """A JSON object or a Python dict literal, parsed; None when the text is neither."""
+    """A JSON object or a Python dict literal, parsed (an enum member read as its name); None
+    when the text is neither."""
     from bringup.observe.links import structured
 
     out = structured(text.strip())
+    if out is None and "<" in text:
+        out = structured(_ENUM_REPR.sub(lambda m: repr(m.group(1)), text.strip()))
     return out if isinstance(out, dict) else None
 
 

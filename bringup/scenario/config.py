@@ -284,6 +284,8 @@ def decide(scenario: Scenario, cfg: ScenarioConfig) -> ScenarioRule | None:
     """The first rule whose condition holds; else the scenario's `otherwise` (the first factor
     whose effective level it does not model, then its default); None means serve correctly."""
     for rule in scenario.rules:
+        if rule.fail is not None and rule.fail.graphs and not cfg.cuda_graphs:
+            continue  # the graphs' own failure: this launch captures none
         if _condition_holds(rule, cfg):
             return rule
     other = scenario.otherwise
@@ -347,13 +349,26 @@ _TORCH_DTYPE = {
 }
 
 
+def _given_compilation(raw: Any) -> dict[str, Any]:
+    """The keys of a --compilation-config (-cc) the launch gave: vLLM merges them into the
+    compilation config it prints (a user's {"max_cudagraph_capture_size": 2048} prints 2048)."""
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+        except ValueError:
+            return {}
+    return raw if isinstance(raw, dict) else {}
+
+
 def vllm_engine_config(cfg: ScenarioConfig, max_model_len: int) -> str:
     """vLLM: the `with config:` tail of `Initializing a V1 LLM engine`, effective values."""
     g = cfg.value
     model = cfg.model_path
     served = cfg.served_model_names[0]
     mode = "NONE" if not cfg.cuda_graphs else "FULL_AND_PIECEWISE"
-    capture = g("max_cudagraph_capture_size") or 512
+    capture = g("max_cudagraph_capture_size") or _given_compilation(g("compilation_config")).get(
+        "max_cudagraph_capture_size", 512
+    )
     items = [
         ("model", repr(model)),
         ("speculative_config", "None"),

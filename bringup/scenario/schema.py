@@ -203,6 +203,9 @@ class Fail(_Strict):
     exit_code: int | None = None  # None: the engine's usual (see docs)
     after_tokens: int | None = Field(None, ge=0)  # decode only: tokens generated before dying
     request: Literal["error", "drop"] | None = None  # serving deaths: HTTP 500 or a dropped connection
+    # the CUDA graphs' own failure (their capture runs out of memory): a launch without CUDA graphs
+    # (--enforce-eager, --disable-cuda-graph) captures none and does not meet it
+    graphs: bool = False
 
     @model_validator(mode="after")
     def _tokens_for_decode(self) -> Fail:

@@ -112,3 +112,29 @@ def test_a_dtype_asked_by_its_other_name_is_no_override():
     assert [
         o.flag for o in find_overrides({"--dtype": "bfloat16"}, {"dtype": "torch.float16"}, None, {})
     ] == ["--dtype"]
+
+
+def test_a_json_flag_vllm_prints_back_with_enum_members_is_not_an_override() -> None:
+    """vLLM prints its compilation config with enum members in it ("'mode': <CompilationMode.
+    DYNAMO_TRACE_ONCE: 2>", a real CPU log's line), which no literal parser reads: a user's
+    -cc '{"max_cudagraph_capture_size": 2048}' printed back whole, 2048 kept, was taken for an
+    override of their flag; a printed 512 still is one."""
+    from pathlib import Path
+
+    from bringup.observe.effective import same_value
+
+    log = (Path(__file__).parents[1] / "data" / "logs" / "vllm-cpu-block-size-17.log").read_text()
+    start = log.index("compilation_config={") + len("compilation_config=")
+    depth, end = 0, start
+    for i, ch in enumerate(log[start:], start):
+        depth += {"{": 1, "}": -1}.get(ch, 0)
+        if depth == 0:
+            end = i
+            break
+    printed = log[start : end + 1]
+    assert "<CompilationMode." in printed and "<CUDAGraphMode.NONE: 0>" in printed
+    assert same_value('{"cudagraph_mode": "NONE"}', printed.replace("CUDAGraphMode.NONE", "NONE"))
+    asked = '{"max_cudagraph_capture_size": 2048}'
+    used = "{'mode': <CompilationMode.VLLM_COMPILE: 3>, 'cudagraph_mode': <CUDAGraphMode.FULL_AND_PIECEWISE: (2, 1)>, 'max_cudagraph_capture_size': 2048}"
+    assert same_value(asked, used)
+    assert not same_value(asked, used.replace("2048", "512"))

@@ -688,3 +688,27 @@ def test_a_split_wider_than_the_machine_fails_as_the_engine_fails(tmp_path):
     oracle, spec, flags, _ = _physics(tmp_path, "sglang-sm120x2-qwen3-8b")
     tp = spec.resolve("--tp").name
     assert oracle.outcome({**flags, tp: "4"}).rule == "gpus-short:4"
+
+
+def test_a_graph_capture_oom_is_not_met_by_a_launch_without_cuda_graphs(tmp_path):
+    """An out-of-memory in CUDA-graph capture is the graphs' memory: vLLM's --enforce-eager captures
+    none, so the atom does not strike there (it struck before, in the warm-up pass, as a kernel
+    failure of that phase does; the search's enforce-eager then looked like no escape)."""
+    case = compose_atoms(
+        "dev4", "vllm-t4x1-qwen25-3b", ["dev4-vllm-t4-graph-sizes-given-twice"], tmp_path, ENV
+    )
+    oracle, spec = _oracle(case), case.scenario.help_spec()
+    assert case.atoms[0].rule()["fail"]["graphs"] is True
+    base = next(b for b in load_bases() if b["name"] == case.base)
+    flags, env = merged_baseline(base, case.atoms, spec)
+    assert oracle.outcome(flags, env=env).rule == "dev4-vllm-t4-graph-sizes-given-twice"
+    apply_fix(flags, env, "--enforce-eager", spec)
+    assert oracle.outcome(flags, env=env).validated
+    # an atom of another kind in the graph-capture phase is no graph memory: no such mark
+    kinds = {
+        a.kind for s in splits() if not is_sealed(s) for a in load_atoms(s) if a.phase == "graph-capture"
+    }
+    others = [
+        a for s in splits() if not is_sealed(s) for a in load_atoms(s) if a.kind != "oom-graph" and a.fail
+    ]
+    assert "oom-graph" in kinds and all("graphs" not in a.rule()["fail"] for a in others)

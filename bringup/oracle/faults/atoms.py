@@ -102,7 +102,11 @@ class Atom(BaseModel):
         for k in ("fail", "hang", "serve"):
             v = getattr(self, k)
             if v is not None:
-                out[k] = v.model_dump(exclude_none=True)
+                out[k] = v.model_dump(exclude_none=True, exclude_defaults=k == "fail")
+        if self.kind == "oom-graph" and self.fail is not None:
+            # the memory of the CUDA graphs: a launch without graphs captures none (as vLLM's
+            # --enforce-eager and SGLang's --disable-cuda-graph do), so it cannot run out there
+            out["fail"]["graphs"] = True
         return out
 
 
