@@ -238,8 +238,9 @@ def _as_mapping(v: Any) -> dict | None:
 
 
 # An enum member as Python prints it inside a dict ("<CompilationMode.VLLM_COMPILE: 3>"): vLLM's
-# printed compilation_config holds some, which no literal parser reads.
-_ENUM_REPR = re.compile(r"<([A-Za-z_][\w.]*): [^<>]*>")
+# printed compilation_config holds some, which no literal parser reads. Read as the member's name
+# ("VLLM_COMPILE"), which is what a user's JSON gives (-cc '{"cudagraph_mode": "NONE"}').
+_ENUM_REPR = re.compile(r"<(?:[A-Za-z_]\w*\.)*([A-Za-z_]\w*): [^<>]*>")
 
 
 def _mapping(text: str) -> dict | None:
