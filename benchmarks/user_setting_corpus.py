@@ -223,23 +223,10 @@ def _names(s: Strategy, out: Outcome, factor: str) -> bool:
 def measure_case(corpus: Corpus, case: CaseSpec) -> Row:
     row = Row(case.name, case.split, case.setting, case.link, expect_class=case.expect_class)
     try:
-        Candidate.make(corpus.engine, corpus.model, *parse_command(case.baseline, corpus.spec()))
-    except ReservedFlag as e:
-        # a flag bringup sets itself (where the server listens, the model): `bringup run` refuses
-        # the baseline before any launch, naming the flag and saying to leave it out
-        # (bringup/core/reserved.py), so the user's next launch is without it; implicated and reset
-        # when the refused flag is the setting at fault
-        row.status, row.refused = "refused", True
-        row.implicated = row.reset = row.named = _same_flag(corpus, e.flag, case.setting)
-        row.next_changes = f"refused before any launch: {e}"[:200]
-        return row
-    except Exception:
-        pass  # measured (and any crash recorded) below
-    try:
-        out = outcome_of(corpus.log(case), case, corpus.engine)
-        row.status, row.failure_class, row.phase = out.status, out.failure_class, out.phase
         flags, env = parse_command(case.baseline, corpus.spec())
         baseline = Candidate.make(corpus.engine, corpus.model, flags, env, label="baseline")
+        out = outcome_of(corpus.log(case), case, corpus.engine)
+        row.status, row.failure_class, row.phase = out.status, out.failure_class, out.phase
         s = strategy_for(corpus, baseline)
         factor = _factor_name(s, case.setting)
         row.named = _names(s, out, factor)
@@ -256,6 +243,14 @@ def measure_case(corpus: Corpus, case: CaseSpec) -> Row:
             row.reset = f is not None and normalise(f.level_in(nxt.flag_dict, nxt.env_dict)) != normalise(
                 s.base_level(f)
             )
+    except ReservedFlag as e:
+        # a flag bringup sets itself (where the server listens, the model): `bringup run` refuses
+        # the baseline before any launch, naming the flag and saying to leave it out
+        # (bringup/core/reserved.py), so the user's next launch is without it; implicated and reset
+        # when the refused flag is the setting at fault
+        row.status, row.refused = "refused", True
+        row.implicated = row.reset = row.named = _same_flag(corpus, e.flag, case.setting)
+        row.next_changes = f"refused before any launch: {e}"[:200]
     except Exception as e:  # a crash of the classifier or the search is a finding, not a stop
         row.error = f"{type(e).__name__}: {e}"
     return row

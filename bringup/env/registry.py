@@ -712,8 +712,12 @@ W_READ_IN_FRAME = W_NAMED_IN_LOG
 
 @lru_cache(maxsize=1)
 def _relevance() -> tuple[
-    dict[str, tuple[str, ...]], dict[str, dict[str, tuple[str, ...]]], dict[str, tuple[str, ...]]
+    dict[str, tuple[str, ...]],
+    dict[str, dict[str, tuple[str, ...]]],
+    dict[str, tuple[str, ...]],
+    dict[str, frozenset[str]],
 ]:
+    """(components and their spellings, classes, other platforms' words, phases' components)."""
     path = ENV_DATA / "relevance.yaml"
     doc = load_yaml(path) or {}
     comps = {
@@ -737,7 +741,11 @@ def _relevance() -> tuple[
             "shared": ("shared",) if v.get("shared") else (),
         }
     platforms = {k: tuple(v or ()) for k, v in (doc.get("other_platforms") or {}).items()}
-    return comps, classes, platforms
+    phases = {k: frozenset(v or ()) for k, v in (doc.get("phases") or {}).items()}
+    unknown = sorted({c for v in phases.values() for c in v if c not in comps})
+    if unknown:
+        raise KnowledgeFileError(f"{path}: phases: unknown components {unknown}")
+    return comps, classes, platforms, phases
 
 
 def _norm(text: str) -> str:
@@ -819,23 +827,11 @@ def names_class_component(name: str, failure_class: str) -> bool:
     return bool(_components_in(name) & set(cls.get("components", ())))
 
 
-@lru_cache(maxsize=1)
-def _phase_components() -> dict[str, frozenset[str]]:
-    """Phase -> the components that phase is the work of (relevance.yaml ``phases``)."""
-    path = ENV_DATA / "relevance.yaml"
-    raw = (load_yaml(path) or {}).get("phases") or {}
-    comps = _relevance()[0]
-    unknown = sorted({c for v in raw.values() for c in v or () if c not in comps})
-    if unknown:
-        raise KnowledgeFileError(f"{path}: phases: unknown components {unknown}")
-    return {k: frozenset(v or ()) for k, v in raw.items()}
-
-
 def names_phase_component(name: str, phase: str | None) -> bool:
     """A setting's name names a component whose work the phase is (relevance.yaml ``phases``:
     --nnodes and NCCL_P2P_LEVEL name the distributed start-up, --kv-cache-dtype the KV cache's
     allocation): a failure there that names nothing else is likelier theirs."""
-    return bool(phase) and bool(_components_in(name) & _phase_components().get(phase or "", frozenset()))
+    return bool(phase) and bool(_components_in(name) & _relevance()[3].get(phase or "", frozenset()))
 
 
 def class_draws_on_every_setting(failure_class: str) -> bool:

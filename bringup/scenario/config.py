@@ -349,24 +349,16 @@ _TORCH_DTYPE = {
 }
 
 
-def _given_compilation(raw: Any) -> dict[str, Any]:
-    """The keys of a --compilation-config (-cc) the launch gave: vLLM merges them into the
-    compilation config it prints (a user's {"max_cudagraph_capture_size": 2048} prints 2048)."""
-    if isinstance(raw, str):
-        try:
-            raw = json.loads(raw)
-        except ValueError:
-            return {}
-    return raw if isinstance(raw, dict) else {}
-
-
 def vllm_engine_config(cfg: ScenarioConfig, max_model_len: int) -> str:
     """vLLM: the `with config:` tail of `Initializing a V1 LLM engine`, effective values."""
     g = cfg.value
     model = cfg.model_path
     served = cfg.served_model_names[0]
     mode = "NONE" if not cfg.cuda_graphs else "FULL_AND_PIECEWISE"
-    capture = g("max_cudagraph_capture_size") or _given_compilation(g("compilation_config")).get(
+    # vLLM merges the keys of a --compilation-config (-cc) into the config it prints (a user's
+    # {"max_cudagraph_capture_size": 2048} prints 2048); it parses the JSON as _vllm_value does
+    given = _vllm_value(None, g("compilation_config"))
+    capture = g("max_cudagraph_capture_size") or (given if isinstance(given, dict) else {}).get(
         "max_cudagraph_capture_size", 512
     )
     items = [
