@@ -202,16 +202,20 @@ def test_a_memory_split_is_one_user_setting_that_no_line_spells(split, size):
     }
 
 
-@pytest.mark.parametrize(("split", "size"), [("dev6", 14), ("sealed6", 14)])
-def test_a_mixed_issue36_split_is_a_user_setting_that_no_line_spells(split, size):
-    """dev6 (readable, 14 atoms) and sealed6 (sealed, 14), written together with different settings:
-    issue 36's kind across components and phases. Every atom that injects a setting has no line,
-    warning or repeat spelling it and a first fix that drops it; a few atoms are a default of the
-    engine (inject nothing); both engines and every engine version the bases carry, every link kind
-    but none in each, the three ways out, a two-change atom, a hang and a phase past start-up
-    (counts only); no engine's setting is given in both."""
+@pytest.mark.parametrize(
+    ("split", "twin", "size"),
+    [("dev6", "sealed6", 14), ("sealed6", "dev6", 14), ("dev7", "sealed7", 14), ("sealed7", "dev7", 14)],
+)
+def test_a_mixed_issue36_split_is_a_user_setting_that_no_line_spells(split, twin, size):
+    """dev6 / sealed6 and dev7 / sealed7 (readable and sealed, 14 atoms each), each pair written
+    together by a helper with different settings: issue 36's kind across components and phases.
+    Every atom that injects a setting has no line, warning or repeat spelling it and a first fix
+    that drops it; a few atoms are a default of the engine (inject nothing); both engines and every
+    engine version the bases carry, every link kind but none in each, the three ways out, a
+    two-change atom and a phase past start-up (counts only), a hang in the pair; no engine's setting
+    is given in both of a pair."""
     atoms = load_atoms(split)
-    assert len(atoms) == size and is_sealed(split) == (split == "sealed6")
+    assert len(atoms) == size and is_sealed(split) == split.startswith("sealed")
     assert all(a.id.startswith(split + "-") for a in atoms)
     assert {a.engine for a in atoms} >= {"vllm", "sglang"}
     assert {v for a in atoms for v in a.versions} >= {"0.32.0", "0.5.10.post1", "0.5.23"}
@@ -221,13 +225,13 @@ def test_a_mixed_issue36_split_is_a_user_setting_that_no_line_spells(split, size
     assert all(a.description.startswith(LINKS) for a in atoms)
     assert {a.named_by for a in atoms} == {"log", "frame", "none"}
     assert sum(a.needs_two for a in atoms) >= 1
-    assert any(a.hang is not None for a in atoms)
+    assert any(a.hang is not None for a in (*atoms, *load_atoms(twin)))
     assert any(a.phase in ("warmup", "first-request", "decode") for a in atoms)
     spelled = sum(_spelled(a, help_for(a.engine, v)[0]) for a in given for v in a.versions)
     assert spelled == 0, f"{spelled} atom setting(s) spelled by their own lines"
-    if split == "dev6":
+    if not is_sealed(split):
         assert sum(not a.inject.strip() for a in atoms) >= 1
-        other = load_atoms("sealed6")
+        other = load_atoms(twin)
         spec = {e: help_for(e, v)[0] for e, v in (("vllm", "0.32.0"), ("sglang", "0.5.23"))}
         from bringup.oracle.faults.compose import _names
 
@@ -238,7 +242,8 @@ def test_a_mixed_issue36_split_is_a_user_setting_that_no_line_spells(split, size
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "split", ["sealed2", "dev3", "sealed3", "dev4", "sealed4", "dev5", "sealed5", "dev6", "sealed6"]
+    "split",
+    ["sealed2", "dev3", "sealed3", "dev4", "sealed4", "dev5", "sealed5", "dev6", "sealed6", "dev7", "sealed7"],
 )
 def test_every_atom_of_a_one_setting_split_is_drawn_in_the_first_sixty_cases(tmp_path, split):
     """The benchmark runs 60 cases of each: every atom appears in at least one (counts only)."""

@@ -119,6 +119,13 @@ step_usermistakes5() {
   local v="USERBAD5_$E"
   USERBAD=${!v} user_with usermistakes5 --dry-run auto
 }
+# A sixth set (issue 36, 2026-12-07), written the same way by a helper and sealed the same way
+# (usermistakes6.sh), after the fifth had been read.
+step_usermistakes6() {
+  . "$GPU_HOME/tests/data/gpu/usermistakes6.sh"
+  local v="USERBAD6_$E"
+  USERBAD=${!v} user_with usermistakes6 --dry-run auto
+}
 step_usercorpus_late() { bash "$GPU_HOME/tests/data/gpu/h200_usercorpus.sh" "$E" late > "$RES/usercorpus-$E-late.out" 2>&1; }
 
 user_with() {  # user_with NAME FLAGS...: `bringup run` from $USERBAD with FLAGS, its own runs folder
