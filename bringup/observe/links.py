@@ -437,12 +437,50 @@ def logged_places(lines: Iterable[str], package: str | None) -> list[str]:
     return out
 
 
+# A number format has several spellings, and a kernel's error uses PyTorch's own: c10's ScalarType
+# names (c10/core/ScalarType.h: Half, Float, Double, BFloat16), as in "rmsnorm ... failed to dispatch
+# data type Float" (sgl-kernel's dispatch, real SGLang 0.5.16 with `--dtype float32` on an H100,
+# tests/data/gpu/h100-2026-12-07c) or "expected scalar type Float but found Half". Each group: the
+# spellings a user writes (matched as any other value) and the ScalarType name (matched as a
+# capitalised whole word only: "float" is a word of prose and of Python's own errors).
+_NUMBER_FORMATS: tuple[tuple[frozenset[str], str], ...] = (
+    (frozenset({"float32", "fp32", "float", "torch.float32"}), "Float"),
+    (frozenset({"float16", "fp16", "half", "torch.float16"}), "Half"),
+    (frozenset({"bfloat16", "bf16", "torch.bfloat16"}), "BFloat16"),
+    (frozenset({"float64", "fp64", "double", "torch.float64"}), "Double"),
+)
+
+
+def format_spellings(value: str) -> tuple[list[str], str | None]:
+    """The other spellings of a number format the value names (``float32``: fp32, torch.float32 and
+    the ScalarType name Float), or nothing for any other value."""
+    v = value.strip().strip("'\"").lower()
+    for spellings, scalar in _NUMBER_FORMATS:
+        if v in spellings:
+            # a spelling with its width (fp32, torch.float32): "float" and "half" alone are prose
+            return sorted(t for t in spellings - {v} if any(c.isdigit() for c in t)), scalar
+    return [], None
+
+
 def value_link(s: Setting, lines: list[str]) -> Link | None:
-    """The failure quotes the setting's value (a distinctive piece of it), imports what it names,
-    or states the size it gives in its own unit; None if none of these."""
+    """The failure quotes the setting's value (a distinctive piece of it, or the number format it
+    names in another spelling), imports what it names, or states the size it gives in its own unit;
+    None if none of these."""
     for tok in value_tokens(s.value):
         if (line := quoted(lines, tok)) is not None:
             return Link(s.name, "value", f"the failure quotes its value {tok!r}: {line.strip()[:160]}")
+    others, scalar = format_spellings(s.value)
+    for tok in others:
+        if (line := quoted(lines, tok)) is not None:
+            return Link(
+                s.name, "value", f"the failure names its number format as {tok!r}: {line.strip()[:160]}"
+            )
+    if scalar is not None:
+        rx = re.compile(rf"(?<![\w.]){scalar}(?![\w.])")
+        if (line := next((ln for ln in lines if rx.search(ln)), None)) is not None:
+            return Link(
+                s.name, "value", f"the failure names its number format as {scalar!r}: {line.strip()[:160]}"
+            )
     if (line := next((ln for ln in lines if imports_value(ln, s.value)), None)) is not None:
         return Link(s.name, "value", f"the failure imports what its value names: {line.strip()[:160]}")
     if (line := quoted_size(lines, s.value, s.dest)) is not None:

@@ -540,6 +540,12 @@ def match_rules(
     return RuleMatch(chosen, exc, fphase, implicates, {f: v for f, v in levels.items() if v}, notes)
 
 
+def _frame_names(exc: PyException) -> list[str]:
+    """An exception's frames as "path:function", outermost first (how links and rootcause.yaml
+    components read a frame)."""
+    return [f"{f.module_path}:{f.func}" for f in exc.frames]
+
+
 def where_class(
     exc: PyException,
     engine: str | None,
@@ -562,12 +568,12 @@ def where_class(
     from bringup.observe.links import Setting, links, package_path
 
     engine = engine or engine_from_frames(exc)
-    frames = [f"{f.module_path}:{f.func}" for f in exc.frames]
+    frames = _frame_names(exc)
     ours = any(package_path(f, engine) for f in frames) or bool(modules_of(exc))
     if not ours:
         for e in later:
             engine = engine or engine_from_frames(e)
-            outer = [f"{f.module_path}:{f.func}" for f in e.frames]
+            outer = _frame_names(e)
             if any(package_path(f, engine) for f in outer):
                 frames, ours = [*outer, *frames], True
                 break

@@ -132,7 +132,7 @@ def normalised_line(line: str) -> str:
 
 
 def blocker_key(outcome: Outcome) -> str:
-    """The identity of a failure across launches."""
+    """The identity of a failure across launches (and of a lesson's failure across runs)."""
     if outcome.status == "wrong-output":
         failed = sorted(p.name for p in outcome.probes if not p.passed)
         return f"wrong-output|{','.join(failed)}"
@@ -140,6 +140,23 @@ def blocker_key(outcome: Outcome) -> str:
     if outcome.status == "timeout":
         return f"{cls}|{outcome.phase}|hang"
     return f"{cls}|{outcome.phase}|{normalised_line(root_line(outcome))}"
+
+
+# Where the root exception was raised, as trials write it after the message ("... in __call__
+# (torch/_ops.py:865)"): present only when the traceback reached the log.
+_RAISED_AT = re.compile(r" in [\w<>.]+ \([^()]*:\d+\)$")
+
+
+def raised_identity(outcome: Outcome) -> str | None:
+    """A root exception is one failure whatever else its launch's log held: its type and message in
+    the phase it struck, without where it was raised or the class read from it. Both depend on how
+    much of the traceback reached the log before the server was stopped (real SGLang 0.5.16,
+    tests/data/gpu/h100-2026-12-07c: one rmsnorm error read once from its line alone, `unknown`, and
+    once with its frames, `bad-flag`; as two failures, the second launch's change took the blame
+    for the first's). None for a failure with no root exception (its key is its identity)."""
+    if outcome.status in ("wrong-output", "timeout") or not outcome.root_exception:
+        return None
+    return f"{outcome.phase}|{normalised_line(_RAISED_AT.sub('', outcome.root_exception.strip()))}"
 
 
 @dataclass
@@ -226,6 +243,14 @@ def _as_level(f: Factor, value: str | None) -> str | None:
     if f.kind == "number":
         return value if re.fullmatch(r"-?\d+(\.\d+)?", value) else None
     return value if f.origin in ("baseline", "log") and not f.levels[1:] else None
+
+
+_FOR_MEMORY = re.compile(r"(?i)\bif (?:it|this) is an? (?:oom|out[- ]of[- ]memory|memory)\b")
+
+
+def _advice_for_memory(line: str) -> bool:
+    """The advising line's condition is an out-of-memory ("if it is an OOM problem, ...")."""
+    return bool(_FOR_MEMORY.search(line))
 
 
 def _outcome_remedies(outcome: Outcome) -> list[dict]:
@@ -384,6 +409,17 @@ def _remedy_weights(named: Named, outcome: Outcome, plain: list[str], resolve) -
         if value is None and len(_NAMES_IN_LINE.findall(line)) >= 3:
             named.checklists.add(line)
             named.add(f.name, W_CHECKLIST, f"the log lists it among settings to check: {line[:160]}")
+            continue
+        if conditional and _advice_for_memory(line) and not (outcome.failure_class or "").startswith("oom"):
+            # advice for an out-of-memory under a failure that is not one ("3. if it is an OOM
+            # problem, set --mem-fraction-static to a smaller value": SGLang's list under any CUDA
+            # graph capture error, real 0.5.16 under a kernel's "failed to dispatch data type Float",
+            # tests/data/gpu/h100-2026-12-07c): its condition does not hold, the flag is only listed
+            named.add(
+                f.name,
+                W_CHECKLIST,
+                f"the log advises it for an out-of-memory, which this is not: {line[:160]}",
+            )
             continue
         if conditional:  # advice for another setup, or a checklist: the flag is named, not prescribed
             named.add(f.name, W_LINE, f"the log names it, not as the way out: {line[:160]}")

@@ -164,6 +164,8 @@ class Strategy:
     _one_gpu_inert: tuple[int, frozenset[str]] = (-1, frozenset())
     # failures lessons of other runs foresee, not yet seen here: key -> {culprit: weight} (expect)
     expected: dict[str, dict[Culprit, float]] = field(default_factory=dict)
+    # a root exception's identity (evidence.raised_identity) -> the key of the blocker it opened
+    _raised: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for f in self.space.factors:
@@ -492,7 +494,7 @@ class Strategy:
             return obs
         if outcome.status == "timeout" and outcome.failure_class is None:
             return obs  # a deadline, not evidence about any setting
-        key = ev.blocker_key(outcome)
+        key = self._failure_key(outcome)
         obs.blocker = key
         current = self._blocker_seen(key)
         for b in self.blockers:
@@ -507,6 +509,13 @@ class Strategy:
         else:
             self._new_blocker(cand, outcome, obs, levels, key)
         return obs
+
+    def _failure_key(self, outcome: Outcome) -> str:
+        """The failure's key (evidence.blocker_key); the same root exception read with more or less
+        of its traceback is the failure seen before, under that one's key (evidence.raised_identity)."""
+        key = ev.blocker_key(outcome)
+        ident = ev.raised_identity(outcome)
+        return key if ident is None else self._raised.setdefault(ident, key)
 
     def _blocker_seen(self, key: str) -> Blocker | None:
         """The blocker of a failure seen before; None for a new one, and for one only a lesson

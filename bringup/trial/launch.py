@@ -478,6 +478,20 @@ class Trial:
         non-finite output); a fatal signature seen while probes disagreed makes it a failure."""
         if cls.failure_class == "unknown" and bad_probe is not None and bad_probe.kind == "stall":
             cls = self._stall(bad_probe, texts, reached)
+        elif status == "wrong-output" and cls.failure_class == "unknown" and _not_served(bad_probe):
+            # The server does not have the route (HTTP 404 / 405): nothing it computed is wrong, it was
+            # started as a server of something else (vLLM's `--runner pooling` serves /pooling and no
+            # /v1/completions). No kernel is a suspect; a setting that chose what it serves is.
+            assert bad_probe is not None
+            cls = Classification(
+                "bad-flag",
+                reached,
+                [f"probe {bad_probe.name}: {bad_probe.detail}"],
+                "The server is up but does not serve the OpenAI route the probes use (HTTP 404/405): "
+                "a setting started it as a server of something else (a pooling or embedding runner, an "
+                "encoder-only or disaggregated role, a tokenizer-only server). Undo the settings that "
+                "choose what the server does; the kernels are not in question.",
+            )
         elif status == "wrong-output" and cls.failure_class == "unknown":
             bad = bad_probe
             kind = getattr(bad, "kind", "disagree")
@@ -707,6 +721,13 @@ class Trial:
 
 
 _REFUSED = re.compile(r"HTTP 4\d\d\b")
+_NOT_SERVED = re.compile(r"HTTP 40[45]\b")
+
+
+def _not_served(bad: ProbeResult | None) -> bool:
+    """The failed probe's route is not served at all (HTTP 404 Not Found, 405 Method Not Allowed):
+    what the server answers is not an answer of the model's."""
+    return bad is not None and bad.kind == "disagree" and bool(_NOT_SERVED.search(bad.detail))
 
 
 def _probe_answer(bad: ProbeResult | None, klass: str | None) -> str | None:

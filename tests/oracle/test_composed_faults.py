@@ -243,7 +243,19 @@ def test_a_mixed_issue36_split_is_a_user_setting_that_no_line_spells(split, twin
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "split",
-    ["sealed2", "dev3", "sealed3", "dev4", "sealed4", "dev5", "sealed5", "dev6", "sealed6", "dev7", "sealed7"],
+    [
+        "sealed2",
+        "dev3",
+        "sealed3",
+        "dev4",
+        "sealed4",
+        "dev5",
+        "sealed5",
+        "dev6",
+        "sealed6",
+        "dev7",
+        "sealed7",
+    ],
 )
 def test_every_atom_of_a_one_setting_split_is_drawn_in_the_first_sixty_cases(tmp_path, split):
     """The benchmark runs 60 cases of each: every atom appears in at least one (counts only)."""

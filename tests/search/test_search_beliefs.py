@@ -781,3 +781,23 @@ def test_a_users_setting_of_the_hanging_phases_component_is_the_likelier_culprit
     assert singles["--nnodes"] > 2 * singles["--max-model-len"]
     path = solve(make("--max-model-len 8192 --nnodes 2"), World([nodes]))
     assert [o.status for _, o in path] == ["fails", "works"], [c.flag_dict for c, _ in path]
+
+
+def test_a_kernel_that_names_the_users_number_format_in_torchs_spelling_suspects_it() -> None:
+    """Real SGLang 0.5.16 on a lent H100 (2026-12-07, tests/data/gpu/h100-2026-12-07c, the sixth
+    three-mistake set): the user's `--dtype float32` on a model whose kernels are bf16/fp16 only. The
+    CUDA-graph capture fails in sgl-kernel's rmsnorm with "failed to dispatch data type Float": the
+    user's value in PyTorch's own spelling (c10's ScalarType name). Before, nothing linked it, and
+    four launches went to the graph settings the engine's advice lists and to attention backends."""
+    line = (
+        "RuntimeError: rmsnorm(at::Tensor&, at::Tensor&, at::Tensor&, double, bool)::<lambda()> "
+        "failed to dispatch data type Float"
+    )
+    fp32 = Fault("fp32", lambda f, e: f.get("--dtype") == "float32", "bad-value", "graph-capture", line)
+    s = make("--max-model-len 4096 --dtype float32")
+    s.observe(s.baseline, fp32.outcome())
+    top = s.blockers[-1].top(1)[0][0]
+    assert [c.factor for c in top.conds] == ["--dtype"], s.blockers[-1].top(3)
+    path = solve(make("--max-model-len 4096 --dtype float32"), World([fp32]))
+    assert path[-1][1].status == "works" and len(path) == 2, [c.flag_dict for c, _ in path]
+    assert path[-1][0].flag_dict.get("--max-model-len") == "4096"  # the user's other setting kept

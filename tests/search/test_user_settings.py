@@ -103,6 +103,24 @@ def test_a_value_the_user_gave_quoted_back_implicates_that_setting():
     assert s.propose().candidate.env_dict.get("VLLM_CPU_KVCACHE_SPACE") != "400"
 
 
+def test_a_number_format_is_quoted_in_any_of_its_spellings_and_never_by_a_word_of_prose():
+    """PyTorch's kernels name a dtype by c10's ScalarType name ("failed to dispatch data type Float",
+    real SGLang 0.5.16 on an H100, tests/data/gpu/h100-2026-12-07c); a user writes float32 or fp32.
+    The capitalised name is matched whole and case-sensitive: "float" in Python's own errors is prose."""
+    fp32 = lk.Setting("--dtype", "float32", "dtype", None, True)
+    half = lk.Setting("--dtype", "fp16", "dtype", None, True)
+    dispatch = "RuntimeError: rmsnorm(...)::<lambda()> failed to dispatch data type Float"
+    assert lk.value_link(fp32, [dispatch]) is not None
+    assert lk.value_link(half, ["RuntimeError: expected scalar type Float but found Half"]) is not None
+    assert lk.value_link(half, ["weights cast to torch.float16"]) is not None
+    assert lk.value_link(fp32, ["ValueError: could not convert string to float: 'x'"]) is None
+    assert lk.value_link(fp32, ["FloatingPointError: overflow", "a Floaty name", "Float8 GEMM"]) is None
+    assert lk.value_link(half, [dispatch]) is None
+    assert (
+        lk.value_link(lk.Setting("--kv-cache-dtype", "fp8", "kv_cache_dtype", None, True), [dispatch]) is None
+    )
+
+
 def test_the_config_object_an_error_names_implicates_the_setting_it_holds():
     # pydantic names the object (KVTransferConfig); the user's --kv-transfer-config is that object,
     # their --max-num-seqs is not

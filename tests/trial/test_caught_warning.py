@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import sys
 import time
+from pathlib import Path
 
 from bringup.core.candidate import Candidate
 from bringup.engines.base import Engine
 from bringup.observe.tracebacks import logged_benign
 from bringup.trial.launch import Trial, TrialSettings
 
+ROOT = Path(__file__).parents[1] / "data/gpu/h100-2026-12-07c"
 WARN = "(APIServer pid=1) WARNING 12-05 06:09:45 [base.py:380] "
 LINES = [
     WARN + "Chat template warmup failed",
@@ -88,3 +90,40 @@ def test_the_lines_a_server_printed_before_bringup_stopped_it():
         k.add(f"line {i} " + "x" * i, True)
     assert k.lines() == [f"line {i} " + "x" * i for i in range(6)]
     assert k.lines(before=3) == [f"line {i} " + "x" * i for i in range(3)]
+
+
+def test_a_route_the_server_does_not_serve_is_a_setting_not_wrong_output(tmp_path):
+    """Real vLLM 0.24.0 on a lent H100 (2026-12-07, tests/data/gpu/h100-2026-12-07c, the sixth
+    three-mistake set): `--runner pooling` starts a server of /pooling with no /v1/completions, and
+    the probes' requests are answered 404. That was called wrong output, with the kernels as its
+    suspects (attention, sampler, graphs), and three launches went to them before the user's own
+    setting was dropped. A route not served is not an answer of the model's: no kernel is implicated,
+    and the probe's line is the evidence."""
+    from bringup.observe.outcome import ProbeResult
+    from bringup.observe.signatures import Classification
+
+    trial = Trial(
+        Engine("vllm"), Candidate.make("vllm", "m", {"--runner": "pooling"}), tmp_path / "t", TrialSettings()
+    )
+
+    def probe(detail: str) -> ProbeResult:
+        return ProbeResult(
+            name="completion", passed=False, detail=detail, phase="first-request", kind="disagree"
+        )
+
+    log = ROOT / "runs/vllm-usermistakes6/runs/20261207-090038-vllm-m8b/trials/02-search-a2f52821/server.log"
+    texts = log.read_text().splitlines()
+    unknown = Classification("unknown", "first-request", [], "")
+    not_found = probe("""POST /v1/completions: HTTP 404: b'{"detail":"Not Found"}'""")
+    cls, status = trial._probe_class(unknown, "wrong-output", not_found, texts, "first-request")
+    assert (cls.failure_class, cls.phase, cls.implicates) == ("bad-flag", "first-request", [])
+    assert cls.evidence == [f"probe completion: {not_found.detail}"]
+    # a wrong answer is still wrong output, with the kernels the engine said it picked
+    wrong = probe("POST /v1/completions: greedy answers differ between batch sizes 1 and 8")
+    cls, _ = trial._probe_class(unknown, "wrong-output", wrong, texts, "first-request")
+    assert cls.failure_class == "wrong-output" and "--attention-backend" in cls.implicates
+    assert any("FLASH_ATTN" in e for e in cls.evidence)
+    # a refusal of the request itself (HTTP 400) is not a missing route either
+    refused = probe("POST /v1/completions: HTTP 400: Tokenizer not available when `skip_tokenizer_init=True`")
+    cls, _ = trial._probe_class(unknown, "wrong-output", refused, texts, "first-request")
+    assert cls.failure_class == "wrong-output"

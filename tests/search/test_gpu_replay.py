@@ -1,0 +1,105 @@
+"""The real SGLang 0.5.16 bring-up of the sixth three-mistake set on a lent H100 (2026-12-07,
+tests/data/gpu/h100-2026-12-07c, run once as a whole while sealed, read after), replayed launch by
+launch through the search: its outcomes as the trials wrote them, the search's next launch after each.
+
+The run: the engine's own checks refused `--encoder-only`; launch 1 dropped it and the user's
+`SGLANG_EXTERNAL_MODEL_PACKAGE` (whose missing package the next phase would have met); then the
+user's `--dtype float32` failed CUDA-graph capture in sgl-kernel's rmsnorm ("failed to dispatch data
+type Float") under SGLang's printed list of graph remedies. bringup followed the list for four
+launches and never undid the user's number format; the deadline ended it, not validated.
+"""
+
+from __future__ import annotations
+
+import json
+
+from bringup.core.candidate import Candidate
+from bringup.observe.outcome import Outcome
+from tests.paths import ROOT
+from tests.search.test_user_corpus import BENCH
+
+RUN = (
+    ROOT / "tests/data/gpu/h100-2026-12-07c/runs/sglang-usermistakes6/runs/20261207-091058-sglang-m8b/trials"
+)
+
+
+def _replay(n: int):
+    """The search after the run's first ``n`` trials (the dry run's refusal first), on the facts
+    of the SGLang GPU corpus (the same engine build, the same H100)."""
+    trials = sorted(RUN.iterdir())[:n]
+    outcomes = [Outcome.model_validate(json.loads((t / "outcome.json").read_text())) for t in trials]
+    c = outcomes[0].candidate
+    s = BENCH.strategy_for(
+        BENCH.load_corpus("sglang-h100b"),
+        Candidate.make(c["engine"], c["model"], c["flags"], c["env"], label="baseline"),
+    )
+    for t, o in zip(trials, outcomes, strict=True):
+        c = o.candidate
+        s.observe(
+            Candidate.make(c["engine"], c["model"], c["flags"], c["env"]),
+            o,
+            source="dry-run" if "dry-run" in t.name else "launch",
+        )
+    return s, outcomes
+
+
+def test_the_same_exception_is_one_failure_however_much_of_its_traceback_was_logged() -> None:
+    """Launch 1's log ended at the rmsnorm line (no traceback: `unknown`); launch 2's, under the
+    engine's first remedy, held its frames too (`bad-flag`). One failure: the remedy did not help,
+    so it is not the culprit, and the user's float32 comes next."""
+    s, outcomes = _replay(3)
+    assert (outcomes[1].failure_class, outcomes[2].failure_class) == ("unknown", "bad-flag")
+    assert len({o.blocker for o in s.observations[1:]}) == 1
+    nxt = s.next_launch([], [], set()).candidate
+    assert nxt is not None and "--dtype" not in nxt.flag_dict, nxt.flag_dict
+
+
+def test_memory_advice_under_a_failure_that_is_not_out_of_memory_is_only_a_listing() -> None:
+    """SGLang's "3. if it is an OOM problem, set --mem-fraction-static to a smaller value" beneath a
+    kernel's dtype error: the user's float32 (quoted as "Float") outranks the memory fraction."""
+    s, _ = _replay(2)
+    post = {c.conds[0].factor: p for c, p in s.blockers[-1].post.items() if len(c.conds) == 1}
+    assert post["--dtype"] > post.get("--mem-fraction-static", 0.0), s.blockers[-1].top(4)
+
+
+def test_a_route_the_server_does_not_serve_undoes_the_users_setting_first(tmp_path) -> None:
+    """The vLLM half of the same set: `--runner pooling` served /pooling only, and the probes got
+    HTTP 404. Read as wrong output, three launches went to the sampler and attention backends before
+    the user's runner was dropped. Read as the trial now reads it (a route not served, no kernel a
+    suspect), the next launch undoes the user's own setting."""
+    from bringup.engines.base import get_engine
+    from bringup.observe.signatures import Classification
+    from bringup.trial.launch import Trial, TrialSettings
+
+    trials = sorted(
+        (ROOT / "tests/data/gpu/h100-2026-12-07c/runs/vllm-usermistakes6/runs").glob("*/trials/*")
+    )
+    refused, served = (
+        Outcome.model_validate(json.loads((t / "outcome.json").read_text())) for t in trials[:2]
+    )
+    bad = next(p for p in served.probes if not p.passed)
+    c = served.candidate
+    cand = Candidate.make(c["engine"], c["model"], c["flags"], c["env"])
+    trial = Trial(get_engine("vllm"), cand, tmp_path / "t", TrialSettings())
+    texts = (trials[1] / "server.log").read_text().splitlines()
+    cls, status = trial._probe_class(
+        Classification("unknown", served.phase, [], ""), "wrong-output", bad, texts, served.phase
+    )
+    assert served.failure_class == "wrong-output" and cls.failure_class == "bad-flag"
+    now = served.model_copy(
+        update={
+            "failure_class": cls.failure_class,
+            "evidence": cls.evidence,
+            "implicates": cls.implicates,
+            "hint": cls.hint,
+        }
+    )
+    b = refused.candidate
+    s = BENCH.strategy_for(
+        BENCH.load_corpus("vllm-h100b"),
+        Candidate.make(b["engine"], b["model"], b["flags"], b["env"], label="baseline"),
+    )
+    s.observe(Candidate.make(b["engine"], b["model"], b["flags"], b["env"]), refused, source="dry-run")
+    s.observe(cand, now)
+    nxt = s.next_launch([], [], set()).candidate
+    assert nxt is not None and "--runner" not in nxt.flag_dict, nxt.flag_dict
