@@ -511,11 +511,19 @@ class Strategy:
         return obs
 
     def _failure_key(self, outcome: Outcome) -> str:
-        """The failure's key (evidence.blocker_key); the same root exception read with more or less
-        of its traceback is the failure seen before, under that one's key (evidence.raised_identity)."""
+        """The failure's key (evidence.blocker_key); the same root exception read once without a
+        class (`unknown`: its traceback had not reached the log when the server was stopped) and
+        once with one is the failure seen before, under that one's key (evidence.raised_identity).
+        Two classes read from whole tracebacks stay two failures: the class then says what the
+        launch's own settings selected (a backend the user gave, the same one the engine chose by
+        itself), and that difference is evidence."""
         key = ev.blocker_key(outcome)
         ident = ev.raised_identity(outcome)
-        return key if ident is None else self._raised.setdefault(ident, key)
+        if ident is None:
+            return key
+        seen = self._raised.setdefault(ident, key)
+        unread = outcome.failure_class == "unknown" or seen.startswith("unknown|")
+        return seen if unread else key
 
     def _blocker_seen(self, key: str) -> Blocker | None:
         """The blocker of a failure seen before; None for a new one, and for one only a lesson

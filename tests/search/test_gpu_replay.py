@@ -54,6 +54,27 @@ def test_the_same_exception_is_one_failure_however_much_of_its_traceback_was_log
     assert nxt is not None and "--dtype" not in nxt.flag_dict, nxt.flag_dict
 
 
+def test_two_classes_read_from_whole_tracebacks_stay_two_failures() -> None:
+    """Only a reading without a class (`unknown`: the traceback had not reached the log) joins the
+    failure read with one. Two classes each read from a whole traceback differ for a reason (what
+    the launch's own settings selected), and that difference is evidence: merged, a composed-fault
+    split that was never read (sealed4) fell from 96.7% to 91.7% validated."""
+    trials = sorted(RUN.iterdir())[:3]
+    outcomes = [Outcome.model_validate(json.loads((t / "outcome.json").read_text())) for t in trials]
+    outcomes[1] = outcomes[1].model_copy(update={"failure_class": "unsupported-hardware"})
+    c = outcomes[0].candidate
+    base = Candidate.make(c["engine"], c["model"], c["flags"], c["env"], label="baseline")
+    s = BENCH.strategy_for(BENCH.load_corpus("sglang-h100b"), base)
+    for t, o in zip(trials, outcomes, strict=True):
+        c = o.candidate
+        s.observe(
+            Candidate.make(c["engine"], c["model"], c["flags"], c["env"]),
+            o,
+            source="dry-run" if "dry-run" in t.name else "launch",
+        )
+    assert len({o.blocker for o in s.observations[1:]}) == 2
+
+
 def test_memory_advice_under_a_failure_that_is_not_out_of_memory_is_only_a_listing() -> None:
     """SGLang's "3. if it is an OOM problem, set --mem-fraction-static to a smaller value" beneath a
     kernel's dtype error: the user's float32 (quoted as "Float") outranks the memory fraction."""
