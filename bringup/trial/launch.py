@@ -483,6 +483,7 @@ class Trial:
             # started as a server of something else (vLLM's `--runner pooling` serves /pooling and no
             # /v1/completions). No kernel is a suspect; a setting that chose what it serves is.
             assert bad_probe is not None
+            status = "fails"  # nothing the model computed was served: a failed launch, not a wrong answer
             cls = Classification(
                 "bad-flag",
                 reached,

@@ -109,6 +109,7 @@ def test_a_route_the_server_does_not_serve_undoes_the_users_setting_first(tmp_pa
     assert served.failure_class == "wrong-output" and cls.failure_class == "bad-flag"
     now = served.model_copy(
         update={
+            "status": status,
             "failure_class": cls.failure_class,
             "evidence": cls.evidence,
             "implicates": cls.implicates,

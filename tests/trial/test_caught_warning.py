@@ -116,7 +116,12 @@ def test_a_route_the_server_does_not_serve_is_a_setting_not_wrong_output(tmp_pat
     unknown = Classification("unknown", "first-request", [], "")
     not_found = probe("""POST /v1/completions: HTTP 404: b'{"detail":"Not Found"}'""")
     cls, status = trial._probe_class(unknown, "wrong-output", not_found, texts, "first-request")
-    assert (cls.failure_class, cls.phase, cls.implicates) == ("bad-flag", "first-request", [])
+    assert (status, cls.failure_class, cls.phase, cls.implicates) == (
+        "fails",
+        "bad-flag",
+        "first-request",
+        [],
+    )
     assert cls.evidence == [f"probe completion: {not_found.detail}"]
     # a wrong answer is still wrong output, with the kernels the engine said it picked
     wrong = probe("POST /v1/completions: greedy answers differ between batch sizes 1 and 8")
