@@ -199,6 +199,17 @@ _CONDITIONAL = re.compile(
 )
 
 
+# The one kind of failure a conditional clause names that the classifier can check: an
+# out-of-memory ("3. if it is an OOM problem, set --mem-fraction-static ...", SGLang's graph-capture
+# list under any capture error). Advice under it, beneath a failure of another class, is a listing.
+_FOR_MEMORY = re.compile(r"(?i)\bif (?:it|this) is an? (?:oom|out[- ]of[- ]memory|memory)\b")
+
+
+def advice_for_memory(line: str) -> bool:
+    """The advising line's condition is an out-of-memory ("if it is an OOM problem, ...")."""
+    return bool(_FOR_MEMORY.search(line))
+
+
 def under_condition(lines: list[str]) -> list[bool]:
     """For each line, whether it sits under a conditional clause (_CONDITIONAL): the clause's own
     line from the clause on, and the list items or continuation lines after it, up to a blank line."""

@@ -21,7 +21,7 @@ from bringup.core.datafiles import hang_implicates, phase_index, probe_implicate
 from bringup.observe import links as lk
 from bringup.observe.effective import config_dump, normalise
 from bringup.observe.outcome import Outcome
-from bringup.observe.remedies import prose, under_condition, usage_line
+from bringup.observe.remedies import advice_for_memory, prose, under_condition, usage_line
 from bringup.observe.tracebacks import logged_progress
 from bringup.search.space import Factor
 
@@ -245,14 +245,6 @@ def _as_level(f: Factor, value: str | None) -> str | None:
     return value if f.origin in ("baseline", "log") and not f.levels[1:] else None
 
 
-_FOR_MEMORY = re.compile(r"(?i)\bif (?:it|this) is an? (?:oom|out[- ]of[- ]memory|memory)\b")
-
-
-def _advice_for_memory(line: str) -> bool:
-    """The advising line's condition is an out-of-memory ("if it is an OOM problem, ...")."""
-    return bool(_FOR_MEMORY.search(line))
-
-
 def _outcome_remedies(outcome: Outcome) -> list[dict]:
     """The remedies the classifier read beneath a traceback (Outcome.remedies), when it has them:
     dicts or (flag, value[, line]) tuples."""
@@ -410,7 +402,7 @@ def _remedy_weights(named: Named, outcome: Outcome, plain: list[str], resolve) -
             named.checklists.add(line)
             named.add(f.name, W_CHECKLIST, f"the log lists it among settings to check: {line[:160]}")
             continue
-        if conditional and _advice_for_memory(line) and not (outcome.failure_class or "").startswith("oom"):
+        if conditional and advice_for_memory(line) and not (outcome.failure_class or "").startswith("oom"):
             # advice for an out-of-memory under a failure that is not one ("3. if it is an OOM
             # problem, set --mem-fraction-static to a smaller value": SGLang's list under any CUDA
             # graph capture error, real 0.5.16 under a kernel's "failed to dispatch data type Float",

@@ -164,8 +164,6 @@ class Strategy:
     _one_gpu_inert: tuple[int, frozenset[str]] = (-1, frozenset())
     # failures lessons of other runs foresee, not yet seen here: key -> {culprit: weight} (expect)
     expected: dict[str, dict[Culprit, float]] = field(default_factory=dict)
-    # a root exception's identity (evidence.raised_identity) -> the key of the blocker it opened
-    _raised: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for f in self.space.factors:
@@ -521,7 +519,10 @@ class Strategy:
         ident = ev.raised_identity(outcome)
         if ident is None:
             return key
-        seen = self._raised.setdefault(ident, key)
+        seen = next(
+            (o.blocker for o in self.observations if o.blocker and ev.raised_identity(o.outcome) == ident),
+            key,
+        )
         unread = outcome.failure_class == "unknown" or seen.startswith("unknown|")
         return seen if unread else key
 

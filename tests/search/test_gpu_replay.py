@@ -23,24 +23,25 @@ RUN = (
 )
 
 
+def _outcomes(trials) -> list[Outcome]:
+    return [Outcome.model_validate(json.loads((t / "outcome.json").read_text())) for t in trials]
+
+
+def _observed(corpus: str, trials, outcomes: list[Outcome]):
+    """The search of a run from its first trial's candidate, after observing each trial's outcome as
+    the run did (a dry run's refusal as one), on a GPU corpus's facts."""
+    s = BENCH.strategy_for(BENCH.load_corpus(corpus), Candidate.from_json(outcomes[0].candidate))
+    for t, o in zip(trials, outcomes, strict=True):
+        s.observe(Candidate.from_json(o.candidate), o, source="dry-run" if "dry-run" in t.name else "launch")
+    return s
+
+
 def _replay(n: int):
     """The search after the run's first ``n`` trials (the dry run's refusal first), on the facts
     of the SGLang GPU corpus (the same engine build, the same H100)."""
     trials = sorted(RUN.iterdir())[:n]
-    outcomes = [Outcome.model_validate(json.loads((t / "outcome.json").read_text())) for t in trials]
-    c = outcomes[0].candidate
-    s = BENCH.strategy_for(
-        BENCH.load_corpus("sglang-h100b"),
-        Candidate.make(c["engine"], c["model"], c["flags"], c["env"], label="baseline"),
-    )
-    for t, o in zip(trials, outcomes, strict=True):
-        c = o.candidate
-        s.observe(
-            Candidate.make(c["engine"], c["model"], c["flags"], c["env"]),
-            o,
-            source="dry-run" if "dry-run" in t.name else "launch",
-        )
-    return s, outcomes
+    outcomes = _outcomes(trials)
+    return _observed("sglang-h100b", trials, outcomes), outcomes
 
 
 def test_the_same_exception_is_one_failure_however_much_of_its_traceback_was_logged() -> None:
@@ -60,18 +61,9 @@ def test_two_classes_read_from_whole_tracebacks_stay_two_failures() -> None:
     the launch's own settings selected), and that difference is evidence: merged, a composed-fault
     split that was never read (sealed4) fell from 96.7% to 91.7% validated."""
     trials = sorted(RUN.iterdir())[:3]
-    outcomes = [Outcome.model_validate(json.loads((t / "outcome.json").read_text())) for t in trials]
+    outcomes = _outcomes(trials)
     outcomes[1] = outcomes[1].model_copy(update={"failure_class": "unsupported-hardware"})
-    c = outcomes[0].candidate
-    base = Candidate.make(c["engine"], c["model"], c["flags"], c["env"], label="baseline")
-    s = BENCH.strategy_for(BENCH.load_corpus("sglang-h100b"), base)
-    for t, o in zip(trials, outcomes, strict=True):
-        c = o.candidate
-        s.observe(
-            Candidate.make(c["engine"], c["model"], c["flags"], c["env"]),
-            o,
-            source="dry-run" if "dry-run" in t.name else "launch",
-        )
+    s = _observed("sglang-h100b", trials, outcomes)
     assert len({o.blocker for o in s.observations[1:]}) == 2
 
 
@@ -95,12 +87,9 @@ def test_a_route_the_server_does_not_serve_undoes_the_users_setting_first(tmp_pa
     trials = sorted(
         (ROOT / "tests/data/gpu/h100-2026-12-07c/runs/vllm-usermistakes6/runs").glob("*/trials/*")
     )
-    refused, served = (
-        Outcome.model_validate(json.loads((t / "outcome.json").read_text())) for t in trials[:2]
-    )
+    refused, served = _outcomes(trials[:2])
     bad = next(p for p in served.probes if not p.passed)
-    c = served.candidate
-    cand = Candidate.make(c["engine"], c["model"], c["flags"], c["env"])
+    cand = Candidate.from_json(served.candidate)
     trial = Trial(get_engine("vllm"), cand, tmp_path / "t", TrialSettings())
     texts = (trials[1] / "server.log").read_text().splitlines()
     cls, status = trial._probe_class(
@@ -116,12 +105,6 @@ def test_a_route_the_server_does_not_serve_undoes_the_users_setting_first(tmp_pa
             "hint": cls.hint,
         }
     )
-    b = refused.candidate
-    s = BENCH.strategy_for(
-        BENCH.load_corpus("vllm-h100b"),
-        Candidate.make(b["engine"], b["model"], b["flags"], b["env"], label="baseline"),
-    )
-    s.observe(Candidate.make(b["engine"], b["model"], b["flags"], b["env"]), refused, source="dry-run")
-    s.observe(cand, now)
+    s = _observed("vllm-h100b", trials[:2], [refused, now])
     nxt = s.next_launch([], [], set()).candidate
     assert nxt is not None and "--runner" not in nxt.flag_dict, nxt.flag_dict
