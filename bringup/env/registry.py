@@ -881,7 +881,7 @@ def of_absent_family(name: str, absent: Iterable[str]) -> bool:
 
 
 def _read_where(sites: Iterable[str], frames: list[str], package: str | None) -> str | None:
-    from bringup.env.readers import read_here
+    from bringup.observe.links import read_here
 
     return read_here(sites, frames[-6:], package)
 

@@ -85,6 +85,8 @@ class Setting:
     dest: str  # the argparse destination, or the variable's name
     group: str | None = None  # the engine's --help group (vLLM: the config class), if any
     user: bool = False  # the user's own choice: the baseline sets it away from the engine's default
+    # the engine's functions that read its field ("package/path.py:function", bringup/observe/fieldreaders.py)
+    read_at: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -519,7 +521,26 @@ def links(
             )
         elif (p := component_link(s, paths, package, functions)) is not None:
             out.append(Link(s.name, "component", f"the failing code is in the component it configures ({p})"))
+        elif (link := reader_link(s, frames, package)) is not None:
+            out.append(link)
     return out + subject_links(lines, settings)
+
+
+def reader_link(s: Setting, frames: list[str], package: str | None) -> Link | None:
+    """A failing frame is in the engine's code that reads the setting's field (its source's module
+    tree, bringup/observe/fieldreaders.py): the very function the engine raised in (its innermost frame),
+    or, for a setting the user chose, a function of a failing file (SGLang's
+    ``pynccl_allocator.py``, which reads ``enable_symm_mem``, raised from ``get_nccl_mem_pool``): a
+    person asks which of *their* settings the failing module reads. A caller that reads the field
+    is not enough for the engine's own choices: ``ModelConfig.__init__`` reads the context length
+    and calls the hub download that failed."""
+    if not s.read_at:
+        return None
+    if (f := read_here(s.read_at, engine_functions(frames, package, innermost=1), package)) is not None:
+        return Link(s.name, "reader", f"the failing function reads its field {s.dest} ({f})")
+    if s.user and (p := read_in_module(s.read_at, frames, package)) is not None:
+        return Link(s.name, "reader-file", f"the failing module reads its field {s.dest} ({p})")
+    return None
 
 
 def subject_links(lines: list[str], settings: Iterable[Setting]) -> list[Link]:
@@ -573,3 +594,28 @@ def selected_tokens(lines: Iterable[str]) -> set[str]:
         for m in _SELECTED.finditer(ln):
             out |= {w for w in words(m.group("what")) if len(w) >= 4 and w not in _GENERIC}
     return out
+
+
+def read_here(sites: Iterable[str], frames: Iterable[str], package: str | None) -> str | None:
+    """The failing frame ("path:function", innermost last) that is a site reading the variable."""
+    own = set(sites)
+    for f in reversed(list(frames)):
+        p = package_path(f, package) if package else f
+        if p is not None and ":" in f and f"{p.split(':', 1)[0]}:{f.rsplit(':', 1)[1]}" in own:
+            return f
+    return None
+
+
+def read_in_module(
+    sites: Iterable[str], frames: Iterable[str], package: str | None, innermost: int = 4
+) -> str | None:
+    """The innermost failing frame of the engine's own (one of the ``innermost`` last) whose file
+    reads the variable, in any of its functions: weaker than the very function (``read_here``),
+    and a lead only for a variable the user set (a person asks which of their settings the failing
+    code reads: VLLM_MQ_MAX_CHUNK_BYTES_MB is read by the multiprocessing executor's set-up, which
+    builds the message queue whose enqueue failed, two frames below its collective_rpc)."""
+    files = {s.split(":", 1)[0] for s in sites}
+    for p in reversed(engine_frames(list(frames), package, innermost)):
+        if p.split(":", 1)[0] in files:
+            return p
+    return None

@@ -229,6 +229,20 @@ def logged_benign(raw: str) -> bool:
     return _strip(raw)[4] in _BENIGN_LEVELS
 
 
+def traceback_start(raw: str) -> bool:
+    """The line opens a traceback ("Traceback (most recent call last):", after any log prefix or
+    context such as SGLang's "Scheduler hit an exception:")."""
+    return _TRACEBACK.search(raw) is not None
+
+
+def bare_exception(raw: str) -> bool:
+    """The line is an exception's own "Type: message" line, after any log prefix: what ends a
+    traceback, or what an engine logs before printing one (SGLang 0.5.16 logs "RuntimeError: rmsnorm
+    ... failed to dispatch data type Float" and its CUDA-graph advice, then, up to a second later,
+    "Scheduler hit an exception: Traceback ...", tests/data/gpu/h100-2026-12-07c)."""
+    return _exception_line(strip_prefix(raw)[0], False) is not None
+
+
 def logged_progress(raw: str) -> bool:
     """The line's log prefix gives DEBUG or INFO: the engine reporting its progress or what it
     chose ("INFO ... [model.py:1510] Using max model len 32768"), not a failure's words."""

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from bringup.core.datafiles import hang_implicates, phase_index, probe_implicates
+from bringup.env.registry import class_draws_on_every_setting
 from bringup.observe import links as lk
 from bringup.observe.effective import config_dump, normalise
 from bringup.observe.outcome import Outcome
@@ -52,7 +53,19 @@ W_BASE_ENV = 0.002
 # value the launch gave, quoted back; the config object that holds it; the module its value
 # selects, or the component it configures, in the failing frames. Likelihoods a person weighs the
 # same way: a quoted value of theirs is near proof, a component word is a lead.
-W_LINK = {"value": 0.9, "field": W_LINE, "module": 0.8, "config": 0.35, "component": 0.35, "subject": 0.35}
+# The code that reads a setting's field (bringup/observe/fieldreaders.py): the failing function itself
+# weighs less than the module a value selects (a function reads several fields); another function
+# of the failing file, for the user's own setting, is a lead beside their other settings.
+W_LINK = {
+    "value": 0.9,
+    "field": W_LINE,
+    "module": 0.8,
+    "reader": 0.5,
+    "config": 0.35,
+    "component": 0.35,
+    "subject": 0.35,
+    "reader-file": 0.2,
+}
 # A setting the engine chose by itself (not the launch's own) linked by its component: a lead for
 # another level, weaker than the launch's own choice.
 W_LINK_DEFAULT = 0.5
@@ -157,6 +170,15 @@ def raised_identity(outcome: Outcome) -> str | None:
     if outcome.status in ("wrong-output", "timeout") or not outcome.root_exception:
         return None
     return f"{outcome.phase}|{normalised_line(_RAISED_AT.sub('', outcome.root_exception.strip()))}"
+
+
+def raised_at(outcome: Outcome) -> str | None:
+    """The root exception with where it was raised (type, message, function, file and line), or
+    None where its traceback had not reached the log."""
+    if raised_identity(outcome) is None:
+        return None
+    exc = (outcome.root_exception or "").strip()
+    return f"{outcome.phase}|{normalised_line(exc)}" if _RAISED_AT.search(exc) else None
 
 
 @dataclass
@@ -376,12 +398,19 @@ def link_weights(named: Named, outcome: Outcome, settings: list[lk.Setting], pac
     words = failure_words(outcome)
     # no traceback (a hang, a stall): where its last records were logged stands in for the frames
     places = lk.logged_places(outcome.evidence, package) if not outcome.frames else []
+    # an out-of-memory is raised where memory is sized, and that code reads every setting that eats
+    # memory: its readers name no more than the class does (each user setting is already a suspect,
+    # W_USER_COMPONENT); read as links, the LoRA rank and target modules that sizing reads outranked
+    # the switch that turned LoRA on, read in too many files to be linked (dev5)
+    shared = class_draws_on_every_setting(outcome.failure_class or "")
     for link in lk.links(words, list(outcome.frames or []), settings, package, places):
+        if shared and link.kind in ("reader", "reader-file"):
+            continue
         w = W_LINK.get(link.kind, 0.0)
         s = own.get(link.name)
         if s is not None and not s.user and not s.value and link.kind in ("component", "config"):
             w *= W_LINK_DEFAULT
-        named.add(link.name, w, link.why, lead=link.kind == "subject")
+        named.add(link.name, w, link.why, lead=link.kind in ("subject", "reader-file"))
 
 
 def _remedy_weights(named: Named, outcome: Outcome, plain: list[str], resolve) -> None:

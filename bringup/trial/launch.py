@@ -34,7 +34,7 @@ from bringup.observe.logread import LineKeeper, notable_line
 from bringup.observe.outcome import Outcome, OverrideRecord, ProbeResult, Timings
 from bringup.observe.ports import server_port_race, setting_port_hint
 from bringup.observe.signatures import Classification, Matcher, classify, warm_up
-from bringup.observe.tracebacks import logged_benign
+from bringup.observe.tracebacks import bare_exception, logged_benign, traceback_start
 from bringup.trial.jitwatch import JitWatch
 from bringup.trial.process import ServerProcess, TimedLine, free_port, interrupted, library_call, port_is_free
 from bringup.verify.probes import ProbeConfig, ProbeRunner
@@ -75,6 +75,10 @@ class TrialSettings:
     hang_timeout: float = 600.0  # no new log line (repeats do not count) and not ready; engine seconds
     probe: ProbeConfig = field(default_factory=ProbeConfig)
     settle: float = 0.25  # after a fatal line, keep reading this long for the lines that follow
+    # After a fatal exception line with no traceback before it, wait up to this long for the
+    # traceback the engine prints after it (SGLang prints the error line, its advice, then the
+    # scheduler's traceback: cut at the line, the launch's reading had no frames and no class).
+    traceback_wait: float = 3.0
     grace: float = 5.0  # SIGTERM to SIGKILL for a healthy server (vLLM CPU exits in ~0.6 s)
     fail_grace: float = 0.3  # a failing vLLM ignores SIGTERM for 10 s or more: kill it sooner
     host: str = "127.0.0.1"
@@ -133,6 +137,7 @@ class Trial:
         self._prev_text = ""  # the last line read (an exact repeat needs no progress key)
         self._seen_ready_line = False
         self._warned: list[str] = []  # lines of non-fatal signatures, in log order (at most 20)
+        self._tracebacks = 0  # lines that opened a traceback, so far
         self._stopped_at: int | None = None  # lines counted when bringup began to stop a live server
         self._progress_t: float | None = None  # when the last line that was not a repeat arrived
         self._recent: deque[str] = deque(maxlen=REPEAT_WINDOW)
@@ -235,6 +240,20 @@ class Trial:
         launch = max(self.s.timeout * scale, min(self.s.timeout, TIMEOUT_FLOOR_S))
         return hang, launch
 
+    def _settle(self, server: ServerProcess, bare: bool) -> None:
+        """Read on after the first fatal line: the lines right after it often hold the root cause.
+        After a bare exception line (``bare``: no traceback yet), up to ``traceback_wait`` for the
+        traceback, and half a second (or ``settle``, if longer) once it has begun: a reading with
+        frames knows where the failure was raised, and which setting selected that code."""
+        start = time.monotonic()
+        end = start + (self.s.traceback_wait if bare else self.s.settle)
+        waiting = bare
+        while time.monotonic() < end and not server.exited():
+            self._drain(server, block=0.02)
+            if waiting and self._tracebacks:
+                waiting = False
+                end = min(end, time.monotonic() + max(self.s.settle, 0.5))
+
     def _drain(self, server: ServerProcess, block: float = 0.0, budget: float = 0.2) -> TimedLine | None:
         """Read the lines that arrived (waiting up to `block` for the first); the first fatal one,
         or None. Returns at a fatal line, or after `budget` seconds of reading: a server that prints
@@ -275,6 +294,7 @@ class Trial:
         fatal = None
         for line in batch:
             text = line.text
+            self._tracebacks += traceback_start(text) and not logged_benign(text)
             if not self.keeper.count(text):
                 continue
             sigs = self.matcher.match(text)
@@ -394,6 +414,7 @@ class Trial:
         status: str | None = None
         t_ready: float | None = None
         t_event: float | None = None  # the fatal line or the exit, for fail-fast timing
+        bare = False  # the fatal line is an exception's, with no traceback yet (_settle)
         probe_results: list[ProbeResult] = []
         runner: ProbeRunner | None = None
         probe_t: tuple[float, float] | None = None
@@ -407,6 +428,8 @@ class Trial:
                     if fatal is not None:
                         t_event = fatal.t
                         status = "fails"
+                        # its traceback is still to come: an exception line with none before it
+                        bare = bare_exception(fatal.text) and not self._tracebacks
                         break
                     if server.exited() or self._cancelled():
                         t_event = now
@@ -432,10 +455,7 @@ class Trial:
                 if t_ready is not None:
                     status, t_event, runner, probe_results, probe_t = self._probe(server, base_url)
                 if t_event is not None and status == "fails":
-                    # Settle: the lines right after the first fatal one often hold the root cause.
-                    end = time.monotonic() + self.s.settle
-                    while time.monotonic() < end and not server.exited():
-                        self._drain(server, block=0.02)
+                    self._settle(server, bare)
         finally:
             healthy = status in (None, "works", "wrong-output")
             self._mark_stop(server)

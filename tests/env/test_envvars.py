@@ -872,7 +872,8 @@ def test_a_module_of_the_failing_frames_that_reads_a_variable_is_found_only_amon
     queue's enqueue failing below the executor's collective_rpc is in a module that reads it. The
     engine core every traceback passes through is too far out to count, and a variable no failing
     module reads is not found."""
-    from bringup.env.readers import read_in_module, readers
+    from bringup.env.readers import readers
+    from bringup.observe.links import read_in_module
 
     sites = readers("vllm", "0.32.0", vllm.variables)
     assert any(

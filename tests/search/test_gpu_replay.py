@@ -56,10 +56,11 @@ def test_the_same_exception_is_one_failure_however_much_of_its_traceback_was_log
 
 
 def test_two_classes_read_from_whole_tracebacks_stay_two_failures() -> None:
-    """Only a reading without a class (`unknown`: the traceback had not reached the log) joins the
-    failure read with one. Two classes each read from a whole traceback differ for a reason (what
-    the launch's own settings selected), and that difference is evidence: merged, a composed-fault
-    split that was never read (sealed4) fell from 96.7% to 91.7% validated."""
+    """Only a reading without a class (`unknown`: the traceback had not reached the log), or one
+    raised at the same place, joins the failure read before. Two classes of one message with no
+    place in common may differ for a reason (what the launch's own settings selected), and that
+    difference is evidence: merged, a composed-fault split that was never read (sealed4) fell from
+    96.7% to 91.7% validated."""
     trials = sorted(RUN.iterdir())[:3]
     outcomes = _outcomes(trials)
     outcomes[1] = outcomes[1].model_copy(update={"failure_class": "unsupported-hardware"})
@@ -108,3 +109,20 @@ def test_a_route_the_server_does_not_serve_undoes_the_users_setting_first(tmp_pa
     s = _observed("vllm-h100b", trials[:2], [refused, now])
     nxt = s.next_launch([], [], set()).candidate
     assert nxt is not None and "--runner" not in nxt.flag_dict, nxt.flag_dict
+
+
+def test_one_exception_raised_at_one_place_is_one_failure_whatever_class_each_launch_read() -> None:
+    """The same exception, message and place (file and line) in two launches is one failure, though
+    the classes differ: the class read from a whole traceback depends on which settings of *that*
+    launch link to the frames (an NCCL variable bringup had just set, read by the failing module,
+    made a symmetric-memory error `bad-flag` in the next launch), and as two failures the change
+    just made took the blame for an error that was there before it."""
+    trials = sorted(RUN.iterdir())[:3]
+    outcomes = _outcomes(trials)
+    whole = outcomes[2]
+    assert whole.root_exception and whole.root_exception.endswith("(torch/_ops.py:865)")
+    outcomes[1] = whole.model_copy(
+        update={"failure_class": "unsupported-hardware", "candidate": outcomes[1].candidate}
+    )
+    s = _observed("sglang-h100b", trials, outcomes)
+    assert len({o.blocker for o in s.observations[1:]}) == 1

@@ -132,3 +132,75 @@ def test_a_route_the_server_does_not_serve_is_a_setting_not_wrong_output(tmp_pat
     refused = probe("POST /v1/completions: HTTP 400: Tokenizer not available when `skip_tokenizer_init=True`")
     cls, _ = trial._probe_class(unknown, "wrong-output", refused, texts, "first-request")
     assert cls.failure_class == "wrong-output"
+
+
+SGLANG_RUN = ROOT / "runs/sglang-usermistakes6/runs/20261207-091058-sglang-m8b/trials"
+
+
+def _real_lines(trial: str, first: int, last: int) -> list[str]:
+    lines = (SGLANG_RUN / trial / "server.log").read_text().splitlines()
+    return lines[first - 1 : last]
+
+
+# Real SGLang 0.5.16 on an H100 (tests/data/gpu/h100-2026-12-07c, the user's --dtype float32): the
+# scheduler logs the exception's line and its CUDA-graph advice, then its traceback. In the second
+# launch the traceback came in the same second; in the first, bringup stopped the server 0.4 s after
+# the line, and the log holds the line alone (read unknown, no frames).
+HEAD = _real_lines("02-search-17a23f1c", 33, 39)
+TRACEBACK = _real_lines("03-search-7dbfd0d1", 37, 100)
+LATE_SCRIPT = (
+    "import time\n"
+    f"print({chr(10).join(HEAD)!r}, flush=True)\n"
+    "time.sleep(1.2)\n"
+    f"print({chr(10).join(TRACEBACK)!r}, flush=True)\n"
+    "time.sleep(60)\n"
+)
+
+
+class LateTraceback(Engine):
+    def launch_argv(self, cand, host, port):
+        return [sys.executable, "-c", LATE_SCRIPT]
+
+
+def test_an_exception_line_with_no_traceback_waits_for_the_traceback_the_engine_prints_after_it(tmp_path):
+    from bringup.observe.tracebacks import bare_exception
+
+    assert HEAD[0].endswith("failed to dispatch data type Float") and bare_exception(HEAD[0])
+    assert "Scheduler hit an exception: Traceback" in TRACEBACK[0]
+    trial = Trial(
+        LateTraceback("sglang"),
+        Candidate.make("sglang", "m", {"--dtype": "float32"}),
+        tmp_path / "t",
+        TrialSettings(hang_timeout=30),
+    )
+    t0 = time.monotonic()
+    out = trial.run()
+    took = time.monotonic() - t0
+    assert out.status == "fails"
+    # the reading has the traceback's frames: where it was raised (sgl_kernel's rmsnorm)
+    assert any("sgl_kernel/elementwise.py" in f for f in out.frames), out.frames
+    assert out.root_exception and out.root_exception.endswith("(torch/_ops.py:865)")
+    assert out.failure_class == "bad-flag"  # raised where the user's float32 was dispatched
+    assert took < 20  # and the traceback ended the wait, not the hang timeout
+
+
+def test_an_exception_line_after_its_traceback_does_not_wait(tmp_path):
+    """vLLM's usual order: the traceback, then its exception line (the fatal one) — no wait."""
+    script = (
+        "import time\n"
+        f"print({chr(10).join(TRACEBACK)!r}, flush=True)\n"
+        "time.sleep(2.5)\n"
+        "print('late line that must not be read', flush=True)\n"
+        "time.sleep(60)\n"
+    )
+
+    class Ordered(Engine):
+        def launch_argv(self, cand, host, port):
+            return [sys.executable, "-c", script]
+
+    trial = Trial(
+        Ordered("sglang"), Candidate.make("sglang", "m", {}), tmp_path / "t", TrialSettings(hang_timeout=30)
+    )
+    out = trial.run()
+    assert out.status == "fails"
+    assert "late line that must not be read" not in (tmp_path / "t" / "server.log").read_text()

@@ -126,6 +126,13 @@ step_usermistakes6() {
   local v="USERBAD6_$E"
   USERBAD=${!v} user_with usermistakes6 --dry-run auto
 }
+# A seventh set (issue 36, 2026-12-07, tenth session), written the same way by a helper and sealed
+# the same way (usermistakes7.sh), after the sixth had been read.
+step_usermistakes7() {
+  . "$GPU_HOME/tests/data/gpu/usermistakes7.sh"
+  local v="USERBAD7_$E"
+  USERBAD=${!v} user_with usermistakes7 --dry-run auto
+}
 step_usercorpus_late() { bash "$GPU_HOME/tests/data/gpu/h200_usercorpus.sh" "$E" late > "$RES/usercorpus-$E-late.out" 2>&1; }
 
 user_with() {  # user_with NAME FLAGS...: `bringup run` from $USERBAD with FLAGS, its own runs folder
