@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
         f"# {a.engine} {a.version}: where each field of its argument class is read, generated from the\n"
         f"# engine's own source by `python -m bringup.observe.fieldreaders` (do not edit; regenerate).\n"
         f"# Only fields read in 1 to {SPECIFIC_FILES} files (specific). Schema: readers: {{field:\n"
-        "# [package/path.py:function, ...]} (bringup/observe/fieldreaders.py).\n"
+        "# [package/path.py:function, ...]}.\n"
     )
     out.write_text(
         head + yaml.safe_dump({"engine": a.engine, "version": a.version, "readers": sites}, sort_keys=False)
