@@ -21,10 +21,8 @@ from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from pathlib import Path
 
-import yaml
-
 from bringup.env.extract import registry_spec
-from bringup.observe.sourcescan import bundled, bundled_path, scan
+from bringup.observe.sourcescan import bundled, scan, write_bundled
 
 READERS_DATA = Path(__file__).resolve().parents[1] / "data" / "env" / "readers"
 
@@ -69,16 +67,12 @@ def main(argv: list[str] | None = None) -> int:
     doc = extract((a.package_dir / spec["file"]).read_text(), spec)
     names = [v["name"] for v in doc["variables"]]
     sites = scan(a.package_dir, names, (spec["file"],), _UPPER)
-    out = bundled_path(a.engine, a.version, READERS_DATA)
-    out.parent.mkdir(parents=True, exist_ok=True)
     head = (
         f"# {a.engine} {a.version}: where each environment variable of its registry is read, generated from\n"
         f"# the engine's own source by `python -m bringup.env.readers` (do not edit; regenerate).\n"
         "# Schema: readers: {NAME: [package/path.py:function, ...]}.\n"
     )
-    out.write_text(
-        head + yaml.safe_dump({"engine": a.engine, "version": a.version, "readers": sites}, sort_keys=False)
-    )
+    out = write_bundled(READERS_DATA, a.engine, a.version, sites, head)
     print(f"{out}: {len(sites)} of {len(names)} variables read outside {spec['file']}")
     return 0
 

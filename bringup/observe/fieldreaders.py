@@ -25,9 +25,7 @@ import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-import yaml
-
-from bringup.observe.sourcescan import bundled, bundled_path, scan
+from bringup.observe.sourcescan import bundled, scan, write_bundled
 
 READERS_DATA = Path(__file__).resolve().parents[1] / "data" / "help" / "readers"
 # A setting's field as code spells it: lower-case words joined by underscores (one at least, so
@@ -107,17 +105,13 @@ def main(argv: list[str] | None = None) -> int:
         for k, v in scan(a.package_dir, names, skip, _FIELD).items()
         if specific(kept := [x for x in v if not x.endswith(":<module>") and not _under(x, pkg, skip)])
     }
-    out = bundled_path(a.engine, a.version, READERS_DATA)
-    out.parent.mkdir(parents=True, exist_ok=True)
     head = (
         f"# {a.engine} {a.version}: where each field of its argument class is read, generated from the\n"
         f"# engine's own source by `python -m bringup.observe.fieldreaders` (do not edit; regenerate).\n"
         f"# Only fields read in 1 to {SPECIFIC_FILES} files (specific). Schema: readers: {{field:\n"
         "# [package/path.py:function, ...]}.\n"
     )
-    out.write_text(
-        head + yaml.safe_dump({"engine": a.engine, "version": a.version, "readers": sites}, sort_keys=False)
-    )
+    out = write_bundled(READERS_DATA, a.engine, a.version, sites, head)
     print(f"{out}: {len(sites)} of {len(names)} fields read in 1 to {SPECIFIC_FILES} files")
     return 0
 

@@ -597,7 +597,8 @@ def selected_tokens(lines: Iterable[str]) -> set[str]:
 
 
 def read_here(sites: Iterable[str], frames: Iterable[str], package: str | None) -> str | None:
-    """The failing frame ("path:function", innermost last) that is a site reading the variable."""
+    """The failing frame ("path:function", innermost last) that is a site reading the name (a
+    variable, a setting's field: bringup/observe/sourcescan.py)."""
     own = set(sites)
     for f in reversed(list(frames)):
         p = package_path(f, package) if package else f

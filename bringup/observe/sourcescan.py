@@ -14,6 +14,8 @@ from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
 
+import yaml
+
 from bringup.core.datafiles import load_yaml
 
 _DEF = re.compile(r"^(?P<indent>\s*)(?:async\s+)?def\s+(?P<name>\w+)")
@@ -93,3 +95,14 @@ def bundled(engine: str, version: str, root: Path) -> dict[str, tuple[str, ...]]
             doc = load_yaml(p) or {}
             return {k: tuple(v) for k, v in (doc.get("readers") or {}).items()}
     return None
+
+
+def write_bundled(root: Path, engine: str, version: str, sites: dict[str, list[str]], head: str) -> Path:
+    """Write one engine version's scan under ``root`` (``bundled`` reads it back), after ``head``:
+    the comment lines that say what was scanned and how to regenerate it."""
+    out = bundled_path(engine, version, root)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(
+        head + yaml.safe_dump({"engine": engine, "version": version, "readers": sites}, sort_keys=False)
+    )
+    return out

@@ -294,9 +294,10 @@ class Trial:
         fatal = None
         for line in batch:
             text = line.text
-            self._tracebacks += traceback_start(text) and not logged_benign(text)
             if not self.keeper.count(text):
                 continue
+            # (after the count: a repeated line is not read again; only whether one began matters)
+            self._tracebacks += traceback_start(text) and not logged_benign(text)
             sigs = self.matcher.match(text)
             phase = self.engine.phase_of(text)
             self._set_phase(phase)

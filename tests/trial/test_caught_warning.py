@@ -28,19 +28,24 @@ LINES = [
     WARN + "ValueError: Tokenizer not available when `skip_tokenizer_init=True`",
 ]
 LATER = "(EngineCore pid=2) ERROR 12-05 06:09:49 [core.py:1510] RuntimeError: boom after the warning"
-WARNING_BLOCK = "\n".join(LINES)
-SCRIPT = (
-    "import sys, time\n"
-    f"print({WARNING_BLOCK!r}, flush=True)\n"
-    "time.sleep(2.5)\n"
-    f"print({LATER!r}, flush=True)\n"
-    "time.sleep(60)\n"
-)
 
 
-class Caught(Engine):
-    def launch_argv(self, cand, host, port):
-        return [sys.executable, "-c", SCRIPT]
+def _printing(engine: str, first: list[str], wait: float, then: list[str]) -> Engine:
+    """A stand-in engine whose server prints ``first``, waits ``wait`` seconds, prints ``then`` and
+    stays up (until the trial stops it)."""
+    script = (
+        "import time\n"
+        f"print({chr(10).join(first)!r}, flush=True)\n"
+        f"time.sleep({wait})\n"
+        f"print({chr(10).join(then)!r}, flush=True)\n"
+        "time.sleep(60)\n"
+    )
+
+    class Printing(Engine):
+        def launch_argv(self, cand, host, port):
+            return [sys.executable, "-c", script]
+
+    return Printing(engine)
 
 
 def test_the_level_of_a_line_is_read_from_its_prefix():
@@ -51,7 +56,10 @@ def test_the_level_of_a_line_is_read_from_its_prefix():
 
 def test_a_warning_level_traceback_does_not_end_the_trial_and_the_error_after_it_does(tmp_path):
     trial = Trial(
-        Caught("vllm"), Candidate.make("vllm", "m", {}), tmp_path / "t", TrialSettings(hang_timeout=30)
+        _printing("vllm", LINES, 2.5, [LATER]),
+        Candidate.make("vllm", "m", {}),
+        tmp_path / "t",
+        TrialSettings(hang_timeout=30),
     )
     t0 = time.monotonic()
     out = trial.run()
@@ -148,18 +156,6 @@ def _real_lines(trial: str, first: int, last: int) -> list[str]:
 # the line, and the log holds the line alone (read unknown, no frames).
 HEAD = _real_lines("02-search-17a23f1c", 33, 39)
 TRACEBACK = _real_lines("03-search-7dbfd0d1", 37, 100)
-LATE_SCRIPT = (
-    "import time\n"
-    f"print({chr(10).join(HEAD)!r}, flush=True)\n"
-    "time.sleep(1.2)\n"
-    f"print({chr(10).join(TRACEBACK)!r}, flush=True)\n"
-    "time.sleep(60)\n"
-)
-
-
-class LateTraceback(Engine):
-    def launch_argv(self, cand, host, port):
-        return [sys.executable, "-c", LATE_SCRIPT]
 
 
 def test_an_exception_line_with_no_traceback_waits_for_the_traceback_the_engine_prints_after_it(tmp_path):
@@ -168,7 +164,7 @@ def test_an_exception_line_with_no_traceback_waits_for_the_traceback_the_engine_
     assert HEAD[0].endswith("failed to dispatch data type Float") and bare_exception(HEAD[0])
     assert "Scheduler hit an exception: Traceback" in TRACEBACK[0]
     trial = Trial(
-        LateTraceback("sglang"),
+        _printing("sglang", HEAD, 1.2, TRACEBACK),
         Candidate.make("sglang", "m", {"--dtype": "float32"}),
         tmp_path / "t",
         TrialSettings(hang_timeout=30),
@@ -186,20 +182,11 @@ def test_an_exception_line_with_no_traceback_waits_for_the_traceback_the_engine_
 
 def test_an_exception_line_after_its_traceback_does_not_wait(tmp_path):
     """vLLM's usual order: the traceback, then its exception line (the fatal one) — no wait."""
-    script = (
-        "import time\n"
-        f"print({chr(10).join(TRACEBACK)!r}, flush=True)\n"
-        "time.sleep(2.5)\n"
-        "print('late line that must not be read', flush=True)\n"
-        "time.sleep(60)\n"
-    )
-
-    class Ordered(Engine):
-        def launch_argv(self, cand, host, port):
-            return [sys.executable, "-c", script]
-
     trial = Trial(
-        Ordered("sglang"), Candidate.make("sglang", "m", {}), tmp_path / "t", TrialSettings(hang_timeout=30)
+        _printing("sglang", TRACEBACK, 2.5, ["late line that must not be read"]),
+        Candidate.make("sglang", "m", {}),
+        tmp_path / "t",
+        TrialSettings(hang_timeout=30),
     )
     out = trial.run()
     assert out.status == "fails"
