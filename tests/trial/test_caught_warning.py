@@ -169,15 +169,12 @@ def test_an_exception_line_with_no_traceback_waits_for_the_traceback_the_engine_
         tmp_path / "t",
         TrialSettings(hang_timeout=30),
     )
-    t0 = time.monotonic()
     out = trial.run()
-    took = time.monotonic() - t0
-    assert out.status == "fails"
+    assert out.status == "fails"  # ended by the traceback, not the hang timeout (status "hang")
     # the reading has the traceback's frames: where it was raised (sgl_kernel's rmsnorm)
     assert any("sgl_kernel/elementwise.py" in f for f in out.frames), out.frames
     assert out.root_exception and out.root_exception.endswith("(torch/_ops.py:865)")
     assert out.failure_class == "bad-flag"  # raised where the user's float32 was dispatched
-    assert took < 20  # and the traceback ended the wait, not the hang timeout
 
 
 def test_an_exception_line_after_its_traceback_does_not_wait(tmp_path):
