@@ -92,7 +92,7 @@ class Setting:
 @dataclass(frozen=True)
 class Link:
     name: str  # the setting (factor name)
-    kind: str  # value | field | config | module | component | subject
+    kind: str  # value | field | guard | config | module | component | subject | reader | reader-file
     why: str
 
 
@@ -496,19 +496,24 @@ def links(
     settings: Iterable[Setting],
     package: str | None,
     places: Sequence[str] = (),
+    tested: Iterable[str] = (),
 ) -> list[Link]:
     """Every link between this failure and a setting of the launch. ``lines``: the failure's
     words (root exception and evidence lines, frames left out); ``frames``: the root exception's
     frames, innermost last, as "path:function"; ``package``: the engine's own package;
     ``places``: for a failure with no traceback, where its last records were logged
-    (logged_places), read for a module named for a value only."""
+    (logged_places), read for a module named for a value only; ``tested``: the names the engine's
+    source tested on its way to the raising line (bringup/observe/guards.py)."""
     out: list[Link] = []
     objects = config_objects(lines, frames, package)
     paths = engine_frames(frames, package)
     functions = engine_functions(frames, package)
+    tests = set(tested)
     for s in settings:
         if (link := value_link(s, lines)) is not None:
             out.append(link)
+        if s.dest in tests:
+            out.append(Link(s.name, "guard", f"the engine raised under a test of its field {s.dest}"))
         if (obj := _in_object(s, objects)) is not None:
             out.append(Link(s.name, "config", f"the failure names its config object ({obj})"))
         elif "args" in objects and s.user:

@@ -21,6 +21,7 @@ from bringup.core.datafiles import hang_implicates, phase_index, probe_implicate
 from bringup.env.registry import class_draws_on_every_setting
 from bringup.observe import links as lk
 from bringup.observe.effective import config_dump, normalise
+from bringup.observe.guards import guard_names
 from bringup.observe.outcome import Outcome
 from bringup.observe.remedies import advice_for_memory, prose, under_condition, usage_line
 from bringup.observe.tracebacks import logged_progress
@@ -56,10 +57,13 @@ W_BASE_ENV = 0.002
 # The code that reads a setting's field (bringup/observe/fieldreaders.py): the failing function itself
 # weighs less than the module a value selects (a function reads several fields); another function
 # of the failing file, for the user's own setting, is a lead beside their other settings.
+# A field the engine tested on its way to the raising line (bringup/observe/guards.py: the ``if``
+# around an argument check) weighs more than the function's other reads, less than a quoted value.
 W_LINK = {
     "value": 0.9,
     "field": W_LINE,
     "module": 0.8,
+    "guard": 0.6,
     "reader": 0.5,
     "config": 0.35,
     "component": 0.35,
@@ -403,12 +407,13 @@ def link_weights(named: Named, outcome: Outcome, settings: list[lk.Setting], pac
     # W_USER_COMPONENT); read as links, the LoRA rank and target modules that sizing reads outranked
     # the switch that turned LoRA on, read in too many files to be linked (dev5)
     shared = class_draws_on_every_setting(outcome.failure_class or "")
-    for link in lk.links(words, list(outcome.frames or []), settings, package, places):
+    tested = guard_names(outcome.root_exception)
+    for link in lk.links(words, list(outcome.frames or []), settings, package, places, tested):
         if shared and link.kind in ("reader", "reader-file"):
             continue
         w = W_LINK.get(link.kind, 0.0)
         s = own.get(link.name)
-        if s is not None and not s.user and not s.value and link.kind in ("component", "config"):
+        if s is not None and not s.user and not s.value and link.kind in ("component", "config", "guard"):
             w *= W_LINK_DEFAULT
         named.add(link.name, w, link.why, lead=link.kind in ("subject", "reader-file"))
 

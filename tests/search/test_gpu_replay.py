@@ -126,3 +126,26 @@ def test_one_exception_raised_at_one_place_is_one_failure_whatever_class_each_la
     )
     s = _observed("sglang-h100b", trials, outcomes)
     assert len({o.blocker for o in s.observations[1:]}) == 1
+
+
+def test_the_field_the_engine_tested_before_it_raised_outranks_the_users_other_flags(tmp_path) -> None:
+    """The SGLang half of the seventh set (real 0.5.16 on an H100, tests/data/gpu/h100-2026-12-07e,
+    run once as a whole while sealed, read after): the engine's own argument check refused the
+    user's `--enable-pdmux` with "PD-Multiplexing is not compatible with chunked prefill.", and the
+    run answered with a second refusal, the user's three variables unset. The check raised inside
+    `if self.enable_pdmux:`; with the engine's source on this machine (as on the machine that ran
+    it; here a file laid out as server_args.py is), the user's switch outranks their other settings,
+    which only the argument check's place links."""
+    from tests.observe.test_guards import _engine, _line
+
+    trials = sorted(
+        (ROOT / "tests/data/gpu/h100-2026-12-07e/runs/sglang-usermistakes7/runs").glob("*/trials/*")
+    )
+    (o,) = _outcomes(trials[:1])
+    src = _engine(tmp_path)
+    root = o.root_exception.rsplit(" (", 1)[0] + f" ({src}:{_line('not compatible with chunked prefill')})"
+    o = o.model_copy(update={"root_exception": root})
+    s = _observed("sglang-h100b", trials[:1], [o])
+    post = {c.conds[0].factor: p for c, p in s.blockers[-1].post.items() if len(c.conds) == 1}
+    rest = [p for f, p in post.items() if f != "--enable-pdmux"]
+    assert post["--enable-pdmux"] > max(rest), s.blockers[-1].top(4)
