@@ -6,8 +6,9 @@ prefill." from inside ``if self.enable_pdmux:`` (server_args.py:7640-7646). The 
 chunked prefill the engine chose by default; the test around the line names the user's switch that
 made the check run at all. A person opens the file at the line of the traceback and reads the
 ``if`` above it; so does this module: the installed source at the root exception's file and line
-(the engine runs on this machine, so its traceback's paths are real), the tests of the ``if`` and
-``while`` statements that enclose the line, and the test of the ``assert`` or the ``if`` that raised.
+(the engine runs on this machine, so its traceback's paths are real), where that line is the
+engine's own code, the tests of the ``if`` and ``while`` statements that enclose the line, and the
+test of the ``assert`` or the ``if`` that raised.
 
 The names are every attribute and name those tests read (``self.enable_pdmux``,
 ``args.speculative_model``, ``envs.SGLANG_X``): the search keeps those that are a setting's field
@@ -95,7 +96,11 @@ def names_tested_before(path: str, line: int) -> set[str]:
     return out
 
 
-def guard_names(root_exception: str | None) -> set[str]:
-    """The names tested on the way to where the root exception was raised (names_tested_before)."""
+def guard_names(root_exception: str | None, package: str | None) -> set[str]:
+    """The names tested on the way to where the root exception was raised (names_tested_before),
+    where that is the engine's own code (``package``): a library's tests read its own variables
+    (torch's ``if dtype is None``), which share names with settings by chance only."""
     site = raise_site(root_exception)
-    return names_tested_before(*site) if site else set()
+    if site is None or not package or f"/{package}/" not in site[0]:
+        return set()
+    return names_tested_before(*site)

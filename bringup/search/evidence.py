@@ -407,7 +407,7 @@ def link_weights(named: Named, outcome: Outcome, settings: list[lk.Setting], pac
     # W_USER_COMPONENT); read as links, the LoRA rank and target modules that sizing reads outranked
     # the switch that turned LoRA on, read in too many files to be linked (dev5)
     shared = class_draws_on_every_setting(outcome.failure_class or "")
-    tested = guard_names(outcome.root_exception)
+    tested = guard_names(outcome.root_exception, package)
     for link in lk.links(words, list(outcome.frames or []), settings, package, places, tested):
         if shared and link.kind in ("reader", "reader-file"):
             continue

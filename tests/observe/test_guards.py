@@ -60,13 +60,26 @@ def test_the_root_exceptions_own_description_gives_the_site(tmp_path) -> None:
     line = _line("not compatible with chunked prefill")
     root = f"AssertionError: PD-Multiplexing is not compatible with chunked prefill. in check_server_args ({p}:{line})"
     assert raise_site(root) == (str(p), line)
-    assert "enable_pdmux" in guard_names(root)
+    assert "enable_pdmux" in guard_names(root, "sglang")
+    assert guard_names(root, "vllm") == set()  # not that engine's code
+
+
+def test_a_librarys_own_tests_are_not_read(tmp_path) -> None:
+    """torch's ``if dtype is None:`` reads its own variable, named like a setting by chance."""
+    p = tmp_path / "site" / "torch" / "cuda" / "memory.py"
+    p.parent.mkdir(parents=True)
+    p.write_text(
+        "def alloc(size, dtype):\n    if dtype is None:\n        raise RuntimeError('CUDA out of memory')\n"
+    )
+    root = f"OutOfMemoryError: CUDA out of memory in alloc ({p}:3)"
+    assert "dtype" in names_tested_before(str(p), 3)
+    assert guard_names(root, "sglang") == set()
 
 
 def test_no_file_no_source_nothing_tested(tmp_path) -> None:
     """A log read on another machine, a replayed scenario: the path is not here."""
-    assert guard_names(f"ValueError: x in f ({tmp_path}/gone.py:3)") == set()
-    assert guard_names("ValueError: no place") == set()
+    assert guard_names(f"ValueError: x in f ({tmp_path}/sglang/gone.py:3)", "sglang") == set()
+    assert guard_names("ValueError: no place", "sglang") == set()
     assert raise_site("ValueError: x in f (vllm/config.py:3)") is None  # relative: not this machine's
     broken = tmp_path / "broken.py"
     broken.write_text("def f(:\n")
@@ -94,7 +107,10 @@ def test_a_tested_field_links_its_setting(tmp_path) -> None:
     ]
     frames = [f"{p}:check_server_args"]
     said = ["AssertionError: PD-Multiplexing is not compatible with chunked prefill."]
-    got = {(link.name, link.kind) for link in links(said, frames, settings, "sglang", (), guard_names(root))}
+    got = {
+        (link.name, link.kind)
+        for link in links(said, frames, settings, "sglang", (), guard_names(root, "sglang"))
+    }
     assert ("--enable-pdmux", "guard") in got
     assert ("--warmups", "guard") not in got and ("--warmups", "config") in got
     assert ("env:SGLANG_EMBEDDINGS_SPARSE_HEAD", "guard") not in got
