@@ -20,20 +20,22 @@ replayed scenario) there is nothing to read, and nothing is linked.
 from __future__ import annotations
 
 import ast
-import re
+import stat
 from functools import lru_cache
 from pathlib import Path
 
-# "... in check_server_args (/site/sglang/srt/server_args.py:7645)": rootcause.describe's ending
-_WHERE = re.compile(r" in [\w<>.]+ \((?P<path>[^()]*\.py):(?P<line>\d+)\)$")
+from bringup.observe.rootcause import RAISED_AT
+
 _MAX_BYTES = 4 * 1024 * 1024  # an engine's largest module (SGLang's server_args.py) is about 400 kB
 
 
 def raise_site(root_exception: str | None) -> tuple[str, int] | None:
     """The file and line the root exception was raised at, from its one-line description; only an
     absolute path (a traceback's own), never one read relative to wherever bringup runs."""
-    m = _WHERE.search((root_exception or "").strip())
-    return (m.group("path"), int(m.group("line"))) if m and m.group("path").startswith("/") else None
+    m = RAISED_AT.search((root_exception or "").strip())
+    if m is None or not m.group("path").startswith("/") or not m.group("path").endswith(".py"):
+        return None
+    return m.group("path"), int(m.group("line"))
 
 
 @lru_cache(maxsize=32)
@@ -50,7 +52,7 @@ def _tree(path: str) -> ast.Module | None:
         st = p.stat()
     except OSError:
         return None
-    if not p.is_file() or st.st_size > _MAX_BYTES:
+    if not stat.S_ISREG(st.st_mode) or st.st_size > _MAX_BYTES:
         return None
     return _parsed(str(p), st.st_mtime)
 

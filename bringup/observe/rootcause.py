@@ -643,6 +643,12 @@ def native_where(lines: list[str], phase: str | None, engine: str | None = None)
     return None
 
 
+# describe's ending, where the root exception was raised ("... in __call__ (torch/_ops.py:865)"):
+# present only when its traceback reached the log. Read back by the search (one failure, one place)
+# and by observe/guards.py (the engine's source at that line).
+RAISED_AT = re.compile(r" in (?P<func>[\w<>.]+) \((?P<path>[^()]*):(?P<line>\d+)\)$")
+
+
 def describe(exc: PyException) -> str:
     """One line: the exception and where it was raised."""
     where = ""

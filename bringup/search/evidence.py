@@ -24,6 +24,7 @@ from bringup.observe.effective import config_dump, normalise
 from bringup.observe.guards import guard_names
 from bringup.observe.outcome import Outcome
 from bringup.observe.remedies import advice_for_memory, prose, under_condition, usage_line
+from bringup.observe.rootcause import RAISED_AT
 from bringup.observe.tracebacks import logged_progress
 from bringup.search.space import Factor
 
@@ -159,11 +160,6 @@ def blocker_key(outcome: Outcome) -> str:
     return f"{cls}|{outcome.phase}|{normalised_line(root_line(outcome))}"
 
 
-# Where the root exception was raised, as trials write it after the message ("... in __call__
-# (torch/_ops.py:865)"): present only when the traceback reached the log.
-_RAISED_AT = re.compile(r" in [\w<>.]+ \([^()]*:\d+\)$")
-
-
 def raised_identity(outcome: Outcome) -> str | None:
     """A root exception is one failure whatever else its launch's log held: its type and message in
     the phase it struck, without where it was raised or the class read from it. Both depend on how
@@ -173,7 +169,7 @@ def raised_identity(outcome: Outcome) -> str | None:
     for the first's). None for a failure with no root exception (its key is its identity)."""
     if outcome.status in ("wrong-output", "timeout") or not outcome.root_exception:
         return None
-    return f"{outcome.phase}|{normalised_line(_RAISED_AT.sub('', outcome.root_exception.strip()))}"
+    return f"{outcome.phase}|{normalised_line(RAISED_AT.sub('', outcome.root_exception.strip()))}"
 
 
 def raised_at(outcome: Outcome) -> str | None:
@@ -182,7 +178,7 @@ def raised_at(outcome: Outcome) -> str | None:
     if raised_identity(outcome) is None:
         return None
     exc = (outcome.root_exception or "").strip()
-    return f"{outcome.phase}|{normalised_line(exc)}" if _RAISED_AT.search(exc) else None
+    return f"{outcome.phase}|{normalised_line(exc)}" if RAISED_AT.search(exc) else None
 
 
 @dataclass
