@@ -168,7 +168,7 @@ def test_the_component_map_seam_takes_another_map() -> None:
         "E: x", ["vllm/a.py:f"], {"env:VLLM_USE_TRITON_AWQ": "1", "--tp": "2"}, components=Map()
     )
     assert "failed in the AWQ GEMM kernel" in hint and "VLLM_USE_TRITON_AWQ=1" in hint and "--tp" not in hint
-    assert "None of your settings" in unknown_hint("E: x", ["vllm/a.py:f"], {"--tp": "2"})
+    assert "No name or value of your settings" in unknown_hint("E: x", ["vllm/a.py:f"], {"--tp": "2"})
 
 
 REAL_RUNS = sorted(p.parent for p in (DATA / "gpu").rglob("findings.json"))

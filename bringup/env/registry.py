@@ -929,6 +929,30 @@ def _component_weights(
     return weight
 
 
+def _component_reasons(
+    name: str, var: EnvVar, weight: Mapping[str, int]
+) -> tuple[list[tuple[float, str]], list[tuple[float, str]]]:
+    """The components the failure names that a variable is about, weighed: those the engine's own
+    words for it name (its description, the section its registry files it under), three times as
+    much where its name does too; and apart, those its name alone names. A word of the name alone is
+    no reason to join (issue 36: "memory" in a failing frame's function, load_model_with_memory_saver,
+    called in every ..._MEMORY_... variable of SGLang 0.5.16); among variables with a reason, it
+    still tells them apart (of two variables read by the function that raised "The memory capacity
+    is unbalanced", the ..._MEMORY_... one)."""
+    name_comps = _components_in(name)
+    text_comps = _components_in(f"{var.description} {var.section}")
+    said_of: list[tuple[float, str]] = []
+    named_only: list[tuple[float, str]] = []
+    for c in sorted(weight, key=lambda c: (-weight[c], c)):
+        if c in text_comps and c in name_comps:
+            said_of.append((W_IN_NAME * weight[c], f"{c} (name and description)"))
+        elif c in text_comps:
+            said_of.append((W_IN_TEXT * weight[c], f"{c} (description)"))
+        elif c in name_comps:
+            named_only.append((W_IN_NAME * weight[c], f"{c} (name)"))
+    return said_of, named_only
+
+
 def rank(
     variables: Iterable[EnvVar],
     failure: Any,
@@ -1013,18 +1037,15 @@ def rank(
         if name in first_for_class:
             score += W_CLASS_VARIABLE
             reasons.append(f"changed first for {failure_class}")
-        name_comps = _components_in(name)
-        text_comps = _components_in(f"{var.description} {var.section}") - name_comps
-        for c in sorted(weight, key=lambda c: (-weight[c], c)):
-            if c in name_comps:
-                score += W_IN_NAME * weight[c]
-                reasons.append(f"{c} (name)")
-            elif c in text_comps:
-                score += W_IN_TEXT * weight[c]
-                reasons.append(f"{c} (description)")
+        said_of, named_only = _component_reasons(name, var, weight)
+        score += sum(w for w, _ in said_of)
+        reasons += [why for _, why in said_of]
         if read_in and frames and (site := _read_where(read_in.get(name, ()), frames, package)):
             score += W_READ_IN_FRAME
             reasons.append(f"read by the code that failed ({site})")
+        if score >= W_EVIDENCE:  # a reason of its own first (a class's component alone is not one)
+            score += sum(w for w, _ in named_only)
+            reasons += [why for _, why in named_only]
         if score > 0:
             out.append(Ranked(var, score, tuple(reasons)))
     out.sort(key=lambda r: (-r.score, r.var.name))

@@ -816,6 +816,8 @@ def facts(fp: Fingerprint) -> dict[str, Any]:
         "model.heads": fp.heads,
         "model.kv_heads": fp.kv_heads,
         "model.hidden_size": fp.hidden_size,
+        "model.intermediate_size": fp.intermediate_size,
+        "model.vocab_size": fp.vocab_size,
         "model.layers": fp.layers,
         "model.max_context": fp.max_context,
         "model.dtype": fp.dtype,

@@ -28,8 +28,9 @@ from __future__ import annotations
 import ast
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from bringup.observe.tracebacks import strip_prefix
 
@@ -283,6 +284,75 @@ def quoted_size(lines: Iterable[str], value: str, dest: str = "") -> str | None:
     return None
 
 
+# An allocation that failed (torch's out-of-memory text: "Tried to allocate 16.00 GiB") is a
+# tensor, and a tensor of activations is a count of tokens, sequences or positions times one of the
+# model's widths times its element's bytes (vLLM's profile run is one forward of
+# max_num_batched_tokens tokens: v1/worker/gpu_worker.py profile_run -> _dummy_run). Where the size
+# is, to the precision printed, a count the user gave times a width of this model times 1, 2 or 4
+# bytes, that count sized the tensor: real vLLM 0.24.0 on an H100 (tests/data/gpu/h100-2026-12-07e)
+# failed to allocate 16.00 GiB = 2097152 tokens (the user's "2M") x hidden 4096 x 2 bytes (bf16).
+_ALLOCATE = re.compile(r"[Tt]ried to allocate (\d+(?:\.\d+)?) ?(KiB|MiB|GiB|TiB)\b")
+_UNIT_BYTES = {"kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+_COUNT = re.compile(r"(\d+)([kmgKMG]?)")
+_ELEMENT_BYTES = (1, 2, 4)
+
+
+def counts(value: str) -> list[int]:
+    """The counts a value can state: "8192"; "2M" and "2k" both ways (vLLM's human-readable integers
+    read upper case as binary and lower case as decimal, and users write either)."""
+    m = _COUNT.fullmatch(value.strip())
+    if m is None:
+        return []
+    n, unit = int(m.group(1)), m.group(2).lower()
+    if not unit:
+        return [n]
+    power = _POWERS[unit]
+    return sorted({n * 1024**power, n * 1000**power})
+
+
+def model_widths(facts: Mapping[str, Any]) -> dict[str, int]:
+    """The model's widths a tensor of activations has (bringup/facts/modelinfo.py facts): the hidden
+    size, the MLP's (and its fused gate and up projection), the vocabulary (the logits), the
+    attention heads' and the fused query, key and value projection's."""
+
+    def num(key: str) -> int:
+        v = facts.get(key)
+        return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 else 0
+
+    hidden, inter, vocab = num("model.hidden_size"), num("model.intermediate_size"), num("model.vocab_size")
+    heads, kv, head_dim = num("model.heads"), num("model.kv_heads"), num("model.head_dim")
+    out = {
+        "hidden size": hidden,
+        "MLP width": inter,
+        "fused gate and up width": 2 * inter,
+        "vocabulary": vocab,
+        "attention width": heads * head_dim,
+        "fused query, key and value width": (heads + 2 * kv) * head_dim,
+    }
+    return {k: v for k, v in out.items() if v > 1}
+
+
+def allocation_sized_by(lines: Iterable[str], value: str, widths: Mapping[str, int]) -> str | None:
+    """Why the allocation a failure could not make is the value's count times a width of the model
+    (to the precision the size is printed in), or None."""
+    ns = [n for n in counts(value) if n >= 2]
+    if not ns or not widths:
+        return None
+    for ln in lines:
+        for m in _ALLOCATE.finditer(ln):
+            unit = _UNIT_BYTES[m.group(2).lower()]
+            got = float(m.group(1)) * unit
+            if got < _SMALLEST_SIZE:
+                continue
+            tol = 0.5 * 10 ** -len((m.group(1).split(".") + [""])[1]) * unit  # half the last digit printed
+            for n in ns:
+                for name, w in widths.items():
+                    for b in _ELEMENT_BYTES:
+                        if abs(n * w * b - got) <= tol:
+                            return f"{m.group(0)} is {n} x the model's {name} {w} x {b} bytes: {ln.strip()[:160]}"
+    return None
+
+
 _NO_MODULE = re.compile(
     r"No module named ['\"](?P<mod>[\w.]+)['\"]|cannot import name ['\"](?P<name>\w+)['\"]"
 )
@@ -464,10 +534,10 @@ def format_spellings(value: str) -> tuple[list[str], str | None]:
     return [], None
 
 
-def value_link(s: Setting, lines: list[str]) -> Link | None:
+def value_link(s: Setting, lines: list[str], widths: Mapping[str, int] | None = None) -> Link | None:
     """The failure quotes the setting's value (a distinctive piece of it, or the number format it
-    names in another spelling), imports what it names, or states the size it gives in its own unit;
-    None if none of these."""
+    names in another spelling), imports what it names, states the size it gives in its own unit, or
+    failed an allocation its count sized (``widths``: the model's, model_widths); None if none."""
     for tok in value_tokens(s.value):
         if (line := quoted(lines, tok)) is not None:
             return Link(s.name, "value", f"the failure quotes its value {tok!r}: {line.strip()[:160]}")
@@ -487,6 +557,8 @@ def value_link(s: Setting, lines: list[str]) -> Link | None:
         return Link(s.name, "value", f"the failure imports what its value names: {line.strip()[:160]}")
     if (line := quoted_size(lines, s.value, s.dest)) is not None:
         return Link(s.name, "value", f"the failure states the size it gives: {line.strip()[:160]}")
+    if widths and (why := allocation_sized_by(lines, s.value, widths)) is not None:
+        return Link(s.name, "value", f"the allocation that failed is its count: {why}")
     return None
 
 
@@ -497,20 +569,22 @@ def links(
     package: str | None,
     places: Sequence[str] = (),
     tested: Iterable[str] = (),
+    widths: Mapping[str, int] | None = None,
 ) -> list[Link]:
     """Every link between this failure and a setting of the launch. ``lines``: the failure's
     words (root exception and evidence lines, frames left out); ``frames``: the root exception's
     frames, innermost last, as "path:function"; ``package``: the engine's own package;
     ``places``: for a failure with no traceback, where its last records were logged
     (logged_places), read for a module named for a value only; ``tested``: the names the engine's
-    source tested on its way to the raising line (bringup/observe/guards.py)."""
+    source tested on its way to the raising line (bringup/observe/guards.py); ``widths``: the
+    model's widths (model_widths), for an allocation a count sized."""
     out: list[Link] = []
     objects = config_objects(lines, frames, package)
     paths = engine_frames(frames, package)
     functions = engine_functions(frames, package)
     tests = set(tested)
     for s in settings:
-        if (link := value_link(s, lines)) is not None:
+        if (link := value_link(s, lines, widths)) is not None:
             out.append(link)
         if s.dest in tests:
             out.append(Link(s.name, "guard", f"the engine raised under a test of its field {s.dest}"))

@@ -117,9 +117,12 @@ def unknown_hint(
             "tells whether they cause it."
         )
     elif settings:
+        # only names and values are read here: a setting the failing code reads without naming it
+        # (SGLang 0.5.16's loader reads SGLANG_EMBEDDINGS_SPARSE_HEAD) is the search's to weigh
         next_ = (
-            f" None of your settings names {comp or 'it'}: the engine's defaults for that component, and "
-            "the engine's issues on the first evidence line, are where to look next."
+            f" No name or value of your settings names {comp or 'it'} (the search also weighs those its "
+            "code reads): the engine's defaults for that component, and the engine's issues on the first "
+            "evidence line, are where to look next."
         )
     else:
         next_ = " The engine's issues on the first evidence line, or another engine version, are where to look next."

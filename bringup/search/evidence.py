@@ -344,11 +344,12 @@ def relevance(
     aliases: Mapping[str, tuple[str, ...]] | None = None,
     settings: list[lk.Setting] | None = None,
     package: str | None = None,
+    widths: Mapping[str, int] | None = None,
 ) -> Named:
     """Weigh the factors this failure names. ``levels``: each factor's effective level in the launch;
     ``changed``: factors it changed from the baseline; ``resolve``: flag name -> Factor or None;
     ``settings``: the launch's settings as the links read them (bringup/observe/links.py), with the
-    engine's own ``package`` for its frames."""
+    engine's own ``package`` for its frames; ``widths``: the model's (links.model_widths)."""
     named = Named()
     plain = [
         ln
@@ -370,7 +371,7 @@ def relevance(
                 named.weights[f.name] = min(named.weights.get(f.name, 0.0), 0.0)
     _code_weights(named, outcome, levels, resolve)
     if settings:
-        link_weights(named, outcome, settings, package)
+        link_weights(named, outcome, settings, package, widths)
     if not named.weights:
         for n in changed:
             named.add(n, W_CHANGED, "changed by this launch, and nothing else is named")
@@ -392,7 +393,13 @@ def failure_words(outcome: Outcome) -> list[str]:
     return [ln for ln in message_lines(outcome) if not config_dump(ln) and not _own_note(ln)]
 
 
-def link_weights(named: Named, outcome: Outcome, settings: list[lk.Setting], package: str | None) -> None:
+def link_weights(
+    named: Named,
+    outcome: Outcome,
+    settings: list[lk.Setting],
+    package: str | None,
+    widths: Mapping[str, int] | None = None,
+) -> None:
     """What links the failure to a setting beyond its flag's name (bringup/observe/links.py)."""
     own = {s.name: s for s in settings}
     words = failure_words(outcome)
@@ -404,7 +411,7 @@ def link_weights(named: Named, outcome: Outcome, settings: list[lk.Setting], pac
     # the switch that turned LoRA on, read in too many files to be linked (dev5)
     shared = class_draws_on_every_setting(outcome.failure_class or "")
     tested = guard_names(outcome.root_exception, package)
-    for link in lk.links(words, list(outcome.frames or []), settings, package, places, tested):
+    for link in lk.links(words, list(outcome.frames or []), settings, package, places, tested, widths):
         if shared and link.kind in ("reader", "reader-file"):
             continue
         w = W_LINK.get(link.kind, 0.0)

@@ -42,7 +42,7 @@ from bringup.knowledge.rules import Knowledge, Verdict
 from bringup.observe import links
 from bringup.observe.effective import normalise, same_value
 from bringup.observe.fieldreaders import readers as field_readers
-from bringup.observe.links import Setting, read_in_module
+from bringup.observe.links import Setting, model_widths, read_in_module
 from bringup.observe.outcome import Outcome
 from bringup.observe.ports import server_port_race
 from bringup.record.results import Attempt, Pinned, StrategyState
@@ -584,6 +584,7 @@ class Strategy:
             self._aliases(),
             self._settings(cand, raw),
             self.space.engine,
+            model_widths(self.space.target.facts),
         )
         woken = {n for n, w in named.weights.items() if w >= ev.W_SIGNATURE / 2 and levels.get(n) == INERT}
         self.not_inert |= woken

@@ -561,7 +561,7 @@ def test_sampler_nan_ranks_sampler_variables_first(vllm):
     # the evidence alone (a class that lists no variables) puts it first too
     wrong = {"failure_class": "wrong-output", "evidence": nan.evidence}
     assert rank(_pool(vllm), wrong)[0].var.name == "VLLM_USE_FLASHINFER_SAMPLER"
-    assert "sampler (name)" in rank(_pool(vllm), wrong)[0].reasons
+    assert "sampler (name and description)" in rank(_pool(vllm), wrong)[0].reasons
 
 
 def test_a_variable_read_by_the_function_that_failed_is_implicated(sglang_old):
@@ -600,6 +600,33 @@ def test_a_word_a_variables_name_shares_with_the_failure_is_no_reason(sglang, vl
         assert any(w in n for n in reg.variables for w in ("ERROR", "VALIDATION"))
         joined = [r.var.name for r in rank(_pool(reg), failure, device="cuda") if r.score >= MIN_RANK_SCORE]
         assert joined == [], joined
+
+
+def test_a_component_a_variables_name_alone_shares_with_the_failing_code_is_no_reason(sglang):
+    """The real SGLang 0.5.16 launch of the seventh GPU set (tests/data/gpu/h100-2026-12-07e, attempt
+    3): a TypeError in the model loader, raised below ``load_model_with_memory_saver``. "memory" in
+    that function's name called every SGLang variable with MEMORY in its own name into the search
+    (SGLANG_DEBUG_MEMORY_POOL, SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK, ...). Only the engine's own
+    words for a variable (its description, its registry's section) make a component a reason."""
+    import json
+
+    from bringup.search.envfactors import MIN_RANK_SCORE
+    from tests.paths import ROOT
+
+    (path,) = (ROOT / "tests/data/gpu/h100-2026-12-07e/runs/sglang-usermistakes7/runs").glob(
+        "*/trials/03-*/outcome.json"
+    )
+    o = json.loads(path.read_text())
+    failure = {
+        **o,
+        "evidence": [*o["evidence"], *(f.replace("/", " ").replace("_", " ") for f in o["frames"][-6:])],
+    }
+    assert "memory" in " ".join(failure["evidence"])
+    joined = [r for r in rank(_pool(sglang), failure, device="cuda") if r.score >= MIN_RANK_SCORE]
+    assert not [r.var.name for r in joined if "MEMORY" in r.var.name], [
+        (r.var.name, r.reasons) for r in joined
+    ]
+    assert all(any("description" in x or "read by" in x or "named" in x for x in r.reasons) for r in joined)
 
 
 def test_the_words_of_a_variable_a_line_names_are_no_component_of_the_failure(vllm):

@@ -365,7 +365,13 @@ def test_h200_run_of_the_same_fingerprint_agrees(tmp_path):
     """The fingerprint made on the H200 (python3.12, its packages) equals the one made here."""
     there = json.loads((GPU_DATA / "model-glm5-5layers-nvfp4-header-only.json").read_text())
     here = mi.fingerprint(glm5_small(tmp_path))
-    assert there["facts"] == mi.facts(here)
+    facts = mi.facts(here)
+    # the H200 record predates the model's MLP width and vocabulary among the facts
+    assert there["facts"] == {k: v for k, v in facts.items() if k in there["facts"]}
+    assert (
+        facts["model.intermediate_size"] == here.intermediate_size
+        and facts["model.vocab_size"] == here.vocab_size
+    )
     assert there["fingerprint"]["weights"]["bytes_by_dtype"] == here.weights.bytes_by_dtype
     llama = json.loads((GPU_DATA / "model-llama3-8b-header-only.json").read_text())
     assert llama["fingerprint"]["weights"]["total_bytes"] == llama3_bytes()

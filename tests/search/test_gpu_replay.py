@@ -149,3 +149,51 @@ def test_the_field_the_engine_tested_before_it_raised_outranks_the_users_other_f
     post = {c.conds[0].factor: p for c, p in s.blockers[-1].post.items() if len(c.conds) == 1}
     rest = [p for f, p in post.items() if f != "--enable-pdmux"]
     assert post["--enable-pdmux"] > max(rest), s.blockers[-1].top(4)
+
+
+def _observed_on(facts: dict, corpus: str, trials, outcomes: list[Outcome]):
+    """As `_observed`, on a GPU corpus's facts with these in place (the model the run brought up)."""
+    c = BENCH.load_corpus(corpus)
+    c = c.model_copy(update={"facts": {**c.facts, **facts}})
+    s = BENCH.strategy_for(c, Candidate.from_json(outcomes[0].candidate))
+    for t, o in zip(trials, outcomes, strict=True):
+        s.observe(Candidate.from_json(o.candidate), o, source="dry-run" if "dry-run" in t.name else "launch")
+    return s
+
+
+# The model of the GPU three-mistake sets (tests/data/gpu/make_random_llama.py): Llama-3-8B's layers.
+M8B = {
+    "model.hidden_size": 4096,
+    "model.intermediate_size": 14336,
+    "model.heads": 32,
+    "model.kv_heads": 8,
+    "model.head_dim": 128,
+    "model.layers": 32,
+    "model.dtype": "bfloat16",
+}
+
+
+def test_an_allocation_the_users_count_sized_outranks_the_memory_fraction() -> None:
+    """The vLLM half of the seventh set: with the user's `--max-num-batched-tokens 2M`, the profile
+    run failed "Tried to allocate 16.00 GiB", which is 2097152 tokens x hidden 4096 x 2 bytes. The
+    run lowered the memory fraction twice before it undid the user's settings; read as a person
+    reads it, the user's token budget is the first suspect, and the next launch drops it."""
+    trials = sorted(
+        (ROOT / "tests/data/gpu/h100-2026-12-07e/runs/vllm-usermistakes7/runs").glob("*/trials/*")
+    )[:2]
+    outcomes = _outcomes(trials)
+    assert outcomes[1].failure_class == "oom-kv-cache"
+    s = _observed_on(M8B, "vllm-h100b", trials, outcomes)
+    post = {c.conds[0].factor: p for c, p in s.blockers[-1].post.items() if len(c.conds) == 1}
+    rest = [p for f, p in post.items() if f != "--max-num-batched-tokens"]
+    assert post["--max-num-batched-tokens"] > max(rest), s.blockers[-1].top(4)
+    nxt = s.next_launch([], [], set()).candidate
+    assert nxt is not None and "--max-num-batched-tokens" not in nxt.flag_dict, nxt.flag_dict
+    # without the model's widths, nothing links the size to the count
+    bare = _observed_on(
+        {"model.hidden_size": None, "model.intermediate_size": None}, "vllm-h100b", trials, outcomes
+    )
+    post = {c.conds[0].factor: p for c, p in bare.blockers[-1].post.items() if len(c.conds) == 1}
+    assert post["--max-num-batched-tokens"] < max(
+        p for f, p in post.items() if f != "--max-num-batched-tokens"
+    )

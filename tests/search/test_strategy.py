@@ -768,6 +768,31 @@ def test_an_override_a_later_launch_does_not_repeat_is_forgotten():
     assert s.eff(f, "flashinfer") == "flashinfer" and s.eff(f, "fa3") == "fa3"
 
 
+def test_bringups_own_reading_of_a_failure_is_not_the_log_naming_a_variable():
+    """A hint no signature wrote is bringup's own reading of the failure ("Classed bad-flag by where it
+    was raised (env:NAME: ...)", the settings that touch the failing component): a variable it lists
+    was listed because of the evidence already weighed, and read back as the log naming it, it
+    counted twice (dev7: 34 of 48 such hints named a variable no engine line did)."""
+    from bringup.env.registry import load_registry
+    from bringup.search.envfactors import EnvFactors
+
+    env = EnvFactors(load_registry("vllm", version="0.32.0", installed=False), device="cuda")
+    said = Outcome(
+        status="fails",
+        failure_class="bad-flag",
+        phase="load-weights",
+        evidence=["PermissionError: [Errno 13] Permission denied: '/opt/cache/x'"],
+        hint="Classed bad-flag by where it was raised (env:VLLM_USE_FLASHINFER_SAMPLER: the failing code "
+        "is in the component it configures).",
+    )
+    named = [p.factor.name for p in env.after_failure(said, []) if p.why.startswith("named by the log")]
+    assert "env:VLLM_USE_FLASHINFER_SAMPLER" not in named
+    # a signature's hint is knowledge written from the engine's words: its variable is named
+    signed = said.model_copy(update={"signature": "some-signature"})
+    named = [p.factor.name for p in env.after_failure(signed, []) if p.why.startswith("named by the log")]
+    assert "env:VLLM_USE_FLASHINFER_SAMPLER" in named
+
+
 def test_a_level_the_failure_itself_advises_is_not_its_culprit():
     """dev2: a distributed-init hang on PCIe, then NCCL_P2P_DISABLE=1 (the classic fix) got past it
     and met NCCL's "unhandled system error", whose signature hint says "try NCCL_P2P_DISABLE=1 on
@@ -799,6 +824,7 @@ def test_a_level_the_failure_itself_advises_is_not_its_culprit():
                     "RuntimeError: NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for details)"
                 ],
                 hint="The GPUs could not form a process group. Try NCCL_P2P_DISABLE=1 on PCIe machines.",
+                signature="nccl-error",  # a signature's hint: knowledge, read as the log's advice
             ),
         )
         return s.blockers[-1]

@@ -524,6 +524,26 @@ def test_a_selection_line_names_no_family_for_a_failure_in_another_component():
     assert mass(b, "--enable-return-routed-experts") > 0.4, b.top(4)
 
 
+def test_an_allocation_is_a_count_the_user_gave_times_a_width_of_the_model():
+    # real vLLM 0.24.0's profile run (tests/data/gpu/h100-2026-12-07e): 2M tokens x hidden 4096 x bf16
+    widths = lk.model_widths(
+        {"model.hidden_size": 4096, "model.intermediate_size": 14336, "model.vocab_size": 128256,
+         "model.heads": 32, "model.kv_heads": 8, "model.head_dim": 128, "model.moe": False}
+    )  # fmt: skip
+    assert widths["fused gate and up width"] == 28672 and widths["fused query, key and value width"] == 6144
+    oom = "CUDA out of memory. Tried to allocate 16.00 GiB. GPU 0 has a total capacity of 79.18 GiB"
+    why = lk.allocation_sized_by([oom], "2M", widths)
+    assert why is not None and "2097152 x the model's hidden size 4096 x 2 bytes" in why
+    assert lk.counts("2M") == [2000000, 2097152] and lk.counts("8192") == [8192] and lk.counts("0.9") == []
+    # the logits of 8192 positions in float32: 8192 x 128256 x 4 bytes = 3.91 GiB
+    assert lk.allocation_sized_by(["Tried to allocate 3.91 GiB"], "8192", widths)
+    # a size off by more than its printed precision, the machine's capacity, a small allocation: none
+    assert lk.allocation_sized_by(["Tried to allocate 16.02 GiB"], "2M", widths) is None
+    assert lk.allocation_sized_by(["a total capacity of 16.00 GiB"], "2M", widths) is None
+    assert lk.allocation_sized_by(["Tried to allocate 32.00 MiB"], "2048", widths) is None
+    assert lk.allocation_sized_by([oom], "2M", {}) is None
+
+
 def test_a_size_the_user_gave_is_quoted_in_the_engines_own_unit():
     # a device limit of 24G (CUDA's MPS variable, read by the driver, named by no engine line);
     # torch's out-of-memory states the capacity the limit left, in its own unit and precision

@@ -133,6 +133,13 @@ step_usermistakes7() {
   local v="USERBAD7_$E"
   USERBAD=${!v} user_with usermistakes7 --dry-run auto
 }
+# An eighth set (issue 36, 2026-12-07, twelfth session), written the same way by a helper and sealed
+# the same way (usermistakes8.sh), after the seventh had been read.
+step_usermistakes8() {
+  . "$GPU_HOME/tests/data/gpu/usermistakes8.sh"
+  local v="USERBAD8_$E"
+  USERBAD=${!v} user_with usermistakes8 --dry-run auto
+}
 step_usercorpus_late() { bash "$GPU_HOME/tests/data/gpu/h200_usercorpus.sh" "$E" late > "$RES/usercorpus-$E-late.out" 2>&1; }
 
 user_with() {  # user_with NAME FLAGS...: `bringup run` from $USERBAD with FLAGS, its own runs folder
