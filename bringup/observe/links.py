@@ -358,6 +358,25 @@ _NO_MODULE = re.compile(
 )
 
 
+def missing_module_named_for(lines: Iterable[str], value: str) -> str | None:
+    """The first line in which a module named for the value could not be imported: the missing
+    module's name is the value, or one of its pieces after the first (between dots and underscores)
+    is ("No module named 'torch_npu'" for ``--device npu``: real SGLang 0.5.16,
+    tests/data/gpu/h100-2026-12-07f). The platform, backend or method the user named needs a
+    package that is not there."""
+    v = value.strip().strip("'\"").lower()
+    if not re.fullmatch(r"[a-z][a-z0-9]*", v) or not _distinctive(v):
+        return None
+    for ln in lines:
+        for m in _NO_MODULE.finditer(ln):
+            pieces = re.split(r"[._]", (m.group("mod") or "").lower())
+            # the whole name, or a piece after its first: torch_npu is torch's extension for the
+            # NPU, and a value "torch" names the host package every engine imports, not this one
+            if pieces == [v] or v in pieces[1:]:
+                return ln
+    return None
+
+
 def imports_value(message: str, value: str) -> bool:
     """The message is an import of what the value names: "No module named 'my_plugins'" for
     ``my_plugins.workers.Worker``, "cannot import name 'Worker'" for the same."""
@@ -534,6 +553,17 @@ def format_spellings(value: str) -> tuple[list[str], str | None]:
     return [], None
 
 
+def _import_link(s: Setting, lines: list[str]) -> Link | None:
+    """The failure imports what the value names, or could not import a module named for it."""
+    if (line := next((ln for ln in lines if imports_value(ln, s.value)), None)) is not None:
+        return Link(s.name, "value", f"the failure imports what its value names: {line.strip()[:160]}")
+    if (line := missing_module_named_for(lines, s.value)) is not None:
+        return Link(
+            s.name, "value", f"the module it could not import is named for its value: {line.strip()[:160]}"
+        )
+    return None
+
+
 def value_link(s: Setting, lines: list[str], widths: Mapping[str, int] | None = None) -> Link | None:
     """The failure quotes the setting's value (a distinctive piece of it, or the number format it
     names in another spelling), imports what it names, states the size it gives in its own unit, or
@@ -553,8 +583,8 @@ def value_link(s: Setting, lines: list[str], widths: Mapping[str, int] | None = 
             return Link(
                 s.name, "value", f"the failure names its number format as {scalar!r}: {line.strip()[:160]}"
             )
-    if (line := next((ln for ln in lines if imports_value(ln, s.value)), None)) is not None:
-        return Link(s.name, "value", f"the failure imports what its value names: {line.strip()[:160]}")
+    if (link := _import_link(s, lines)) is not None:
+        return link
     if (line := quoted_size(lines, s.value, s.dest)) is not None:
         return Link(s.name, "value", f"the failure states the size it gives: {line.strip()[:160]}")
     if widths and (why := allocation_sized_by(lines, s.value, widths)) is not None:

@@ -308,8 +308,10 @@ def named_in_line(line: str, f: Factor, level: str, aliases: tuple[str, ...] = (
         f.name.lower() in low
         or dest + "=" in low
         or dest + ":" in low
-        # a word of its own, not part of a compound ("device-side assert" names no --device)
-        or re.search(rf"(?<![\w-]){re.escape(dest)}(?![\w-])", low)
+        # a word of its own, not part of a compound ("device-side assert" names no --device), nor a
+        # file or folder of a path: gloo's own "/gloo/transport/tcp/device.cc:84" named SGLang's
+        # --device at full weight (real 0.5.16, tests/data/gpu/h100-2026-12-07f)
+        or re.search(rf"(?<![\w/-]){re.escape(dest)}(?![\w-])", low)
     ):
         return True
     if len(dest) > 6 and dest.replace("_", " ") in low:

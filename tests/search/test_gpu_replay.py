@@ -197,3 +197,38 @@ def test_an_allocation_the_users_count_sized_outranks_the_memory_fraction() -> N
     assert post["--max-num-batched-tokens"] < max(
         p for f, p in post.items() if f != "--max-num-batched-tokens"
     )
+
+
+def test_a_module_named_for_the_users_value_that_does_not_import_undoes_it_first() -> None:
+    """The SGLang half of the eighth set (real 0.5.16 on an H100, tests/data/gpu/h100-2026-12-07f,
+    run once as a whole while sealed, read after): the user's `--device npu` failed "No module named
+    'torch_npu'". The run blamed the user's TORCH_CUDA_ARCH_LIST first (33%, against 7% for the
+    device), dropped the device only at its third launch, put it back at its fourth, and validated
+    in 6 (a person needs 4). The module it could not import is named for the user's value."""
+    trials = sorted(
+        (ROOT / "tests/data/gpu/h100-2026-12-07f/runs/sglang-usermistakes8/runs").glob("*/trials/*")
+    )[:1]
+    outcomes = _outcomes(trials)
+    assert "No module named 'torch_npu'" in (outcomes[0].root_exception or "")
+    s = _observed("sglang-h100b", trials, outcomes)
+    post = {c.conds[0].factor: p for c, p in s.blockers[-1].post.items() if len(c.conds) == 1}
+    assert post["--device"] > max(p for f, p in post.items() if f != "--device"), s.blockers[-1].top(4)
+    nxt = s.next_launch([], [], set()).candidate
+    assert nxt is not None and "--device" not in nxt.flag_dict, nxt.flag_dict
+
+
+def test_a_librarys_file_named_like_a_flag_does_not_name_it() -> None:
+    """The same run's third launch had dropped the device and met gloo's "[enforce fail at
+    /pytorch/third_party/gloo/gloo/transport/tcp/device.cc:84] ... Unable to find address for:
+    bond0". `device.cc` named the engine's `--device` at a flag's full weight (30% on the engine's
+    default device), and the fourth launch put the user's `npu` back. A file of a path is the
+    library's source tree, not the failure naming a flag; the user's quoted `bond0` is the suspect."""
+    trials = sorted(
+        (ROOT / "tests/data/gpu/h100-2026-12-07f/runs/sglang-usermistakes8/runs").glob("*/trials/*")
+    )[:3]
+    s = _observed("sglang-h100b", trials, _outcomes(trials))
+    top = s.blockers[-1].top(2)
+    assert top[0][0].conds[0].factor == "env:GLOO_SOCKET_IFNAME", top
+    assert s.blockers[-1].mass_of("--device") < 0.1, s.blockers[-1].top(4)
+    nxt = s.next_launch([], [], set()).candidate
+    assert nxt is not None and nxt.flag_dict.get("--device") != "npu", nxt.flag_dict

@@ -544,6 +544,23 @@ def test_an_allocation_is_a_count_the_user_gave_times_a_width_of_the_model():
     assert lk.allocation_sized_by([oom], "2M", {}) is None
 
 
+def test_a_module_that_does_not_import_is_named_for_the_users_value():
+    # real SGLang 0.5.16 with the user's --device npu (tests/data/gpu/h100-2026-12-07f)
+    npu = "ModuleNotFoundError: No module named 'torch_npu'"
+    assert lk.missing_module_named_for([npu], "npu") == npu
+    assert lk.missing_module_named_for(["No module named 'bitsandbytes'"], "bitsandbytes")
+    assert lk.missing_module_named_for(
+        ["No module named 'vllm.model_executor.layers.quantization.gguf'"], "gguf"
+    )
+    # the host package, a plain value, a piece of a word, a value with a dot: none
+    assert lk.missing_module_named_for([npu], "torch") is None
+    assert lk.missing_module_named_for(["No module named 'torch_cuda'"], "cuda") is None
+    assert lk.missing_module_named_for(["No module named 'torch_npux'"], "npu") is None
+    assert lk.missing_module_named_for([npu], "9.0a") is None
+    link = lk.value_link(lk.Setting("--device", "npu", "device", None, True), [npu])
+    assert link is not None and link.kind == "value"
+
+
 def test_a_size_the_user_gave_is_quoted_in_the_engines_own_unit():
     # a device limit of 24G (CUDA's MPS variable, read by the driver, named by no engine line);
     # torch's out-of-memory states the capacity the limit left, in its own unit and precision
