@@ -292,7 +292,6 @@ def quoted_size(lines: Iterable[str], value: str, dest: str = "") -> str | None:
 # bytes, that count sized the tensor: real vLLM 0.24.0 on an H100 (tests/data/gpu/h100-2026-12-07e)
 # failed to allocate 16.00 GiB = 2097152 tokens (the user's "2M") x hidden 4096 x 2 bytes (bf16).
 _ALLOCATE = re.compile(r"[Tt]ried to allocate (\d+(?:\.\d+)?) ?(KiB|MiB|GiB|TiB)\b")
-_UNIT_BYTES = {"kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
 _COUNT = re.compile(r"(\d+)([kmgKMG]?)")
 _ELEMENT_BYTES = (1, 2, 4)
 
@@ -303,11 +302,9 @@ def counts(value: str) -> list[int]:
     m = _COUNT.fullmatch(value.strip())
     if m is None:
         return []
-    n, unit = int(m.group(1)), m.group(2).lower()
-    if not unit:
-        return [n]
-    power = _POWERS[unit]
-    return sorted({n * 1024**power, n * 1000**power})
+    if not m.group(2):
+        return [int(m.group(1))]
+    return sorted({int(b) for b in _bytes(m.group(1), m.group(2))})  # a bare K/M/G: both ways
 
 
 def model_widths(facts: Mapping[str, Any]) -> dict[str, int]:
@@ -340,7 +337,7 @@ def allocation_sized_by(lines: Iterable[str], value: str, widths: Mapping[str, i
         return None
     for ln in lines:
         for m in _ALLOCATE.finditer(ln):
-            unit = _UNIT_BYTES[m.group(2).lower()]
+            unit = _bytes("1", m.group(2))[0]  # KiB..TiB: binary only
             got = float(m.group(1)) * unit
             if got < _SMALLEST_SIZE:
                 continue

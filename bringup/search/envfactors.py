@@ -119,7 +119,8 @@ class EnvFactors:
         # A signature's or rule's hint is knowledge written from the engine's own text; a hint without
         # one is bringup's own reading of this failure (where it was raised, which settings touch it),
         # and a variable it lists is not the log naming it again.
-        lines = [*outcome.evidence, *([outcome.hint] if outcome.hint and outcome.signature else [])]
+        hint = outcome.hint if outcome.signature else None
+        lines = [*outcome.evidence, *([hint] if hint else [])]
         found = mentions_in_lines(lines, list(self.registry.variables))
         for m in found:
             if m.action == "unset" or not_a_fix(m.name) or any(p.factor.name == "env:" + m.name for p in out):
@@ -144,7 +145,7 @@ class EnvFactors:
         failure = {
             "failure_class": outcome.failure_class,
             "implicates": outcome.implicates,
-            "hint": outcome.hint if outcome.signature else None,
+            "hint": hint,
             "evidence": [
                 *outcome.evidence,
                 *([outcome.root_exception] if outcome.root_exception else []),
