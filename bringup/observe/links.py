@@ -137,6 +137,18 @@ def words(text: str) -> list[str]:
     return [w.lower() for w in re.split(r"[^A-Za-z0-9]+", _CAMEL.sub(" ", text)) if w]
 
 
+# A code name in a message: a dotted or underscored identifier (``torch.OutOfMemoryError``,
+# ``torch_npu``, ``torch._inductor``), a path's pieces, a CamelCase name (``InductorError``, and
+# ``PyTorch`` of every torch OOM's "non-PyTorch memory"). Its words are the code's, not the failure's.
+_CODE_NAME = re.compile(r"[\w./-]*\w[._/]\w[\w./-]*|\b\w*[a-z][A-Z]\w*")
+
+
+def prose_words(text: str) -> list[str]:
+    """The words of a message outside its code names: "No module named 'torch_npu'" says "module"
+    and "named"; "torch" there is a piece of the module's name, which every torch error carries."""
+    return words(_CODE_NAME.sub(" ", text))
+
+
 def subject_words(dest: str, shortest: int = 4) -> set[str]:
     """The stems of a destination's words, without the words every selector has."""
     return {stem(w) for w in words(dest) if len(w) >= shortest and w not in _GENERIC}
@@ -657,9 +669,13 @@ def subject_links(lines: list[str], settings: Iterable[Setting]) -> list[Link]:
     ("model", "request"), picks none. Only the message is read, not the logger's place in front
     of it: "[parallel_state.py:1208] rank 0 in world size 2 ..." is where a hang's last line was
     logged, and "parallel" there named the user's tensor-parallel size for every hang in start-up
-    (the place is the component links' to read, from the frames)."""
+    (the place is the component links' to read, from the frames). Nor are the pieces of a code
+    name (prose_words): "No module named 'torch_npu'" and "torch._inductor.exc.InductorError" are
+    not about torch, the subject of the user's TORCH_CUDA_ARCH_LIST, nor is "non-PyTorch memory"
+    of every torch OOM (real GPU runs suspected it by that word: h100-2026-12-07f first, at 33%;
+    h100-2026-12-07e dropped it in its third launch)."""
     mine = [s for s in settings if s.user]
-    said = {stem(w) for ln in lines for w in words(strip_prefix(ln)[0]) if len(w) >= 4}
+    said = {stem(w) for ln in lines for w in prose_words(strip_prefix(ln)[0]) if len(w) >= 4}
     owners: dict[str, list[Setting]] = {}
     for s in mine:
         for w in subject(s) - _PROSE:

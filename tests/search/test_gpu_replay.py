@@ -213,6 +213,9 @@ def test_a_module_named_for_the_users_value_that_does_not_import_undoes_it_first
     s = _observed("sglang-h100b", trials, outcomes)
     post = {c.conds[0].factor: p for c, p in s.blockers[-1].post.items() if len(c.conds) == 1}
     assert post["--device"] > max(p for f, p in post.items() if f != "--device"), s.blockers[-1].top(4)
+    # "torch" of the module's name is the code's word, not the failure's: the user's right
+    # TORCH_CUDA_ARCH_LIST is no lead (it had 30% by that word beside the device's link)
+    assert s.blockers[-1].mass_of("env:TORCH_CUDA_ARCH_LIST") < 0.1, s.blockers[-1].top(4)
     nxt = s.next_launch([], [], set()).candidate
     assert nxt is not None and "--device" not in nxt.flag_dict, nxt.flag_dict
 

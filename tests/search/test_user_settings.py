@@ -236,6 +236,26 @@ def test_the_failures_words_name_what_one_of_the_users_settings_is_about():
     ]
 
 
+def test_a_piece_of_a_code_name_is_not_what_the_failure_is_about():
+    # real SGLang 0.5.16 for the user's --device npu (tests/data/gpu/h100-2026-12-07f): "torch" of
+    # the module's name is the code's word, which every torch error carries (torch.OutOfMemoryError,
+    # torch._inductor); the user's TORCH_CUDA_ARCH_LIST is about torch only in its name's words
+    arch = lk.Setting("env:TORCH_CUDA_ARCH_LIST", "9.0a", "TORCH_CUDA_ARCH_LIST", None, True)
+    for line in [
+        "ModuleNotFoundError: No module named 'torch_npu'",
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.25 GiB.",
+        "torch._inductor.exc.InductorError: RuntimeError: Failed to run autotuning code block",
+        # real vLLM 0.24.0's OOM (h100-2026-12-07e): "PyTorch" is a name, not "py" and "torch"
+        "GPU 0 has a total capacity of 79.18 GiB of which 7.35 GiB is free. Including non-PyTorch memory",
+    ]:
+        assert lk.subject_links([line], [arch]) == [], line
+    # the same word in the failure's prose is what it is about
+    assert [x.name for x in lk.subject_links(["RuntimeError: torch was built without NCCL."], [arch])] == [
+        "env:TORCH_CUDA_ARCH_LIST"
+    ]
+    assert lk.prose_words("CUDA out of memory. Tried") == ["cuda", "out", "of", "memory", "tried"]
+
+
 def test_a_word_in_another_form_still_names_what_the_users_setting_is_about():
     # "queue" / "queued", "sampled" / "sampling", "quantized" / "quantization": the forms of one
     # word meet; "process" / "processes" and "class" / "classes" too, and no word meets another
@@ -381,14 +401,23 @@ def test_every_variable_the_user_sets_is_a_factor_whoever_reads_it_and_no_secret
 
 def test_a_word_lead_never_overrules_a_signature_that_blames_the_model():
     # vLLM CPU refuses head size 16 on the first request (signature vllm-cpu-unsupported-attention:
-    # no flag changes the CPU kernel). "kv_cache_idx" has "cache", the subject of the user's
-    # --gpu-memory-utilization (CacheConfig): a lead, so that setting is a suspect, but the model
-    # stays the likeliest cause (CI, stop 43: the lead alone turned "impossible" into a spent budget)
+    # no flag changes the CPU kernel). The real line's "kv_cache_idx" is a code name, not the
+    # failure's words: its "cache" is no lead (CI, stop 43: that lead alone turned "impossible" into
+    # a spent budget)
     cpu = {"device": "cpu", "gpu.count": 0, "model.attention": "mha", "model.head_dim": 16}
+    real = [
+        "(Worker pid=7) ERROR 12-05 14:15:10 [multiproc_executor.py:1063] RuntimeError: Unsupported CPU "
+        "attention configuration: head_dim=16 isa=2 kv_cache_idx=0"
+    ]
+    s = strategy("--gpu-memory-utilization 0.4", cpu, knowledge=True)
+    assert lk.subject_links(real, s._settings(s.baseline, s.levels_of(s.baseline))) == []
+    # the same refusal in words that say "cache" (the subject of the user's
+    # --gpu-memory-utilization, CacheConfig): a lead, so that setting is a suspect, but the model
+    # stays the likeliest cause
     s = strategy("--gpu-memory-utilization 0.4", cpu, knowledge=True)
     lines = [
         "(Worker pid=7) ERROR 12-05 14:15:10 [multiproc_executor.py:1063] RuntimeError: Unsupported CPU "
-        "attention configuration: head_dim=16 isa=2 kv_cache_idx=0"
+        "attention configuration: head_dim=16 isa=2 for this cache layout"
     ]
     o, b = first_blocker(s, lines)
     assert o.signature == "vllm-cpu-unsupported-attention"
