@@ -81,7 +81,7 @@ ORDER=${ORDER:-vllm-defaults sglang-defaults vllm-mistakes sglang-mistakes vllm-
 declare -A COST=([vllm-dryrun]=60 [sglang-dryrun]=60 [vllm-dryrun-mistakes]=200 [sglang-dryrun-mistakes]=230
   [vllm-nok-dryrun]=300 [sglang-nok-dryrun]=330 [vllm-nok]=330 [sglang-nok]=360
   [vllm-usermistakes]=300 [sglang-usermistakes]=320 [vllm-usermistakes-dryrun]=280
-  [sglang-usermistakes-dryrun]=340 [vllm-usermistakes2]=300 [sglang-usermistakes2]=340 [vllm-usermistakes3]=300 [sglang-usermistakes3]=340 [vllm-usermistakes4]=440 [sglang-usermistakes4]=480 [vllm-usermistakes5]=440 [sglang-usermistakes5]=480 [vllm-usermistakes6]=440 [sglang-usermistakes6]=480 [vllm-usermistakes7]=440 [sglang-usermistakes7]=480 [vllm-usermistakes8]=440 [sglang-usermistakes8]=480 [vllm-usercorpus-late]=180 [sglang-usercorpus-late]=260
+  [sglang-usermistakes-dryrun]=340 [vllm-usermistakes2]=300 [sglang-usermistakes2]=340 [vllm-usermistakes3]=300 [sglang-usermistakes3]=340 [vllm-usermistakes4]=440 [sglang-usermistakes4]=480 [vllm-usermistakes5]=440 [sglang-usermistakes5]=480 [vllm-usermistakes6]=440 [sglang-usermistakes6]=480 [vllm-usermistakes7]=440 [sglang-usermistakes7]=480 [vllm-usermistakes8]=440 [sglang-usermistakes8]=480 [vllm-usermistakes9]=440 [sglang-usermistakes9]=480 [vllm-usercorpus-late]=180 [sglang-usercorpus-late]=260
   [vllm-lgcheck]=180)
 # Issue 38 (h200_steps.sh tuners): launches of 70-90 s (vLLM) and 80-95 s (SGLang, with its 5 s
 # teardown) warm; tiny ~7 launches, small ~15, issue ~50.
@@ -118,7 +118,7 @@ for s in $ORDER; do
     sglang-tune) step "$s" 420 bash "$here/h200_sglang.sh" tune ;;
     vllm-dryrun | sglang-dryrun | vllm-dryrun-mistakes | sglang-dryrun-mistakes | vllm-nok-dryrun | \
       sglang-nok-dryrun | vllm-nok | sglang-nok | vllm-usermistakes | sglang-usermistakes | \
-      vllm-usermistakes-dryrun | sglang-usermistakes-dryrun | vllm-usermistakes2 | sglang-usermistakes2 | vllm-usermistakes3 | sglang-usermistakes3 | vllm-usermistakes4 | sglang-usermistakes4 | vllm-usermistakes5 | sglang-usermistakes5 | vllm-usermistakes6 | sglang-usermistakes6 | vllm-usermistakes7 | sglang-usermistakes7 | vllm-usermistakes8 | sglang-usermistakes8 | vllm-usercorpus-late | sglang-usercorpus-late | \
+      vllm-usermistakes-dryrun | sglang-usermistakes-dryrun | vllm-usermistakes2 | sglang-usermistakes2 | vllm-usermistakes3 | sglang-usermistakes3 | vllm-usermistakes4 | sglang-usermistakes4 | vllm-usermistakes5 | sglang-usermistakes5 | vllm-usermistakes6 | sglang-usermistakes6 | vllm-usermistakes7 | sglang-usermistakes7 | vllm-usermistakes8 | sglang-usermistakes8 | vllm-usermistakes9 | sglang-usermistakes9 | vllm-usercorpus-late | sglang-usercorpus-late | \
       vllm-tuners | sglang-tuners | vllm-lgcheck)
       # issues 25, 36 and 38 (h200_steps.sh): ENGINE-STEP
       step "$s" "${COST[$s]:-200}" bash "$here/h200_${s%%-*}.sh" "${s#*-}" ;;

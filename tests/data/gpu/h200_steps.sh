@@ -140,6 +140,13 @@ step_usermistakes8() {
   local v="USERBAD8_$E"
   USERBAD=${!v} user_with usermistakes8 --dry-run auto
 }
+# A ninth set (issue 36, 2026-12-08, thirteenth session), written the same way by a helper and sealed
+# the same way (usermistakes9.sh), after the eighth had been read.
+step_usermistakes9() {
+  . "$GPU_HOME/tests/data/gpu/usermistakes9.sh"
+  local v="USERBAD9_$E"
+  USERBAD=${!v} user_with usermistakes9 --dry-run auto
+}
 step_usercorpus_late() { bash "$GPU_HOME/tests/data/gpu/h200_usercorpus.sh" "$E" late > "$RES/usercorpus-$E-late.out" 2>&1; }
 
 user_with() {  # user_with NAME FLAGS...: `bringup run` from $USERBAD with FLAGS, its own runs folder
