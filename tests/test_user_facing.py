@@ -14,6 +14,7 @@ reason and the memory plan's source named docs/ files and bringup/facts/memplan.
 from __future__ import annotations
 
 import ast
+import json
 import logging
 from pathlib import Path
 
@@ -169,6 +170,22 @@ def test_the_component_map_seam_takes_another_map() -> None:
     )
     assert "failed in the AWQ GEMM kernel" in hint and "VLLM_USE_TRITON_AWQ=1" in hint and "--tp" not in hint
     assert "No name or value of your settings" in unknown_hint("E: x", ["vllm/a.py:f"], {"--tp": "2"})
+
+
+def test_the_component_is_named_without_the_folder_the_engine_was_installed_in() -> None:
+    """Real vLLM 0.24.0 on a lent H100 (tests/data/gpu/h100-2026-12-07f), installed with
+    `pip install --target /tmp/vsite`: its hint said the engine "failed in vsite.vllm.renderers.base",
+    the install folder's name in front of the module. The module starts at the engine's package;
+    torch's own frames there are machinery, never the component."""
+    trial = DATA / "gpu/h100-2026-12-07f/runs/vllm-usermistakes8/runs/20261207-220009-vllm-m8b/trials"
+    o = json.loads((trial / "02-search-8fa00d59/outcome.json").read_text())
+    hint = unknown_hint(o["root_exception"], o["frames"], {"--renderer-num-workers": "0"})
+    assert "failed in vllm.renderers.base (" in hint and "vsite" not in hint, hint
+    assert "touch vllm.renderers.base: --renderer-num-workers 0" in hint, hint
+    frames = ["/tmp/ssite/sglang/srt/mem_cache/pool.py:alloc", "/tmp/ssite/torch/cuda/memory.py:empty"]
+    assert "failed in sglang.srt.mem_cache.pool " in unknown_hint("E: x", frames, {})
+    venv = ["/opt/vllm/venv/lib/python3.12/site-packages/vllm/v1/worker/gpu_worker.py:init_device"]
+    assert "failed in vllm.v1.worker.gpu_worker " in unknown_hint("E: x", venv, {})
 
 
 REAL_RUNS = sorted(p.parent for p in (DATA / "gpu").rglob("findings.json"))

@@ -53,12 +53,24 @@ _GENERIC = frozenset(
 )
 
 
+# Top packages whose folder name starts a module path in a frame of an install folder no prefix
+# names (`pip install --target /tmp/vsite`, as the GPU runs install): the engines, and the
+# libraries _BELOW treats as machinery.
+_TOPS = frozenset("vllm sglang transformers torch triton numpy".split())
+
+
 def _module(frame: str) -> str:
-    """'…/site/sglang/srt/layers/attention/fa.py:forward' -> 'sglang.srt.layers.attention.fa'."""
+    """'…/site/sglang/srt/layers/attention/fa.py:forward' -> 'sglang.srt.layers.attention.fa'.
+    An absolute path starts at its first known top package ('/tmp/vsite/vllm/renderers/base.py'
+    -> 'vllm.renderers.base', not 'vsite.vllm.renderers.base'), else keeps its last four parts."""
     path = frame.rsplit(":", 1)[0].removesuffix(".py")
     parts = [p for p in path.split("/") if p]
-    if path.startswith("/"):  # an install folder this module could not strip: its last parts
-        parts = parts[-4:]
+    if path.startswith("/"):  # an install folder this module could not strip
+        # after the last site folder, else at the first known top package (a folder named like
+        # one further up, /opt/vllm/venv/..., is not it when a site folder follows)
+        site = [i + 1 for i, p in enumerate(parts) if p in ("site-packages", "dist-packages")]
+        top = site[-1] if site else next((i for i, p in enumerate(parts) if p in _TOPS), None)
+        parts = parts[top:] if top is not None else parts[-4:]
     return ".".join(parts)
 
 
