@@ -112,8 +112,14 @@ class Frame:
     @property
     def module_path(self) -> str:
         """The path from the package root ("vllm/v1/worker/gpu_model_runner.py") when it can tell."""
-        m = re.search(r"(?:site-packages|dist-packages|python)/(.+)$", self.file)
-        return m.group(1) if m else self.file
+        return package_relative(self.file)
+
+
+def package_relative(path: str) -> str:
+    """A file's path after the site folder it was installed in ("vllm/v1/worker/gpu_model_runner.py"
+    for ".../site-packages/vllm/v1/worker/gpu_model_runner.py"); the path as given when none shows."""
+    m = re.search(r"(?:site-packages|dist-packages|python)/(.+)$", path)
+    return m.group(1) if m else path
 
 
 @dataclass

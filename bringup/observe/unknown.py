@@ -21,6 +21,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
+from bringup.observe.tracebacks import package_relative
+
 log = logging.getLogger(__name__)
 
 
@@ -63,13 +65,12 @@ def _module(frame: str) -> str:
     """'…/site/sglang/srt/layers/attention/fa.py:forward' -> 'sglang.srt.layers.attention.fa'.
     An absolute path starts at its first known top package ('/tmp/vsite/vllm/renderers/base.py'
     -> 'vllm.renderers.base', not 'vsite.vllm.renderers.base'), else keeps its last four parts."""
-    path = frame.rsplit(":", 1)[0].removesuffix(".py")
+    # after the site folder, as a traceback's frames read it (a folder named like a package further
+    # up, /opt/vllm/venv/..., is not it when a site folder follows)
+    path = package_relative(frame.rsplit(":", 1)[0]).removesuffix(".py")
     parts = [p for p in path.split("/") if p]
-    if path.startswith("/"):  # an install folder this module could not strip
-        # after the last site folder, else at the first known top package (a folder named like
-        # one further up, /opt/vllm/venv/..., is not it when a site folder follows)
-        site = [i + 1 for i, p in enumerate(parts) if p in ("site-packages", "dist-packages")]
-        top = site[-1] if site else next((i for i, p in enumerate(parts) if p in _TOPS), None)
+    if path.startswith("/"):  # an install folder no site folder marks: at its first known top package
+        top = next((i for i, p in enumerate(parts) if p in _TOPS), None)
         parts = parts[top:] if top is not None else parts[-4:]
     return ".".join(parts)
 
